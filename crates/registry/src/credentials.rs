@@ -1,0 +1,2 @@
+//! Credential sources: docker config files, containerd configuration, kubelet credential provider
+//! plugins, and kubelet-style image pattern matching. They produce [`crate::CredentialCandidate`]s.
