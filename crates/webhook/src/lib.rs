@@ -1,1 +1,8 @@
-//! Webhook.
+//! noe-rs webhook: the `noe` binary's library. The command line ([`args`]), the HTTPS admission
+//! server ([`server`], [`tls`], [`admission`]), metrics and health endpoints, and the `inspect` and
+//! `explain` subcommands.
+
+pub mod args;
+pub mod explain;
+pub mod inspect;
+pub mod server;
