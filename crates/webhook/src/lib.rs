@@ -4,5 +4,8 @@
 
 pub mod args;
 pub mod explain;
+pub mod health;
 pub mod inspect;
+pub mod metrics;
 pub mod server;
+pub mod tls;

@@ -1,9 +1,158 @@
-//! The serving process: the HTTPS admission endpoint, metrics and health probes.
+//! The serving process: the HTTPS admission endpoint, `/metrics`, and the health probes.
 
+pub mod https;
+pub mod plain;
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+pub use https::{Handler, Limits, MAX_BODY_BYTES, MUTATE_PATH};
 
 use crate::args::{PolicyArgs, RegistryArgs, ServerArgs};
+use crate::health::Readiness;
+use crate::tls::Reloadable;
 
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::Error),
+}
+
+/// Where to listen.
+#[derive(Clone, Copy, Debug)]
+pub struct Addresses {
+    pub webhook: SocketAddr,
+    pub metrics: SocketAddr,
+    pub health: SocketAddr,
+}
+
+/// A started server: its bound addresses, and the handle to stop it.
+#[derive(Debug)]
+pub struct Running {
+    pub webhook_addr: SocketAddr,
+    pub metrics_addr: SocketAddr,
+    pub health_addr: SocketAddr,
+    pub readiness: Readiness,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting, drains open admission connections, and returns when done.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Binds the three listeners and starts serving. Port 0 picks a free port (tests).
+pub async fn start<H: Handler>(
+    addresses: Addresses,
+    tls: Arc<Reloadable>,
+    handler: Arc<H>,
+    limits: Limits,
+    registry: prometheus::Registry,
+) -> Result<Running, Error> {
+    let webhook = bind(addresses.webhook).await?;
+    let metrics = bind(addresses.metrics).await?;
+    let health = bind(addresses.health).await?;
+    let local = |listener: &TcpListener, addr| {
+        listener
+            .local_addr()
+            .map_err(|source| Error::Bind { addr, source })
+    };
+    let webhook_addr = local(&webhook, addresses.webhook)?;
+    let metrics_addr = local(&metrics, addresses.metrics)?;
+    let health_addr = local(&health, addresses.health)?;
+
+    let acceptor = TlsAcceptor::from(Arc::new(tls.server_config()?));
+    let readiness = Readiness::default();
+    let (shutdown, receiver) = watch::channel(false);
+
+    let metrics_router: plain::Router = Arc::new(move |path: &str| {
+        (path == "/metrics").then(|| crate::metrics::respond(&registry))
+    });
+    let probe_readiness = readiness.clone();
+    let health_router: plain::Router =
+        Arc::new(move |path: &str| crate::health::respond(path, &probe_readiness));
+
+    let tasks = vec![
+        tokio::spawn(https::serve(
+            webhook,
+            acceptor,
+            handler,
+            limits,
+            readiness.clone(),
+            receiver.clone(),
+        )),
+        tokio::spawn(plain::serve(metrics, metrics_router, receiver.clone())),
+        tokio::spawn(plain::serve(health, health_router, receiver)),
+    ];
+    tracing::info!(%webhook_addr, %metrics_addr, %health_addr, "Serving");
+    Ok(Running {
+        webhook_addr,
+        metrics_addr,
+        health_addr,
+        readiness,
+        shutdown,
+        tasks,
+    })
+}
+
+/// Binds `addr`; Go's `:port` (the IPv6 wildcard here) falls back to IPv4 when IPv6 is disabled.
+async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
+    match TcpListener::bind(addr).await {
+        Ok(listener) => Ok(listener),
+        Err(_) if addr.is_ipv6() && addr.ip().is_unspecified() => {
+            let v4 = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), addr.port());
+            TcpListener::bind(v4)
+                .await
+                .map_err(|source| Error::Bind { addr, source })
+        }
+        Err(source) => Err(Error::Bind { addr, source }),
+    }
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+pub async fn termination() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `noe` without a subcommand.
 pub async fn run(server: ServerArgs, policy: PolicyArgs, registry: RegistryArgs) -> ExitCode {
     let _ = (server, policy, registry);
     ExitCode::FAILURE
