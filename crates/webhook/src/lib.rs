@@ -1,1 +1,4 @@
 //! Webhook.
+
+pub mod decide;
+pub mod patch;
