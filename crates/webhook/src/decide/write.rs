@@ -172,6 +172,8 @@ pub(crate) fn constrain(
             previous: ours.previous.iter().cloned().collect(),
         });
     }
+    // Creations merge into one entry, so count the operations and the writes separately.
+    let ops_before = patch.len();
     let ns_key = path(&[&NODE_SELECTOR, &[ARCH_LABEL]]);
     match (ours.node_selector, want_node_selector) {
         (true, Some(arch)) => {
@@ -244,7 +246,10 @@ pub(crate) fn constrain(
         }
     }
 
-    if want_node_selector.is_some() {
+    let arch_changed = patch.len() > ops_before || wrote_expression;
+    if !arch_changed {
+        // Nothing written for the arch (reinvocation with the same result, or only empty terms).
+    } else if want_node_selector.is_some() {
         decision.signals.push(Signal::ArchSelectorInjected {
             selector: selector::PREFERRED,
         });

@@ -154,6 +154,11 @@ impl<'a> PatchBuilder<'a> {
             .push(Entry::Direct(remove(pointer(&owned(path)))));
     }
 
+    /// How many operations were recorded so far.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Whether no operation was recorded.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
