@@ -624,12 +624,10 @@ fn cases() -> Vec<Case> {
                         "preferredDuringSchedulingIgnoredDuringExecution": [pref_term("arm64", 7), pref_term("amd64", 50)]}}}})),
             lookups(&[("app:1", Ok(MULTI)), ("sidecar:2", Ok(ARM))]),
             Policy { preference_mode: PreferenceMode::Preferred, ..Policy::default() },
-            // The user's own soft arm64 term looks like ours (same shape): with amd64 no longer
-            // possible both are removed; a soft term never restricts placement.
+            // The user's own soft arm64 term (weight 7) is not ours: kept.
             Expect::Patch(&["arm64"], vec![
                 replace(&format!("{REQ}/0/matchExpressions/0/values"), json!(["arm64"])),
                 remove(&format!("{PREF}/1")),
-                remove(&format!("{PREF}/0")),
                 replace(ANN, json!("arm64")),
             ])).signals(vec![not_available("amd64"), recomputed(&["amd64", "arm64"]), injected(selector::AFFINITY)]),
         case("reinvocation with nothing new: unchanged",

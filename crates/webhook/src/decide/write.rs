@@ -141,8 +141,8 @@ pub(crate) fn constrain(
     ours: Option<Ours>,
     mut decision: Decision,
 ) -> Decision {
-    let (preferred, from_label) = preferred_arch(raw, policy, &mut decision);
-    let preferred = match preferred {
+    let (candidate, from_label) = preferred_arch(raw, policy, &mut decision);
+    let preferred = match candidate {
         Some(arch) if common.contains(arch) => Some(arch),
         Some(arch) => {
             decision.signals.push(Signal::PreferredArchNotAvailable {
@@ -210,40 +210,45 @@ pub(crate) fn constrain(
         wrote_expression |= and_into_required_terms(&mut patch, &expr, &skip);
     }
 
+    // Our soft term is the one we would write: the candidate preferred arch, with our weight.
     let preferences_path = path(&[&NODE_AFFINITY, &[PREFERRED]]);
-    match (ours.preferences.is_empty(), want_preference) {
+    let terms = pod::preferred_terms(raw)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let our_preferences: Vec<usize> = ours
+        .preferences
+        .iter()
+        .copied()
+        .filter(|&index| {
+            let Some(term) = terms.get(index) else {
+                return false;
+            };
+            let weight = term.get("weight").and_then(Value::as_i64);
+            let arch = term
+                .get("preference")
+                .map(|p| array(p, "matchExpressions"))
+                .and_then(|e| e.first())
+                .map(|e| array(e, "values"))
+                .and_then(|v| v.first())
+                .and_then(Value::as_str);
+            weight == Some(i64::from(policy.preference_weight))
+                && arch.is_some()
+                && arch == candidate
+        })
+        .collect();
+    match (our_preferences.is_empty(), want_preference) {
         (true, Some(arch)) => patch.append(
             &preferences_path,
             preferred_term(arch, policy.preference_weight),
         ),
-        (true, None) => {}
-        (false, Some(arch)) => {
-            let terms = pod::preferred_terms(raw)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            for &index in &ours.preferences {
-                let current = terms
-                    .get(index)
-                    .and_then(|t| t.get("preference"))
-                    .map(|p| array(p, "matchExpressions"))
-                    .and_then(|e| e.first())
-                    .map(|e| array(e, "values"));
-                if current != Some(&[json!(arch)][..]) {
-                    let index_s = index.to_string();
-                    let values = path(&[
-                        &preferences_path,
-                        &[&index_s, "preference", "matchExpressions", "0", "values"],
-                    ]);
-                    patch.replace(&values, json!([arch]));
-                }
-            }
-        }
         (false, None) => {
-            for &index in ours.preferences.iter().rev() {
+            for &index in our_preferences.iter().rev() {
                 let index_s = index.to_string();
                 patch.remove(&path(&[&preferences_path, &[&index_s]]));
             }
         }
+        // Ours is already there (same arch and weight), or none is wanted nor present.
+        (false, Some(_)) | (true, None) => {}
     }
 
     let arch_changed = patch.len() > ops_before || wrote_expression;
