@@ -61,6 +61,25 @@ pub fn with_prefix(ops: Vec<Value>, prefix: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Where the pod template of a workload `kind` lives, for [`with_prefix`]: `""` for a Pod,
+/// `/spec/template` for Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController and
+/// Job, `/spec/jobTemplate/spec/template` for CronJob, `/template` for PodTemplate; `None` for
+/// any other kind.
+pub fn pod_template_pointer(kind: &str) -> Option<&'static str> {
+    match kind {
+        "Pod" => Some(""),
+        "Deployment"
+        | "StatefulSet"
+        | "DaemonSet"
+        | "ReplicaSet"
+        | "ReplicationController"
+        | "Job" => Some("/spec/template"),
+        "CronJob" => Some("/spec/jobTemplate/spec/template"),
+        "PodTemplate" => Some("/template"),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +95,18 @@ mod tests {
             "/metadata/annotations/arch.noe.adevinta.com~1platforms"
         );
         assert_eq!(pointer::<&str>(&[]), "");
+    }
+
+    #[test]
+    fn template_pointers() {
+        assert_eq!(pod_template_pointer("Pod"), Some(""));
+        assert_eq!(pod_template_pointer("Deployment"), Some("/spec/template"));
+        assert_eq!(pod_template_pointer("Job"), Some("/spec/template"));
+        assert_eq!(
+            pod_template_pointer("CronJob"),
+            Some("/spec/jobTemplate/spec/template")
+        );
+        assert_eq!(pod_template_pointer("Service"), None);
     }
 
     #[test]

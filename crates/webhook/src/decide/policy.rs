@@ -125,6 +125,32 @@ impl Default for Policy {
     }
 }
 
+/// Parses the `--arch-tolerations-file` contents: a YAML (or JSON) map `arch → [toleration]`,
+/// e.g. `arm64: [{key: arch, value: arm64, effect: NoSchedule}]`. An empty file is an empty map.
+/// Each toleration must be a valid Kubernetes `Toleration`; it is kept as written.
+pub fn parse_arch_tolerations(text: &str) -> Result<BTreeMap<String, Vec<Value>>, String> {
+    if text.trim().is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let map: Option<BTreeMap<String, Option<Vec<Value>>>> = serde_yaml::from_str(text)
+        .map_err(|e| format!("architecture tolerations are not a map of arch to a list: {e}"))?;
+    let mut out = BTreeMap::new();
+    for (arch, tolerations) in map.unwrap_or_default() {
+        let tolerations = tolerations.unwrap_or_default();
+        for toleration in &tolerations {
+            serde_json::from_value::<k8s_openapi::api::core::v1::Toleration>(toleration.clone())
+                .map_err(|e| format!("invalid toleration for architecture {arch:?}: {e}"))?;
+            if !toleration.is_object() {
+                return Err(format!(
+                    "invalid toleration for architecture {arch:?}: not an object"
+                ));
+            }
+        }
+        out.insert(arch, tolerations);
+    }
+    Ok(out)
+}
+
 impl Policy {
     /// Refuses contradictory settings, with a one-line reason.
     pub fn validate(&self) -> Result<(), String> {
@@ -164,5 +190,41 @@ impl Policy {
     /// Whether `arch` is schedulable (an empty list means every arch is).
     pub fn is_schedulable(&self, arch: &str) -> bool {
         self.schedulable_archs.is_empty() || self.schedulable_archs.contains(arch)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_arch_tolerations() {
+        let text = "arm64:\n  - key: arch\n    value: arm64\n    effect: NoSchedule\n  - operator: Exists\n    key: x\namd64: []\nriscv64:\n";
+        let map = parse_arch_tolerations(text).unwrap();
+        assert_eq!(
+            map["arm64"],
+            vec![
+                json!({"key": "arch", "value": "arm64", "effect": "NoSchedule"}),
+                json!({"operator": "Exists", "key": "x"})
+            ]
+        );
+        assert!(map["amd64"].is_empty());
+        assert!(map["riscv64"].is_empty());
+        assert!(parse_arch_tolerations("  \n").unwrap().is_empty());
+        assert!(parse_arch_tolerations("{\"arm64\": [{\"key\": \"a\"}]}").is_ok());
+    }
+
+    #[test]
+    fn rejects_bad_tolerations() {
+        for bad in [
+            "- a\n- b\n",
+            "arm64: x\n",
+            "arm64: [1]\n",
+            "arm64: [{tolerationSeconds: soon}]\n",
+        ] {
+            assert!(parse_arch_tolerations(bad).is_err(), "{bad:?}");
+        }
     }
 }
