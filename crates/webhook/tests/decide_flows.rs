@@ -11,7 +11,7 @@ use helpers::{apply, assert_constrained, assert_minimal, lookups, patched_pod};
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::CronJob};
 use noe_webhook::decide::{
     decide, needs_lookups, pod_images, should_skip, Lookups, OnLookupError, Policy, PreferenceMode,
-    SkipReason, Verdict,
+    Signal, SkipReason, Verdict,
 };
 use noe_webhook::patch::with_prefix;
 use serde_json::{json, Value};
@@ -88,6 +88,14 @@ fn assert_up_to_date(pod: &Value, policy: &Policy) {
             reason: SkipReason::AlreadyUpToDate
         },
         "a second admission of {pod} changes nothing"
+    );
+    assert!(
+        !decision.signals.iter().any(|s| matches!(
+            s,
+            Signal::ArchSelectorInjected { .. } | Signal::NodeMatchInjection { .. }
+        )),
+        "nothing counted as injected again: {:?}",
+        decision.signals
     );
 }
 

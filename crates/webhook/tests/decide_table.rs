@@ -636,6 +636,13 @@ fn cases() -> Vec<Case> {
             lookups(&[("app:1", Ok(MULTI))]), Policy::default(),
             Expect::Unchanged(SkipReason::AlreadyUpToDate))
             .signals(vec![recomputed(&["amd64", "arm64"]), skipped(SkipReason::AlreadyUpToDate)]),
+        case("reinvocation with nothing new, affinity form: unchanged, nothing counted",
+            pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "arm64"}},
+                "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [arch_in(&["arm64"])]}]}}}}})),
+            lookups(&[("app:1", Ok(ARM))]), Policy::default(),
+            Expect::Unchanged(SkipReason::AlreadyUpToDate))
+            .signals(vec![not_available("amd64"), recomputed(&["arm64"]), skipped(SkipReason::AlreadyUpToDate)]),
         case("reinvocation, a new term added by another webhook gets our expression",
             pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "amd64"}},
                 "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {

@@ -162,110 +162,33 @@ pub(crate) fn constrain(
     // the `In [common]` expression in every required term, plus in preferred mode a soft term.
     let want_node_selector = preferred.filter(|_| required_mode);
     let want_preference = preferred.filter(|_| !required_mode);
-    let expr = arch_expression(&common);
     let mut patch = PatchBuilder::new(raw);
-    let mut written: BTreeSet<&str> = BTreeSet::new();
-
     let ours = ours.unwrap_or_default();
     if !ours.previous.is_empty() {
         decision.signals.push(Signal::Recomputed {
             previous: ours.previous.iter().cloned().collect(),
         });
     }
-    // Creations merge into one entry, so count the operations and the writes separately.
-    let ops_before = patch.len();
-    let ns_key = path(&[&NODE_SELECTOR, &[ARCH_LABEL]]);
-    match (ours.node_selector, want_node_selector) {
-        (true, Some(arch)) => {
-            if pod::node_selector(raw, ARCH_LABEL) != Some(arch) {
-                patch.replace(&ns_key, json!(arch));
-            }
-            written.insert(ARCH_LABEL);
-        }
-        (true, None) => patch.remove(&ns_key),
-        (false, Some(arch)) => {
-            patch.set(&ns_key, json!(arch));
-            written.insert(ARCH_LABEL);
-        }
-        (false, None) => {}
+    let want = Want {
+        node_selector: want_node_selector,
+        preference: want_preference,
+        candidate,
+    };
+    if write_arch(&mut patch, policy, &common, &ours, &want) {
+        let selector = if want.node_selector.is_some() {
+            selector::PREFERRED
+        } else if want.preference.is_some() {
+            selector::PREFERRED_AFFINITY
+        } else {
+            selector::AFFINITY
+        };
+        decision
+            .signals
+            .push(Signal::ArchSelectorInjected { selector });
     }
-
-    // Our earlier expressions are rewritten in place; terms without one get it when required.
-    let terms_path = path(&[&NODE_AFFINITY, &[REQUIRED, "nodeSelectorTerms"]]);
-    let mut wrote_expression = false;
-    for &(term, index) in &ours.expressions {
-        let term_s = term.to_string();
-        let index_s = index.to_string();
-        let values = path(&[
-            &terms_path,
-            &[&term_s, "matchExpressions", &index_s, "values"],
-        ]);
-        if ours.previous != common {
-            patch.replace(&values, expr["values"].clone());
-        }
-        wrote_expression = true;
-    }
-    if want_node_selector.is_none() || !ours.expressions.is_empty() {
-        let skip: BTreeSet<usize> = ours.expressions.iter().map(|&(t, _)| t).collect();
-        wrote_expression |= and_into_required_terms(&mut patch, &expr, &skip);
-    }
-
-    // Our soft term is the one we would write: the candidate preferred arch, with our weight.
-    let preferences_path = path(&[&NODE_AFFINITY, &[PREFERRED]]);
-    let terms = pod::preferred_terms(raw)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let our_preferences: Vec<usize> = ours
-        .preferences
-        .iter()
-        .copied()
-        .filter(|&index| {
-            let Some(term) = terms.get(index) else {
-                return false;
-            };
-            let weight = term.get("weight").and_then(Value::as_i64);
-            let arch = term
-                .get("preference")
-                .map(|p| array(p, "matchExpressions"))
-                .and_then(|e| e.first())
-                .map(|e| array(e, "values"))
-                .and_then(|v| v.first())
-                .and_then(Value::as_str);
-            weight == Some(i64::from(policy.preference_weight))
-                && arch.is_some()
-                && arch == candidate
-        })
-        .collect();
-    match (our_preferences.is_empty(), want_preference) {
-        (true, Some(arch)) => patch.append(
-            &preferences_path,
-            preferred_term(arch, policy.preference_weight),
-        ),
-        (false, None) => {
-            for &index in our_preferences.iter().rev() {
-                let index_s = index.to_string();
-                patch.remove(&path(&[&preferences_path, &[&index_s]]));
-            }
-        }
-        // Ours is already there (same arch and weight), or none is wanted nor present.
-        (false, Some(_)) | (true, None) => {}
-    }
-
-    let arch_changed = patch.len() > ops_before || wrote_expression;
-    if !arch_changed {
-        // Nothing written for the arch (reinvocation with the same result, or only empty terms).
-    } else if want_node_selector.is_some() {
-        decision.signals.push(Signal::ArchSelectorInjected {
-            selector: selector::PREFERRED,
-        });
-    } else if want_preference.is_some() {
-        decision.signals.push(Signal::ArchSelectorInjected {
-            selector: selector::PREFERRED_AFFINITY,
-        });
-    } else if wrote_expression {
-        decision.signals.push(Signal::ArchSelectorInjected {
-            selector: selector::AFFINITY,
-        });
+    let mut written: BTreeSet<&str> = BTreeSet::new();
+    if want_node_selector.is_some() {
+        written.insert(ARCH_LABEL);
     }
 
     match_node_labels(&mut patch, policy, &written, &mut decision);
@@ -303,6 +226,99 @@ pub(crate) fn constrain(
         }
     };
     decision
+}
+
+/// The arch constraints the pod should carry.
+struct Want<'p> {
+    /// `nodeSelector["kubernetes.io/arch"]` (required mode, preferred arch available).
+    node_selector: Option<&'p str>,
+    /// A soft preferred term (preferred mode, preferred arch available).
+    preference: Option<&'p str>,
+    /// The preferred arch before intersection (label or flag), to recognise our soft term.
+    candidate: Option<&'p str>,
+}
+
+/// Writes (or, on reinvocation, rewrites) the arch constraints; true when anything changed.
+/// Without a nodeSelector, `kubernetes.io/arch In [common]` goes into every required term; our
+/// earlier expressions are rewritten in place and terms without one get it.
+fn write_arch(
+    patch: &mut PatchBuilder<'_>,
+    policy: &Policy,
+    common: &BTreeSet<String>,
+    ours: &Ours,
+    want: &Want<'_>,
+) -> bool {
+    let raw = patch.doc();
+    let before = patch.len();
+    let mut changed = false;
+
+    let ns_key = path(&[&NODE_SELECTOR, &[ARCH_LABEL]]);
+    match (ours.node_selector, want.node_selector) {
+        (true, Some(arch)) if pod::node_selector(raw, ARCH_LABEL) != Some(arch) => {
+            patch.replace(&ns_key, json!(arch))
+        }
+        (true, Some(_)) | (false, None) => {}
+        (true, None) => patch.remove(&ns_key),
+        (false, Some(arch)) => patch.set(&ns_key, json!(arch)),
+    }
+
+    let expr = arch_expression(common);
+    let terms_path = path(&[&NODE_AFFINITY, &[REQUIRED, "nodeSelectorTerms"]]);
+    if &ours.previous != common {
+        for &(term, index) in &ours.expressions {
+            let (term, index) = (term.to_string(), index.to_string());
+            let values = path(&[&terms_path, &[&term, "matchExpressions", &index, "values"]]);
+            patch.replace(&values, expr["values"].clone());
+            changed = true;
+        }
+    }
+    if want.node_selector.is_none() || !ours.expressions.is_empty() {
+        let skip: BTreeSet<usize> = ours.expressions.iter().map(|&(t, _)| t).collect();
+        changed |= and_into_required_terms(patch, &expr, &skip);
+    }
+
+    // Our soft term is the one we would write: the candidate preferred arch, with our weight.
+    let preferences_path = path(&[&NODE_AFFINITY, &[PREFERRED]]);
+    let terms = pod::preferred_terms(raw)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let our_preferences: Vec<usize> = ours
+        .preferences
+        .iter()
+        .copied()
+        .filter(|&index| {
+            let Some(term) = terms.get(index) else {
+                return false;
+            };
+            let weight = term.get("weight").and_then(Value::as_i64);
+            let arch = term
+                .get("preference")
+                .map(|p| array(p, "matchExpressions"))
+                .and_then(|e| e.first())
+                .map(|e| array(e, "values"))
+                .and_then(|v| v.first())
+                .and_then(Value::as_str);
+            weight == Some(i64::from(policy.preference_weight))
+                && arch.is_some()
+                && arch == want.candidate
+        })
+        .collect();
+    match (our_preferences.is_empty(), want.preference) {
+        (true, Some(arch)) => patch.append(
+            &preferences_path,
+            preferred_term(arch, policy.preference_weight),
+        ),
+        (false, None) => {
+            for &index in our_preferences.iter().rev() {
+                let index = index.to_string();
+                patch.remove(&path(&[&preferences_path, &[&index]]));
+            }
+        }
+        // Ours is already there (same arch and weight), or none is wanted nor present.
+        (false, Some(_)) | (true, None) => {}
+    }
+    // Creations merge into one entry: count both the entries and the writes.
+    changed || patch.len() > before
 }
 
 /// A toleration with Kubernetes' defaults spelled out, to compare tolerations.
