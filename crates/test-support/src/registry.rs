@@ -5,7 +5,7 @@ mod config;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,22 @@ use crate::{TestCa, TokenServer, TokenSigner};
 
 /// The registry binary; override with `NOE_TEST_REGISTRY_BIN`.
 const DEFAULT_BINARY: &str = "docker-registry";
+
+/// Runs the registry in the background and kills it as soon as our end of stdin closes: on
+/// drop, and also when the test process dies without unwinding (a timeout's SIGKILL). Explicit
+/// `<&3` because an asynchronous list's stdin is otherwise /dev/null.
+const WRAPPER: &str = r#"exec 3<&0
+"$0" serve "$1" </dev/null &
+pid=$!
+echo "$pid" > "$2"
+( read -r _ignored <&3; kill -9 "$pid" 2>/dev/null ) &
+watcher=$!
+wait "$pid"
+status=$?
+kill "$watcher" 2>/dev/null
+wait "$watcher"
+exit "$status"
+"#;
 
 /// How long the registry may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -38,7 +54,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// # Ok(()) }
 /// ```
 pub struct Registry {
+    /// `sh` running the registry and a watchdog that kills it when this pipe closes.
     child: Child,
+    watchdog: Option<ChildStdin>,
+    pid: u32,
     port: u16,
     tls: Option<TestCa>,
     admin: PushAuth,
@@ -137,9 +156,11 @@ impl RegistryBuilder {
             let port = free_port()?;
             let yaml = config::render(dir.path(), port, &auth, self.tls.is_some());
             match spawn(dir.path(), port, &yaml) {
-                Ok(child) => {
+                Ok((mut child, pid)) => {
                     let registry = Registry {
+                        watchdog: child.stdin.take(),
                         child,
+                        pid,
                         port,
                         tls: self.tls.clone(),
                         admin: admin.clone(),
@@ -166,23 +187,35 @@ fn binary() -> String {
     std::env::var("NOE_TEST_REGISTRY_BIN").unwrap_or_else(|_| DEFAULT_BINARY.to_owned())
 }
 
-/// Starts the process and waits until its port accepts connections.
-fn spawn(dir: &Path, port: u16, yaml: &str) -> anyhow::Result<Child> {
+/// Starts the process and waits until its port accepts connections; returns the wrapper and the
+/// registry's pid.
+fn spawn(dir: &Path, port: u16, yaml: &str) -> anyhow::Result<(Child, u32)> {
     let config_path = dir.join("config.yml");
     std::fs::write(&config_path, yaml)?;
+    let pid_path = dir.join("registry.pid");
+    let _ = std::fs::remove_file(&pid_path);
     let stdout = std::fs::File::create(dir.join("access.log"))?;
     let stderr = std::fs::File::create(dir.join("registry.log"))?;
-    let mut child = Command::new(binary())
-        .arg("serve")
+    let mut command = Command::new("sh");
+    // The registry reads REGISTRY_* overrides from the environment: keep only our config.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("REGISTRY_") {
+            command.env_remove(name);
+        }
+    }
+    let mut child = command
+        .arg("-c")
+        .arg(WRAPPER)
+        .arg(binary())
         .arg(&config_path)
-        .stdin(Stdio::null())
+        .arg(&pid_path)
+        .stdin(Stdio::piped())
         .stdout(stdout)
         .stderr(stderr)
-        .env_remove("REGISTRY_HTTP_ADDR")
         .spawn()
         .with_context(|| {
             format!(
-                "starting `{} serve` (install the Debian package docker-registry)",
+                "starting `sh -c '{} serve ..'` (install the Debian package docker-registry)",
                 binary()
             )
         })?;
@@ -191,10 +224,15 @@ fn spawn(dir: &Path, port: u16, yaml: &str) -> anyhow::Result<Child> {
     loop {
         if let Some(status) = child.try_wait()? {
             let log = std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default();
-            bail!("docker-registry exited with {status} on port {port}: {log}");
+            bail!(
+                "`{} serve` exited with {status} on port {port} (is the Debian package \
+                 docker-registry installed?): {log}",
+                binary()
+            );
         }
         if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(child);
+            let pid = std::fs::read_to_string(&pid_path)?.trim().parse()?;
+            return Ok((child, pid));
         }
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -219,6 +257,11 @@ impl Registry {
     /// `127.0.0.1:PORT`, the registry part of image references.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The registry process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// The port.
@@ -320,6 +363,17 @@ impl Registry {
         *self.cursor.lock().unwrap_or_else(|e| e.into_inner()) = count;
     }
 
+    /// Freezes the registry (SIGSTOP): connections are still accepted by the kernel but nothing
+    /// is answered, like a blackholed host. [`Registry::resume`] undoes it; drop works either way.
+    pub fn pause(&self) -> anyhow::Result<()> {
+        signal(self.pid, "STOP")
+    }
+
+    /// Resumes a paused registry (SIGCONT).
+    pub fn resume(&self) -> anyhow::Result<()> {
+        signal(self.pid, "CONT")
+    }
+
     /// GET `/v2/` until it answers 200 or 401.
     async fn probe(&self) -> anyhow::Result<()> {
         let client = self.http_client()?;
@@ -339,7 +393,31 @@ impl Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
+        // Closing the pipe makes the watchdog SIGKILL the registry; the wrapper then exits.
+        drop(self.watchdog.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = signal(self.pid, "KILL");
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Sends `kill -SIGNAL pid`.
+fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("kill -{signal} {pid} failed: {status}");
+    }
+    Ok(())
 }

@@ -233,8 +233,32 @@ async fn dropping_the_registry_stops_it_and_removes_its_dir() {
     let registry = Registry::start().await.unwrap();
     let dir = registry.dir().to_owned();
     let addr = registry.host();
+    let proc_dir = format!("/proc/{}", registry.pid());
     assert!(dir.join("config.yml").exists());
+    assert!(std::path::Path::new(&proc_dir).exists());
     drop(registry);
     assert!(!dir.exists());
     assert!(std::net::TcpStream::connect(addr).is_err());
+    assert!(
+        !std::path::Path::new(&proc_dir).exists(),
+        "registry process reaped"
+    );
+}
+
+#[tokio::test]
+async fn a_paused_registry_accepts_connections_but_never_answers() {
+    let registry = Registry::start().await.unwrap();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(std::time::Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let url = format!("{}/v2/", registry.base_url());
+    registry.pause().unwrap();
+    let error = client.get(&url).send().await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    registry.resume().unwrap();
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    registry.pause().unwrap(); // dropping a paused registry still stops it
 }
