@@ -4,3 +4,5 @@
 pub mod matching;
 
 pub use matching::image_matches;
+pub mod docker_config;
+pub mod exec;
