@@ -213,33 +213,9 @@ impl Resolver {
     }
 }
 
-/// kubelet `matchImages` semantics (until `credentials::matching` lands on this branch): host
-/// labels glob one by one with the same label count, the port must match, the path is a prefix.
+/// kubelet `matchImages` semantics on the normalized `registry/repository` name.
 fn is_private(pattern: &str, image: &str) -> bool {
-    let split = |s: &str| -> (String, String) {
-        let s = s.split_once("://").map_or(s, |(_, rest)| rest);
-        match s.split_once('/') {
-            Some((host, path)) => (host.to_owned(), path.to_owned()),
-            None => (s.to_owned(), String::new()),
-        }
-    };
-    let (pattern_host, pattern_path) = split(pattern);
-    let (image_host, image_path) = split(image);
-    let (pattern_name, pattern_port) = pattern_host
-        .split_once(':')
-        .map_or((pattern_host.as_str(), ""), |(h, p)| (h, p));
-    let (image_name, image_port) = image_host
-        .split_once(':')
-        .map_or((image_host.as_str(), ""), |(h, p)| (h, p));
-    let pattern_labels: Vec<&str> = pattern_name.split('.').collect();
-    let image_labels: Vec<&str> = image_name.split('.').collect();
-    pattern_port == image_port
-        && pattern_labels.len() == image_labels.len()
-        && pattern_labels
-            .iter()
-            .zip(&image_labels)
-            .all(|(p, i)| proxies::glob_match(p, i))
-        && image_path.starts_with(&pattern_path)
+    crate::credentials::matching::image_matches(pattern, image)
 }
 
 #[cfg(test)]
