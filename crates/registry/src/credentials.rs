@@ -6,3 +6,4 @@ pub mod matching;
 pub use matching::image_matches;
 pub mod docker_config;
 pub mod exec;
+pub mod provider;
