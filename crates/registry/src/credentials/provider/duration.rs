@@ -7,13 +7,9 @@ use std::time::Duration;
 pub fn parse_go_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     let s = s.strip_prefix('+').unwrap_or(s);
-    if s.starts_with('-') {
+    if let Some(negative) = s.strip_prefix('-') {
         // "-0" is zero in Go; any other negative value is meaningless here.
-        return (s
-            .trim_start_matches('-')
-            .trim_matches(|c| c == '0' || c == '.')
-            == "")
-            .then_some(Duration::ZERO);
+        return parse_go_duration(negative).filter(Duration::is_zero);
     }
     if s == "0" {
         return Some(Duration::ZERO);
