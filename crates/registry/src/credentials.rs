@@ -4,5 +4,7 @@
 pub mod matching;
 
 pub use matching::image_matches;
+pub mod containerd;
 pub mod docker_config;
 pub mod exec;
+pub mod provider;

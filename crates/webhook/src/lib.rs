@@ -9,5 +9,6 @@ pub mod health;
 pub mod inspect;
 pub mod metrics;
 pub mod patch;
+pub mod pull_secrets;
 pub mod server;
 pub mod tls;
