@@ -181,8 +181,11 @@ impl Admission {
         let deadline = tokio::time::Instant::now() + self.lookup_budget();
         let images = decide::pod_images(pod);
         let secrets = pull_secret_names(pod);
-        let credentials =
-            tokio::time::timeout_at(deadline, self.credentials.for_pod(namespace, &secrets)).await;
+        let credentials = tokio::time::timeout_at(
+            deadline,
+            self.credentials.for_pod(namespace, &secrets, &images),
+        )
+        .await;
         let credentials = match credentials {
             Ok(credentials) => credentials,
             Err(_) => {
@@ -192,26 +195,27 @@ impl Admission {
                     .collect();
             }
         };
-        let failed = credentials.failed_pull_secrets();
+        let failed = credentials.failed_pull_secrets;
         if failed > 0 {
             self.metrics
                 .image_pull_secret_failed
                 .with_label_values(&[namespace])
                 .inc_by(failed as u64);
         }
-        let lookups = images.iter().map(|image| {
-            let candidates = credentials.candidates(image);
-            async move {
-                let result = tokio::time::timeout_at(
-                    deadline,
-                    self.lookup.lookup(image, &candidates),
-                )
-                .await
-                .unwrap_or_else(|_| Err(DEADLINE_EXCEEDED.to_owned()));
-                (image.clone(), result)
-            }
+        let credentials = &credentials;
+        let lookups = images.iter().map(|image| async move {
+            let result = tokio::time::timeout_at(
+                deadline,
+                self.lookup.lookup(image, credentials.for_image(image)),
+            )
+            .await
+            .unwrap_or_else(|_| Err(DEADLINE_EXCEEDED.to_owned()));
+            (image.clone(), result)
         });
-        futures::future::join_all(lookups).await.into_iter().collect()
+        futures::future::join_all(lookups)
+            .await
+            .into_iter()
+            .collect()
     }
 
     /// The deadline minus a margin to decide and answer.

@@ -172,7 +172,10 @@ mod tests {
         let request = parse(&review).unwrap();
         assert_eq!(request.api_version, V1BETA1);
         assert_eq!(request.uid, "u1");
-        assert_eq!((request.kind, request.group, request.operation), ("Pod", "", "CREATE"));
+        assert_eq!(
+            (request.kind, request.group, request.operation),
+            ("Pod", "", "CREATE")
+        );
         assert_eq!(request.namespace, "ns");
         assert!(request.object.is_some());
 
@@ -181,9 +184,18 @@ mod tests {
         assert_eq!(parse(&review).unwrap().namespace, "n2");
 
         assert!(matches!(parse(&json!([])), Err(Invalid::NotAnObject)));
-        assert!(matches!(parse(&json!({"apiVersion": "v2"})), Err(Invalid::Version(_))));
-        assert!(matches!(parse(&json!({"apiVersion": V1})), Err(Invalid::NoRequest)));
-        assert!(matches!(parse(&json!({"apiVersion": V1, "request": 3})), Err(Invalid::NoRequest)));
+        assert!(matches!(
+            parse(&json!({"apiVersion": "v2"})),
+            Err(Invalid::Version(_))
+        ));
+        assert!(matches!(
+            parse(&json!({"apiVersion": V1})),
+            Err(Invalid::NoRequest)
+        ));
+        assert!(matches!(
+            parse(&json!({"apiVersion": V1, "request": 3})),
+            Err(Invalid::NoRequest)
+        ));
     }
 
     #[test]

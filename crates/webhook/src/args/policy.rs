@@ -108,12 +108,34 @@ impl PolicyArgs {
                 path.display()
             )
         })?;
-        parse_arch_tolerations(&text).map_err(|error| {
+        crate::decide::parse_arch_tolerations(&text).map_err(|error| {
             format!(
                 "invalid --arch-tolerations-file {}: {error}",
                 path.display()
             )
         })
+    }
+
+    /// The decision's policy (reads `--arch-tolerations-file`).
+    pub fn to_policy(&self) -> Result<crate::decide::Policy, String> {
+        let policy = crate::decide::Policy {
+            preferred_arch: self.preferred_arch(),
+            schedulable_archs: self.schedulable_archs().into_iter().collect(),
+            system_os: self.system_os.trim().to_owned(),
+            preference_mode: match self.preference_mode {
+                PreferenceModeArg::Required => crate::decide::PreferenceMode::Required,
+                PreferenceModeArg::Preferred => crate::decide::PreferenceMode::Preferred,
+            },
+            preference_weight: i32::try_from(self.preference_weight).unwrap_or(0),
+            on_lookup_error: match self.on_lookup_error {
+                OnLookupErrorArg::IgnoreImage => crate::decide::OnLookupError::IgnoreImage,
+                OnLookupErrorArg::AllowPod => crate::decide::OnLookupError::AllowPod,
+                OnLookupErrorArg::Deny => crate::decide::OnLookupError::Deny,
+            },
+            match_node_labels: self.match_node_labels(),
+            arch_tolerations: self.arch_tolerations()?,
+        };
+        Ok(policy)
     }
 
     /// Contradictions clap cannot see, each as a one-line reason.
@@ -139,48 +161,6 @@ impl PolicyArgs {
         if self.system_os.trim().is_empty() {
             return Err("--system-os must not be empty".into());
         }
-        self.arch_tolerations().map(|_| ())
-    }
-}
-
-/// `{arm64: [{key: ..., operator: ..., effect: ...}], ...}`; an empty document is an empty map.
-pub fn parse_arch_tolerations(text: &str) -> Result<ArchTolerations, String> {
-    if text.trim().is_empty() {
-        return Ok(ArchTolerations::new());
-    }
-    let map: Option<BTreeMap<String, Option<Vec<serde_json::Value>>>> =
-        serde_yaml::from_str(text).map_err(|error| error.to_string())?;
-    let mut out = ArchTolerations::new();
-    for (arch, tolerations) in map.unwrap_or_default() {
-        let tolerations = tolerations.unwrap_or_default();
-        for toleration in &tolerations {
-            serde_json::from_value::<k8s_openapi::api::core::v1::Toleration>(toleration.clone())
-                .map_err(|error| format!("toleration of {arch}: {error}"))?;
-            if !toleration.is_object() {
-                return Err(format!("toleration of {arch} is not an object"));
-            }
-        }
-        out.insert(arch, tolerations);
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tolerations_file_table() {
-        assert_eq!(parse_arch_tolerations(""), Ok(ArchTolerations::new()));
-        let parsed = parse_arch_tolerations(
-            "arm64:\n- key: arch\n  operator: Equal\n  value: arm64\n  effect: NoSchedule\namd64: []\n",
-        );
-        let parsed = parsed.unwrap_or_default();
-        assert_eq!(parsed["arm64"].len(), 1);
-        assert_eq!(parsed["arm64"][0]["effect"], "NoSchedule");
-        assert!(parsed["amd64"].is_empty());
-        assert!(parse_arch_tolerations("arm64: 3").is_err());
-        assert!(parse_arch_tolerations("arm64: [3]").is_err());
-        assert!(parse_arch_tolerations("- a").is_err());
+        self.to_policy()?.validate()
     }
 }

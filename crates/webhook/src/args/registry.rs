@@ -151,6 +151,71 @@ impl RegistryArgs {
             .collect()
     }
 
+    /// The resolver configuration (reads `--registry-ca-file`).
+    pub fn resolver_config(&self) -> Result<noe_registry::Config, String> {
+        let extra_ca_pem = match non_empty_path(&self.registry_ca_file) {
+            Some(path) => Some(std::fs::read(path).map_err(|error| {
+                format!("cannot read --registry-ca-file {}: {error}", path.display())
+            })?),
+            None => None,
+        };
+        Ok(noe_registry::Config {
+            proxies: self.proxies(),
+            insecure_registries: non_empty(&self.insecure_registries),
+            extra_ca_pem,
+            request_timeout: self.registry_timeout,
+            allow_cidrs: self.allow_cidrs(),
+            cache_ttl: self.cache_ttl,
+            cache_max_entries: self.cache_max_entries,
+            private_registries: non_empty(&self.private_registries),
+            configured_hosts: self.configured_hosts(),
+        })
+    }
+
+    /// Registry hosts named by the flags (allowed as `registry` metric label values).
+    pub fn configured_hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = non_empty(&self.insecure_registries);
+        for (from, to) in self.proxies() {
+            hosts.push(to);
+            if !from.contains(['*', '?', '[']) {
+                hosts.push(from);
+            }
+        }
+        for pattern in non_empty(&self.private_registries) {
+            let host = pattern.split('/').next().unwrap_or_default();
+            if !host.is_empty() && !host.contains(['*', '?', '[']) {
+                hosts.push(host.to_owned());
+            }
+        }
+        hosts.sort();
+        hosts.dedup();
+        hosts
+    }
+
+    /// The resolver (metrics registered on `metrics`) and the node-level credential sources.
+    pub async fn build(
+        &self,
+        metrics: &prometheus::Registry,
+    ) -> Result<(noe_registry::Resolver, noe_registry::credentials::Sources), String> {
+        let resolver = noe_registry::Resolver::new(self.resolver_config()?, metrics)
+            .map_err(|error| error.to_string())?;
+        let (provider_bin_dir, provider_config) = match self.credential_provider() {
+            Some((bin, config)) => (Some(bin), Some(config)),
+            None => (None, None),
+        };
+        let sources =
+            noe_registry::credentials::Sources::new(noe_registry::credentials::SourcesConfig {
+                docker_config_paths: Some(self.docker_config_paths()),
+                containerd_config_paths: Some(self.containerd_config_paths()),
+                provider_bin_dir,
+                provider_config,
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok((resolver, sources))
+    }
+
     /// Contradictions clap cannot see.
     pub fn validate(&self) -> Result<(), String> {
         match (
