@@ -121,6 +121,11 @@ impl Args {
     }
 }
 
+/// A path flag; an empty value (Go's `--flag=`) is accepted and means "unset".
+pub fn any_path(text: &str) -> Result<std::path::PathBuf, std::convert::Infallible> {
+    Ok(std::path::PathBuf::from(text))
+}
+
 /// Every long flag name of `noe` and its subcommands.
 pub fn long_flag_names() -> HashSet<String> {
     fn collect(command: &clap::Command, names: &mut HashSet<String>) {

@@ -72,7 +72,7 @@ pub struct PolicyArgs {
     pub admission_deadline: Duration,
 
     /// YAML map `arch -> [toleration]` added for the archs a pod may run on.
-    #[arg(long, env = "NOE_ARCH_TOLERATIONS_FILE")]
+    #[arg(long, env = "NOE_ARCH_TOLERATIONS_FILE", value_parser = super::any_path)]
     pub arch_tolerations_file: Option<PathBuf>,
 }
 

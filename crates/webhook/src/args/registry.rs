@@ -25,11 +25,11 @@ pub struct RegistryArgs {
     pub private_registries: Vec<String>,
 
     /// Directory of kubelet credential provider plugins (needs --image-credential-provider-config).
-    #[arg(long, env = "NOE_IMAGE_CREDENTIAL_PROVIDER_BIN_DIR")]
+    #[arg(long, env = "NOE_IMAGE_CREDENTIAL_PROVIDER_BIN_DIR", value_parser = super::any_path)]
     pub image_credential_provider_bin_dir: Option<PathBuf>,
 
     /// kubelet CredentialProviderConfig file (needs --image-credential-provider-bin-dir).
-    #[arg(long, env = "NOE_IMAGE_CREDENTIAL_PROVIDER_CONFIG")]
+    #[arg(long, env = "NOE_IMAGE_CREDENTIAL_PROVIDER_CONFIG", value_parser = super::any_path)]
     pub image_credential_provider_config: Option<PathBuf>,
 
     /// Docker `config.json` file to read credentials from; repeatable (or comma separated).
@@ -51,7 +51,7 @@ pub struct RegistryArgs {
     pub insecure_registries: Vec<String>,
 
     /// Extra PEM CA bundle trusted for registries.
-    #[arg(long, env = "NOE_REGISTRY_CA_FILE")]
+    #[arg(long, env = "NOE_REGISTRY_CA_FILE", value_parser = super::any_path)]
     pub registry_ca_file: Option<PathBuf>,
 
     /// Timeout of one registry request (Go duration).

@@ -31,7 +31,7 @@ pub struct ServerArgs {
     pub health_probe_addr: SocketAddr,
 
     /// kubeconfig for out-of-cluster API access; in a pod the in-cluster config is used.
-    #[arg(long, env = "NOE_KUBECONFIG")]
+    #[arg(long, env = "NOE_KUBECONFIG", value_parser = super::any_path)]
     pub kubeconfig: Option<PathBuf>,
 
     /// Accepted for noe compatibility; a logged no-op until the pod controller exists.
