@@ -1,1 +1,2 @@
 //! Webhook.
+pub mod pull_secrets;
