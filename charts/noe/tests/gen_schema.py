@@ -11,8 +11,8 @@ import sys
 
 GOARCH = ["386", "amd64", "arm", "arm64", "loong64", "mips", "mipsle", "mips64", "mips64le",
           "ppc64", "ppc64le", "riscv64", "s390x", "wasm"]
-DURATION = {"type": "string", "pattern": r"^([0-9]+(ms|s|m|h))+$",
-            "description": "a duration such as 500ms, 5s, 1m or 1h30m"}
+DURATION = {"type": "string", "pattern": r"^([0-9]*\.?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$",
+            "description": "a Go duration such as 500ms, 5s, 1m30s or 1.5h"}
 ABS_PATH = {"type": "string", "pattern": r"^/[^,\s]*[^/,\s]$",
             "description": "an absolute path on the node, without a trailing slash"}
 STRING_MAP = {"type": ["object", "null"], "additionalProperties": {"type": "string"}}
@@ -193,7 +193,9 @@ schema = {
         "extraArgs": {"type": ["array", "null"],
                       "items": {"type": "string", "pattern": "^-",
                                 "description": "a flag such as --preference-weight=80"}},
-        "logLevel": {"enum": ["error", "warn", "info", "debug", "trace"]},
+        "logLevel": {"type": "string", "pattern": r"^[A-Za-z0-9_:=,.\[\]{}-]+$",
+                     "description": "error, warn, info, debug, trace, or a tracing filter "
+                                    "such as noe_registry=debug,info"},
         "logFormat": {"enum": ["json", "text"]},
         "metrics": {
             "type": "object",
