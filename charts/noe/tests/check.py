@@ -470,7 +470,25 @@ def scenario_noe_values_test_full(r, release, namespace):
               and (m.get("annotations") or {}).get("sonme") == "annotations")
 
 
+def scenario_ha(r, release, namespace):
+    dep = r.one("Deployment")
+    spec = dep["spec"]["template"]["spec"]
+    check("ha: replicaCount 1 raised to 2", dep["spec"]["replicas"] == 2)
+    check("ha: --leader-elect=true", flags(r).get("leader-elect") == ["true"])
+    check("ha: PodDisruptionBudget minAvailable 1", r.one("PodDisruptionBudget")["spec"]["minAvailable"] == 1)
+    spread = {c["topologyKey"]: c for c in spec.get("topologySpreadConstraints", [])}
+    host = spread.get("kubernetes.io/hostname", {})
+    check("ha: hard spread over nodes",
+          host.get("whenUnsatisfiable") == "DoNotSchedule" and host.get("maxSkew") == 1
+          and host.get("labelSelector") == {"matchLabels": {"app": release}})
+    check("ha: soft spread over zones",
+          spread.get("topology.kubernetes.io/zone", {}).get("whenUnsatisfiable") == "ScheduleAnyway")
+    w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
+    check("namespaceSelector {} selects every namespace", w["namespaceSelector"] == {})
+
+
 SCENARIOS = {
+    "ha": scenario_ha,
     "default": scenario_default,
     "full": scenario_full,
     "certmanager-off": scenario_certmanager_off,

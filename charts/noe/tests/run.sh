@@ -92,6 +92,7 @@ scenarios=(
   "default|"
   "full|$TESTS/values/full.yaml"
   "certmanager-off|$TESTS/values/certmanager-off.yaml"
+  "ha|$TESTS/values/ha.yaml"
   "noe-values|$TESTS/values/noe-values.yaml"
   "noe-values-test-full|$TESTS/values/noe-values-test-full.yaml"
 )
@@ -159,6 +160,18 @@ for pair in 1:1s 2:1s 3:1s 4:2s 10:8s 30:28s; do
     fail "timeoutSeconds=$t gives '$got', want --admission-deadline=$want"
   fi
 done
+
+# The default namespaceSelector in kube-system names it once.
+sel="$("$HELM" template "$RELEASE" "$CHART" -n kube-system | "$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d["kind"] == "MutatingWebhookConfiguration":
+        print(d["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"])')"
+if [ "$sel" = "['kube-system']" ]; then
+  pass "release in kube-system: namespaceSelector excludes kube-system once"
+else
+  fail "release in kube-system: namespaceSelector values $sel"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Schema violations: helm template must fail and name the offending key.
@@ -243,14 +256,14 @@ NOE_BIN=""
 for cand in "${NOE_BIN_PATH:-}" "${CARGO_TARGET_DIR:-$ROOT/target}/debug/noe" "${CARGO_TARGET_DIR:-$ROOT/target}/release/noe"; do
   if [ -n "$cand" ] && [ -x "$cand" ]; then NOE_BIN="$cand"; break; fi
 done
-if [ -n "$NOE_BIN" ] && help="$("$NOE_BIN" --help 2>&1)"; then
+if [ -n "$NOE_BIN" ] && help="$("$NOE_BIN" --help 2>&1 && "$NOE_BIN" inspect --help 2>&1 && "$NOE_BIN" explain --help 2>&1)"; then
   missing=""
   for flag in $(echo "$help" | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
     case "$flag" in --help|--version) continue ;; esac
-    grep -qF -- "\`$flag\`" docs/configuration.md || missing="$missing $flag"
+    grep -qF -- "\`$flag" docs/configuration.md || missing="$missing $flag"
   done
   if [ -z "$missing" ]; then
-    pass "every flag of '$NOE_BIN --help' is in docs/configuration.md"
+    pass "every flag of '$NOE_BIN [inspect|explain] --help' is in docs/configuration.md"
   else
     fail "flags missing from docs/configuration.md:$missing"
   fi
