@@ -84,6 +84,13 @@ else
   fail "values.schema.json is stale: run python3 $TESTS/gen_schema.py"
 fi
 
+# A built noe binary, when at hand, parses the args each render passes (`noe ARGS --help` exits 0
+# only when every arg parses).
+NOE_BIN=""
+for cand in "${NOE_BIN_PATH:-}" "${CARGO_TARGET_DIR:-$ROOT/target}/debug/noe" "${CARGO_TARGET_DIR:-$ROOT/target}/release/noe"; do
+  if [ -n "$cand" ] && [ -x "$cand" ]; then NOE_BIN="$cand"; break; fi
+done
+
 # ---------------------------------------------------------------------------------------------
 # Renders: lint, template, validate, assert.
 # ---------------------------------------------------------------------------------------------
@@ -133,6 +140,19 @@ for entry in "${scenarios[@]}"; do
       fail "$name: kubernetes-validate --strict $v"; echo "$kv" | grep -v '^INFO'
     fi
   done
+
+  if [ -n "$NOE_BIN" ]; then
+    mapfile -t noe_args < <("$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "Deployment":
+        print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$render")
+    if parse_err="$("$NOE_BIN" "${noe_args[@]}" --help 2>&1 >/dev/null)"; then
+      pass "$name: the noe binary accepts the Deployment args"
+    else
+      fail "$name: the noe binary refuses the Deployment args"; echo "$parse_err"
+    fi
+  fi
 
   out="$("$PY" "$TESTS/check.py" "$name" "$render" "$RELEASE" "$NAMESPACE")" || true
   echo "$out" | grep '^not ok' || true
@@ -252,10 +272,6 @@ fi
 # ---------------------------------------------------------------------------------------------
 # Every flag of the noe binary is documented (when a built binary is at hand).
 # ---------------------------------------------------------------------------------------------
-NOE_BIN=""
-for cand in "${NOE_BIN_PATH:-}" "${CARGO_TARGET_DIR:-$ROOT/target}/debug/noe" "${CARGO_TARGET_DIR:-$ROOT/target}/release/noe"; do
-  if [ -n "$cand" ] && [ -x "$cand" ]; then NOE_BIN="$cand"; break; fi
-done
 if [ -n "$NOE_BIN" ] && help="$("$NOE_BIN" --help 2>&1 && "$NOE_BIN" inspect --help 2>&1 && "$NOE_BIN" explain --help 2>&1)"; then
   missing=""
   for flag in $(echo "$help" | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
