@@ -186,9 +186,9 @@ def invariants(r, release, namespace):
 
     # Every host file flag points at a mounted path.
     mpaths = {m["mountPath"] for m in c["volumeMounts"]}
-    for p in f.get("docker-config-path", []):
+    for p in [p for p in f.get("docker-config-path", []) if p]:
         check(f"--docker-config-path={p} is mounted", p in mpaths)
-    for p in f.get("containerd-config-path", []):
+    for p in [p for p in f.get("containerd-config-path", []) if p]:
         ok = p in mpaths if p.endswith(".toml") else (
             f"{p}/config.toml" in mpaths and f"{p}/certs.d" in mpaths)
         check(f"--containerd-config-path={p} is mounted (file, or config.toml + certs.d)", ok)
@@ -487,7 +487,18 @@ def scenario_ha(r, release, namespace):
     check("namespaceSelector {} selects every namespace", w["namespaceSelector"] == {})
 
 
+def scenario_no_host_files(r, release, namespace):
+    f = flags(r)
+    check("no candidates: --docker-config-path= (none, not the defaults)",
+          f.get("docker-config-path") == [""])
+    check("no candidates: --containerd-config-path= (none, not the defaults)",
+          f.get("containerd-config-path") == [""])
+    spec = r.one("Deployment")["spec"]["template"]["spec"]
+    check("no candidates: no hostPath volume", not any("hostPath" in v for v in spec["volumes"]))
+
+
 SCENARIOS = {
+    "no-host-files": scenario_no_host_files,
     "ha": scenario_ha,
     "default": scenario_default,
     "full": scenario_full,

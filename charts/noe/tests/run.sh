@@ -100,6 +100,7 @@ scenarios=(
   "full|$TESTS/values/full.yaml"
   "certmanager-off|$TESTS/values/certmanager-off.yaml"
   "ha|$TESTS/values/ha.yaml"
+  "no-host-files|$TESTS/values/no-host-files.yaml"
   "noe-values|$TESTS/values/noe-values.yaml"
   "noe-values-test-full|$TESTS/values/noe-values-test-full.yaml"
 )
