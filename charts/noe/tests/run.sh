@@ -245,6 +245,21 @@ for entry in "${violations[@]}"; do
   fi
 done
 
+# extraArgs may not repeat a flag the chart sets (the binary would refuse to start).
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=--preferred-arch=arm64' 2>&1 >/dev/null)"; then
+  fail "extraArgs repeating a chart flag is refused (helm template succeeded)"
+elif echo "$err" | grep -q 'repeats --preferred-arch'; then
+  pass "extraArgs repeating a chart flag is refused: $(echo "$err" | grep -o 'extraArgs:.*' | head -1)"
+else
+  fail "extraArgs repeating a chart flag: unexpected error"; echo "$err"
+fi
+if "$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=-leader-elect=true' \
+    | grep -qx -- '            - -leader-elect=true'; then
+  pass "extraArgs with a flag the chart does not set is appended (Go -flag spelling kept)"
+else
+  fail "extraArgs -leader-elect=true not appended"
+fi
+
 # A values file with several mistakes at once reports each of them.
 multi="$OUT/mistyped.yaml"
 cat >"$multi" <<'EOF'
@@ -291,7 +306,16 @@ fi
 touch_doc=docs/configuration.md
 [ -f "$touch_doc" ] || { fail "docs/configuration.md is missing"; touch_doc=/dev/null; }
 missing=""
-for flag in $(cat "$OUT"/*.yaml | grep -oE -- '"--[a-z][a-z0-9-]+=' | tr -d '"=' | sort -u); do
+chart_flags="$(for r in "$OUT"/*.yaml; do "$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d.get("kind") == "Deployment":
+        for a in d["spec"]["template"]["spec"]["containers"][0]["args"]:
+            print(a.split("=", 1)[0])' "$r"; done | sort -u)"
+if [ "$(echo "$chart_flags" | wc -l)" -lt 20 ]; then
+  fail "found only $(echo "$chart_flags" | wc -l) distinct flags in the renders"
+fi
+for flag in $chart_flags; do
   grep -qF -- "\`$flag\`" "$touch_doc" || missing="$missing $flag"
 done
 if [ -z "$missing" ]; then
