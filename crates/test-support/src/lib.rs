@@ -1,1 +1,53 @@
-//! Test harness.
+//! Test harness for noe-rs: real components on loopback, started per test and torn down on drop.
+//!
+//! - [`Registry`]: the real CNCF distribution registry (`docker-registry serve`, Debian package
+//!   `docker-registry`) on a free `127.0.0.1` port with a generated config in a temp dir. Plain
+//!   HTTP, htpasswd Basic auth, Bearer token auth against a [`TokenServer`], TLS from a
+//!   [`TestCa`]; modes combine. Its access log is parsed so tests can count the requests it
+//!   answered ([`Registry::requests`], [`Registry::reset_requests`]).
+//! - [`TokenServer`]: an in-process Docker token server (GET with or without Basic, POST
+//!   `refresh_token` / `password` grants) signing ES256 JWTs the registry trusts; it records
+//!   every request and can hang.
+//! - [`TestCa`]: an rcgen CA issuing server certificates for given SANs.
+//! - [`Pusher`], [`push_image`], [`push_index`], [`push_standard_fixtures`]: images pushed
+//!   through the registry's HTTP API; [`Fixtures`] knows each fixture's reference, digest and
+//!   expected platforms.
+//! - [`FakeRegistry`]: an in-process HTTP server scripted per path for what a real registry
+//!   will not do (hang, trickle, 500, 429 + `Retry-After`, garbage, oversized bodies, digest
+//!   mismatch, a redirect to a second host that records whether `Authorization` arrived).
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use noe_test_support::{push_standard_fixtures, Registry};
+//! let registry = Registry::start().await?;
+//! let fixtures = push_standard_fixtures(&registry).await?;
+//! registry.reset_requests();
+//! // resolve fixtures.oci_index.reference() with the code under test, then:
+//! assert_eq!(fixtures.oci_index.platforms, ["linux/amd64", "linux/arm64", "linux/arm/v7"]);
+//! assert_eq!(registry.request_count(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! Everything binds `127.0.0.1` only; every server loop, stream and hang is bounded.
+
+mod ca;
+mod fake;
+mod fixtures;
+mod htpasswd;
+mod push;
+mod registry;
+mod serve;
+mod token_server;
+
+pub use ca::{ServerCert, TestCa};
+pub use fake::{Behavior, FakeRegistry, FakeRequest, Listener};
+pub use fixtures::{
+    media_types, platform_json, push_attestation, push_image, push_index, push_standard_fixtures,
+    push_standard_fixtures_with, Descriptor, Fixture, Fixtures, Flavor, IndexEntry,
+};
+pub use htpasswd::htpasswd;
+pub use push::{sha256_digest, PushAuth, Pusher};
+pub use registry::{Registry, RegistryBuilder, RegistryRequest};
+pub use token_server::{
+    decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,
+};
