@@ -8,6 +8,8 @@
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
+# glibc of the runtime must be at least the builder's: keep the Debian releases in step.
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 FROM --platform=$BUILDPLATFORM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
 ARG TARGETARCH
@@ -36,14 +38,14 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/src/target,id=noe-rs-target-${TARGETARCH} \
+    --mount=type=cache,target=/src/target \
     set -eux; \
     triple="$(cat /rust-target)"; \
     cargo build --release --locked -p noe-webhook --bin noe --target "$triple"; \
     cp "target/$triple/release/noe" /noe
 
 # distroless/cc: glibc, libgcc, CA certificates and a `nonroot` user (65532), no shell.
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 LABEL org.opencontainers.image.title="noe-rs" \
       org.opencontainers.image.description="Kubernetes mutating admission webhook pinning Pods to the CPU architectures their images support" \
       org.opencontainers.image.source="https://github.com/noe-rs/noe-rs" \

@@ -186,9 +186,9 @@ def invariants(r, release, namespace):
 
     # Every host file flag points at a mounted path.
     mpaths = {m["mountPath"] for m in c["volumeMounts"]}
-    for p in f.get("docker-config-path", []):
+    for p in [p for p in f.get("docker-config-path", []) if p]:
         check(f"--docker-config-path={p} is mounted", p in mpaths)
-    for p in f.get("containerd-config-path", []):
+    for p in [p for p in f.get("containerd-config-path", []) if p]:
         ok = p in mpaths if p.endswith(".toml") else (
             f"{p}/config.toml" in mpaths and f"{p}/certs.d" in mpaths)
         check(f"--containerd-config-path={p} is mounted (file, or config.toml + certs.d)", ok)
@@ -470,7 +470,36 @@ def scenario_noe_values_test_full(r, release, namespace):
               and (m.get("annotations") or {}).get("sonme") == "annotations")
 
 
+def scenario_ha(r, release, namespace):
+    dep = r.one("Deployment")
+    spec = dep["spec"]["template"]["spec"]
+    check("ha: replicaCount 1 raised to 2", dep["spec"]["replicas"] == 2)
+    check("ha: --leader-elect=true", flags(r).get("leader-elect") == ["true"])
+    check("ha: PodDisruptionBudget minAvailable 1", r.one("PodDisruptionBudget")["spec"]["minAvailable"] == 1)
+    spread = {c["topologyKey"]: c for c in spec.get("topologySpreadConstraints", [])}
+    host = spread.get("kubernetes.io/hostname", {})
+    check("ha: hard spread over nodes",
+          host.get("whenUnsatisfiable") == "DoNotSchedule" and host.get("maxSkew") == 1
+          and host.get("labelSelector") == {"matchLabels": {"app": release}})
+    check("ha: soft spread over zones",
+          spread.get("topology.kubernetes.io/zone", {}).get("whenUnsatisfiable") == "ScheduleAnyway")
+    w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
+    check("namespaceSelector {} selects every namespace", w["namespaceSelector"] == {})
+
+
+def scenario_no_host_files(r, release, namespace):
+    f = flags(r)
+    check("no candidates: --docker-config-path= (none, not the defaults)",
+          f.get("docker-config-path") == [""])
+    check("no candidates: --containerd-config-path= (none, not the defaults)",
+          f.get("containerd-config-path") == [""])
+    spec = r.one("Deployment")["spec"]["template"]["spec"]
+    check("no candidates: no hostPath volume", not any("hostPath" in v for v in spec["volumes"]))
+
+
 SCENARIOS = {
+    "no-host-files": scenario_no_host_files,
+    "ha": scenario_ha,
     "default": scenario_default,
     "full": scenario_full,
     "certmanager-off": scenario_certmanager_off,

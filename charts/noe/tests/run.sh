@@ -84,6 +84,13 @@ else
   fail "values.schema.json is stale: run python3 $TESTS/gen_schema.py"
 fi
 
+# A built noe binary, when at hand, parses the args each render passes (`noe ARGS --help` exits 0
+# only when every arg parses).
+NOE_BIN=""
+for cand in "${NOE_BIN_PATH:-}" "${CARGO_TARGET_DIR:-$ROOT/target}/debug/noe" "${CARGO_TARGET_DIR:-$ROOT/target}/release/noe"; do
+  if [ -n "$cand" ] && [ -x "$cand" ]; then NOE_BIN="$cand"; break; fi
+done
+
 # ---------------------------------------------------------------------------------------------
 # Renders: lint, template, validate, assert.
 # ---------------------------------------------------------------------------------------------
@@ -92,6 +99,8 @@ scenarios=(
   "default|"
   "full|$TESTS/values/full.yaml"
   "certmanager-off|$TESTS/values/certmanager-off.yaml"
+  "ha|$TESTS/values/ha.yaml"
+  "no-host-files|$TESTS/values/no-host-files.yaml"
   "noe-values|$TESTS/values/noe-values.yaml"
   "noe-values-test-full|$TESTS/values/noe-values-test-full.yaml"
 )
@@ -133,6 +142,19 @@ for entry in "${scenarios[@]}"; do
     fi
   done
 
+  if [ -n "$NOE_BIN" ]; then
+    mapfile -t noe_args < <("$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "Deployment":
+        print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$render")
+    if parse_err="$("$NOE_BIN" "${noe_args[@]}" --help 2>&1 >/dev/null)"; then
+      pass "$name: the noe binary accepts the Deployment args"
+    else
+      fail "$name: the noe binary refuses the Deployment args"; echo "$parse_err"
+    fi
+  fi
+
   out="$("$PY" "$TESTS/check.py" "$name" "$render" "$RELEASE" "$NAMESPACE")" || true
   echo "$out" | grep '^not ok' || true
   counts="$(echo "$out" | tail -1)"
@@ -159,6 +181,18 @@ for pair in 1:1s 2:1s 3:1s 4:2s 10:8s 30:28s; do
     fail "timeoutSeconds=$t gives '$got', want --admission-deadline=$want"
   fi
 done
+
+# The default namespaceSelector in kube-system names it once.
+sel="$("$HELM" template "$RELEASE" "$CHART" -n kube-system | "$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d["kind"] == "MutatingWebhookConfiguration":
+        print(d["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"])')"
+if [ "$sel" = "['kube-system']" ]; then
+  pass "release in kube-system: namespaceSelector excludes kube-system once"
+else
+  fail "release in kube-system: namespaceSelector values $sel"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Schema violations: helm template must fail and name the offending key.
@@ -211,6 +245,21 @@ for entry in "${violations[@]}"; do
   fi
 done
 
+# extraArgs may not repeat a flag the chart sets (the binary would refuse to start).
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=--preferred-arch=arm64' 2>&1 >/dev/null)"; then
+  fail "extraArgs repeating a chart flag is refused (helm template succeeded)"
+elif echo "$err" | grep -q 'repeats --preferred-arch'; then
+  pass "extraArgs repeating a chart flag is refused: $(echo "$err" | grep -o 'extraArgs:.*' | head -1)"
+else
+  fail "extraArgs repeating a chart flag: unexpected error"; echo "$err"
+fi
+if "$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=-leader-elect=true' \
+    | grep -qx -- '            - -leader-elect=true'; then
+  pass "extraArgs with a flag the chart does not set is appended (Go -flag spelling kept)"
+else
+  fail "extraArgs -leader-elect=true not appended"
+fi
+
 # A values file with several mistakes at once reports each of them.
 multi="$OUT/mistyped.yaml"
 cat >"$multi" <<'EOF'
@@ -239,18 +288,14 @@ fi
 # ---------------------------------------------------------------------------------------------
 # Every flag of the noe binary is documented (when a built binary is at hand).
 # ---------------------------------------------------------------------------------------------
-NOE_BIN=""
-for cand in "${NOE_BIN_PATH:-}" "${CARGO_TARGET_DIR:-$ROOT/target}/debug/noe" "${CARGO_TARGET_DIR:-$ROOT/target}/release/noe"; do
-  if [ -n "$cand" ] && [ -x "$cand" ]; then NOE_BIN="$cand"; break; fi
-done
-if [ -n "$NOE_BIN" ] && help="$("$NOE_BIN" --help 2>&1)"; then
+if [ -n "$NOE_BIN" ] && help="$("$NOE_BIN" --help 2>&1 && "$NOE_BIN" inspect --help 2>&1 && "$NOE_BIN" explain --help 2>&1)"; then
   missing=""
   for flag in $(echo "$help" | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
     case "$flag" in --help|--version) continue ;; esac
-    grep -qF -- "\`$flag\`" docs/configuration.md || missing="$missing $flag"
+    grep -qF -- "\`$flag" docs/configuration.md || missing="$missing $flag"
   done
   if [ -z "$missing" ]; then
-    pass "every flag of '$NOE_BIN --help' is in docs/configuration.md"
+    pass "every flag of '$NOE_BIN [inspect|explain] --help' is in docs/configuration.md"
   else
     fail "flags missing from docs/configuration.md:$missing"
   fi
@@ -261,7 +306,16 @@ fi
 touch_doc=docs/configuration.md
 [ -f "$touch_doc" ] || { fail "docs/configuration.md is missing"; touch_doc=/dev/null; }
 missing=""
-for flag in $(cat "$OUT"/*.yaml | grep -oE -- '"--[a-z][a-z0-9-]+=' | tr -d '"=' | sort -u); do
+chart_flags="$(for r in "$OUT"/*.yaml; do "$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d.get("kind") == "Deployment":
+        for a in d["spec"]["template"]["spec"]["containers"][0]["args"]:
+            print(a.split("=", 1)[0])' "$r"; done | sort -u)"
+if [ "$(echo "$chart_flags" | wc -l)" -lt 20 ]; then
+  fail "found only $(echo "$chart_flags" | wc -l) distinct flags in the renders"
+fi
+for flag in $chart_flags; do
   grep -qF -- "\`$flag\`" "$touch_doc" || missing="$missing $flag"
 done
 if [ -z "$missing" ]; then
