@@ -182,6 +182,25 @@ for pair in 1:1s 2:1s 3:1s 4:2s 10:8s 30:28s; do
   fi
 done
 
+# Image reference forms.
+echo "==> image reference"
+digest="sha256:$(printf '%064d' 0)"
+app_version="$(grep '^appVersion:' "$CHART/Chart.yaml" | tr -d '" ' | cut -d: -f2)"
+for case in \
+  "ghcr.io/noe-rs/noe-rs:$app_version|" \
+  "ghcr.io/noe-rs/noe-rs:1.0.0|--set image.tag=1.0.0" \
+  "ghcr.io/noe-rs/noe-rs@$digest|--set image.tag=1.0.0 --set image.digest=$digest" \
+  "example/noe:$app_version|--set image.registry= --set image.repository=example/noe"; do
+  want="${case%%|*}"; rest="${case#*|}"
+  # shellcheck disable=SC2086
+  got="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" $rest | grep -o 'image: "[^"]*"' | head -1)"
+  if [ "$got" = "image: \"$want\"" ]; then
+    pass "image ${rest:-(defaults)} -> $want"
+  else
+    fail "image ${rest:-(defaults)}: got $got, want $want"
+  fi
+done
+
 # The default namespaceSelector in kube-system names it once.
 sel="$("$HELM" template "$RELEASE" "$CHART" -n kube-system | "$PY" -c '
 import sys, yaml
