@@ -66,7 +66,7 @@ echo "kubernetes-validate: $("$KV" --version 2>&1 | tail -1)"
 schemas="$("$PY" -c 'import kubernetes_validate, os; print(os.path.join(os.path.dirname(kubernetes_validate.__file__), "kubernetes-json-schema"))')"
 for v in "${K8S_VERSIONS[@]}"; do
   if [ ! -d "$schemas/v$v-local-strict" ]; then
-    echo "kubernetes-validate ships no strict schema for $v (has: $(ls "$schemas" | tr '\n' ' '))" >&2
+    echo "kubernetes-validate ships no strict schema for $v (has: $(cd "$schemas" && echo *))" >&2
     exit 1
   fi
 done
