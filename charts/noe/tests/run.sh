@@ -91,6 +91,28 @@ for cand in "${NOE_BIN_PATH:-}" "${CARGO_TARGET_DIR:-$ROOT/target}/debug/noe" "$
   if [ -n "$cand" ] && [ -x "$cand" ]; then NOE_BIN="$cand"; break; fi
 done
 
+# tests/values/full.yaml sets every key the schema declares (so the "full" assertions cover them all).
+if missing="$("$PY" - "$CHART/values.schema.json" "$TESTS/values/full.yaml" <<'PY'
+import json, sys, yaml
+schema = json.load(open(sys.argv[1]))
+values = yaml.safe_load(open(sys.argv[2]))
+missing = []
+def walk(node, val, path):
+    for key, sub in node.get("properties", {}).items():
+        p = f"{path}.{key}" if path else key
+        if not isinstance(val, dict) or key not in val:
+            missing.append(p)
+        elif "properties" in sub:
+            walk(sub, val[key], p)
+walk(schema, values, "")
+print(" ".join(missing))
+PY
+)" && [ -z "$missing" ]; then
+  pass "tests/values/full.yaml sets every key of values.schema.json"
+else
+  fail "tests/values/full.yaml does not set: $missing"
+fi
+
 # ---------------------------------------------------------------------------------------------
 # Renders: lint, template, validate, assert.
 # ---------------------------------------------------------------------------------------------
