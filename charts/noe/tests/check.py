@@ -409,10 +409,13 @@ def scenario_full(r, release, namespace):
     check("full: failurePolicy Fail", w["failurePolicy"] == "Fail")
     check("full: timeoutSeconds 15", w["timeoutSeconds"] == 15)
     check("full: reinvocationPolicy Never", w["reinvocationPolicy"] == "Never")
-    check("full: namespaceSelector from values",
-          w["namespaceSelector"] == {"matchLabels": {"noe.example.com/enabled": "true"}})
-    check("full: objectSelector from values", w["objectSelector"] == {"matchExpressions": [
-        {"key": SKIP_LABEL, "operator": "DoesNotExist"}]})
+    check("full: namespaceSelector from values", w["namespaceSelector"] == {
+        "matchLabels": {"noe.example.com/enabled": "true"},
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                              "values": ["kube-system"]}]})
+    check("full: objectSelector from values", w["objectSelector"] == {
+        "matchLabels": {"noe.example.com/managed": "true"},
+        "matchExpressions": [{"key": SKIP_LABEL, "operator": "DoesNotExist"}]})
     sm = r.one("ServiceMonitor")
     check("full: ServiceMonitor interval/timeout/labels",
           sm["spec"]["endpoints"][0]["interval"] == "15s"

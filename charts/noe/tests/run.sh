@@ -66,7 +66,7 @@ echo "kubernetes-validate: $("$KV" --version 2>&1 | tail -1)"
 schemas="$("$PY" -c 'import kubernetes_validate, os; print(os.path.join(os.path.dirname(kubernetes_validate.__file__), "kubernetes-json-schema"))')"
 for v in "${K8S_VERSIONS[@]}"; do
   if [ ! -d "$schemas/v$v-local-strict" ]; then
-    echo "kubernetes-validate ships no strict schema for $v (has: $(ls "$schemas" | tr '\n' ' '))" >&2
+    echo "kubernetes-validate ships no strict schema for $v (has: $(cd "$schemas" && echo *))" >&2
     exit 1
   fi
 done
@@ -90,6 +90,28 @@ NOE_BIN=""
 for cand in "${NOE_BIN_PATH:-}" "${CARGO_TARGET_DIR:-$ROOT/target}/debug/noe" "${CARGO_TARGET_DIR:-$ROOT/target}/release/noe"; do
   if [ -n "$cand" ] && [ -x "$cand" ]; then NOE_BIN="$cand"; break; fi
 done
+
+# tests/values/full.yaml sets every key the schema declares (so the "full" assertions cover them all).
+if missing="$("$PY" - "$CHART/values.schema.json" "$TESTS/values/full.yaml" <<'PY'
+import json, sys, yaml
+schema = json.load(open(sys.argv[1]))
+values = yaml.safe_load(open(sys.argv[2]))
+missing = []
+def walk(node, val, path):
+    for key, sub in node.get("properties", {}).items():
+        p = f"{path}.{key}" if path else key
+        if not isinstance(val, dict) or key not in val:
+            missing.append(p)
+        elif "properties" in sub:
+            walk(sub, val[key], p)
+walk(schema, values, "")
+print(" ".join(missing))
+PY
+)" && [ -z "$missing" ]; then
+  pass "tests/values/full.yaml sets every key of values.schema.json"
+else
+  fail "tests/values/full.yaml does not set: $missing"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Renders: lint, template, validate, assert.
@@ -179,6 +201,25 @@ for pair in 1:1s 2:1s 3:1s 4:2s 10:8s 30:28s; do
     pass "timeoutSeconds=$t gives --admission-deadline=$want"
   else
     fail "timeoutSeconds=$t gives '$got', want --admission-deadline=$want"
+  fi
+done
+
+# Image reference forms.
+echo "==> image reference"
+digest="sha256:$(printf '%064d' 0)"
+app_version="$(grep '^appVersion:' "$CHART/Chart.yaml" | tr -d '" ' | cut -d: -f2)"
+for case in \
+  "ghcr.io/noe-rs/noe-rs:$app_version|" \
+  "ghcr.io/noe-rs/noe-rs:1.0.0|--set image.tag=1.0.0" \
+  "ghcr.io/noe-rs/noe-rs@$digest|--set image.tag=1.0.0 --set image.digest=$digest" \
+  "example/noe:$app_version|--set image.registry= --set image.repository=example/noe"; do
+  want="${case%%|*}"; rest="${case#*|}"
+  # shellcheck disable=SC2086
+  got="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" $rest | grep -o 'image: "[^"]*"' | head -1)"
+  if [ "$got" = "image: \"$want\"" ]; then
+    pass "image ${rest:-(defaults)} -> $want"
+  else
+    fail "image ${rest:-(defaults)}: got $got, want $want"
   fi
 done
 
