@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,16 @@ pub struct Session<'a> {
     pub base: Url,
     pub repository: String,
     pub candidate: Option<&'a CredentialCandidate>,
+    /// Set once the candidate's credentials were actually sent (registry or realm).
+    pub used: AtomicBool,
+}
+
+/// The outcome of choosing an `Authorization` header.
+#[derive(Default)]
+struct Attempt {
+    header: Option<HeaderValue>,
+    /// The header carries a token from the cache (it may have been revoked since).
+    cached_token: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -122,11 +133,13 @@ impl Auth {
         accept: Option<&'static str>,
         kind: Kind,
     ) -> Result<Response, Error> {
-        let authorization = self.authorization(http, session).await?;
+        let known = self.challenge(&session.host);
+        let attempt = self.authorization(http, session).await?;
+        let sent = attempt.header.is_some();
         let response = http
             .send(
                 &session.ctx,
-                request(url.clone(), accept, authorization, kind),
+                request(url.clone(), accept, attempt.header, kind),
             )
             .await?;
         if response.status != StatusCode::UNAUTHORIZED {
@@ -137,22 +150,33 @@ impl Auth {
             .get_all(WWW_AUTHENTICATE)
             .iter()
             .filter_map(|v| v.to_str().ok());
-        let Some(challenge) = challenge::parse(values) else {
+        let Some(mut challenge) = challenge::parse(values) else {
             return Err(unauthorized(session, 401));
         };
-        if let Ok(mut challenges) = self.challenges.write() {
-            challenges.insert(session.host.clone(), challenge);
+        // The scope differs per repository and is never used (we ask for our own): drop it so
+        // the cached challenge compares equal across repositories.
+        if let Challenge::Bearer { scope, .. } = &mut challenge {
+            *scope = None;
         }
-        // A cached token may have been revoked early: ask for a fresh one once.
-        self.tokens.invalidate(&token_key(session)).await;
-        let Some(authorization) = self.authorization(http, session).await? else {
+        let changed = known.as_ref() != Some(&challenge);
+        if changed {
+            if let Ok(mut challenges) = self.challenges.write() {
+                challenges.insert(session.host.clone(), challenge);
+            }
+        }
+        // Retry only when something may differ: no auth was sent, the challenge changed, or a
+        // cached token may have been revoked early.
+        if sent && !changed && !attempt.cached_token {
+            return Err(unauthorized(session, 401));
+        }
+        if attempt.cached_token {
+            self.tokens.invalidate(&token_key(session)).await;
+        }
+        let Some(header) = self.authorization(http, session).await?.header else {
             return Err(unauthorized(session, 401));
         };
         let response = http
-            .send(
-                &session.ctx,
-                request(url, accept, Some(authorization), kind),
-            )
+            .send(&session.ctx, request(url, accept, Some(header), kind))
             .await?;
         if response.status == StatusCode::UNAUTHORIZED {
             return Err(unauthorized(session, 401));
@@ -160,48 +184,54 @@ impl Auth {
         forbidden_check(session, response)
     }
 
-    /// The `Authorization` header for the session, if the registry asked for one.
-    async fn authorization(
-        &self,
-        http: &Http,
-        session: &Session<'_>,
-    ) -> Result<Option<HeaderValue>, Error> {
-        let credential = session.candidate.map(|c| &c.credential);
-        if let Some(Credential::RegistryToken(token)) = credential {
-            return Ok(self
-                .secure(&session.base)
-                .then(|| bearer_header(token))
-                .flatten());
-        }
-        let challenge = self
-            .challenges
+    fn challenge(&self, host: &str) -> Option<Challenge> {
+        self.challenges
             .read()
             .ok()
-            .and_then(|c| c.get(&session.host).cloned());
-        match challenge {
-            None => Ok(None),
-            Some(Challenge::Basic { .. }) => match credential {
-                Some(Credential::Basic { username, password }) if self.secure(&session.base) => {
-                    Ok(basic_header(username, password))
-                }
-                _ => Ok(None),
-            },
-            Some(Challenge::Bearer { realm, service, .. }) => {
-                let token = self
-                    .token(http, session, &realm, service.as_deref())
-                    .await?;
-                Ok(bearer_header(&token.value))
-            }
-        }
+            .and_then(|c| c.get(host).cloned())
     }
 
+    /// The `Authorization` header for the session, if the registry asked for one.
+    async fn authorization(&self, http: &Http, session: &Session<'_>) -> Result<Attempt, Error> {
+        let credential = session.candidate.map(|c| &c.credential);
+        let mut attempt = Attempt::default();
+        if let Some(Credential::RegistryToken(token)) = credential {
+            if self.secure(&session.base) {
+                attempt.header = bearer_header(token);
+            }
+        } else {
+            match self.challenge(&session.host) {
+                None => {}
+                Some(Challenge::Basic { .. }) => {
+                    if let Some(Credential::Basic { username, password }) = credential {
+                        if self.secure(&session.base) {
+                            attempt.header = basic_header(username, password);
+                        }
+                    }
+                }
+                Some(Challenge::Bearer { realm, service, .. }) => {
+                    let (token, cached) = self
+                        .token(http, session, &realm, service.as_deref())
+                        .await?;
+                    attempt.header = bearer_header(&token.value);
+                    attempt.cached_token = cached;
+                }
+            }
+        }
+        if attempt.header.is_some() && credential.is_some() {
+            session.used.store(true, Ordering::Relaxed);
+        }
+        Ok(attempt)
+    }
+
+    /// The token for the session, and whether it came from the cache.
     async fn token(
         &self,
         http: &Http,
         session: &Session<'_>,
         realm: &str,
         service: Option<&str>,
-    ) -> Result<Arc<Token>, Error> {
+    ) -> Result<(Arc<Token>, bool), Error> {
         self.metrics.auth_cache_requests.inc();
         let mut fetched = false;
         let result = self
@@ -218,7 +248,9 @@ impl Auth {
             .auth_cache_responses
             .with_label_values(&[outcome])
             .inc();
-        result.map_err(|e| (*e).clone())
+        result
+            .map(|token| (token, !fetched))
+            .map_err(|e| (*e).clone())
     }
 
     async fn fetch_token(
@@ -307,12 +339,10 @@ impl Auth {
             .ok_or_else(|| invalid("token response holds no token".into()))?;
         let lifetime = parsed
             .expires_in
-            .map(Duration::from_secs)
-            .unwrap_or(DEFAULT_TOKEN_LIFETIME)
-            .max(DEFAULT_TOKEN_LIFETIME);
+            .map_or(DEFAULT_TOKEN_LIFETIME, Duration::from_secs);
         Ok(Token {
             value,
-            lifetime: lifetime.saturating_sub(TOKEN_MARGIN),
+            lifetime: lifetime.saturating_sub(TOKEN_MARGIN.min(lifetime / 4)),
         })
     }
 

@@ -1,5 +1,6 @@
 //! The resolver: reference → proxies → cache → credential candidates in order → manifest walk.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -164,6 +165,7 @@ impl Resolver {
                 base: base.clone(),
                 repository: resolved.repository.clone(),
                 candidate,
+                used: AtomicBool::new(false),
             };
             match self.lookup_as(&session, reference, resolved).await {
                 Err(error) if error.is_auth() => {
@@ -207,7 +209,11 @@ impl Resolver {
             resolved: resolved.to_string(),
             digest,
             media_type,
-            credential_source: session.candidate.map(|c| c.source.clone()),
+            // Reported only when the registry asked for the credentials and got them.
+            credential_source: session
+                .candidate
+                .filter(|_| session.used.load(Ordering::Relaxed))
+                .map(|c| c.source.clone()),
             platforms,
         })
     }

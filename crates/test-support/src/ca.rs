@@ -139,6 +139,14 @@ impl ServerCert {
             .context("parsing the certificate chain")
     }
 
+    /// The leaf certificate as DER (compare with what a server actually presents).
+    pub fn leaf_der(&self) -> anyhow::Result<CertificateDer<'static>> {
+        self.chain_der()?
+            .into_iter()
+            .next()
+            .context("empty certificate chain")
+    }
+
     /// The private key as DER.
     pub fn key_der(&self) -> anyhow::Result<PrivateKeyDer<'static>> {
         PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).context("parsing the private key")

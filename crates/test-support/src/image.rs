@@ -72,7 +72,7 @@ pub struct Descriptor {
     pub config_digest: Option<String>,
 }
 
-/// One entry of an index to push with [`push_index`].
+/// One entry of an index built with [`build_index`] or pushed with [`crate::push_index`].
 #[derive(Debug, Clone)]
 pub struct IndexEntry {
     /// The child.

@@ -29,6 +29,16 @@
 //! ```
 //!
 //! Everything binds `127.0.0.1` only; every server loop, stream and hang is bounded.
+//!
+//! Requirements: the `docker-registry` binary (Debian: `apt-get install docker-registry`, 2.8.x)
+//! on `PATH`, or its path in `NOE_TEST_REGISTRY_BIN`; `sh` and `kill`. Quirks of this registry
+//! that client tests meet: an OCI manifest requested without the OCI type in `Accept` is a
+//! 404, and a Docker manifest list requested without its type is converted to schema 1 (or
+//! 404s), so clients must always send the full `Accept` list
+//! ([`media_types::ACCEPT_ALL`]).
+//!
+//! Tokens are ES256 JWTs with an `x5c` header: the registry verifies any libtrust key type, and
+//! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
 
 mod ca;
 mod fake;

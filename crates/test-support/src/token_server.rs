@@ -70,6 +70,7 @@ impl TokenRequest {
 #[derive(Clone)]
 pub struct TokenServerBuilder {
     users: HashMap<String, String>,
+    user_access: HashMap<String, Vec<String>>,
     refresh_tokens: HashMap<String, String>,
     anonymous: Vec<String>,
     expires_in: Option<u64>,
@@ -85,6 +86,7 @@ impl std::fmt::Debug for TokenServerBuilder {
         users.sort();
         f.debug_struct("TokenServerBuilder")
             .field("users", &users)
+            .field("user_access", &self.user_access)
             .field("refresh_tokens", &"<redacted>")
             .field("anonymous", &self.anonymous)
             .field("expires_in", &self.expires_in)
@@ -100,6 +102,7 @@ impl Default for TokenServerBuilder {
     fn default() -> Self {
         Self {
             users: HashMap::new(),
+            user_access: HashMap::new(),
             refresh_tokens: HashMap::new(),
             anonymous: Vec::new(),
             expires_in: Some(300),
@@ -115,6 +118,18 @@ impl TokenServerBuilder {
     /// A user (Basic auth on GET, `grant_type=password` on POST) who may pull and push anything.
     pub fn user(mut self, name: &str, password: &str) -> Self {
         self.users.insert(name.to_owned(), password.to_owned());
+        self.user_access.remove(name);
+        self
+    }
+
+    /// A user who may only access repositories matching `patterns` (`*`, `prefix/*`, exact);
+    /// other repositories get a token without access, as Docker Hub does.
+    pub fn user_with_access(mut self, name: &str, password: &str, patterns: &[&str]) -> Self {
+        self.users.insert(name.to_owned(), password.to_owned());
+        self.user_access.insert(
+            name.to_owned(),
+            patterns.iter().map(|p| (*p).to_owned()).collect(),
+        );
         self
     }
 
@@ -364,7 +379,14 @@ impl State {
             .filter_map(|scope| parse_scope(scope))
             .map(|(repository, actions)| {
                 let granted: Vec<String> = match identity {
-                    Identity::User(_) => actions,
+                    Identity::User(user) => match self.config.user_access.get(user) {
+                        Some(patterns)
+                            if !patterns.iter().any(|p| pattern_matches(p, &repository)) =>
+                        {
+                            Vec::new()
+                        }
+                        _ => actions,
+                    },
                     _ if self
                         .config
                         .anonymous

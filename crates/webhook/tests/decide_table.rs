@@ -736,6 +736,15 @@ fn decision_table() {
             if let Verdict::Patch { common, .. } = &decision.verdict {
                 if !common.is_empty() {
                     assert_constrained(&typed, common);
+                    // Reinvoked on its own result, the decision changes nothing more.
+                    let again = decide(&raw, &case.lookups, &case.policy);
+                    assert_eq!(
+                        again.verdict,
+                        Verdict::Unchanged {
+                            reason: SkipReason::AlreadyUpToDate
+                        },
+                        "second decision on the patched pod"
+                    );
                 }
             }
         });

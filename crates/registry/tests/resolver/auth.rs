@@ -50,8 +50,8 @@ async fn htpasswd_registry_with_credentials_in_order() {
         sorted(&fixtures.oci_single.platforms)
     );
     let summary: Vec<String> = registry.requests().iter().map(|r| r.summary()).collect();
-    // wrong: GET with Basic (challenge cached) 401, retry 401; right: manifest + config.
-    assert_eq!(summary.len(), 4, "{summary:?}");
+    // wrong: GET with Basic (challenge cached) 401, not retried; right: manifest + config.
+    assert_eq!(summary.len(), 3, "{summary:?}");
 
     // The challenge is cached per registry: another repository goes straight to Basic.
     registry.reset_requests();
@@ -150,9 +150,21 @@ async fn token_auth_anonymous_denied_and_wrong_credentials_fall_through() {
     let resolver = token_resolver(&tokens, &registry);
     let image = fixtures.oci_index.reference();
 
+    registry.reset_requests();
     let error = resolver.resolve(&image, &[]).await.unwrap_err();
     assert!(error.is_auth(), "{error:?}");
     assert!(error.to_string().contains(&image), "{error}");
+    // Probe (401, challenge cached), anonymous token, retry (401).
+    assert_eq!(registry.request_count(), 2);
+    assert_eq!(tokens.request_count(), 1);
+
+    // Challenge known: one fresh anonymous token, one refused GET, no pointless retry.
+    registry.reset_requests();
+    tokens.reset_requests();
+    let other = fixtures.docker_list.reference();
+    assert!(resolver.resolve(&other, &[]).await.unwrap_err().is_auth());
+    assert_eq!(registry.request_count(), 1);
+    assert_eq!(tokens.request_count(), 1);
 
     let candidates = [
         basic("wrong", "alice", "nope"),

@@ -201,3 +201,22 @@ async fn metrics_count_requests_with_bounded_labels() {
         "no image name in any label:\n{text}"
     );
 }
+
+#[tokio::test]
+async fn credentials_an_open_registry_never_asked_for_are_not_reported() {
+    let registry = Registry::start().await.unwrap();
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    let resolver = resolver(&[registry.host()]);
+    let candidate = noe_registry::CredentialCandidate::new(
+        "unused",
+        noe_registry::Credential::Basic {
+            username: "u".into(),
+            password: "p".into(),
+        },
+    );
+    let resolution = resolver
+        .resolve(&fixtures.oci_index.reference(), &[candidate])
+        .await
+        .unwrap();
+    assert_eq!(resolution.credential_source, None);
+}

@@ -211,6 +211,13 @@ async fn tls_registry_is_trusted_through_the_test_ca_only() {
     let response = get_manifest(&registry, &fixtures.docker_list, ACCEPT_ALL).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], DOCKER_LIST);
+    // reqwest speaks HTTP/2 here; the access log parser handles it.
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    let requests = registry.requests();
+    assert_eq!(
+        requests.last().map(|r| r.summary()),
+        Some("GET /v2/fixtures/docker-list/manifests/v1 200".to_owned())
+    );
 
     // A client trusting another CA fails the handshake.
     let other = TestCa::with_name("another CA").unwrap();

@@ -50,6 +50,7 @@ async fn get_manifest(
 async fn registry_accepts_tokens_from_the_token_server() {
     let tokens = TokenServer::builder()
         .user("alice", "s3cret")
+        .user_with_access("mallory", "pw", &["fixtures/oci-*"])
         .refresh_token("alice-identity-token", "alice")
         .anonymous_pull("fixtures/oci-single")
         .start()
@@ -151,9 +152,19 @@ async fn registry_accepts_tokens_from_the_token_server() {
         .unwrap();
     assert_eq!(response.status(), 200);
 
+    // A user restricted to other repositories gets a token without access.
+    let token = token_of(get_token(&client, &tokens, private, Some(("mallory", "pw"))).await).await;
+    assert_eq!(
+        decode_claims(&token).unwrap()["access"][0]["actions"],
+        serde_json::json!([])
+    );
+    let response = get_manifest(&client, &registry, private, Some(&token)).await;
+    assert_eq!(response.status(), 401);
+
     // Every request is recorded, secrets redacted.
     let requests = tokens.requests();
-    assert_eq!(requests.len(), 7, "{requests:#?}");
+    assert_eq!(requests.len(), 8, "{requests:#?}");
+    assert_eq!(requests[7].user.as_deref(), Some("mallory"));
     assert!(requests[0].authorization);
     assert_eq!(requests[0].user.as_deref(), Some("alice"));
     assert_eq!(requests[0].param("service"), Some("noe-test-registry"));

@@ -42,27 +42,26 @@ fn owned(segments: &[&str]) -> Vec<String> {
     segments.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// The object at `rel` inside `root`, creating objects on the way (replacing non-objects).
+/// `value` as an object, replacing anything else with `{}`.
+fn ensure_object(value: &mut Value) -> &mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("replaced by an object just above"),
+    }
+}
+
+/// The object at `rel` inside `root`, creating objects on the way.
 fn object_at<'v>(root: &'v mut Value, rel: &[String]) -> &'v mut Map<String, Value> {
     let mut current = root;
     for segment in rel {
-        if !current.is_object() {
-            *current = Value::Object(Map::new());
-        }
-        let Value::Object(map) = current else {
-            unreachable!("made an object just above")
-        };
-        current = map
+        current = ensure_object(current)
             .entry(segment.clone())
-            .or_insert_with(|| Value::Object(Map::new()));
+            .or_insert(Value::Null);
     }
-    if !current.is_object() {
-        *current = Value::Object(Map::new());
-    }
-    match current {
-        Value::Object(map) => map,
-        _ => unreachable!("made an object just above"),
-    }
+    ensure_object(current)
 }
 
 impl<'a> PatchBuilder<'a> {
