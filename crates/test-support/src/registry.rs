@@ -77,11 +77,22 @@ impl std::fmt::Debug for Registry {
 }
 
 /// Chooses how a [`Registry`] is started; modes combine (token auth + TLS, htpasswd + TLS).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct RegistryBuilder {
     tls: Option<TestCa>,
     users: Vec<(String, String)>,
     token: Option<TokenServerAuth>,
+}
+
+impl std::fmt::Debug for RegistryBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let users: Vec<&str> = self.users.iter().map(|(u, _)| u.as_str()).collect();
+        f.debug_struct("RegistryBuilder")
+            .field("tls", &self.tls.is_some())
+            .field("users", &users)
+            .field("token", &self.token)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -139,6 +150,7 @@ impl RegistryBuilder {
             AuthConfig::None
         };
         if let Some(ca) = &self.tls {
+            std::fs::write(dir.path().join("ca.crt"), ca.cert_pem())?;
             let cert = ca.loopback_cert()?;
             std::fs::write(dir.path().join("tls.crt"), &cert.cert_pem)?;
             std::fs::write(dir.path().join("tls.key"), &cert.key_pem)?;
@@ -297,6 +309,11 @@ impl Registry {
     /// The PEM of the CA that signed the registry's certificate (None for plain HTTP).
     pub fn ca_pem(&self) -> Option<String> {
         self.tls.as_ref().map(TestCa::cert_pem)
+    }
+
+    /// A file holding [`Registry::ca_pem`] (for `--registry-ca-file`); None for plain HTTP.
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.tls.as_ref().map(|_| self.dir.path().join("ca.crt"))
     }
 
     /// The CA, when serving TLS.

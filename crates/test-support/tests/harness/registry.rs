@@ -207,6 +207,8 @@ async fn tls_registry_is_trusted_through_the_test_ca_only() {
     let registry = Registry::builder().tls(&ca).start().await.unwrap();
     assert!(registry.base_url().starts_with("https://127.0.0.1:"));
     assert_eq!(registry.ca_pem(), Some(ca.cert_pem()));
+    let ca_file = registry.ca_file().unwrap();
+    assert_eq!(std::fs::read_to_string(ca_file).unwrap(), ca.cert_pem());
     let fixtures = push_standard_fixtures(&registry).await.unwrap();
     let response = get_manifest(&registry, &fixtures.docker_list, ACCEPT_ALL).await;
     assert_eq!(response.status(), 200);
