@@ -246,6 +246,9 @@ fn spawn(dir: &Path, port: u16, yaml: &str) -> anyhow::Result<(Child, u32)> {
             )
         })?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // Our own process must say it listens: a successful connect alone could reach another
+    // test's registry that won a race for the same port.
+    let listening = format!("listening on {addr}");
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Some(status) = child.try_wait()? {
@@ -256,7 +259,10 @@ fn spawn(dir: &Path, port: u16, yaml: &str) -> anyhow::Result<(Child, u32)> {
                 binary()
             );
         }
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+        let log = std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default();
+        if log.contains(&listening)
+            && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+        {
             let pid = std::fs::read_to_string(&pid_path)?.trim().parse()?;
             return Ok((child, pid));
         }
