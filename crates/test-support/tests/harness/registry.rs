@@ -271,3 +271,28 @@ async fn a_paused_registry_accepts_connections_but_never_answers() {
     assert_eq!(response.status(), 200);
     registry.pause().unwrap(); // dropping a paused registry still stops it
 }
+
+#[tokio::test]
+async fn access_log_counts_every_one_of_many_concurrent_requests() {
+    let registry = Registry::start().await.unwrap();
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    registry.reset_requests();
+    let client = registry.http_client().unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let request = client
+            .get(format!(
+                "{}/v2/{}/manifests/v1",
+                registry.base_url(),
+                fixtures.docker_list.repository
+            ))
+            .header("accept", ACCEPT_ALL);
+        tasks.spawn(async move { request.send().await.unwrap().status().as_u16() });
+    }
+    while let Some(status) = tasks.join_next().await {
+        assert_eq!(status.unwrap(), 200);
+    }
+    let requests = registry.requests();
+    assert_eq!(requests.len(), 100);
+    assert!(requests.iter().all(|r| r.is_manifest() && r.status == 200));
+}
