@@ -1,1 +1,68 @@
-//! Test harness.
+//! Test harness for noe-rs: real components on loopback, started per test and torn down on drop.
+//!
+//! - [`Registry`]: the real CNCF distribution registry (`docker-registry serve`, Debian package
+//!   `docker-registry`) on a free `127.0.0.1` port with a generated config in a temp dir. Plain
+//!   HTTP, htpasswd Basic auth, Bearer token auth against a [`TokenServer`], TLS from a
+//!   [`TestCa`]; modes combine. Its access log is parsed so tests can count the requests it
+//!   answered ([`Registry::requests`], [`Registry::reset_requests`]).
+//! - [`TokenServer`]: an in-process Docker token server (GET with or without Basic, POST
+//!   `refresh_token` / `password` grants) signing ES256 JWTs the registry trusts; it records
+//!   every request and can hang.
+//! - [`TestCa`]: an rcgen CA issuing server certificates for given SANs.
+//! - [`Pusher`], [`push_image`], [`push_index`], [`push_standard_fixtures`]: images pushed
+//!   through the registry's HTTP API; [`Fixtures`] knows each fixture's reference, digest and
+//!   expected platforms.
+//! - [`FakeRegistry`]: an in-process HTTP server scripted per path for what a real registry
+//!   will not do (hang, trickle, 500, 429 + `Retry-After`, garbage, oversized bodies, digest
+//!   mismatch, a redirect to a second host that records whether `Authorization` arrived).
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use noe_test_support::{push_standard_fixtures, Registry};
+//! let registry = Registry::start().await?;
+//! let fixtures = push_standard_fixtures(&registry).await?;
+//! registry.reset_requests();
+//! // resolve fixtures.oci_index.reference() with the code under test, then:
+//! assert_eq!(fixtures.oci_index.platforms, ["linux/amd64", "linux/arm64", "linux/arm/v7"]);
+//! assert_eq!(registry.request_count(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! Everything binds `127.0.0.1` only; every server loop, stream and hang is bounded.
+//!
+//! Requirements: the `docker-registry` binary (Debian: `apt-get install docker-registry`, 2.8.x)
+//! on `PATH`, or its path in `NOE_TEST_REGISTRY_BIN`; `sh` and `kill`. Quirks of this registry
+//! that client tests meet: an OCI manifest requested without the OCI type in `Accept` is a
+//! 404, and a Docker manifest list requested without its type is converted to schema 1 (or
+//! 404s), so clients must always send the full `Accept` list
+//! ([`media_types::ACCEPT_ALL`]).
+//!
+//! Tokens are ES256 JWTs with an `x5c` header: the registry verifies any libtrust key type, and
+//! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
+
+mod ca;
+mod fake;
+mod fixtures;
+mod htpasswd;
+mod image;
+mod push;
+mod registry;
+mod serve;
+mod token_server;
+
+pub use ca::{ServerCert, TestCa};
+pub use fake::{blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, Listener};
+pub use fixtures::{
+    push_attestation, push_built, push_image, push_index, push_standard_fixtures,
+    push_standard_fixtures_with, Fixture, Fixtures,
+};
+pub use htpasswd::htpasswd;
+pub use image::{
+    attestation_entry, build_attestation, build_image, build_index, media_types, platform_json,
+    BuiltImage, Descriptor, Flavor, IndexEntry,
+};
+pub use push::{sha256_digest, PushAuth, Pusher};
+pub use registry::{Registry, RegistryBuilder, RegistryRequest};
+pub use token_server::{
+    decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,
+};

@@ -1,2 +1,5 @@
 //! Webhook.
+
+pub mod decide;
+pub mod patch;
 pub mod pull_secrets;

@@ -1,0 +1,325 @@
+//! The HTTP layer: one reqwest client with our TLS config and the address guard, per-request
+//! timeouts, a streamed body cap, one retry on 429/5xx honouring `Retry-After`, and redirects
+//! followed by hand so `Authorization` never leaves the origin it was meant for.
+
+mod tls;
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{AUTHORIZATION, CONTENT_LENGTH, LOCATION, RETRY_AFTER};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use url::Url;
+
+use crate::metrics::{Kind, Metrics};
+use crate::ssrf::{BlockedAddress, Guard};
+use crate::{Config, Error};
+
+/// Largest manifest, config blob or token response we read (distribution's manifest limit).
+pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
+const MAX_REDIRECTS: usize = 5;
+const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(200);
+
+/// What a request is about, for error messages and metric labels.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// The image reference as the user wrote it, normalized.
+    pub reference: String,
+    /// The registry host (after proxies).
+    pub registry: String,
+}
+
+/// A fully read response.
+#[derive(Debug)]
+pub struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Response {
+    pub fn content_type(&self) -> Option<&str> {
+        self.headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A request to send; `form` makes it a POST.
+#[derive(Debug)]
+pub struct Request {
+    pub url: Url,
+    pub headers: HeaderMap,
+    pub form: Option<Vec<(&'static str, String)>>,
+    pub kind: Kind,
+}
+
+/// The shared HTTP client.
+#[derive(Debug)]
+pub struct Http {
+    client: reqwest::Client,
+    guard: Guard,
+    timeout: Duration,
+    metrics: Metrics,
+}
+
+impl Http {
+    pub fn new(config: &Config, metrics: Metrics) -> Result<Self, Error> {
+        let guard = Guard::new(config.allow_cidrs.clone());
+        let tls = tls::client_config(config.extra_ca_pem.as_deref())?;
+        let client = reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
+            .dns_resolver(guard.resolver())
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(config.request_timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .user_agent(concat!("noe-rs/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::Config {
+                reason: format!("cannot build the HTTP client: {e}"),
+            })?;
+        Ok(Self {
+            client,
+            guard,
+            timeout: config.request_timeout,
+            metrics,
+        })
+    }
+
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    /// Sends `request`, following up to 5 redirects (GET only); `Authorization` is dropped as
+    /// soon as a redirect leaves the original scheme, host and port.
+    pub async fn send(&self, ctx: &Context, request: Request) -> Result<Response, Error> {
+        let Request {
+            mut url,
+            mut headers,
+            form,
+            kind,
+        } = request;
+        let origin = url.origin();
+        for _ in 0..=MAX_REDIRECTS {
+            let response = self
+                .send_with_retry(ctx, &url, &headers, form.as_deref(), kind)
+                .await?;
+            let location = response
+                .headers
+                .get(LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .filter(|_| response.status.is_redirection() && form.is_none());
+            let Some(location) = location else {
+                return Ok(response);
+            };
+            url = url.join(location).map_err(|e| Error::InvalidContent {
+                reference: ctx.reference.clone(),
+                registry: ctx.registry.clone(),
+                what: "redirect",
+                reason: format!("bad Location header ({e})"),
+            })?;
+            if url.origin() != origin {
+                headers.remove(AUTHORIZATION);
+            }
+        }
+        Err(Error::InvalidContent {
+            reference: ctx.reference.clone(),
+            registry: ctx.registry.clone(),
+            what: "redirect",
+            reason: format!("more than {MAX_REDIRECTS} redirects"),
+        })
+    }
+
+    async fn send_with_retry(
+        &self,
+        ctx: &Context,
+        url: &Url,
+        headers: &HeaderMap,
+        form: Option<&[(&'static str, String)]>,
+        kind: Kind,
+    ) -> Result<Response, Error> {
+        let started = Instant::now();
+        let response = self.exchange(ctx, url, headers, form, kind).await?;
+        let retryable =
+            response.status == StatusCode::TOO_MANY_REQUESTS || response.status.is_server_error();
+        if !retryable {
+            return Ok(response);
+        }
+        let wait = retry_after(&response.headers).unwrap_or(DEFAULT_RETRY_WAIT);
+        // Retry only when the wait still fits in this request's time budget.
+        if started.elapsed() + wait >= self.timeout {
+            return Ok(response);
+        }
+        tracing::debug!(registry = %ctx.registry, status = %response.status, ?wait, "retrying registry request");
+        tokio::time::sleep(wait).await;
+        self.exchange(ctx, url, headers, form, kind).await
+    }
+
+    /// One HTTP exchange within the timeout, body read up to the cap.
+    async fn exchange(
+        &self,
+        ctx: &Context,
+        url: &Url,
+        headers: &HeaderMap,
+        form: Option<&[(&'static str, String)]>,
+        kind: Kind,
+    ) -> Result<Response, Error> {
+        let host = url.host_str().unwrap_or_default();
+        self.guard.check_host(host)?;
+        let label = self.metrics.registry_label(&ctx.registry);
+        let timer = self
+            .metrics
+            .request_duration
+            .with_label_values(&[label.as_str(), kind.as_str()])
+            .start_timer();
+        self.metrics.requests.inc();
+        let mut builder = match form {
+            Some(form) => self.client.request(Method::POST, url.clone()).form(form),
+            None => self.client.request(Method::GET, url.clone()),
+        };
+        builder = builder.headers(headers.clone()).timeout(self.timeout);
+        let result = tokio::time::timeout(self.timeout, async {
+            let response = builder.send().await?;
+            let status = response.status();
+            let headers = response.headers().clone();
+            let body = read_capped(response).await?;
+            Ok::<_, ReadError>(Response {
+                status,
+                headers,
+                body,
+            })
+        })
+        .await;
+        timer.observe_duration();
+        let response = match result {
+            Err(_elapsed) => return Err(self.timeout_error(ctx)),
+            Ok(Err(ReadError::TooLarge)) => {
+                return Err(Error::TooLarge {
+                    reference: ctx.reference.clone(),
+                    registry: ctx.registry.clone(),
+                    limit: BODY_LIMIT,
+                })
+            }
+            Ok(Err(ReadError::Http(error))) => return Err(self.transport_error(ctx, host, error)),
+            Ok(Ok(response)) => response,
+        };
+        self.metrics
+            .responses
+            .with_label_values(&[kind.as_str(), response.status.as_str()])
+            .inc();
+        self.metrics
+            .record_rate_limit(&ctx.registry, &response.headers);
+        Ok(response)
+    }
+
+    fn timeout_error(&self, ctx: &Context) -> Error {
+        Error::Timeout {
+            reference: ctx.reference.clone(),
+            registry: ctx.registry.clone(),
+            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    fn transport_error(&self, ctx: &Context, host: &str, error: reqwest::Error) -> Error {
+        if error.is_timeout() {
+            return self.timeout_error(ctx);
+        }
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(current) = source {
+            if let Some(blocked) = current.downcast_ref::<BlockedAddress>() {
+                return Error::Blocked {
+                    host: host.to_owned(),
+                    address: blocked.address,
+                };
+            }
+            source = current.source();
+        }
+        Error::Transport {
+            reference: ctx.reference.clone(),
+            registry: ctx.registry.clone(),
+            source: std::sync::Arc::new(error),
+        }
+    }
+}
+
+enum ReadError {
+    Http(reqwest::Error),
+    TooLarge,
+}
+
+impl From<reqwest::Error> for ReadError {
+    fn from(error: reqwest::Error) -> Self {
+        Self::Http(error)
+    }
+}
+
+/// Reads the body chunk by chunk and stops as soon as it exceeds [`BODY_LIMIT`].
+async fn read_capped(mut response: reqwest::Response) -> Result<Bytes, ReadError> {
+    let declared = response
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > BODY_LIMIT as u64) {
+        return Err(ReadError::TooLarge);
+    }
+    let mut body = BytesMut::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > BODY_LIMIT {
+            return Err(ReadError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is treated as absent).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    value.parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// `Authorization: Basic base64(user:pass)`.
+pub fn basic_header(username: &str, password: &str) -> Option<HeaderValue> {
+    use base64::Engine as _;
+    let encoded =
+        base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+    let mut value = HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+/// `Authorization: Bearer token`.
+pub fn bearer_header(token: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_only() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn auth_headers_are_sensitive() {
+        let basic = basic_header("user", "pass").unwrap();
+        assert_eq!(basic.to_str().unwrap(), "Basic dXNlcjpwYXNz");
+        assert!(basic.is_sensitive());
+        assert!(bearer_header("t").unwrap().is_sensitive());
+        assert!(bearer_header("bad\ntoken").is_none());
+    }
+}

@@ -1,0 +1,51 @@
+//! Resolver configuration, filled from the `--registry-*` flags by the caller.
+
+use std::time::Duration;
+
+/// How to reach registries and how long to remember what they said.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `(host glob, replacement host)`, applied in order, each to the previous result.
+    pub proxies: Vec<(String, String)>,
+    /// `host:port` entries reached over plain HTTP.
+    pub insecure_registries: Vec<String>,
+    /// Contents of `--registry-ca-file`: extra trusted CA certificates (PEM).
+    pub extra_ca_pem: Option<Vec<u8>>,
+    /// Timeout of each registry HTTP request (`--registry-timeout`).
+    pub request_timeout: Duration,
+    /// Exceptions to the metadata/link-local address guard (`--allow-registry-cidrs`).
+    pub allow_cidrs: Vec<ipnet::IpNet>,
+    /// How long a tag's platforms are cached (`--cache-ttl`); digests may live longer.
+    pub cache_ttl: Duration,
+    /// Bound on cached lookups (`--cache-max-entries`).
+    pub cache_max_entries: u64,
+    /// kubelet `matchImages` patterns of images never tried anonymously.
+    pub private_registries: Vec<String>,
+    /// Extra hosts allowed as `registry` metric label values.
+    pub configured_hosts: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            proxies: Vec::new(),
+            insecure_registries: Vec::new(),
+            extra_ca_pem: None,
+            request_timeout: Duration::from_secs(5),
+            allow_cidrs: Vec::new(),
+            cache_ttl: Duration::from_secs(3600),
+            cache_max_entries: 100_000,
+            private_registries: Vec::new(),
+            configured_hosts: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// True when `host` (as written in the reference, `host[:port]`) is reached over plain HTTP.
+    pub fn is_insecure(&self, host: &str) -> bool {
+        self.insecure_registries
+            .iter()
+            .any(|entry| entry.eq_ignore_ascii_case(host))
+    }
+}

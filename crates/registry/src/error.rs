@@ -1,0 +1,162 @@
+//! The one error type of this crate.
+//!
+//! It is `Clone` so a cached failure can be handed to every caller waiting on the same lookup.
+//! Messages name the reference, the registry and the HTTP status; they never carry a secret.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// Why an image could not be resolved.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The image reference does not follow the distribution reference grammar.
+    #[error("invalid image reference {reference:?}: {reason}")]
+    InvalidReference { reference: String, reason: String },
+
+    /// The resolver configuration is unusable (bad CA bundle, bad proxy rule, ...).
+    #[error("invalid registry configuration: {reason}")]
+    Config { reason: String },
+
+    /// The host resolves to an address refused by the metadata/link-local guard.
+    #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked (see --allow-registry-cidrs)")]
+    Blocked { host: String, address: IpAddr },
+
+    /// Every credential (and anonymous access, when allowed) was refused.
+    #[error("{reference}: access denied by {registry} (HTTP {status})")]
+    Unauthorized {
+        reference: String,
+        registry: String,
+        status: u16,
+    },
+
+    /// The registry needs credentials and none may be tried (private registry, no candidates).
+    #[error("{reference}: no credentials for private registry {registry}")]
+    NoCredentials { reference: String, registry: String },
+
+    /// The token endpoint refused or failed.
+    #[error("{reference}: token request to {realm} for {registry} failed (HTTP {status})")]
+    Token {
+        reference: String,
+        registry: String,
+        realm: String,
+        status: u16,
+    },
+
+    /// The manifest or blob does not exist.
+    #[error("{reference}: not found on {registry}")]
+    NotFound { reference: String, registry: String },
+
+    /// An HTTP status we cannot use.
+    #[error("{reference}: unexpected HTTP {status} from {registry}")]
+    Status {
+        reference: String,
+        registry: String,
+        status: u16,
+    },
+
+    /// No answer within `--registry-timeout`.
+    #[error("{reference}: {registry} did not answer within {timeout_ms} ms")]
+    Timeout {
+        reference: String,
+        registry: String,
+        timeout_ms: u64,
+    },
+
+    /// Connection, TLS or protocol failure.
+    #[error("{reference}: cannot reach {registry}")]
+    Transport {
+        reference: String,
+        registry: String,
+        #[source]
+        source: Arc<reqwest::Error>,
+    },
+
+    /// The body is larger than the cap.
+    #[error("{reference}: response from {registry} exceeds {limit} bytes")]
+    TooLarge {
+        reference: String,
+        registry: String,
+        limit: usize,
+    },
+
+    /// The body does not hash to the digest it was fetched by.
+    #[error(
+        "{reference}: content from {registry} does not match digest {expected} (got {actual})"
+    )]
+    DigestMismatch {
+        reference: String,
+        registry: String,
+        expected: String,
+        actual: String,
+    },
+
+    /// The manifest, index or config cannot be understood.
+    #[error("{reference}: invalid {what} from {registry}: {reason}")]
+    InvalidContent {
+        reference: String,
+        registry: String,
+        what: &'static str,
+        reason: String,
+    },
+
+    /// A media type this resolver does not handle (schema1, artifacts, ...).
+    #[error("{reference}: unsupported media type {media_type:?} from {registry}")]
+    UnsupportedMediaType {
+        reference: String,
+        registry: String,
+        media_type: String,
+    },
+
+    /// Index nesting beyond the bound.
+    #[error("{reference}: image indexes nested deeper than {limit} levels on {registry}")]
+    TooDeep {
+        reference: String,
+        registry: String,
+        limit: usize,
+    },
+
+    /// The image declares no usable platform.
+    #[error("{reference}: no platform found in the manifest from {registry}")]
+    NoPlatforms { reference: String, registry: String },
+}
+
+impl Error {
+    /// A bounded label value for `noe_registry_errors_total{errors}`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::InvalidReference { .. } => "invalid_reference",
+            Self::Config { .. } => "config",
+            Self::Blocked { .. } => "blocked",
+            Self::Unauthorized { .. } => "unauthorized",
+            Self::NoCredentials { .. } => "no_credentials",
+            Self::Token { .. } => "token",
+            Self::NotFound { .. } => "not_found",
+            Self::Status { .. } => "http_status",
+            Self::Timeout { .. } => "timeout",
+            Self::Transport { .. } => "transport",
+            Self::TooLarge { .. } => "too_large",
+            Self::DigestMismatch { .. } => "digest_mismatch",
+            Self::InvalidContent { .. } => "invalid_content",
+            Self::UnsupportedMediaType { .. } => "unsupported_media_type",
+            Self::TooDeep { .. } => "too_deep",
+            Self::NoPlatforms { .. } => "no_platforms",
+        }
+    }
+
+    /// True when another credential might succeed (401/403 from the registry or its token realm).
+    pub fn is_auth(&self) -> bool {
+        match self {
+            Self::Unauthorized { .. } => true,
+            Self::Token { status, .. } => matches!(status, 401 | 403),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn invalid_reference(reference: &str, reason: impl Into<String>) -> Self {
+        Self::InvalidReference {
+            reference: reference.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}

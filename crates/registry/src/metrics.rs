@@ -1,0 +1,345 @@
+//! Registry and cache metrics, registered on a caller-provided `prometheus::Registry`.
+//! Names follow DESIGN.md §1; every label value comes from a bounded set.
+
+use prometheus::{
+    GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+};
+
+use crate::proxies::glob_match;
+use crate::{Config, Error};
+
+/// Public registries that may appear as a `registry` label value (globs on the host).
+const PUBLIC_REGISTRIES: &[&str] = &[
+    "docker.io",
+    "ghcr.io",
+    "quay.io",
+    "gcr.io",
+    "registry.k8s.io",
+    "public.ecr.aws",
+    "*.pkg.dev",
+    "*.amazonaws.com",
+    "*.azurecr.io",
+];
+
+/// What an HTTP exchange was for (the `kind` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Manifest,
+    Blob,
+    Token,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Manifest => "manifest",
+            Self::Blob => "blob",
+            Self::Token => "token",
+        }
+    }
+}
+
+/// All metrics of the registry crate.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    pub requests: IntCounter,
+    pub responses: IntCounterVec,
+    pub errors: IntCounterVec,
+    pub rate_limit_remaining: GaugeVec,
+    pub rate_limit_limit: GaugeVec,
+    pub rate_limit_window: GaugeVec,
+    pub cache_requests: IntCounter,
+    pub cache_responses: IntCounterVec,
+    pub auth_cache_requests: IntCounter,
+    pub auth_cache_responses: IntCounterVec,
+    pub request_duration: HistogramVec,
+    pub cache_entries: IntGauge,
+    labels: RegistryLabels,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them on `registry`.
+    pub fn new(registry: &prometheus::Registry, config: &Config) -> Result<Self, Error> {
+        let counter = |name: &str, help: &str| IntCounter::new(name, help);
+        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels)
+        };
+        let gauge_vec =
+            |name: &str, help: &str| GaugeVec::new(Opts::new(name, help), &["registry"]);
+        let metrics = Self {
+            requests: counter(
+                "noe_registry_requests_total",
+                "HTTP requests sent to registries",
+            )
+            .map_err(config_error)?,
+            responses: counter_vec(
+                "noe_registry_responses_total",
+                "HTTP responses from registries by request kind and status",
+                &["kind", "http_status"],
+            )
+            .map_err(config_error)?,
+            errors: counter_vec(
+                "noe_registry_errors_total",
+                "Failed image lookups by error kind",
+                &["errors"],
+            )
+            .map_err(config_error)?,
+            rate_limit_remaining: gauge_vec(
+                "noe_registry_rate_limit_remaining",
+                "Pulls remaining in the registry's rate-limit window (ratelimit-remaining)",
+            )
+            .map_err(config_error)?,
+            rate_limit_limit: gauge_vec(
+                "noe_registry_rate_limit_limit",
+                "Pulls allowed per rate-limit window (ratelimit-limit)",
+            )
+            .map_err(config_error)?,
+            rate_limit_window: gauge_vec(
+                "noe_registry_rate_limit_window_seconds",
+                "Length of the registry's rate-limit window",
+            )
+            .map_err(config_error)?,
+            cache_requests: counter(
+                "noe_registry_cache_requests_total",
+                "Platform cache lookups",
+            )
+            .map_err(config_error)?,
+            cache_responses: counter_vec(
+                "noe_registry_cache_responses_total",
+                "Platform cache lookups by outcome (hit, miss, failure_hit)",
+                &["cache"],
+            )
+            .map_err(config_error)?,
+            auth_cache_requests: counter(
+                "noe_registry_authentication_cache_requests_total",
+                "Registry token cache lookups",
+            )
+            .map_err(config_error)?,
+            auth_cache_responses: counter_vec(
+                "noe_registry_authentication_cache_responses_total",
+                "Registry token cache lookups by outcome (hit, miss)",
+                &["cache"],
+            )
+            .map_err(config_error)?,
+            request_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "noe_registry_request_duration_seconds",
+                    "Duration of registry HTTP requests",
+                )
+                .buckets(vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ]),
+                &["registry", "kind"],
+            )
+            .map_err(config_error)?,
+            cache_entries: IntGauge::new(
+                "noe_registry_cache_entries",
+                "Image lookups held in the platform cache",
+            )
+            .map_err(config_error)?,
+            labels: RegistryLabels::new(config),
+        };
+        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(metrics.requests.clone()),
+            Box::new(metrics.responses.clone()),
+            Box::new(metrics.errors.clone()),
+            Box::new(metrics.rate_limit_remaining.clone()),
+            Box::new(metrics.rate_limit_limit.clone()),
+            Box::new(metrics.rate_limit_window.clone()),
+            Box::new(metrics.cache_requests.clone()),
+            Box::new(metrics.cache_responses.clone()),
+            Box::new(metrics.auth_cache_requests.clone()),
+            Box::new(metrics.auth_cache_responses.clone()),
+            Box::new(metrics.request_duration.clone()),
+            Box::new(metrics.cache_entries.clone()),
+        ];
+        for collector in collectors {
+            registry.register(collector).map_err(config_error)?;
+        }
+        Ok(metrics)
+    }
+
+    /// The bounded `registry` label value for a registry host.
+    pub fn registry_label(&self, host: &str) -> String {
+        self.labels.label(host)
+    }
+
+    /// Records Docker Hub style `ratelimit-limit: 100;w=21600` / `ratelimit-remaining: 76;w=21600`.
+    pub fn record_rate_limit(&self, host: &str, headers: &http::HeaderMap) {
+        let parse = |name: &str| -> Option<(f64, Option<f64>)> {
+            let value = headers.get(name)?.to_str().ok()?;
+            let mut parts = value.split(';');
+            let count = parts.next()?.trim().parse::<f64>().ok()?;
+            let window = parts
+                .filter_map(|p| p.trim().strip_prefix("w="))
+                .find_map(|w| w.parse::<f64>().ok());
+            Some((count, window))
+        };
+        let label = self.registry_label(host);
+        if let Some((limit, window)) = parse("ratelimit-limit") {
+            self.rate_limit_limit
+                .with_label_values(&[&label])
+                .set(limit);
+            if let Some(window) = window {
+                self.rate_limit_window
+                    .with_label_values(&[&label])
+                    .set(window);
+            }
+        }
+        if let Some((remaining, _)) = parse("ratelimit-remaining") {
+            self.rate_limit_remaining
+                .with_label_values(&[&label])
+                .set(remaining);
+        }
+    }
+}
+
+fn config_error(error: prometheus::Error) -> Error {
+    Error::Config {
+        reason: format!("cannot register registry metrics: {error}"),
+    }
+}
+
+/// Which hosts may be a label value: configured ones and the big public registries.
+#[derive(Clone, Debug)]
+struct RegistryLabels {
+    configured: Vec<String>,
+}
+
+impl RegistryLabels {
+    fn new(config: &Config) -> Self {
+        let mut configured: Vec<String> = config.configured_hosts.clone();
+        for (pattern, replacement) in &config.proxies {
+            configured.push(pattern.clone());
+            configured.push(replacement.clone());
+        }
+        configured.extend(config.insecure_registries.iter().cloned());
+        configured.extend(
+            config
+                .private_registries
+                .iter()
+                .map(|p| p.split('/').next().unwrap_or_default().to_owned()),
+        );
+        configured.retain(|h| !h.is_empty());
+        Self { configured }
+    }
+
+    fn label(&self, host: &str) -> String {
+        let host = if host == crate::reference::DOCKER_HUB_ENDPOINT {
+            crate::reference::DOCKER_HUB
+        } else {
+            host
+        };
+        let known = self
+            .configured
+            .iter()
+            .map(String::as_str)
+            .chain(PUBLIC_REGISTRIES.iter().copied())
+            .any(|pattern| glob_match(pattern, host));
+        if known {
+            host.to_ascii_lowercase()
+        } else {
+            "other".to_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_labels_are_bounded() {
+        let config = Config {
+            proxies: vec![("docker.io".into(), "proxy.corp".into())],
+            insecure_registries: vec!["127.0.0.1:5000".into()],
+            private_registries: vec!["*.private.corp/team".into()],
+            configured_hosts: vec!["harbor.corp".into()],
+            ..Config::default()
+        };
+        let metrics = Metrics::new(&prometheus::Registry::new(), &config).unwrap();
+        let cases = [
+            ("docker.io", "docker.io"),
+            ("registry-1.docker.io", "docker.io"),
+            ("ghcr.io", "ghcr.io"),
+            ("europe-docker.pkg.dev", "europe-docker.pkg.dev"),
+            (
+                "123.dkr.ecr.eu-west-1.amazonaws.com",
+                "123.dkr.ecr.eu-west-1.amazonaws.com",
+            ),
+            ("x.azurecr.io", "x.azurecr.io"),
+            ("proxy.corp", "proxy.corp"),
+            ("127.0.0.1:5000", "127.0.0.1:5000"),
+            ("a.private.corp", "a.private.corp"),
+            ("harbor.corp", "harbor.corp"),
+            ("evil.example", "other"),
+            ("127.0.0.1:5001", "other"),
+        ];
+        for (host, label) in cases {
+            assert_eq!(metrics.registry_label(host), label, "{host}");
+        }
+    }
+
+    #[test]
+    fn names_match_the_design() {
+        let registry = prometheus::Registry::new();
+        let metrics = Metrics::new(&registry, &Config::default()).unwrap();
+        metrics
+            .responses
+            .with_label_values(&["manifest", "200"])
+            .inc();
+        metrics.errors.with_label_values(&["timeout"]).inc();
+        metrics.cache_responses.with_label_values(&["hit"]).inc();
+        metrics
+            .auth_cache_responses
+            .with_label_values(&["miss"])
+            .inc();
+        metrics
+            .request_duration
+            .with_label_values(&["docker.io", "manifest"])
+            .observe(0.1);
+        let mut headers = http::HeaderMap::new();
+        headers.insert("ratelimit-limit", "100;w=21600".parse().unwrap());
+        headers.insert("ratelimit-remaining", "76;w=21600".parse().unwrap());
+        metrics.record_rate_limit("registry-1.docker.io", &headers);
+        let names: Vec<String> = registry
+            .gather()
+            .iter()
+            .map(|f| f.name().to_owned())
+            .collect();
+        for name in [
+            "noe_registry_requests_total",
+            "noe_registry_responses_total",
+            "noe_registry_errors_total",
+            "noe_registry_rate_limit_remaining",
+            "noe_registry_rate_limit_limit",
+            "noe_registry_rate_limit_window_seconds",
+            "noe_registry_cache_requests_total",
+            "noe_registry_cache_responses_total",
+            "noe_registry_authentication_cache_requests_total",
+            "noe_registry_authentication_cache_responses_total",
+            "noe_registry_request_duration_seconds",
+            "noe_registry_cache_entries",
+        ] {
+            assert!(
+                names.iter().any(|n| n == name),
+                "{name} missing from {names:?}"
+            );
+        }
+        assert_eq!(
+            metrics
+                .rate_limit_window
+                .with_label_values(&["docker.io"])
+                .get(),
+            21600.0
+        );
+        assert_eq!(
+            metrics
+                .rate_limit_remaining
+                .with_label_values(&["docker.io"])
+                .get(),
+            76.0
+        );
+    }
+}
