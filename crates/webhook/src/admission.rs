@@ -145,7 +145,7 @@ impl Admission {
                 (answer, outcome::ALLOWED)
             }
             Verdict::Patch { common, ops } => {
-                tracing::info!(platforms = %common.join(","), operations = ops.len(), "Patched");
+                tracing::debug!(platforms = %common.join(","), operations = ops.len(), "Patched");
                 let answer = Answer {
                     allowed: true,
                     patch: Some(ops),

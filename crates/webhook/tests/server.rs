@@ -103,6 +103,29 @@ async fn routes_probes_and_metrics() {
     let metrics = format!("http://{}/metrics", running.metrics_addr);
     assert_eq!(plain.get(&metrics).send().await.unwrap().status(), 200);
 
+    // HTTP/2 (ALPN h2), as the apiserver may negotiate.
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca.pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let h2 = reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let answer = h2
+        .post(url(&running, "/mutate"))
+        .body("{\"h2\":true}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.version(), reqwest::Version::HTTP_2);
+    assert_eq!(answer.text().await.unwrap(), "{\"h2\":true}");
+
     running.shutdown().await;
 }
 
