@@ -18,6 +18,9 @@ use review::Answer;
 /// The reason given for a lookup that did not finish within `--admission-deadline`.
 pub const DEADLINE_EXCEEDED: &str = "deadline exceeded";
 
+/// The warning of a pod allowed unchanged because the webhook itself failed.
+pub const INTERNAL_ERROR_WARNING: &str = "noe: internal error, pod allowed unchanged";
+
 /// Answers AdmissionReviews. Cheap to share behind an `Arc`.
 pub struct Admission {
     lookup: Arc<dyn PlatformLookup>,
@@ -281,7 +284,21 @@ pub fn pull_secret_names(pod: &Value) -> Vec<String> {
 
 impl crate::server::Handler for Admission {
     async fn handle(&self, body: Bytes) -> Bytes {
-        let answer = self.review(&body).await;
+        use futures::FutureExt;
+        // A bug must not drop the apiserver's connection: answer, allowing the pod unchanged.
+        let answer = match std::panic::AssertUnwindSafe(self.review(&body))
+            .catch_unwind()
+            .await
+        {
+            Ok(answer) => answer,
+            Err(_) => {
+                tracing::error!("Admission failed unexpectedly: allowing the pod unchanged");
+                let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let mut answer = Answer::allow();
+                answer.warnings = vec![INTERNAL_ERROR_WARNING.to_owned()];
+                review::respond(review::version_of(&value), &review::uid_of(&value), answer)
+            }
+        };
         Bytes::from(serde_json::to_vec(&answer).unwrap_or_else(|_| b"{}".to_vec()))
     }
 }

@@ -177,3 +177,43 @@ async fn a_lookup_past_the_deadline_fails_as_deadline_exceeded() {
         .to_string()
         .contains(DEADLINE_EXCEEDED));
 }
+
+struct Panics;
+
+impl PlatformLookup for Panics {
+    fn lookup<'a>(
+        &'a self,
+        _image: &'a str,
+        _credentials: &'a [CredentialCandidate],
+    ) -> BoxFuture<'a, Result<Vec<Platform>, String>> {
+        Box::pin(async { panic!("scripted bug") })
+    }
+}
+
+#[tokio::test]
+async fn a_bug_still_gets_an_admission_review() {
+    use noe_webhook::server::Handler;
+    let registry = prometheus::Registry::new();
+    let admission = Admission::new(
+        Arc::new(Panics),
+        Arc::new(OneSecret),
+        Policy::default(),
+        Duration::from_secs(1),
+        Metrics::register(&registry).unwrap(),
+        vec![],
+    );
+    let body = json!({"apiVersion": "admission.k8s.io/v1beta1", "request": {
+        "uid": "u-2", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE", "namespace": "ns", "object": pod(&["x:1"])}});
+    let answer = admission
+        .handle(bytes::Bytes::from(serde_json::to_vec(&body).unwrap()))
+        .await;
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1beta1");
+    assert_eq!(answer["response"]["uid"], "u-2");
+    assert_eq!(answer["response"]["allowed"], true);
+    assert_eq!(
+        answer["response"]["warnings"][0],
+        noe_webhook::admission::INTERNAL_ERROR_WARNING
+    );
+}
