@@ -29,8 +29,10 @@ pub async fn push_built(
     tag: Option<&str>,
     image: &BuiltImage,
 ) -> anyhow::Result<Descriptor> {
-    pusher.push_blob(repository, &image.layer).await?;
-    pusher.push_blob(repository, &image.config).await?;
+    tokio::try_join!(
+        pusher.push_blob(repository, &image.layer),
+        pusher.push_blob(repository, &image.config),
+    )?;
     let reference = tag.unwrap_or(&image.descriptor.digest);
     pusher
         .push_manifest(
@@ -152,14 +154,9 @@ impl Fixtures {
 
 const TAG: &str = "v1";
 
-fn fixture(
-    registry: &Registry,
-    repository: &str,
-    descriptor: &Descriptor,
-    platforms: &[&str],
-) -> Fixture {
+fn fixture(host: &str, repository: &str, descriptor: &Descriptor, platforms: &[&str]) -> Fixture {
     Fixture {
-        host: registry.host(),
+        host: host.to_owned(),
         repository: repository.to_owned(),
         tag: TAG.to_owned(),
         digest: descriptor.digest.clone(),
@@ -177,91 +174,42 @@ pub async fn push_standard_fixtures(registry: &Registry) -> anyhow::Result<Fixtu
         .with_context(|| format!("pushing fixtures; registry log: {}", registry.logs()))
 }
 
-/// Pushes the standard fixtures with `pusher` (e.g. other credentials).
+/// Pushes the standard fixtures with `pusher` (e.g. other credentials). The seven repositories
+/// are pushed concurrently.
 pub async fn push_standard_fixtures_with(
     registry: &Registry,
     pusher: &Pusher,
 ) -> anyhow::Result<Fixtures> {
-    use Flavor::{Docker, Oci};
-
-    let repo = "fixtures/oci-index";
-    let amd64 = push_image(pusher, repo, None, "linux/amd64", Oci).await?;
-    let arm64 = push_image(pusher, repo, None, "linux/arm64", Oci).await?;
-    let armv7 = push_image(pusher, repo, None, "linux/arm/v7", Oci).await?;
-    let attestation = push_attestation(pusher, repo).await?;
-    let entries = [
-        IndexEntry::new(&amd64, Some("linux/amd64")),
-        IndexEntry::new(&arm64, Some("linux/arm64")),
-        IndexEntry::new(&armv7, Some("linux/arm/v7")),
-        attestation_entry(&attestation, &amd64),
-    ];
-    let index = push_index(pusher, repo, Some(TAG), Oci, &entries).await?;
-    let oci_index = fixture(
-        registry,
-        repo,
-        &index,
-        &["linux/amd64", "linux/arm64", "linux/arm/v7"],
-    );
-
-    let repo = "fixtures/docker-list";
-    let amd64 = push_image(pusher, repo, None, "linux/amd64", Docker).await?;
-    let arm64 = push_image(pusher, repo, None, "linux/arm64", Docker).await?;
-    let entries = [
-        IndexEntry::new(&amd64, Some("linux/amd64")),
-        IndexEntry::new(&arm64, Some("linux/arm64")),
-    ];
-    let list = push_index(pusher, repo, Some(TAG), Docker, &entries).await?;
-    let docker_list = fixture(registry, repo, &list, &["linux/amd64", "linux/arm64"]);
-
-    let repo = "fixtures/oci-single";
-    let image = push_image(pusher, repo, Some(TAG), "linux/arm64", Oci).await?;
-    let oci_single = fixture(registry, repo, &image, &["linux/arm64"]);
-
-    let repo = "fixtures/docker-single";
-    let image = push_image(pusher, repo, Some(TAG), "linux/s390x", Docker).await?;
-    let docker_single = fixture(registry, repo, &image, &["linux/s390x"]);
-
-    let repo = "fixtures/windows-index";
-    let windows = push_image(pusher, repo, None, "windows/amd64", Oci).await?;
-    let linux = push_image(pusher, repo, None, "linux/amd64", Oci).await?;
-    let entries = [
-        IndexEntry::new(&windows, Some("windows/amd64")),
-        IndexEntry::new(&linux, Some("linux/amd64")),
-    ];
-    let index = push_index(pusher, repo, Some(TAG), Oci, &entries).await?;
-    let windows_index = fixture(registry, repo, &index, &["windows/amd64", "linux/amd64"]);
-
-    let repo = "fixtures/nested-index";
-    let amd64 = push_image(pusher, repo, None, "linux/amd64", Oci).await?;
-    let arm64 = push_image(pusher, repo, None, "linux/arm64", Oci).await?;
-    let ppc64le = push_image(pusher, repo, None, "linux/ppc64le", Oci).await?;
-    let inner_entries = [
-        IndexEntry::new(&amd64, Some("linux/amd64")),
-        IndexEntry::new(&arm64, Some("linux/arm64")),
-    ];
-    let inner = push_index(pusher, repo, None, Oci, &inner_entries).await?;
-    let entries = [
-        IndexEntry::new(&inner, None),
-        IndexEntry::new(&ppc64le, Some("linux/ppc64le")),
-    ];
-    let index = push_index(pusher, repo, Some(TAG), Oci, &entries).await?;
-    let nested_index = fixture(
-        registry,
-        repo,
-        &index,
-        &["linux/amd64", "linux/arm64", "linux/ppc64le"],
-    );
-
-    let repo = "fixtures/index-without-platform";
-    let amd64 = push_image(pusher, repo, None, "linux/amd64", Oci).await?;
-    let riscv64 = push_image(pusher, repo, None, "linux/riscv64", Oci).await?;
-    let entries = [
-        IndexEntry::new(&amd64, Some("linux/amd64")),
-        IndexEntry::new(&riscv64, None),
-    ];
-    let index = push_index(pusher, repo, Some(TAG), Oci, &entries).await?;
-    let index_without_platform = fixture(registry, repo, &index, &["linux/amd64", "linux/riscv64"]);
-
+    let host = registry.host();
+    let (
+        oci_index,
+        docker_list,
+        oci_single,
+        docker_single,
+        windows_index,
+        nested_index,
+        index_without_platform,
+    ) = tokio::try_join!(
+        push_oci_index(pusher, &host),
+        push_docker_list(pusher, &host),
+        push_single(
+            pusher,
+            &host,
+            "fixtures/oci-single",
+            "linux/arm64",
+            Flavor::Oci
+        ),
+        push_single(
+            pusher,
+            &host,
+            "fixtures/docker-single",
+            "linux/s390x",
+            Flavor::Docker
+        ),
+        push_windows_index(pusher, &host),
+        push_nested_index(pusher, &host),
+        push_index_without_platform(pusher, &host),
+    )?;
     Ok(Fixtures {
         oci_index,
         docker_list,
@@ -271,4 +219,111 @@ pub async fn push_standard_fixtures_with(
         nested_index,
         index_without_platform,
     })
+}
+
+/// Pushes one image per platform (by digest); returns them and their index entries.
+async fn push_platform_images(
+    pusher: &Pusher,
+    repository: &str,
+    flavor: Flavor,
+    platforms: &[&str],
+) -> anyhow::Result<(Vec<Descriptor>, Vec<IndexEntry>)> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, platform) in platforms.iter().enumerate() {
+        let (pusher, repository, platform) = (
+            pusher.clone(),
+            repository.to_owned(),
+            (*platform).to_owned(),
+        );
+        tasks.spawn(async move {
+            let image = push_image(&pusher, &repository, None, &platform, flavor).await;
+            (i, image)
+        });
+    }
+    let mut images: Vec<Option<Descriptor>> = vec![None; platforms.len()];
+    while let Some(joined) = tasks.join_next().await {
+        let (i, image) = joined?;
+        images[i] = Some(image?);
+    }
+    let images: Vec<Descriptor> = images.into_iter().flatten().collect();
+    let entries = images
+        .iter()
+        .zip(platforms)
+        .map(|(image, platform)| IndexEntry::new(image, Some(platform)))
+        .collect();
+    Ok((images, entries))
+}
+
+async fn push_oci_index(pusher: &Pusher, host: &str) -> anyhow::Result<Fixture> {
+    let repo = "fixtures/oci-index";
+    let platforms = ["linux/amd64", "linux/arm64", "linux/arm/v7"];
+    let (images, mut entries) = push_platform_images(pusher, repo, Flavor::Oci, &platforms).await?;
+    let attestation = push_attestation(pusher, repo).await?;
+    entries.push(attestation_entry(&attestation, &images[0]));
+    let index = push_index(pusher, repo, Some(TAG), Flavor::Oci, &entries).await?;
+    Ok(fixture(host, repo, &index, &platforms))
+}
+
+async fn push_docker_list(pusher: &Pusher, host: &str) -> anyhow::Result<Fixture> {
+    let repo = "fixtures/docker-list";
+    let platforms = ["linux/amd64", "linux/arm64"];
+    let (_, entries) = push_platform_images(pusher, repo, Flavor::Docker, &platforms).await?;
+    let list = push_index(pusher, repo, Some(TAG), Flavor::Docker, &entries).await?;
+    Ok(fixture(host, repo, &list, &platforms))
+}
+
+async fn push_single(
+    pusher: &Pusher,
+    host: &str,
+    repo: &str,
+    platform: &str,
+    flavor: Flavor,
+) -> anyhow::Result<Fixture> {
+    let image = push_image(pusher, repo, Some(TAG), platform, flavor).await?;
+    Ok(fixture(host, repo, &image, &[platform]))
+}
+
+async fn push_windows_index(pusher: &Pusher, host: &str) -> anyhow::Result<Fixture> {
+    let repo = "fixtures/windows-index";
+    let platforms = ["windows/amd64", "linux/amd64"];
+    let (_, entries) = push_platform_images(pusher, repo, Flavor::Oci, &platforms).await?;
+    let index = push_index(pusher, repo, Some(TAG), Flavor::Oci, &entries).await?;
+    Ok(fixture(host, repo, &index, &platforms))
+}
+
+async fn push_nested_index(pusher: &Pusher, host: &str) -> anyhow::Result<Fixture> {
+    let repo = "fixtures/nested-index";
+    let inner_platforms = ["linux/amd64", "linux/arm64"];
+    let (_, inner_entries) =
+        push_platform_images(pusher, repo, Flavor::Oci, &inner_platforms).await?;
+    let inner = push_index(pusher, repo, None, Flavor::Oci, &inner_entries).await?;
+    let ppc64le = push_image(pusher, repo, None, "linux/ppc64le", Flavor::Oci).await?;
+    let entries = [
+        IndexEntry::new(&inner, None),
+        IndexEntry::new(&ppc64le, Some("linux/ppc64le")),
+    ];
+    let index = push_index(pusher, repo, Some(TAG), Flavor::Oci, &entries).await?;
+    Ok(fixture(
+        host,
+        repo,
+        &index,
+        &["linux/amd64", "linux/arm64", "linux/ppc64le"],
+    ))
+}
+
+async fn push_index_without_platform(pusher: &Pusher, host: &str) -> anyhow::Result<Fixture> {
+    let repo = "fixtures/index-without-platform";
+    let amd64 = push_image(pusher, repo, None, "linux/amd64", Flavor::Oci).await?;
+    let riscv64 = push_image(pusher, repo, None, "linux/riscv64", Flavor::Oci).await?;
+    let entries = [
+        IndexEntry::new(&amd64, Some("linux/amd64")),
+        IndexEntry::new(&riscv64, None),
+    ];
+    let index = push_index(pusher, repo, Some(TAG), Flavor::Oci, &entries).await?;
+    Ok(fixture(
+        host,
+        repo,
+        &index,
+        &["linux/amd64", "linux/riscv64"],
+    ))
 }

@@ -12,6 +12,8 @@
 //! - [`Pusher`], [`push_image`], [`push_index`], [`push_standard_fixtures`]: images pushed
 //!   through the registry's HTTP API; [`Fixtures`] knows each fixture's reference, digest and
 //!   expected platforms.
+//! - [`DockerConfig`]: docker `config.json` / pull-secret payloads (`auth`, `identitytoken`,
+//!   `registrytoken`).
 //! - [`FakeRegistry`]: an in-process HTTP server scripted per path for what a real registry
 //!   will not do (hang, trickle, 500, 429 + `Retry-After`, garbage, oversized bodies, digest
 //!   mismatch, a redirect to a second host that records whether `Authorization` arrived).
@@ -41,6 +43,7 @@
 //! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
 
 mod ca;
+mod docker_config;
 mod fake;
 mod fixtures;
 mod htpasswd;
@@ -51,6 +54,7 @@ mod serve;
 mod token_server;
 
 pub use ca::{ServerCert, TestCa};
+pub use docker_config::DockerConfig;
 pub use fake::{blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, Listener};
 pub use fixtures::{
     push_attestation, push_built, push_image, push_index, push_standard_fixtures,

@@ -77,11 +77,22 @@ impl std::fmt::Debug for Registry {
 }
 
 /// Chooses how a [`Registry`] is started; modes combine (token auth + TLS, htpasswd + TLS).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct RegistryBuilder {
     tls: Option<TestCa>,
     users: Vec<(String, String)>,
     token: Option<TokenServerAuth>,
+}
+
+impl std::fmt::Debug for RegistryBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let users: Vec<&str> = self.users.iter().map(|(u, _)| u.as_str()).collect();
+        f.debug_struct("RegistryBuilder")
+            .field("tls", &self.tls.is_some())
+            .field("users", &users)
+            .field("token", &self.token)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -123,7 +134,7 @@ impl RegistryBuilder {
         if self.token.is_some() && !self.users.is_empty() {
             bail!("a registry takes either htpasswd or token auth, not both");
         }
-        let dir = tempfile::Builder::new().prefix("noe-registry-").tempdir()?;
+        let dir = registry_dir()?;
         let auth = if let Some(token) = &self.token {
             std::fs::write(dir.path().join("token-root.pem"), token.signer.cert_pem())?;
             AuthConfig::Token(token.config.clone())
@@ -139,6 +150,7 @@ impl RegistryBuilder {
             AuthConfig::None
         };
         if let Some(ca) = &self.tls {
+            std::fs::write(dir.path().join("ca.crt"), ca.cert_pem())?;
             let cert = ca.loopback_cert()?;
             std::fs::write(dir.path().join("tls.crt"), &cert.cert_pem)?;
             std::fs::write(dir.path().join("tls.key"), &cert.key_pem)?;
@@ -176,6 +188,20 @@ impl RegistryBuilder {
         }
         Err(last_error.unwrap_or_else(|| anyhow::anyhow!("registry did not start")))
     }
+}
+
+/// The registry's temp dir: on tmpfs (`/dev/shm`) when there is one, because the filesystem
+/// driver fsyncs every blob and that triples the time to push fixtures on a VM disk.
+fn registry_dir() -> anyhow::Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("noe-registry-");
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = builder.tempdir_in(shm) {
+            return Ok(dir);
+        }
+    }
+    Ok(builder.tempdir()?)
 }
 
 /// A port that was free a moment ago (the registry binds it itself).
@@ -220,6 +246,9 @@ fn spawn(dir: &Path, port: u16, yaml: &str) -> anyhow::Result<(Child, u32)> {
             )
         })?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // Our own process must say it listens: a successful connect alone could reach another
+    // test's registry that won a race for the same port.
+    let listening = format!("listening on {addr}");
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Some(status) = child.try_wait()? {
@@ -230,7 +259,10 @@ fn spawn(dir: &Path, port: u16, yaml: &str) -> anyhow::Result<(Child, u32)> {
                 binary()
             );
         }
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+        let log = std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default();
+        if log.contains(&listening)
+            && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+        {
             let pid = std::fs::read_to_string(&pid_path)?.trim().parse()?;
             return Ok((child, pid));
         }
@@ -283,6 +315,11 @@ impl Registry {
     /// The PEM of the CA that signed the registry's certificate (None for plain HTTP).
     pub fn ca_pem(&self) -> Option<String> {
         self.tls.as_ref().map(TestCa::cert_pem)
+    }
+
+    /// A file holding [`Registry::ca_pem`] (for `--registry-ca-file`); None for plain HTTP.
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.tls.as_ref().map(|_| self.dir.path().join("ca.crt"))
     }
 
     /// The CA, when serving TLS.

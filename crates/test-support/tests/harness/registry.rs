@@ -207,6 +207,8 @@ async fn tls_registry_is_trusted_through_the_test_ca_only() {
     let registry = Registry::builder().tls(&ca).start().await.unwrap();
     assert!(registry.base_url().starts_with("https://127.0.0.1:"));
     assert_eq!(registry.ca_pem(), Some(ca.cert_pem()));
+    let ca_file = registry.ca_file().unwrap();
+    assert_eq!(std::fs::read_to_string(ca_file).unwrap(), ca.cert_pem());
     let fixtures = push_standard_fixtures(&registry).await.unwrap();
     let response = get_manifest(&registry, &fixtures.docker_list, ACCEPT_ALL).await;
     assert_eq!(response.status(), 200);
@@ -268,4 +270,29 @@ async fn a_paused_registry_accepts_connections_but_never_answers() {
     let response = client.get(&url).send().await.unwrap();
     assert_eq!(response.status(), 200);
     registry.pause().unwrap(); // dropping a paused registry still stops it
+}
+
+#[tokio::test]
+async fn access_log_counts_every_one_of_many_concurrent_requests() {
+    let registry = Registry::start().await.unwrap();
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    registry.reset_requests();
+    let client = registry.http_client().unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let request = client
+            .get(format!(
+                "{}/v2/{}/manifests/v1",
+                registry.base_url(),
+                fixtures.docker_list.repository
+            ))
+            .header("accept", ACCEPT_ALL);
+        tasks.spawn(async move { request.send().await.unwrap().status().as_u16() });
+    }
+    while let Some(status) = tasks.join_next().await {
+        assert_eq!(status.unwrap(), 200);
+    }
+    let requests = registry.requests();
+    assert_eq!(requests.len(), 100);
+    assert!(requests.iter().all(|r| r.is_manifest() && r.status == 200));
 }
