@@ -6,6 +6,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod entry;
+
+use entry::{Entry, Interner};
+
 use crate::metrics::Metrics;
 use crate::{Config, Error, Resolution};
 
@@ -14,15 +18,43 @@ pub const FAILURE_TTL: Duration = Duration::from_secs(5);
 /// Digest references are immutable: at least this long, or `cache_ttl` if longer.
 pub const DIGEST_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// A cache key. It never holds a secret: credentials are a keyed fingerprint.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A cache key: a 128-bit keyed hash of the normalized reference after proxies and the
+/// credential fingerprint. It holds no secret and no string (memory: 100k entries must stay
+/// small); with a per-process random key, collisions are out of reach (about 2^-90 for 100k
+/// entries) even for someone choosing image names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Key {
-    /// The normalized reference after proxies.
-    pub reference: String,
-    /// `credential::fingerprint` of the ordered candidates.
-    pub credentials: u64,
-    /// True for digest references.
-    pub immutable: bool,
+    hash: u128,
+    immutable: bool,
+}
+
+impl Key {
+    /// The key of `reference` (normalized, after proxies) looked up with credentials whose
+    /// `credential::fingerprint` is `credentials`; `immutable` for digest references.
+    pub fn new(reference: &str, credentials: u64, immutable: bool) -> Self {
+        use std::hash::{Hash, Hasher};
+        use std::sync::OnceLock;
+        static KEYS: OnceLock<[(u64, u64); 2]> = OnceLock::new();
+        let keys = KEYS.get_or_init(|| {
+            [
+                (rand::random(), rand::random()),
+                (rand::random(), rand::random()),
+            ]
+        });
+        let [low, high] = keys.map(|(k0, k1)| {
+            // SipHash prefixed with a secret per-process seed (as `credential::fingerprint`).
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            k0.hash(&mut hasher);
+            k1.hash(&mut hasher);
+            reference.hash(&mut hasher);
+            credentials.hash(&mut hasher);
+            hasher.finish()
+        });
+        Self {
+            hash: (u128::from(high) << 64) | u128::from(low),
+            immutable,
+        }
+    }
 }
 
 struct PerKeyExpiry {
@@ -30,8 +62,8 @@ struct PerKeyExpiry {
     digest_ttl: Duration,
 }
 
-impl moka::Expiry<Key, Arc<Resolution>> for PerKeyExpiry {
-    fn expire_after_create(&self, key: &Key, _: &Arc<Resolution>, _: Instant) -> Option<Duration> {
+impl moka::Expiry<Key, Entry> for PerKeyExpiry {
+    fn expire_after_create(&self, key: &Key, _: &Entry, _: Instant) -> Option<Duration> {
         Some(if key.immutable {
             self.digest_ttl
         } else {
@@ -42,7 +74,8 @@ impl moka::Expiry<Key, Arc<Resolution>> for PerKeyExpiry {
 
 /// Successful lookups and recent failures.
 pub struct PlatformCache {
-    ok: moka::future::Cache<Key, Arc<Resolution>>,
+    ok: moka::future::Cache<Key, Entry>,
+    interner: Interner,
     failures: moka::future::Cache<Key, Error>,
     metrics: Metrics,
 }
@@ -70,12 +103,20 @@ impl PlatformCache {
                 .max_capacity(max)
                 .time_to_live(FAILURE_TTL.min(config.cache_ttl.max(Duration::from_millis(1))))
                 .build(),
+            interner: Interner::default(),
             metrics,
         }
     }
 
-    /// The cached resolution, or the result of `load` (run once for concurrent callers).
-    pub async fn get_or_load<F>(&self, key: Key, load: F) -> Result<Arc<Resolution>, Error>
+    /// The cached resolution of `image` (fetched as `resolved`), or the result of `load` (run
+    /// once for concurrent callers).
+    pub async fn get_or_load<F>(
+        &self,
+        key: Key,
+        image: &str,
+        resolved: &str,
+        load: F,
+    ) -> Result<Arc<Resolution>, Error>
     where
         F: Future<Output = Result<Resolution, Error>>,
     {
@@ -87,9 +128,9 @@ impl PlatformCache {
         let mut loaded = false;
         let result = self
             .ok
-            .try_get_with(key.clone(), async {
+            .try_get_with(key, async {
                 loaded = true;
-                load.await.map(Arc::new)
+                load.await.map(|resolution| self.interner.entry(resolution))
             })
             .await;
         self.outcome(if loaded { "miss" } else { "hit" });
@@ -101,7 +142,7 @@ impl PlatformCache {
                 .set(i64::try_from(self.ok.entry_count()).unwrap_or(i64::MAX));
         }
         match result {
-            Ok(resolution) => Ok(resolution),
+            Ok(entry) => Ok(Arc::new(entry.resolution(image, resolved))),
             Err(error) => {
                 let error = (*error).clone();
                 if loaded {

@@ -94,14 +94,11 @@ impl Resolver {
     ) -> Result<Arc<Resolution>, Error> {
         let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
         let resolved = proxies::apply(&self.inner.config.proxies, &reference);
-        let key = Key {
-            reference: resolved.to_string(),
-            credentials: fingerprint(credentials),
-            immutable: resolved.digest.is_some(),
-        };
+        let (image, target) = (reference.to_string(), resolved.to_string());
+        let key = Key::new(&target, fingerprint(credentials), resolved.digest.is_some());
         self.inner
             .cache
-            .get_or_load(key, async {
+            .get_or_load(key, &image, &target, async {
                 self.lookup(&reference, &resolved, credentials)
                     .await
                     .inspect_err(|e| self.count_error(e))

@@ -1,0 +1,169 @@
+//! Manifest shapes a real registry will store but that need care: deep nesting, indexes of
+//! attestations only, schema1, non-image artifacts; and the `Accept` list actually sent.
+
+use std::time::Duration;
+
+use noe_registry::{Config, Error};
+use noe_test_support::{sha256_digest, Behavior, FakeRegistry};
+
+use super::support::{platforms, resolver_with};
+
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+fn fake_resolver(fake: &FakeRegistry) -> noe_registry::Resolver {
+    resolver_with(Config {
+        insecure_registries: vec![fake.host()],
+        request_timeout: Duration::from_secs(2),
+        ..Config::default()
+    })
+}
+
+/// Routes a chain of `levels` indexes under `repo:top`, each holding the next without a
+/// platform; the innermost one lists linux/arm64.
+fn nested_chain(fake: &FakeRegistry, repo: &str, levels: usize) {
+    let mut body = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_INDEX,
+        "manifests": [{"mediaType": OCI_MANIFEST, "size": 1,
+                       "digest": format!("sha256:{}", "a".repeat(64)),
+                       "platform": {"os": "linux", "architecture": "arm64"}}]
+    })
+    .to_string();
+    for _ in 1..levels {
+        let digest = sha256_digest(body.as_bytes());
+        fake.route(
+            &format!("/v2/{repo}/manifests/{digest}"),
+            Behavior::manifest(OCI_INDEX, body),
+        );
+        body = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [{"mediaType": OCI_INDEX, "size": 1, "digest": digest}]
+        })
+        .to_string();
+    }
+    fake.route(
+        &format!("/v2/{repo}/manifests/top"),
+        Behavior::manifest(OCI_INDEX, body),
+    );
+}
+
+#[tokio::test]
+async fn nested_indexes_are_followed_to_a_bound() {
+    let fake = FakeRegistry::start().await.unwrap();
+    nested_chain(&fake, "ok", 5);
+    nested_chain(&fake, "deep", 6);
+    let resolver = fake_resolver(&fake);
+    let resolution = resolver
+        .resolve(&format!("{}/ok:top", fake.host()), &[])
+        .await
+        .unwrap();
+    assert_eq!(platforms(&resolution), ["linux/arm64"]);
+    let error = resolver
+        .resolve(&format!("{}/deep:top", fake.host()), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::TooDeep { limit: 4, .. }),
+        "{error:?}"
+    );
+    assert_eq!(fake.requests_to("/v2/deep/manifests/top").len(), 1);
+    assert!(
+        fake.request_count() <= 5 + 5,
+        "bounded: {}",
+        fake.request_count()
+    );
+}
+
+#[tokio::test]
+async fn an_index_of_attestations_only_has_no_platform() {
+    let fake = FakeRegistry::start().await.unwrap();
+    let body = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_INDEX,
+        "manifests": [{"mediaType": OCI_MANIFEST, "size": 1,
+                       "digest": format!("sha256:{}", "a".repeat(64)),
+                       "platform": {"os": "unknown", "architecture": "unknown"}}]
+    });
+    fake.route(
+        "/v2/att/manifests/1",
+        Behavior::manifest(OCI_INDEX, body.to_string()),
+    );
+    let error = fake_resolver(&fake)
+        .resolve(&format!("{}/att:1", fake.host()), &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::NoPlatforms { .. }), "{error:?}");
+    assert_eq!(fake.request_count(), 1, "attestations are never fetched");
+}
+
+#[tokio::test]
+async fn schema1_and_artifacts_are_unsupported() {
+    let fake = FakeRegistry::start().await.unwrap();
+    fake.route(
+        "/v2/old/manifests/1",
+        Behavior::manifest(
+            "application/vnd.docker.distribution.manifest.v1+prettyjws",
+            r#"{"schemaVersion":1,"name":"old","tag":"1","architecture":"amd64","fsLayers":[]}"#,
+        ),
+    );
+    let helm = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.cncf.helm.config.v1+json", "size": 1,
+                   "digest": format!("sha256:{}", "b".repeat(64))},
+        "layers": []
+    });
+    fake.route(
+        "/v2/chart/manifests/1",
+        Behavior::manifest(OCI_MANIFEST, helm.to_string()),
+    );
+    let resolver = fake_resolver(&fake);
+    for image in ["old:1", "chart:1"] {
+        let error = resolver
+            .resolve(&format!("{}/{image}", fake.host()), &[])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::UnsupportedMediaType { .. }),
+            "{image}: {error:?}"
+        );
+    }
+    assert_eq!(
+        fake.request_count(),
+        2,
+        "no config blob fetched for an artifact"
+    );
+}
+
+#[tokio::test]
+async fn the_accept_list_has_the_four_types_and_never_schema1() {
+    let fake = FakeRegistry::start().await.unwrap();
+    let body = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_INDEX,
+        "manifests": [{"mediaType": OCI_MANIFEST, "size": 1,
+                       "digest": format!("sha256:{}", "a".repeat(64)),
+                       "platform": {"os": "linux", "architecture": "amd64"}}]
+    });
+    fake.route(
+        "/v2/app/manifests/1",
+        Behavior::manifest(OCI_INDEX, body.to_string()),
+    );
+    fake_resolver(&fake)
+        .resolve(&format!("{}/app:1", fake.host()), &[])
+        .await
+        .unwrap();
+    let requests = fake.requests_to("/v2/app/manifests/1");
+    let accept = requests[0].header("accept").unwrap();
+    for media_type in [
+        OCI_INDEX,
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        OCI_MANIFEST,
+        "application/vnd.docker.distribution.manifest.v2+json",
+    ] {
+        assert!(accept.contains(media_type), "{accept}");
+    }
+    assert!(!accept.contains("distribution.manifest.v1"), "{accept}");
+}
