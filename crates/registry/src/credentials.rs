@@ -9,10 +9,12 @@ pub mod docker_config;
 pub mod exec;
 pub mod matching;
 pub mod provider;
+mod reload;
 
 use std::path::PathBuf;
 
 pub use matching::image_matches;
+pub use reload::DEFAULT_RELOAD_INTERVAL;
 
 use crate::CredentialCandidate;
 use containerd::ContainerdSource;

@@ -7,7 +7,7 @@ pub mod hosts;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use hosts::{
     default_server, host_dir, load_hosts, Capabilities, Endpoint, HostsConfig, HostsError,
@@ -15,6 +15,7 @@ pub use hosts::{
 
 use super::docker_config::entry_credential;
 use super::matching::{config_key_matches, glob_match, image_host, normalize_config_key};
+use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
 use crate::{Credential, CredentialCandidate};
 
 /// The CRI plugin sections that carry `registry` settings: containerd 1.x config version 2,
@@ -24,8 +25,6 @@ const CRI_PLUGINS: &[&str] = &[
     "io.containerd.cri.v1.images",
     "cri",
 ];
-/// How long a loaded configuration is reused before the files are read again.
-const RELOAD_AFTER: Duration = Duration::from_secs(10);
 /// Bound on `imports` nesting.
 const MAX_IMPORT_DEPTH: usize = 4;
 /// Largest file read.
@@ -247,10 +246,8 @@ fn load_one(path: &Path, loaded: &mut Loaded) {
 #[derive(Clone)]
 pub struct ContainerdSource {
     paths: Arc<Vec<PathBuf>>,
-    state: Arc<tokio::sync::Mutex<Option<LoadedAt>>>,
+    loaded: Arc<Reloading<Loaded>>,
 }
-
-type LoadedAt = (Instant, Arc<Loaded>);
 
 impl std::fmt::Debug for ContainerdSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -262,33 +259,33 @@ impl std::fmt::Debug for ContainerdSource {
 
 impl ContainerdSource {
     /// `paths` are `config.toml` files or directories holding `config.toml` (and `certs.d`).
+    /// The files are read again at most every 10 s.
     pub fn new(paths: Vec<PathBuf>) -> Self {
+        Self::with_reload_interval(paths, DEFAULT_RELOAD_INTERVAL)
+    }
+
+    pub fn with_reload_interval(paths: Vec<PathBuf>, every: Duration) -> Self {
         Self {
             paths: Arc::new(paths),
-            state: Arc::new(tokio::sync::Mutex::new(None)),
+            loaded: Arc::new(Reloading::new(every)),
         }
     }
 
     async fn loaded(&self) -> Arc<Loaded> {
-        let mut state = self.state.lock().await;
-        if let Some((at, loaded)) = state.as_ref() {
-            if at.elapsed() < RELOAD_AFTER {
-                return Arc::clone(loaded);
-            }
-        }
         let paths = Arc::clone(&self.paths);
-        let loaded = tokio::task::spawn_blocking(move || {
-            let mut loaded = Loaded::default();
-            for path in paths.iter() {
-                load_one(path, &mut loaded);
-            }
-            loaded
-        })
-        .await
-        .unwrap_or_default();
-        let loaded = Arc::new(loaded);
-        *state = Some((Instant::now(), Arc::clone(&loaded)));
-        loaded
+        self.loaded
+            .get(|| async move {
+                tokio::task::spawn_blocking(move || {
+                    let mut loaded = Loaded::default();
+                    for path in paths.iter() {
+                        load_one(path, &mut loaded);
+                    }
+                    loaded
+                })
+                .await
+                .unwrap_or_default()
+            })
+            .await
     }
 
     /// Credentials whose registry host matches `image`'s, named `containerd:FILE`.
