@@ -242,6 +242,28 @@ impl HostsConfig {
         })
     }
 
+    /// From the deprecated CRI `registry.mirrors."HOST".endpoint` list: the endpoints in order
+    /// (the one equal to the default server is the server), then the default server if absent.
+    pub fn from_mirror_endpoints(registry: &str, endpoints: &[String]) -> Result<Self, HostsError> {
+        let server = parse_url(&default_server(registry))?;
+        let mut out = Vec::with_capacity(endpoints.len() + 1);
+        let mut has_server = false;
+        for text in endpoints {
+            let url = parse_url(text)?;
+            let is_server = url.host_str() == server.host_str()
+                && url.port_or_known_default() == server.port_or_known_default();
+            has_server |= is_server;
+            out.push(endpoint(url, RawHost::default(), !is_server, Path::new("")));
+        }
+        if !has_server {
+            out.push(endpoint(server, RawHost::default(), false, Path::new("")));
+        }
+        Ok(Self {
+            registry: registry.to_owned(),
+            endpoints: out,
+        })
+    }
+
     /// Parse `hosts.toml` for `registry`. Relative `ca` paths are resolved against `dir` (the
     /// file's directory).
     pub fn parse(registry: &str, text: &str, dir: &Path) -> Result<Self, HostsError> {
