@@ -98,6 +98,17 @@ impl Endpoint {
         base.as_str().trim_end_matches('/').to_owned()
     }
 
+    /// The reference to look credentials up with when fetching `image` from this endpoint: a
+    /// mirror's own host with the image's path (a mirror gets only credentials matched for its
+    /// host); the registry's server keeps the image as it is.
+    pub fn credential_image(&self, image: &str) -> String {
+        if !self.mirror {
+            return image.to_owned();
+        }
+        let path = image.find('/').map_or("", |i| &image[i..]);
+        format!("{}{path}", self.host())
+    }
+
     /// `host[:port]` of the endpoint (what credentials are matched against).
     pub fn host(&self) -> String {
         match (self.url.host_str(), self.url.port()) {

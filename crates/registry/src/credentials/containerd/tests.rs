@@ -211,6 +211,15 @@ server = "https://registry-1.docker.io"
     assert_eq!(endpoints[2].capabilities, Capabilities::ALL);
 
     // Tags need `resolve`, digests need `pull`.
+    // Credentials are looked up for the mirror's own host; the server keeps the image.
+    assert_eq!(
+        endpoints[1].credential_image("docker.io/library/nginx:1"),
+        "a-mirror.corp:5000/library/nginx:1"
+    );
+    assert_eq!(
+        endpoints[3].credential_image("docker.io/library/nginx:1"),
+        "docker.io/library/nginx:1"
+    );
     let by_tag: Vec<String> = hosts
         .endpoints_for(false)
         .iter()
