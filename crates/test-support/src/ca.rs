@@ -88,8 +88,21 @@ impl TestCa {
     /// Issues a server certificate for the given subject alternative names; IP literals become
     /// IP SANs, everything else DNS SANs. The first name is also the common name.
     pub fn server_cert(&self, sans: &[&str]) -> anyhow::Result<ServerCert> {
+        self.issue(sans, false)
+    }
+
+    /// Like [`TestCa::server_cert`] but valid only during the year 2000 (for rejection tests).
+    pub fn expired_server_cert(&self, sans: &[&str]) -> anyhow::Result<ServerCert> {
+        self.issue(sans, true)
+    }
+
+    fn issue(&self, sans: &[&str], expired: bool) -> anyhow::Result<ServerCert> {
         let names: Vec<String> = sans.iter().map(|s| (*s).to_owned()).collect();
         let mut params = CertificateParams::new(names)?;
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        }
         if let Some(first) = sans.first() {
             params.distinguished_name.push(DnType::CommonName, *first);
         }
@@ -137,6 +150,14 @@ impl ServerCert {
         CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .context("parsing the certificate chain")
+    }
+
+    /// The leaf certificate as DER (compare with what a server actually presents).
+    pub fn leaf_der(&self) -> anyhow::Result<CertificateDer<'static>> {
+        self.chain_der()?
+            .into_iter()
+            .next()
+            .context("empty certificate chain")
     }
 
     /// The private key as DER.

@@ -12,6 +12,8 @@
 //! - [`Pusher`], [`push_image`], [`push_index`], [`push_standard_fixtures`]: images pushed
 //!   through the registry's HTTP API; [`Fixtures`] knows each fixture's reference, digest and
 //!   expected platforms.
+//! - [`DockerConfig`]: docker `config.json` / pull-secret payloads (`auth`, `identitytoken`,
+//!   `registrytoken`).
 //! - [`FakeRegistry`]: an in-process HTTP server scripted per path for what a real registry
 //!   will not do (hang, trickle, 500, 429 + `Retry-After`, garbage, oversized bodies, digest
 //!   mismatch, a redirect to a second host that records whether `Authorization` arrived).
@@ -29,23 +31,40 @@
 //! ```
 //!
 //! Everything binds `127.0.0.1` only; every server loop, stream and hang is bounded.
+//!
+//! Requirements: the `docker-registry` binary (Debian: `apt-get install docker-registry`, 2.8.x)
+//! on `PATH`, or its path in `NOE_TEST_REGISTRY_BIN`; `sh` and `kill`. Quirks of this registry
+//! that client tests meet: an OCI manifest requested without the OCI type in `Accept` is a
+//! 404, and a Docker manifest list requested without its type is converted to schema 1 (or
+//! 404s), so clients must always send the full `Accept` list
+//! ([`media_types::ACCEPT_ALL`]).
+//!
+//! Tokens are ES256 JWTs with an `x5c` header: the registry verifies any libtrust key type, and
+//! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
 
 mod ca;
+mod docker_config;
 mod fake;
 mod fixtures;
 mod htpasswd;
+mod image;
 mod push;
 mod registry;
 mod serve;
 mod token_server;
 
 pub use ca::{ServerCert, TestCa};
-pub use fake::{Behavior, FakeRegistry, FakeRequest, Listener};
+pub use docker_config::DockerConfig;
+pub use fake::{blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, Listener};
 pub use fixtures::{
-    media_types, platform_json, push_attestation, push_image, push_index, push_standard_fixtures,
-    push_standard_fixtures_with, Descriptor, Fixture, Fixtures, Flavor, IndexEntry,
+    push_attestation, push_built, push_image, push_index, push_standard_fixtures,
+    push_standard_fixtures_with, Fixture, Fixtures,
 };
 pub use htpasswd::htpasswd;
+pub use image::{
+    attestation_entry, build_attestation, build_image, build_index, media_types, platform_json,
+    BuiltImage, Descriptor, Flavor, IndexEntry,
+};
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
 pub use token_server::{

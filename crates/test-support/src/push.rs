@@ -115,17 +115,9 @@ impl Pusher {
     }
 
     /// Uploads `bytes` as a blob of `repository` (POST then monolithic PUT); returns its digest.
-    /// A blob that already exists is not uploaded again.
+    /// Uploading a blob that already exists is harmless.
     pub async fn push_blob(&self, repository: &str, bytes: &[u8]) -> anyhow::Result<String> {
         let digest = sha256_digest(bytes);
-        let head_url = format!("{}/v2/{repository}/blobs/{digest}", self.base_url);
-        let head = self
-            .authorize(self.client.head(&head_url), repository)?
-            .send()
-            .await?;
-        if head.status().is_success() {
-            return Ok(digest);
-        }
         let start_url = format!("{}/v2/{repository}/blobs/uploads/", self.base_url);
         let started = self
             .authorize(self.client.post(&start_url), repository)?

@@ -5,7 +5,7 @@ mod config;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,22 @@ use crate::{TestCa, TokenServer, TokenSigner};
 
 /// The registry binary; override with `NOE_TEST_REGISTRY_BIN`.
 const DEFAULT_BINARY: &str = "docker-registry";
+
+/// Runs the registry in the background and kills it as soon as our end of stdin closes: on
+/// drop, and also when the test process dies without unwinding (a timeout's SIGKILL). Explicit
+/// `<&3` because an asynchronous list's stdin is otherwise /dev/null.
+const WRAPPER: &str = r#"exec 3<&0
+"$0" serve "$1" </dev/null &
+pid=$!
+echo "$pid" > "$2"
+( read -r _ignored <&3; kill -9 "$pid" 2>/dev/null ) &
+watcher=$!
+wait "$pid"
+status=$?
+kill "$watcher" 2>/dev/null
+wait "$watcher"
+exit "$status"
+"#;
 
 /// How long the registry may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -38,7 +54,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// # Ok(()) }
 /// ```
 pub struct Registry {
+    /// `sh` running the registry and a watchdog that kills it when this pipe closes.
     child: Child,
+    watchdog: Option<ChildStdin>,
+    pid: u32,
     port: u16,
     tls: Option<TestCa>,
     admin: PushAuth,
@@ -58,11 +77,22 @@ impl std::fmt::Debug for Registry {
 }
 
 /// Chooses how a [`Registry`] is started; modes combine (token auth + TLS, htpasswd + TLS).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct RegistryBuilder {
     tls: Option<TestCa>,
     users: Vec<(String, String)>,
     token: Option<TokenServerAuth>,
+}
+
+impl std::fmt::Debug for RegistryBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let users: Vec<&str> = self.users.iter().map(|(u, _)| u.as_str()).collect();
+        f.debug_struct("RegistryBuilder")
+            .field("tls", &self.tls.is_some())
+            .field("users", &users)
+            .field("token", &self.token)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -104,7 +134,7 @@ impl RegistryBuilder {
         if self.token.is_some() && !self.users.is_empty() {
             bail!("a registry takes either htpasswd or token auth, not both");
         }
-        let dir = tempfile::Builder::new().prefix("noe-registry-").tempdir()?;
+        let dir = registry_dir()?;
         let auth = if let Some(token) = &self.token {
             std::fs::write(dir.path().join("token-root.pem"), token.signer.cert_pem())?;
             AuthConfig::Token(token.config.clone())
@@ -120,6 +150,7 @@ impl RegistryBuilder {
             AuthConfig::None
         };
         if let Some(ca) = &self.tls {
+            std::fs::write(dir.path().join("ca.crt"), ca.cert_pem())?;
             let cert = ca.loopback_cert()?;
             std::fs::write(dir.path().join("tls.crt"), &cert.cert_pem)?;
             std::fs::write(dir.path().join("tls.key"), &cert.key_pem)?;
@@ -137,9 +168,11 @@ impl RegistryBuilder {
             let port = free_port()?;
             let yaml = config::render(dir.path(), port, &auth, self.tls.is_some());
             match spawn(dir.path(), port, &yaml) {
-                Ok(child) => {
+                Ok((mut child, pid)) => {
                     let registry = Registry {
+                        watchdog: child.stdin.take(),
                         child,
+                        pid,
                         port,
                         tls: self.tls.clone(),
                         admin: admin.clone(),
@@ -157,6 +190,20 @@ impl RegistryBuilder {
     }
 }
 
+/// The registry's temp dir: on tmpfs (`/dev/shm`) when there is one, because the filesystem
+/// driver fsyncs every blob and that triples the time to push fixtures on a VM disk.
+fn registry_dir() -> anyhow::Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("noe-registry-");
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = builder.tempdir_in(shm) {
+            return Ok(dir);
+        }
+    }
+    Ok(builder.tempdir()?)
+}
+
 /// A port that was free a moment ago (the registry binds it itself).
 fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -166,35 +213,58 @@ fn binary() -> String {
     std::env::var("NOE_TEST_REGISTRY_BIN").unwrap_or_else(|_| DEFAULT_BINARY.to_owned())
 }
 
-/// Starts the process and waits until its port accepts connections.
-fn spawn(dir: &Path, port: u16, yaml: &str) -> anyhow::Result<Child> {
+/// Starts the process and waits until its port accepts connections; returns the wrapper and the
+/// registry's pid.
+fn spawn(dir: &Path, port: u16, yaml: &str) -> anyhow::Result<(Child, u32)> {
     let config_path = dir.join("config.yml");
     std::fs::write(&config_path, yaml)?;
+    let pid_path = dir.join("registry.pid");
+    let _ = std::fs::remove_file(&pid_path);
     let stdout = std::fs::File::create(dir.join("access.log"))?;
     let stderr = std::fs::File::create(dir.join("registry.log"))?;
-    let mut child = Command::new(binary())
-        .arg("serve")
+    let mut command = Command::new("sh");
+    // The registry reads REGISTRY_* overrides from the environment: keep only our config.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("REGISTRY_") {
+            command.env_remove(name);
+        }
+    }
+    let mut child = command
+        .arg("-c")
+        .arg(WRAPPER)
+        .arg(binary())
         .arg(&config_path)
-        .stdin(Stdio::null())
+        .arg(&pid_path)
+        .stdin(Stdio::piped())
         .stdout(stdout)
         .stderr(stderr)
-        .env_remove("REGISTRY_HTTP_ADDR")
         .spawn()
         .with_context(|| {
             format!(
-                "starting `{} serve` (install the Debian package docker-registry)",
+                "starting `sh -c '{} serve ..'` (install the Debian package docker-registry)",
                 binary()
             )
         })?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // Our own process must say it listens: a successful connect alone could reach another
+    // test's registry that won a race for the same port.
+    let listening = format!("listening on {addr}");
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Some(status) = child.try_wait()? {
             let log = std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default();
-            bail!("docker-registry exited with {status} on port {port}: {log}");
+            bail!(
+                "`{} serve` exited with {status} on port {port} (is the Debian package \
+                 docker-registry installed?): {log}",
+                binary()
+            );
         }
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(child);
+        let log = std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default();
+        if log.contains(&listening)
+            && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+        {
+            let pid = std::fs::read_to_string(&pid_path)?.trim().parse()?;
+            return Ok((child, pid));
         }
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -221,6 +291,11 @@ impl Registry {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The registry process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// The port.
     pub fn port(&self) -> u16 {
         self.port
@@ -240,6 +315,11 @@ impl Registry {
     /// The PEM of the CA that signed the registry's certificate (None for plain HTTP).
     pub fn ca_pem(&self) -> Option<String> {
         self.tls.as_ref().map(TestCa::cert_pem)
+    }
+
+    /// A file holding [`Registry::ca_pem`] (for `--registry-ca-file`); None for plain HTTP.
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.tls.as_ref().map(|_| self.dir.path().join("ca.crt"))
     }
 
     /// The CA, when serving TLS.
@@ -320,6 +400,17 @@ impl Registry {
         *self.cursor.lock().unwrap_or_else(|e| e.into_inner()) = count;
     }
 
+    /// Freezes the registry (SIGSTOP): connections are still accepted by the kernel but nothing
+    /// is answered, like a blackholed host. [`Registry::resume`] undoes it; drop works either way.
+    pub fn pause(&self) -> anyhow::Result<()> {
+        signal(self.pid, "STOP")
+    }
+
+    /// Resumes a paused registry (SIGCONT).
+    pub fn resume(&self) -> anyhow::Result<()> {
+        signal(self.pid, "CONT")
+    }
+
     /// GET `/v2/` until it answers 200 or 401.
     async fn probe(&self) -> anyhow::Result<()> {
         let client = self.http_client()?;
@@ -339,7 +430,31 @@ impl Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
+        // Closing the pipe makes the watchdog SIGKILL the registry; the wrapper then exits.
+        drop(self.watchdog.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = signal(self.pid, "KILL");
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Sends `kill -SIGNAL pid`.
+fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("kill -{signal} {pid} failed: {status}");
+    }
+    Ok(())
 }

@@ -29,7 +29,8 @@ pub(crate) type Handler =
 /// The longest any connection lives, so nothing outlasts a test by much even if leaked.
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
 
-/// A running accept loop; dropping it stops accepting and aborts every open connection.
+/// A running accept loop; dropping it (or the end of the test's runtime) stops accepting and
+/// aborts every open connection.
 #[derive(Debug)]
 pub(crate) struct Server {
     addr: SocketAddr,
@@ -74,6 +75,8 @@ async fn accept_loop(
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         let Ok((stream, _peer)) = accepted else {
+            // Out of file descriptors or similar: do not spin.
+            tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let Ok(local) = stream.local_addr() else {

@@ -6,6 +6,7 @@ mod helper;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -15,6 +16,7 @@ pub use helper::{CredentialHelpers, HelperError};
 
 use super::exec::ExecLimits;
 use super::matching::{config_key_matches, helper_server_url, image_host, normalize_config_key};
+use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
 use crate::{Credential, CredentialCandidate};
 
 /// Largest docker config file we read.
@@ -108,6 +110,14 @@ impl AuthEntry {
             _ => Err(()),
         }
     }
+}
+
+/// The credential of one docker-style auth object (`auth`, `username`/`password`,
+/// `identitytoken`, `registrytoken`), as also used by containerd's CRI `auth` tables.
+/// `Err` when it has something unusable.
+pub(crate) fn entry_credential(value: serde_json::Value) -> Result<Option<Credential>, ()> {
+    let entry: AuthEntry = serde_json::from_value(value).map_err(|_| ())?;
+    entry.credential()
 }
 
 /// Decode a docker `auth` field: base64 of `user:password` (padding optional, whitespace ignored).
@@ -284,6 +294,31 @@ pub fn default_paths_from(docker_config: Option<&Path>, home: Option<&Path>) -> 
     unique
 }
 
+/// Read a docker config file, blocking. A missing file is `Ok(None)`; an empty one an empty
+/// config.
+pub fn read_config_file_blocking(path: &Path) -> Result<Option<DockerConfig>, Error> {
+    use std::io::Read;
+    let read_error = |source| Error::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(read_error(source)),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(Error::TooLarge {
+            max: MAX_CONFIG_BYTES,
+        });
+    }
+    parse_docker_config(&bytes).map(Some)
+}
+
 /// Read a docker config file. A missing file is `Ok(None)`; an empty one an empty config.
 pub async fn read_config_file(path: &Path) -> Result<Option<DockerConfig>, Error> {
     let file = match tokio::fs::File::open(path).await {
@@ -313,16 +348,63 @@ pub async fn read_config_file(path: &Path) -> Result<Option<DockerConfig>, Error
 }
 
 /// Credentials from docker config files and the credential helpers they name.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct DockerConfigSource {
-    paths: Vec<PathBuf>,
+    paths: Arc<Vec<PathBuf>>,
     helpers: CredentialHelpers,
+    files: Arc<Reloading<Vec<(PathBuf, DockerConfig)>>>,
+}
+
+impl std::fmt::Debug for DockerConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerConfigSource")
+            .field("paths", &self.paths)
+            .field("helpers", &self.helpers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Read every file; unreadable or malformed ones are logged (without content) and skipped.
+fn load_files(paths: &[PathBuf]) -> Vec<(PathBuf, DockerConfig)> {
+    let mut out = Vec::new();
+    for path in paths {
+        match read_config_file_blocking(path) {
+            Ok(Some(config)) => {
+                if !config.skipped().is_empty() {
+                    tracing::warn!(
+                        path = %path.display(),
+                        keys = ?config.skipped(),
+                        "skipping unusable docker config entries"
+                    );
+                }
+                out.push((path.clone(), config));
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "skipping docker config file");
+            }
+        }
+    }
+    out
 }
 
 impl DockerConfigSource {
-    /// Read `paths` (in order); helpers are looked up in `helpers`' search path.
+    /// Read `paths` (in order, again at most every 10 s); helpers are looked up in `helpers`'
+    /// search path.
     pub fn new(paths: Vec<PathBuf>, helpers: CredentialHelpers) -> Self {
-        Self { paths, helpers }
+        Self::with_reload_interval(paths, helpers, DEFAULT_RELOAD_INTERVAL)
+    }
+
+    pub fn with_reload_interval(
+        paths: Vec<PathBuf>,
+        helpers: CredentialHelpers,
+        every: std::time::Duration,
+    ) -> Self {
+        Self {
+            paths: Arc::new(paths),
+            helpers,
+            files: Arc::new(Reloading::new(every)),
+        }
     }
 
     /// Read `paths`, running helpers found on `$PATH` with default limits.
@@ -342,25 +424,19 @@ impl DockerConfigSource {
     /// `credHelpers` helper, then matching `auths` entries (most specific first), then `credsStore`.
     /// Unreadable or malformed files are skipped with a warning.
     pub async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
+        let paths = Arc::clone(&self.paths);
+        let files = self
+            .files
+            .get(|| async move {
+                tokio::task::spawn_blocking(move || load_files(&paths))
+                    .await
+                    .unwrap_or_default()
+            })
+            .await;
         let mut out = Vec::new();
-        for path in &self.paths {
-            let config = match read_config_file(path).await {
-                Ok(Some(config)) => config,
-                Ok(None) => continue,
-                Err(error) => {
-                    tracing::warn!(path = %path.display(), %error, "skipping docker config file");
-                    continue;
-                }
-            };
-            if !config.skipped().is_empty() {
-                tracing::warn!(
-                    path = %path.display(),
-                    keys = ?config.skipped(),
-                    "skipping unusable docker config entries"
-                );
-            }
+        for (path, config) in files.iter() {
             let source = format!("docker-config:{}", path.display());
-            for candidate in self.config_candidates(&config, image, &source).await {
+            for candidate in self.config_candidates(config, image, &source).await {
                 if !out
                     .iter()
                     .any(|c: &CredentialCandidate| c.credential == candidate.credential)

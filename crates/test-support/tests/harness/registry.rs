@@ -207,10 +207,19 @@ async fn tls_registry_is_trusted_through_the_test_ca_only() {
     let registry = Registry::builder().tls(&ca).start().await.unwrap();
     assert!(registry.base_url().starts_with("https://127.0.0.1:"));
     assert_eq!(registry.ca_pem(), Some(ca.cert_pem()));
+    let ca_file = registry.ca_file().unwrap();
+    assert_eq!(std::fs::read_to_string(ca_file).unwrap(), ca.cert_pem());
     let fixtures = push_standard_fixtures(&registry).await.unwrap();
     let response = get_manifest(&registry, &fixtures.docker_list, ACCEPT_ALL).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], DOCKER_LIST);
+    // reqwest speaks HTTP/2 here; the access log parser handles it.
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    let requests = registry.requests();
+    assert_eq!(
+        requests.last().map(|r| r.summary()),
+        Some("GET /v2/fixtures/docker-list/manifests/v1 200".to_owned())
+    );
 
     // A client trusting another CA fails the handshake.
     let other = TestCa::with_name("another CA").unwrap();
@@ -233,8 +242,57 @@ async fn dropping_the_registry_stops_it_and_removes_its_dir() {
     let registry = Registry::start().await.unwrap();
     let dir = registry.dir().to_owned();
     let addr = registry.host();
+    let proc_dir = format!("/proc/{}", registry.pid());
     assert!(dir.join("config.yml").exists());
+    assert!(std::path::Path::new(&proc_dir).exists());
     drop(registry);
     assert!(!dir.exists());
     assert!(std::net::TcpStream::connect(addr).is_err());
+    assert!(
+        !std::path::Path::new(&proc_dir).exists(),
+        "registry process reaped"
+    );
+}
+
+#[tokio::test]
+async fn a_paused_registry_accepts_connections_but_never_answers() {
+    let registry = Registry::start().await.unwrap();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(std::time::Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let url = format!("{}/v2/", registry.base_url());
+    registry.pause().unwrap();
+    let error = client.get(&url).send().await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    registry.resume().unwrap();
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    registry.pause().unwrap(); // dropping a paused registry still stops it
+}
+
+#[tokio::test]
+async fn access_log_counts_every_one_of_many_concurrent_requests() {
+    let registry = Registry::start().await.unwrap();
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    registry.reset_requests();
+    let client = registry.http_client().unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let request = client
+            .get(format!(
+                "{}/v2/{}/manifests/v1",
+                registry.base_url(),
+                fixtures.docker_list.repository
+            ))
+            .header("accept", ACCEPT_ALL);
+        tasks.spawn(async move { request.send().await.unwrap().status().as_u16() });
+    }
+    while let Some(status) = tasks.join_next().await {
+        assert_eq!(status.unwrap(), 200);
+    }
+    let requests = registry.requests();
+    assert_eq!(requests.len(), 100);
+    assert!(requests.iter().all(|r| r.is_manifest() && r.status == 200));
 }

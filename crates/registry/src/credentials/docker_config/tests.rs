@@ -329,3 +329,36 @@ async fn source_reads_files_in_order_with_helpers() {
     let other = source.candidates("quay.io/x/y:1").await;
     assert_eq!(other.len(), 1);
 }
+
+#[tokio::test]
+async fn files_are_read_again_after_the_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.json");
+    let source = DockerConfigSource::with_reload_interval(
+        vec![file.clone()],
+        helpers(dir.path()),
+        Duration::from_millis(200),
+    );
+    // Missing at first: no credentials.
+    assert!(source.candidates("ghcr.io/a:1").await.is_empty());
+    std::fs::write(
+        &file,
+        format!(
+            r#"{{"auths":{{"ghcr.io":{{"auth":"{}"}}}}}}"#,
+            b64("new:pw")
+        ),
+    )
+    .unwrap();
+    // Still the loaded view within the interval ...
+    assert!(source.candidates("ghcr.io/a:1").await.is_empty());
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    // ... the file's content after it.
+    assert_eq!(
+        creds_of(&source.candidates("ghcr.io/a:1").await),
+        vec![basic_cred("new", "pw")]
+    );
+}
+
+fn creds_of(candidates: &[CredentialCandidate]) -> Vec<Credential> {
+    candidates.iter().map(|c| c.credential.clone()).collect()
+}

@@ -1,0 +1,77 @@
+{{/*
+The container args: one --flag=value per value (docs/configuration.md). Returned as a map
+{args: [...]} for fromYaml.
+*/}}
+{{- define "noe.args" -}}
+{{- $mounts := (include "noe.hostMounts" . | fromYaml).mounts | default list -}}
+{{- $archTolerations := include "noe.archTolerations" . -}}
+args:
+- "--webhook-addr=:8443"
+- "--metrics-addr=:8080"
+- "--health-probe-addr=:8081"
+- "--cert-dir=/certs"
+- {{ printf "--preferred-arch=%s" .Values.preferredArch | quote }}
+- {{ printf "--preference-mode=%s" .Values.preferenceMode | quote }}
+- {{ printf "--preference-weight=%d" (int .Values.preferenceWeight) | quote }}
+- {{ printf "--on-lookup-error=%s" .Values.onLookupError | quote }}
+- {{ printf "--system-os=%s" .Values.systemOS | quote }}
+- {{ printf "--admission-deadline=%s" (include "noe.admissionDeadline" .) | quote }}
+- {{ printf "--registry-timeout=%s" .Values.registryTimeout | quote }}
+- {{ printf "--cache-ttl=%s" .Values.cache.ttl | quote }}
+- {{ printf "--cache-max-entries=%d" (int64 .Values.cache.maxEntries) | quote }}
+- {{ printf "--log-level=%s" .Values.logLevel | quote }}
+- {{ printf "--log-format=%s" .Values.logFormat | quote }}
+{{- with .Values.schedulableArchitectures }}
+- {{ printf "--cluster-schedulable-archs=%s" (join "," .) | quote }}
+{{- end }}
+{{- with .Values.proxies }}
+- {{ printf "--registry-proxies=%s" (join "," .) | quote }}
+{{- end }}
+{{- with .Values.matchNodeLabels }}
+- {{ printf "--match-node-labels=%s" (join "," .) | quote }}
+{{- end }}
+{{- with .Values.privateRegistries }}
+- {{ printf "--private-registries=%s" (join "," .) | quote }}
+{{- end }}
+{{- with .Values.insecureRegistries }}
+- {{ printf "--insecure-registries=%s" (join "," .) | quote }}
+{{- end }}
+{{- with .Values.allowRegistryCIDRs }}
+- {{ printf "--allow-registry-cidrs=%s" (join "," .) | quote }}
+{{- end }}
+{{- if .Values.registryCABundle }}
+- "--registry-ca-file=/etc/noe/registry-ca/ca.crt"
+{{- end }}
+{{- if $archTolerations }}
+- "--arch-tolerations-file=/etc/noe/arch-tolerations/tolerations.yaml"
+{{- end }}
+{{- /* An empty list is passed as an empty flag: "no files", not the binary's defaults. */}}
+{{- range $mounts }}
+{{- if hasPrefix "docker-config-" .name }}
+- {{ printf "--docker-config-path=%s" .mountPath | quote }}
+{{- end }}
+{{- end }}
+{{- if not .Values.dockerConfigPathCandidates }}
+- "--docker-config-path="
+{{- end }}
+{{- if not .Values.containerdConfigPathCandidates }}
+- "--containerd-config-path="
+{{- end }}
+{{- range $i, $p := .Values.containerdConfigPathCandidates }}
+{{- if hasSuffix ".toml" $p }}
+- {{ printf "--containerd-config-path=%s" $p | quote }}
+{{- else }}
+- {{ printf "--containerd-config-path=%s" (trimSuffix "/" $p) | quote }}
+{{- end }}
+{{- end }}
+{{- $k := include "noe.kubelet" . | fromYaml }}
+{{- if $k.binDir }}
+- {{ printf "--image-credential-provider-bin-dir=%s" $k.binDir | quote }}
+{{- end }}
+{{- if $k.config }}
+- {{ printf "--image-credential-provider-config=%s" $k.config | quote }}
+{{- end }}
+{{- if .Values.ha.enabled }}
+- "--leader-elect=true"
+{{- end }}
+{{- end -}}

@@ -1,0 +1,135 @@
+{{/*
+Names follow adevinta/noe's chart so that an existing release upgrades in place: namespaced objects
+are named after the release, cluster-scoped ones "<namespace>-<release>", and the pod selector is
+`app: <release>` (a Deployment selector cannot change).
+*/}}
+{{- define "noe.name" -}}
+{{- .Release.Name -}}
+{{- end -}}
+
+{{- define "noe.clusterName" -}}
+{{- printf "%s-%s" .Release.Namespace .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "noe.selectorLabels" -}}
+app: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "noe.labels" -}}
+{{ include "noe.selectorLabels" . }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/*
+metadata labels and annotations of one object.
+Call with (dict "ctx" $ "key" "deployment" "extraAnnotations" (dict ...)).
+The per-object values (`<key>.labels`, `<key>.annotations`) may be absent or null (noe's values
+file leaves them null).
+*/}}
+{{- define "noe.metadata" -}}
+{{- $ctx := .ctx -}}
+{{- $obj := get $ctx.Values .key | default dict -}}
+{{- $labels := merge (dict) (include "noe.labels" $ctx | fromYaml) ($obj.labels | default dict) -}}
+{{- $annotations := merge (dict) (.extraAnnotations | default dict) ($obj.annotations | default dict) -}}
+labels:
+  {{- toYaml $labels | nindent 2 }}
+{{- if $annotations }}
+annotations:
+  {{- toYaml $annotations | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "noe.image" -}}
+{{- $img := .Values.image -}}
+{{- $ref := printf "%s/%s" $img.registry $img.repository -}}
+{{- if not $img.registry }}{{ $ref = $img.repository }}{{ end -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $ref $img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $ref (toString ($img.tag | default .Chart.AppVersion)) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "noe.replicas" -}}
+{{- $r := int .Values.replicaCount -}}
+{{- if and .Values.ha .Values.ha.enabled (lt $r 2) }}{{ $r = 2 }}{{ end -}}
+{{- $r -}}
+{{- end -}}
+
+{{/* --admission-deadline: timeoutSeconds - 2s, at least 1s. */}}
+{{- define "noe.admissionDeadline" -}}
+{{- $t := int .Values.webhook.timeoutSeconds -}}
+{{- printf "%ds" (max 1 (sub $t 2)) -}}
+{{- end -}}
+
+{{/*
+Host files. Each entry: name (volume), hostPath, mountPath (the same path: files that name other host files keep working), type.
+Returns a YAML list under key "mounts" (fromYaml needs a map).
+*/}}
+{{- define "noe.hostMounts" -}}
+mounts:
+{{- range $i, $p := .Values.dockerConfigPathCandidates }}
+- name: docker-config-{{ $i }}
+  hostPath: {{ $p | quote }}
+  mountPath: {{ $p | quote }}
+  type: FileOrCreate
+{{- end }}
+{{- range $i, $p := .Values.containerdConfigPathCandidates }}
+{{- if hasSuffix ".toml" $p }}
+- name: containerd-config-{{ $i }}
+  hostPath: {{ $p | quote }}
+  mountPath: {{ $p | quote }}
+  type: FileOrCreate
+{{- else }}
+{{- $d := trimSuffix "/" $p }}
+- name: containerd-config-{{ $i }}
+  hostPath: {{ printf "%s/config.toml" $d | quote }}
+  mountPath: {{ printf "%s/config.toml" $d | quote }}
+  type: FileOrCreate
+- name: containerd-certs-d-{{ $i }}
+  hostPath: {{ printf "%s/certs.d" $d | quote }}
+  mountPath: {{ printf "%s/certs.d" $d | quote }}
+  type: DirectoryOrCreate
+{{- end }}
+{{- end }}
+{{- $k := include "noe.kubelet" . | fromYaml }}
+{{- if $k.binDir }}
+- name: kubelet-credential-provider-bin
+  hostPath: {{ $k.binDir | quote }}
+  mountPath: {{ $k.binDir | quote }}
+  type: Directory
+{{- end }}
+{{- if and $k.config (not $k.configInBinDir) }}
+- name: kubelet-credential-provider-config
+  hostPath: {{ $k.config | quote }}
+  mountPath: {{ $k.config | quote }}
+  type: FileOrCreate
+{{- end }}
+{{- end -}}
+
+{{- define "noe.archTolerations" -}}
+{{- $out := dict -}}
+{{- range $arch, $cfg := .Values.architectures }}
+{{- if and $cfg $cfg.tolerations }}{{ $_ := set $out $arch $cfg.tolerations }}{{ end }}
+{{- end }}
+{{- if $out }}{{ toYaml $out }}{{ end -}}
+{{- end -}}
+
+{{/*
+kubeletConfig resolved: binDir, config (configDir/config unless config is absolute), and whether
+the config file lies inside binDir (then the directory mount already holds it).
+*/}}
+{{- define "noe.kubelet" -}}
+{{- with .Values.kubeletConfig }}
+{{- $bin := trimSuffix "/" (.binDir | default "") }}
+{{- $cfg := .config | default "" }}
+{{- if and $cfg .configDir (not (hasPrefix "/" $cfg)) }}{{ $cfg = printf "%s/%s" (trimSuffix "/" .configDir) $cfg }}{{ end }}
+binDir: {{ $bin | quote }}
+config: {{ $cfg | quote }}
+configInBinDir: {{ if and $bin $cfg (hasPrefix (printf "%s/" $bin) $cfg) }}true{{ else }}false{{ end }}
+{{- end }}
+{{- end -}}

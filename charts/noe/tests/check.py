@@ -1,0 +1,530 @@
+#!/usr/bin/env python3
+"""Assertions on rendered manifests of charts/noe (called by run.sh).
+
+usage: check.py SCENARIO RENDERED.yaml [RELEASE NAMESPACE]
+
+Every render gets the invariant checks (security, ports, probes, RBAC, host mounts, webhook
+configuration, cert-manager objects, ServiceMonitor); the named scenarios add what their values
+file sets. Prints one line per check ("ok - ..." / "not ok - ...") and a last line
+"CHECKS <passed> <failed>".
+"""
+import base64
+import os
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+# Every flag of the `noe` binary (DESIGN.md §1). An arg the chart passes must be one of them.
+KNOWN_FLAGS = {
+    "preferred-arch", "cluster-schedulable-archs", "system-os", "registry-proxies",
+    "match-node-labels", "private-registries", "image-credential-provider-bin-dir",
+    "image-credential-provider-config", "docker-config-path", "containerd-config-path",
+    "insecure-registries", "registry-ca-file", "cert-dir", "dev-self-signed-cert", "webhook-addr",
+    "metrics-addr", "health-probe-addr", "preference-mode", "on-lookup-error", "registry-timeout",
+    "admission-deadline", "preference-weight", "arch-tolerations-file", "allow-registry-cidrs",
+    "kubeconfig", "cache-ttl", "cache-max-entries", "log-format", "log-level", "leader-elect",
+}
+REPEATABLE = {"docker-config-path", "containerd-config-path"}
+PER_OBJECT_KIND = {
+    "pod": "Pod", "deployment": "Deployment", "service": "Service",
+    "serviceaccount": "ServiceAccount", "clusterrole": "ClusterRole",
+    "clusterrolebinding": "ClusterRoleBinding", "rolebinding": "RoleBinding", "issuer": "Issuer",
+    "certificate": "Certificate", "mutatingwebhookconfiguration": "MutatingWebhookConfiguration",
+}
+SKIP_LABEL = "arch.noe.adevinta.com/skip"
+
+passed = 0
+failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok - {name}")
+    else:
+        failed += 1
+        print(f"not ok - {name}" + (f": {detail}" if detail else ""))
+
+
+class Render:
+    def __init__(self, path):
+        with open(path) as f:
+            self.docs = [d for d in yaml.safe_load_all(f) if d]
+
+    def all(self, kind):
+        return [d for d in self.docs if d.get("kind") == kind]
+
+    def one(self, kind):
+        found = self.all(kind)
+        if len(found) != 1:
+            raise AssertionError(f"expected one {kind}, found {len(found)}")
+        return found[0]
+
+    def meta(self, key):
+        """metadata of the object a per-object values key applies to."""
+        if key == "pod":
+            return self.one("Deployment")["spec"]["template"]["metadata"]
+        return self.one(PER_OBJECT_KIND[key])["metadata"]
+
+
+def parse_args(args):
+    """--flag=value list -> {flag: [values]} (values in order)."""
+    out = {}
+    for a in args:
+        if not a.startswith("--") or "=" not in a:
+            out.setdefault("<malformed>", []).append(a)
+            continue
+        k, v = a[2:].split("=", 1)
+        out.setdefault(k, []).append(v)
+    return out
+
+
+def container(r):
+    return r.one("Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+def flags(r):
+    return parse_args(container(r)["args"])
+
+
+def invariants(r, release, namespace):
+    dep = r.one("Deployment")
+    pod = dep["spec"]["template"]
+    spec = pod["spec"]
+    c = container(r)
+    f = flags(r)
+
+    # Args: Go-style --flag=value, known flags only, not repeated unless repeatable.
+    check("args are --flag=value", "<malformed>" not in f, str(f.get("<malformed>")))
+    unknown = sorted(set(f) - KNOWN_FLAGS - {"<malformed>"})
+    check("args are flags of the noe binary", not unknown, str(unknown))
+    repeated = sorted(k for k, v in f.items() if len(v) > 1 and k not in REPEATABLE)
+    check("no flag passed twice", not repeated, str(repeated))
+    for k, v in [("webhook-addr", ":8443"), ("metrics-addr", ":8080"),
+                 ("health-probe-addr", ":8081")]:
+        check(f"--{k}={v}", f.get(k) == [v], str(f.get(k)))
+
+    # Security.
+    psc = spec.get("securityContext", {})
+    sc = c.get("securityContext", {})
+    check("pod runs as non-root", psc.get("runAsNonRoot") is True and sc.get("runAsNonRoot") is True)
+    check("seccomp RuntimeDefault", psc.get("seccompProfile", {}).get("type") == "RuntimeDefault")
+    check("read-only root filesystem", sc.get("readOnlyRootFilesystem") is True)
+    check("no privilege escalation",
+          sc.get("allowPrivilegeEscalation") is False and sc.get("privileged") is not True)
+    check("all capabilities dropped", sc.get("capabilities", {}).get("drop") == ["ALL"]
+          and not sc.get("capabilities", {}).get("add"))
+    check("no host namespaces",
+          not any(spec.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")))
+
+    # Ports and probes.
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    check("ports webhook 8443, metrics 8080, health 8081",
+          ports == {"webhook": 8443, "metrics": 8080, "health": 8081}, str(ports))
+    check("liveness /healthz on health",
+          c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"})
+    check("readiness /readyz on health",
+          c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"})
+    ann = pod["metadata"].get("annotations") or {}
+    if ann.get("prometheus.io/scrape") == "true":
+        check("scrape annotations name the metrics port only",
+              ann.get("prometheus.io/port") == "8080" and ann.get("prometheus.io/path") == "/metrics")
+    check("no scrape annotation on the Deployment object",
+          not any(k.startswith("prometheus.io/") for k in (dep["metadata"].get("annotations") or {})))
+
+    # Service and selector.
+    svc = r.one("Service")
+    sports = {p["name"]: (p["port"], p["targetPort"]) for p in svc["spec"]["ports"]}
+    check("service port webhook 8443 -> webhook", sports.get("webhook") == (8443, "webhook"))
+    check("service port metrics 8080 -> metrics", sports.get("metrics") == (8080, "metrics"))
+    check("selector is noe's app: <release>",
+          dep["spec"]["selector"]["matchLabels"] == {"app": release}
+          and svc["spec"]["selector"] == {"app": release}
+          and pod["metadata"]["labels"].get("app") == release)
+
+    # RBAC: get on secrets, nothing else.
+    cr = r.one("ClusterRole")
+    check("ClusterRole: get secrets only",
+          cr["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+          str(cr["rules"]))
+    crb = r.one("ClusterRoleBinding")
+    check("ClusterRoleBinding binds the ClusterRole to the pod's ServiceAccount",
+          crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": cr["metadata"]["name"]}
+          and crb["subjects"] == [{"kind": "ServiceAccount", "name": spec["serviceAccountName"],
+                                   "namespace": namespace}])
+    check("no Role (nothing else granted)", not r.all("Role"))
+    for rb in r.all("RoleBinding"):
+        check("RoleBinding only for podSecurityPolicyClusterRole, to our ServiceAccount",
+              rb["roleRef"]["kind"] == "ClusterRole" and rb["subjects"] == [
+                  {"kind": "ServiceAccount", "name": spec["serviceAccountName"],
+                   "namespace": namespace}])
+
+    # Host files: typed, read-only, never a broad parent directory.
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    forbidden = {"/", "/etc", "/var", "/var/lib", "/var/lib/kubelet", "/var/lib/kubelet/pods",
+                 "/root", "/home", "/run", "/var/run", "/var/lib/containerd", "/proc", "/sys"}
+    for v in spec["volumes"]:
+        hp = v.get("hostPath")
+        if not hp:
+            continue
+        name = v["name"]
+        check(f"hostPath {hp['path']} typed", hp.get("type") in
+              ("FileOrCreate", "DirectoryOrCreate", "Directory"), str(hp.get("type")))
+        if name.startswith("docker-config-") or name == "kubelet-credential-provider-config" \
+                or name.startswith("containerd-config-"):
+            check(f"hostPath {hp['path']} is a file (FileOrCreate)", hp["type"] == "FileOrCreate")
+        check(f"hostPath {hp['path']} mounted read-only", mounts.get(name, {}).get("readOnly") is True)
+        check(f"hostPath {hp['path']} is not a broad directory",
+              hp["path"].rstrip("/") not in forbidden and hp["path"].startswith("/"))
+    for m in c["volumeMounts"]:
+        if m["name"] != "tmp":
+            check(f"mount {m['mountPath']} read-only", m.get("readOnly") is True)
+
+    # Every host file flag points at a mounted path.
+    mpaths = {m["mountPath"] for m in c["volumeMounts"]}
+    for p in [p for p in f.get("docker-config-path", []) if p]:
+        check(f"--docker-config-path={p} is mounted", p in mpaths)
+    for p in [p for p in f.get("containerd-config-path", []) if p]:
+        ok = p in mpaths if p.endswith(".toml") else (
+            f"{p}/config.toml" in mpaths and f"{p}/certs.d" in mpaths)
+        check(f"--containerd-config-path={p} is mounted (file, or config.toml + certs.d)", ok)
+    for k in ("image-credential-provider-bin-dir", "image-credential-provider-config"):
+        for p in f.get(k, []):
+            check(f"--{k}={p} is mounted",
+                  p in mpaths or any(p.startswith(m + "/") for m in mpaths))
+    check("kubelet credential provider flags come together",
+          ("image-credential-provider-bin-dir" in f) == ("image-credential-provider-config" in f))
+    certs = next(v for v in spec["volumes"] if v["name"] == "certs")
+    check("--cert-dir is the mounted certificate Secret",
+          f.get("cert-dir") == [mounts["certs"]["mountPath"]]
+          and certs["secret"]["secretName"] == release)
+
+    # MutatingWebhookConfiguration.
+    mwc = r.one("MutatingWebhookConfiguration")
+    check("one webhook", len(mwc["webhooks"]) == 1)
+    w = mwc["webhooks"][0]
+    check("admissionReviewVersions [v1, v1beta1]", w["admissionReviewVersions"] == ["v1", "v1beta1"])
+    check("sideEffects None", w["sideEffects"] == "None")
+    check("rules: pods CREATE only", w["rules"] == [{
+        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+        "resources": ["pods"], "scope": "Namespaced"}], str(w["rules"]))
+    cc = w["clientConfig"]["service"]
+    check("clientConfig: our Service, /mutate, 8443",
+          cc == {"name": svc["metadata"]["name"], "namespace": namespace, "path": "/mutate",
+                 "port": 8443})
+    t = w["timeoutSeconds"]
+    check("timeoutSeconds within 1..30", 1 <= t <= 30)
+    check("--admission-deadline = timeoutSeconds - 2s, at least 1s",
+          f.get("admission-deadline") == [f"{max(1, t - 2)}s"], f"{t} {f.get('admission-deadline')}")
+    check("failurePolicy set", w["failurePolicy"] in ("Ignore", "Fail"))
+    check("reinvocationPolicy set", w["reinvocationPolicy"] in ("Never", "IfNeeded"))
+    mwc_ann = mwc["metadata"].get("annotations") or {}
+
+    # Serving certificate: cert-manager or Helm-generated.
+    issuers, certs_cm = r.all("Issuer"), r.all("Certificate")
+    if issuers or certs_cm:
+        iss, crt = r.one("Issuer"), r.one("Certificate")
+        check("Issuer apiVersion cert-manager.io/v1 and selfSigned",
+              iss["apiVersion"] == "cert-manager.io/v1" and iss["spec"] == {"selfSigned": {}})
+        cs = crt["spec"]
+        check("Certificate apiVersion cert-manager.io/v1", crt["apiVersion"] == "cert-manager.io/v1")
+        check("Certificate writes the Secret the pod mounts", cs["secretName"] == release)
+        check("Certificate issuerRef is the Issuer",
+              cs["issuerRef"].get("name") == iss["metadata"]["name"]
+              and cs["issuerRef"].get("kind", "Issuer") == "Issuer"
+              and cs["issuerRef"].get("group", "cert-manager.io") == "cert-manager.io")
+        svc_dns = f"{svc['metadata']['name']}.{namespace}.svc"
+        check("Certificate dnsNames cover the Service", svc_dns in cs["dnsNames"]
+              and f"{svc_dns}.cluster.local" in cs["dnsNames"])
+        check("Certificate for server auth", "server auth" in cs.get("usages", ["server auth"]))
+        check("Issuer and Certificate in the release namespace",
+              iss["metadata"]["namespace"] == namespace and crt["metadata"]["namespace"] == namespace)
+        check("CA injected from the Certificate",
+              mwc_ann.get("cert-manager.io/inject-ca-from") == f"{namespace}/{crt['metadata']['name']}")
+        check("no static caBundle with cert-manager", "caBundle" not in w["clientConfig"])
+    else:
+        check_generated_cert(r, release, namespace, w, mwc_ann, svc)
+
+    # ServiceMonitor (not checkable by kubernetes-validate).
+    for sm in r.all("ServiceMonitor"):
+        s = sm["spec"]
+        check("ServiceMonitor apiVersion monitoring.coreos.com/v1",
+              sm["apiVersion"] == "monitoring.coreos.com/v1")
+        sel = s["selector"]["matchLabels"]
+        check("ServiceMonitor selects our Service",
+              all(svc["metadata"]["labels"].get(k) == v for k, v in sel.items()) and sel)
+        check("ServiceMonitor scrapes the metrics port",
+              [e["port"] for e in s["endpoints"]] == ["metrics"]
+              and all(e.get("path", "/metrics") == "/metrics" for e in s["endpoints"]))
+        check("ServiceMonitor namespaceSelector is the release namespace",
+              s["namespaceSelector"] == {"matchNames": [namespace]})
+
+
+def check_generated_cert(r, release, namespace, w, mwc_ann, svc):
+    secrets = [s for s in r.all("Secret") if s["metadata"]["name"] == release]
+    check("Helm-generated TLS Secret", len(secrets) == 1
+          and secrets[0]["type"] == "kubernetes.io/tls")
+    if len(secrets) != 1:
+        return
+    data = {k: base64.b64decode(v) for k, v in secrets[0]["data"].items()}
+    check("Secret holds tls.crt, tls.key, ca.crt", set(data) == {"tls.crt", "tls.key", "ca.crt"})
+    check("caBundle is the generated CA",
+          base64.b64decode(w["clientConfig"].get("caBundle", "")) == data.get("ca.crt"))
+    check("no inject-ca-from without cert-manager", "cert-manager.io/inject-ca-from" not in mwc_ann)
+    with tempfile.TemporaryDirectory() as d:
+        for k, v in data.items():
+            with open(os.path.join(d, k), "wb") as fh:
+                fh.write(v)
+        v = subprocess.run(["openssl", "verify", "-CAfile", os.path.join(d, "ca.crt"),
+                            os.path.join(d, "tls.crt")], capture_output=True, text=True)
+        check("serving certificate verifies against the CA bundle", v.returncode == 0,
+              v.stdout + v.stderr)
+        t = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in",
+                            os.path.join(d, "tls.crt")], capture_output=True, text=True)
+        want = f"DNS:{svc['metadata']['name']}.{namespace}.svc"
+        check("serving certificate names the Service", want in t.stdout, t.stdout + t.stderr)
+        k = subprocess.run(["openssl", "pkey", "-noout", "-in", os.path.join(d, "tls.key")],
+                           capture_output=True, text=True)
+        check("tls.key is a private key", k.returncode == 0, k.stderr)
+
+
+def scenario_default(r, release, namespace):
+    f = flags(r)
+    want = {"preferred-arch": ["amd64"], "preference-mode": ["required"],
+            "preference-weight": ["50"], "on-lookup-error": ["ignore-image"],
+            "system-os": ["linux"], "admission-deadline": ["8s"], "registry-timeout": ["5s"],
+            "cache-ttl": ["1h"], "cache-max-entries": ["100000"], "log-level": ["info"],
+            "log-format": ["json"], "docker-config-path": ["/var/lib/kubelet/config.json"],
+            "containerd-config-path": ["/etc/containerd"]}
+    for k, v in want.items():
+        check(f"default --{k}={','.join(v)}", f.get(k) == v, str(f.get(k)))
+    for k in ("cluster-schedulable-archs", "registry-proxies", "match-node-labels",
+              "private-registries", "leader-elect", "image-credential-provider-config",
+              "arch-tolerations-file", "insecure-registries", "registry-ca-file"):
+        check(f"default has no --{k}", k not in f)
+    dep = r.one("Deployment")
+    check("default: 1 replica, no PDB", dep["spec"]["replicas"] == 1 and not r.all("PodDisruptionBudget"))
+    w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
+    check("default failurePolicy Ignore", w["failurePolicy"] == "Ignore")
+    check("default timeoutSeconds 10", w["timeoutSeconds"] == 10)
+    check("default reinvocationPolicy IfNeeded", w["reinvocationPolicy"] == "IfNeeded")
+    check("default namespaceSelector excludes kube-system and the release namespace",
+          w["namespaceSelector"] == {"matchExpressions": [{
+              "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+              "values": ["kube-system", namespace]}]}, str(w["namespaceSelector"]))
+    check("default objectSelector excludes the skip label",
+          w["objectSelector"] == {"matchExpressions": [{
+              "key": SKIP_LABEL, "operator": "NotIn", "values": ["true"]}]})
+    check("default uses cert-manager", len(r.all("Certificate")) == 1 and len(r.all("Issuer")) == 1)
+    check("default has no ServiceMonitor", not r.all("ServiceMonitor"))
+    ann = dep["spec"]["template"]["metadata"].get("annotations") or {}
+    check("default scrape annotations on the pod", ann.get("prometheus.io/scrape") == "true")
+    vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    check("default docker config mounted FileOrCreate",
+          vols["docker-config-0"]["hostPath"] == {"path": "/var/lib/kubelet/config.json",
+                                                  "type": "FileOrCreate"})
+    check("default image", container(r)["image"].startswith("ghcr.io/noe-rs/noe-rs:"))
+
+
+def scenario_full(r, release, namespace):
+    f = flags(r)
+    want = {
+        "preferred-arch": ["arm64"], "preference-mode": ["preferred"], "preference-weight": ["80"],
+        "on-lookup-error": ["deny"], "system-os": ["linux"],
+        "cluster-schedulable-archs": ["amd64,arm64"],
+        "match-node-labels": ["accelerator.node.kubernetes.io/gpu,team"],
+        "registry-proxies": ["docker.io=docker-proxy.company.corp,*.gcr.io=gcr-proxy.company.corp"],
+        "private-registries": ["*.registry.company.corp,ghcr.io/company"],
+        "insecure-registries": ["registry.dev.svc:5000"],
+        "allow-registry-cidrs": ["169.254.10.0/24"], "registry-timeout": ["3s"],
+        "cache-ttl": ["30m"], "cache-max-entries": ["5000"],
+        "docker-config-path": ["/var/lib/kubelet/config.json", "/root/.docker/config.json"],
+        "containerd-config-path": ["/etc/containerd", "/etc/k3s/containerd/config.toml"],
+        "image-credential-provider-bin-dir": ["/etc/eks/image-credential-provider"],
+        "image-credential-provider-config": ["/etc/eks/credential-provider-config/config.yaml"],
+        "admission-deadline": ["13s"], "leader-elect": ["true"], "log-level": ["debug"],
+        "log-format": ["text"], "dev-self-signed-cert": ["false"],
+    }
+    for k, v in want.items():
+        check(f"full --{k}", f.get(k) == v, str(f.get(k)))
+    c = container(r)
+    check("full: extraArgs appended last", c["args"][-1] == "--dev-self-signed-cert=false")
+    check("full: image with registry and tag",
+          c["image"] == "registry.example.com:5000/platform/noe-rs:1.2.3")
+    check("full: pullPolicy", c["imagePullPolicy"] == "Always")
+    check("full: extraEnv", c.get("env") == [{"name": "RUST_LOG", "value": "noe=debug"}])
+    check("full: resources", c["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"})
+    dep = r.one("Deployment")
+    spec = dep["spec"]["template"]["spec"]
+    check("full: replicaCount 3 with ha", dep["spec"]["replicas"] == 3)
+    check("full: imagePullSecrets (both forms)",
+          spec.get("imagePullSecrets") == [{"name": "regcred"}, {"name": "other-regcred"}])
+    check("full: priorityClassName", spec.get("priorityClassName") == "system-cluster-critical")
+    check("full: nodeSelector", spec.get("nodeSelector", {}).get("node-role.kubernetes.io/system") == "true")
+    check("full: tolerations", spec.get("tolerations", [{}])[0].get("key") == "dedicated")
+    check("full: affinity", "nodeAffinity" in spec.get("affinity", {}))
+    check("full: topologySpreadConstraints from values",
+          spec.get("topologySpreadConstraints", [{}])[0].get("topologyKey") == "topology.kubernetes.io/zone"
+          and len(spec["topologySpreadConstraints"]) == 1)
+    check("full: podSecurityContext", spec["securityContext"].get("fsGroup") == 10001)
+    pdb = r.one("PodDisruptionBudget")
+    check("full: PDB minAvailable 1 on our pods",
+          pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": {"app": release}}})
+    # Per-architecture tolerations: a ConfigMap, mounted, named by the flag.
+    cms = {cm["metadata"]["name"]: cm for cm in r.all("ConfigMap")}
+    tol = cms.get(f"{release}-arch-tolerations")
+    check("full: arch tolerations ConfigMap", tol is not None)
+    if tol:
+        data = yaml.safe_load(tol["data"]["tolerations.yaml"])
+        check("full: arch tolerations content (empty lists dropped)", data == {"arm64": [
+            {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64",
+             "effect": "NoSchedule"}]}, str(data))
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    check("full: --arch-tolerations-file is in the mounted ConfigMap",
+          f["arch-tolerations-file"][0].rsplit("/", 1)[0] in mounts
+          and f["arch-tolerations-file"][0].endswith("/tolerations.yaml"))
+    ca = cms.get(f"{release}-registry-ca")
+    check("full: registry CA ConfigMap", ca is not None and "BEGIN CERTIFICATE" in ca["data"]["ca.crt"])
+    check("full: --registry-ca-file is in the mounted ConfigMap",
+          f["registry-ca-file"][0].rsplit("/", 1)[0] in mounts)
+    vols = {v["name"]: v for v in spec["volumes"]}
+    check("full: kubelet plugin dir mounted as a Directory",
+          vols["kubelet-credential-provider-bin"]["hostPath"] == {
+              "path": "/etc/eks/image-credential-provider", "type": "Directory"})
+    check("full: kubelet provider config mounted as a file",
+          vols["kubelet-credential-provider-config"]["hostPath"] == {
+              "path": "/etc/eks/credential-provider-config/config.yaml", "type": "FileOrCreate"})
+    check("full: containerd dir -> config.toml file + certs.d",
+          vols["containerd-config-0"]["hostPath"]["path"] == "/etc/containerd/config.toml"
+          and vols["containerd-certs-d-0"]["hostPath"] == {"path": "/etc/containerd/certs.d",
+                                                         "type": "DirectoryOrCreate"})
+    check("full: containerd .toml path mounted as that file",
+          vols["containerd-config-1"]["hostPath"] == {"path": "/etc/k3s/containerd/config.toml",
+                                                    "type": "FileOrCreate"})
+    w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
+    check("full: failurePolicy Fail", w["failurePolicy"] == "Fail")
+    check("full: timeoutSeconds 15", w["timeoutSeconds"] == 15)
+    check("full: reinvocationPolicy Never", w["reinvocationPolicy"] == "Never")
+    check("full: namespaceSelector from values", w["namespaceSelector"] == {
+        "matchLabels": {"noe.example.com/enabled": "true"},
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                              "values": ["kube-system"]}]})
+    check("full: objectSelector from values", w["objectSelector"] == {
+        "matchLabels": {"noe.example.com/managed": "true"},
+        "matchExpressions": [{"key": SKIP_LABEL, "operator": "DoesNotExist"}]})
+    sm = r.one("ServiceMonitor")
+    check("full: ServiceMonitor interval/timeout/labels",
+          sm["spec"]["endpoints"][0]["interval"] == "15s"
+          and sm["spec"]["endpoints"][0]["scrapeTimeout"] == "5s"
+          and sm["metadata"]["labels"].get("release") == "kube-prometheus-stack")
+    rb = r.one("RoleBinding")
+    check("full: podSecurityPolicyClusterRole bound",
+          rb["roleRef"]["name"] == "psp-restricted" and rb["metadata"]["namespace"] == namespace)
+    for key in PER_OBJECT_KIND:
+        m = r.meta(key)
+        check(f"full: {key}.labels", m.get("labels", {}).get(f"l-{key}") == "v")
+        check(f"full: {key}.annotations", (m.get("annotations") or {}).get(f"a-{key}") == "v")
+
+
+def scenario_certmanager_off(r, release, namespace):
+    check("cert-manager off: no Issuer/Certificate", not r.all("Issuer") and not r.all("Certificate"))
+    check("cert-manager off: timeoutSeconds 1 -> deadline 1s",
+          flags(r).get("admission-deadline") == ["1s"])
+
+
+def scenario_noe_values(r, release, namespace):
+    f = flags(r)
+    check("noe values: noe's image reference", container(r)["image"] == "ghcr.io/adevinta/noe:latest")
+    check("noe values: docker config path", f.get("docker-config-path") == ["/var/lib/kubelet/config.json"])
+    check("noe values: containerd path", f.get("containerd-config-path") == ["/etc/containerd"])
+    for k in ("match-node-labels", "registry-proxies", "cluster-schedulable-archs",
+              "image-credential-provider-config", "private-registries", "leader-elect"):
+        check(f"noe values: empty value gives no --{k}", k not in f)
+    check("noe values: no RoleBinding", not r.all("RoleBinding"))
+
+
+def scenario_noe_values_test_full(r, release, namespace):
+    f = flags(r)
+    want = {
+        "cluster-schedulable-archs": ["amd64,arm64"],
+        "registry-proxies": ["docker.io=docker-proxy.company.corp,quay.io=quay-proxy.company.corp"],
+        "match-node-labels": ["accelerator.node.kubernetes.io/inference,accelerator.node.kubernetes.io/gpu"],
+        "image-credential-provider-bin-dir": ["/etc/eks/image-credential-provider"],
+        "image-credential-provider-config": ["/etc/eks/image-credential-provider/config.json"],
+        "docker-config-path": ["/var/lib/kubelet/config.json", "/.docker/config.json",
+                               "/var/lib/kubelet/.dockercfg"],
+        "containerd-config-path": ["/etc/containerd"],
+    }
+    for k, v in want.items():
+        check(f"noe full values --{k}", f.get(k) == v, str(f.get(k)))
+    vols = {v["name"] for v in r.one("Deployment")["spec"]["template"]["spec"]["volumes"]}
+    check("noe full values: config inside the plugin dir is not mounted twice",
+          "kubelet-credential-provider-config" not in vols and "kubelet-credential-provider-bin" in vols)
+    for key in PER_OBJECT_KIND:
+        if key in ("rolebinding", "service"):
+            continue  # no RoleBinding without podSecurityPolicyClusterRole; service not in the file
+        m = r.meta(key)
+        check(f"noe full values: {key} labels and annotations",
+              m.get("labels", {}).get("some") == "label"
+              and (m.get("annotations") or {}).get("sonme") == "annotations")
+
+
+def scenario_ha(r, release, namespace):
+    dep = r.one("Deployment")
+    spec = dep["spec"]["template"]["spec"]
+    check("ha: replicaCount 1 raised to 2", dep["spec"]["replicas"] == 2)
+    check("ha: --leader-elect=true", flags(r).get("leader-elect") == ["true"])
+    check("ha: PodDisruptionBudget minAvailable 1", r.one("PodDisruptionBudget")["spec"]["minAvailable"] == 1)
+    spread = {c["topologyKey"]: c for c in spec.get("topologySpreadConstraints", [])}
+    host = spread.get("kubernetes.io/hostname", {})
+    check("ha: hard spread over nodes",
+          host.get("whenUnsatisfiable") == "DoNotSchedule" and host.get("maxSkew") == 1
+          and host.get("labelSelector") == {"matchLabels": {"app": release}})
+    check("ha: soft spread over zones",
+          spread.get("topology.kubernetes.io/zone", {}).get("whenUnsatisfiable") == "ScheduleAnyway")
+    w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
+    check("namespaceSelector {} selects every namespace", w["namespaceSelector"] == {})
+
+
+def scenario_no_host_files(r, release, namespace):
+    f = flags(r)
+    check("no candidates: --docker-config-path= (none, not the defaults)",
+          f.get("docker-config-path") == [""])
+    check("no candidates: --containerd-config-path= (none, not the defaults)",
+          f.get("containerd-config-path") == [""])
+    spec = r.one("Deployment")["spec"]["template"]["spec"]
+    check("no candidates: no hostPath volume", not any("hostPath" in v for v in spec["volumes"]))
+
+
+SCENARIOS = {
+    "no-host-files": scenario_no_host_files,
+    "ha": scenario_ha,
+    "default": scenario_default,
+    "full": scenario_full,
+    "certmanager-off": scenario_certmanager_off,
+    "noe-values": scenario_noe_values,
+    "noe-values-test-full": scenario_noe_values_test_full,
+}
+
+
+def main():
+    scenario, path = sys.argv[1], sys.argv[2]
+    release = sys.argv[3] if len(sys.argv) > 3 else "noe"
+    namespace = sys.argv[4] if len(sys.argv) > 4 else "noe"
+    r = Render(path)
+    for fn in (invariants, SCENARIOS.get(scenario)):
+        if fn is None:
+            continue
+        try:
+            fn(r, release, namespace)
+        except (AssertionError, KeyError, IndexError, TypeError, StopIteration) as e:
+            check(f"{scenario}: {fn.__name__} ran to the end", False, f"{type(e).__name__}: {e}")
+    print(f"CHECKS {passed} {failed}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Writes charts/noe/values.schema.json (draft-07).
+
+The schema is generated so its repeated parts (label maps, per-object metadata, paths, durations)
+stay consistent; run this after changing it and commit both files. run.sh checks the committed
+schema is up to date.
+"""
+import json
+import pathlib
+import sys
+
+GOARCH = ["386", "amd64", "arm", "arm64", "loong64", "mips", "mipsle", "mips64", "mips64le",
+          "ppc64", "ppc64le", "riscv64", "s390x", "wasm"]
+DURATION = {"type": "string", "pattern": r"^([0-9]*\.?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$",
+            "description": "a Go duration such as 500ms, 5s, 1m30s or 1.5h"}
+ABS_PATH = {"type": "string", "pattern": r"^/[^,\s]*[^/,\s]$",
+            "description": "an absolute path on the node, without a trailing slash"}
+STRING_MAP = {"type": ["object", "null"], "additionalProperties": {"type": "string"}}
+NO_COMMA = r"^[^,\s]+$"
+
+
+def meta_object(what):
+    return {
+        "type": ["object", "null"],
+        "description": f"extra labels and annotations of the {what} (noe's key)",
+        "additionalProperties": False,
+        "properties": {"labels": STRING_MAP, "annotations": STRING_MAP},
+    }
+
+
+def string_list(item, description):
+    return {"type": ["array", "null"], "description": description, "uniqueItems": True,
+            "items": item}
+
+
+LABEL_SELECTOR = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "properties": {
+        "matchLabels": STRING_MAP,
+        "matchExpressions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["key", "operator"],
+                "properties": {
+                    "key": {"type": "string", "minLength": 1},
+                    "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+                    "values": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
+    },
+}
+
+TOLERATION = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "key": {"type": "string"},
+        "operator": {"enum": ["Exists", "Equal"]},
+        "value": {"type": "string"},
+        "effect": {"enum": ["", "NoSchedule", "PreferNoSchedule", "NoExecute"]},
+        "tolerationSeconds": {"type": "integer"},
+    },
+}
+
+PER_OBJECT = ["pod", "deployment", "service", "serviceaccount", "clusterrole",
+              "clusterrolebinding", "rolebinding", "issuer", "certificate",
+              "mutatingwebhookconfiguration"]
+
+schema = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "noe-rs chart values",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "global": {"type": "object", "description": "Helm parent-chart globals (unused)"},
+        "image": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["repository"],
+            "properties": {
+                "registry": {"type": "string", "pattern": r"^[^/\s]*$",
+                             "description": "registry host[:port], e.g. ghcr.io"},
+                "repository": {"type": "string", "minLength": 1, "pattern": r"^[^:@\s]+$"},
+                "tag": {"type": "string", "pattern": r"^[\w][\w.-]{0,127}$|^$",
+                        "description": "a tag (quote numeric tags: \"1.2\")"},
+                "digest": {"type": "string", "pattern": r"^$|^sha256:[0-9a-f]{64}$"},
+                "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+            },
+        },
+        "imagePullSecrets": {
+            "type": "array",
+            "items": {"oneOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "object", "required": ["name"], "additionalProperties": False,
+                 "properties": {"name": {"type": "string", "minLength": 1}}},
+            ]},
+        },
+        "preferredArch": {"enum": [""] + GOARCH,
+                          "description": "--preferred-arch (empty disables the preference)"},
+        "preferenceMode": {"enum": ["required", "preferred"]},
+        "preferenceWeight": {"type": "integer", "minimum": 1, "maximum": 100},
+        "onLookupError": {"enum": ["ignore-image", "allow-pod", "deny"]},
+        "systemOS": {"type": "string", "pattern": r"^[a-z0-9]+$"},
+        "schedulableArchitectures": string_list(
+            {"enum": GOARCH}, "--cluster-schedulable-archs (empty: all)"),
+        "matchNodeLabels": string_list(
+            {"type": "string",
+             "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"},
+            "pod label keys copied into the node selector (--match-node-labels)"),
+        "architectures": {
+            "type": ["object", "null"],
+            "description": "per-architecture tolerations (--arch-tolerations-file)",
+            "propertyNames": {"enum": GOARCH},
+            "additionalProperties": {
+                "type": ["object", "null"],
+                "additionalProperties": False,
+                "properties": {"tolerations": {"type": ["array", "null"], "items": TOLERATION}},
+            },
+        },
+        "proxies": string_list(
+            {"type": "string", "pattern": r"^[^=,\s]+=[^=,\s]+$",
+             "description": "registry=proxy, e.g. docker.io=docker-proxy.company.corp"},
+            "--registry-proxies"),
+        "privateRegistries": string_list({"type": "string", "pattern": NO_COMMA},
+                                         "--private-registries (kubelet matchImages patterns)"),
+        "insecureRegistries": string_list({"type": "string", "pattern": r"^[^/,\s]+$"},
+                                          "--insecure-registries (host:port)"),
+        "registryCABundle": {"type": "string",
+                             "pattern": r"^$|-----BEGIN CERTIFICATE-----",
+                             "description": "PEM certificates (--registry-ca-file)"},
+        "allowRegistryCIDRs": string_list(
+            {"type": "string", "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"},
+            "--allow-registry-cidrs"),
+        "registryTimeout": DURATION,
+        "cache": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"ttl": DURATION,
+                           "maxEntries": {"type": "integer", "minimum": 1}},
+        },
+        "dockerConfigPathCandidates": string_list(ABS_PATH, "--docker-config-path (files)"),
+        "containerdConfigPathCandidates": string_list(
+            ABS_PATH, "--containerd-config-path (a .toml file or a containerd config dir)"),
+        "kubeletConfig": {
+            "type": ["object", "null"],
+            "description": "kubelet credential provider plugins",
+            "additionalProperties": False,
+            "properties": {
+                "binDir": ABS_PATH,
+                "configDir": ABS_PATH,
+                "config": {"type": "string", "pattern": r"^[^,\s]+$",
+                           "description": "file name in configDir, or an absolute path"},
+            },
+            "dependencies": {"binDir": ["config"], "config": ["binDir"]},
+        },
+        "webhook": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "failurePolicy": {"enum": ["Ignore", "Fail"]},
+                "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 30},
+                "namespaceSelector": LABEL_SELECTOR,
+                "objectSelector": LABEL_SELECTOR,
+                "reinvocationPolicy": {"enum": ["Never", "IfNeeded"]},
+            },
+        },
+        "certManager": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "enabled": {"type": "boolean"},
+                "generatedCertValidityDays": {"type": "integer", "minimum": 1},
+            },
+        },
+        "replicaCount": {"type": "integer", "minimum": 1},
+        "ha": {"type": "object", "additionalProperties": False,
+               "properties": {"enabled": {"type": "boolean"}}},
+        "resources": {"type": "object"},
+        "podSecurityContext": {"type": "object"},
+        "securityContext": {"type": "object"},
+        "nodeSelector": STRING_MAP,
+        "tolerations": {"type": ["array", "null"], "items": TOLERATION},
+        "affinity": {"type": ["object", "null"]},
+        "topologySpreadConstraints": {"type": ["array", "null"], "items": {"type": "object"}},
+        "priorityClassName": {"type": ["string", "null"]},
+        "extraEnv": {"type": ["array", "null"],
+                     "items": {"type": "object", "required": ["name"]}},
+        "extraArgs": {"type": ["array", "null"],
+                      "items": {"type": "string", "pattern": "^-",
+                                "description": "a flag such as --preference-weight=80"}},
+        "logLevel": {"type": "string", "pattern": r"^[A-Za-z0-9_:=,.\[\]{}-]+$",
+                     "description": "error, warn, info, debug, trace, or a tracing filter "
+                                    "such as noe_registry=debug,info"},
+        "logFormat": {"enum": ["json", "text"]},
+        "metrics": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "scrapeAnnotations": {"type": "boolean"},
+                "serviceMonitor": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "enabled": {"type": "boolean"},
+                        "interval": DURATION,
+                        "scrapeTimeout": DURATION,
+                        "labels": STRING_MAP,
+                    },
+                },
+            },
+        },
+        "podSecurityPolicyClusterRole": {"type": ["string", "null"],
+                                         "description": "noe: ClusterRole bound with a RoleBinding"},
+    },
+}
+for key in PER_OBJECT:
+    schema["properties"][key] = meta_object(key)
+
+out = pathlib.Path(__file__).resolve().parent.parent / "values.schema.json"
+text = json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+if len(sys.argv) > 1 and sys.argv[1] == "--check":
+    sys.exit(0 if out.read_text() == text else 1)
+out.write_text(text)

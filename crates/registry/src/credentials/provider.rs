@@ -1,0 +1,338 @@
+//! Kubelet credential provider plugins (`--image-credential-provider-bin-dir` and
+//! `--image-credential-provider-config`): executed as the kubelet executes them, their answers
+//! cached per `cacheKeyType` and `cacheDuration`.
+
+mod config;
+mod duration;
+mod response;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use config::{
+    parse_provider_config, ConfigError, CredentialProviderConfig, ProviderConfig, ProviderSkip,
+    CONFIG_API_VERSIONS, EXEC_API_VERSIONS,
+};
+pub use duration::parse_go_duration;
+pub use response::{parse_response, request_body, CacheKeyType, ProviderResponse, ResponseError};
+
+use super::exec::{self, ExecError, ExecLimits};
+use super::matching::{image_host, image_matches};
+use crate::{Credential, CredentialCandidate};
+
+/// Largest provider config file we read.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+/// A failed plugin run is not retried for this long (for the same repository).
+const FAILURE_BACKOFF: Duration = Duration::from_secs(5);
+/// Bound on cached answers per provider.
+const MAX_CACHE_ENTRIES: usize = 10_000;
+
+/// Why the provider configuration cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("could not read credential provider config {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("credential provider config {path} is larger than {max} bytes")]
+    TooLarge { path: PathBuf, max: u64 },
+    #[error("invalid credential provider config {path}")]
+    Config {
+        path: PathBuf,
+        #[source]
+        source: ConfigError,
+    },
+}
+
+/// Why one plugin run gave nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error("credential provider {name} could not be run")]
+    Exec {
+        name: String,
+        #[source]
+        source: ExecError,
+    },
+    #[error("credential provider {name} answered badly")]
+    Response {
+        name: String,
+        #[source]
+        source: ResponseError,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum CacheKey {
+    Image(String),
+    Registry(String),
+    Global,
+}
+
+type Auth = Arc<Vec<(String, Credential)>>;
+
+struct Provider {
+    config: ProviderConfig,
+    cache: Mutex<HashMap<CacheKey, (Instant, Auth)>>,
+    /// One run at a time per provider: concurrent lookups wait and then read the cache.
+    exec_lock: tokio::sync::Mutex<()>,
+}
+
+/// The configured credential provider plugins.
+#[derive(Clone)]
+pub struct ProviderSource {
+    bin_dir: PathBuf,
+    providers: Vec<Arc<Provider>>,
+    limits: ExecLimits,
+}
+
+impl std::fmt::Debug for ProviderSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderSource")
+            .field("bin_dir", &self.bin_dir)
+            .field(
+                "providers",
+                &self
+                    .providers
+                    .iter()
+                    .map(|p| p.config.name.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// The repository of an image reference: without tag or digest (the kubelet's `Image` cache key).
+fn repository(image: &str) -> &str {
+    let image = image.split_once('@').map_or(image, |(name, _)| name);
+    let last_slash = image.rfind('/').map_or(0, |i| i + 1);
+    match image[last_slash..].find(':') {
+        Some(colon) => &image[..last_slash + colon],
+        None => image,
+    }
+}
+
+impl ProviderSource {
+    /// Plugins from an already parsed config; skipped providers are logged.
+    pub fn new(bin_dir: PathBuf, config: CredentialProviderConfig, limits: ExecLimits) -> Self {
+        for skip in &config.skipped {
+            tracing::warn!(reason = %skip, "skipping kubelet credential provider");
+        }
+        Self {
+            bin_dir,
+            providers: config
+                .providers
+                .into_iter()
+                .map(|config| {
+                    Arc::new(Provider {
+                        config,
+                        cache: Mutex::new(HashMap::new()),
+                        exec_lock: tokio::sync::Mutex::new(()),
+                    })
+                })
+                .collect(),
+            limits,
+        }
+    }
+
+    /// Read the config file (YAML or JSON). An empty file configures no provider.
+    pub async fn load(
+        bin_dir: PathBuf,
+        config_path: &Path,
+        limits: ExecLimits,
+    ) -> Result<Self, Error> {
+        use tokio::io::AsyncReadExt;
+        let read_error = |source| Error::Read {
+            path: config_path.to_owned(),
+            source,
+        };
+        let file = tokio::fs::File::open(config_path)
+            .await
+            .map_err(read_error)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_CONFIG_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(read_error)?;
+        if bytes.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(Error::TooLarge {
+                path: config_path.to_owned(),
+                max: MAX_CONFIG_BYTES,
+            });
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let config = parse_provider_config(&text).map_err(|source| Error::Config {
+            path: config_path.to_owned(),
+            source,
+        })?;
+        Ok(Self::new(bin_dir, config, limits))
+    }
+
+    /// Names of the usable providers, in order.
+    pub fn provider_names(&self) -> impl Iterator<Item = &str> {
+        self.providers.iter().map(|p| p.config.name.as_str())
+    }
+
+    /// Credentials for `image` from every provider whose `matchImages` matches it, in config
+    /// order; within a provider, the response's `auth` keys matching the image, most specific first.
+    pub async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
+        let mut out = Vec::new();
+        for provider in &self.providers {
+            if !provider
+                .config
+                .match_images
+                .iter()
+                .any(|pattern| image_matches(pattern, image))
+            {
+                continue;
+            }
+            let auth = match self.lookup(provider, image).await {
+                Ok(auth) => auth,
+                Err(error) => {
+                    tracing::warn!(%error, "kubelet credential provider gave no credentials");
+                    continue;
+                }
+            };
+            let mut matched: Vec<&(String, Credential)> = auth
+                .iter()
+                .filter(|(pattern, _)| image_matches(pattern, image))
+                .collect();
+            matched.sort_by(|a, b| b.0.cmp(&a.0));
+            let source = format!("credential-provider:{}", provider.config.name);
+            for (_, credential) in matched {
+                if !out
+                    .iter()
+                    .any(|c: &CredentialCandidate| &c.credential == credential)
+                {
+                    out.push(CredentialCandidate::new(&source, credential.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    fn cached(provider: &Provider, image: &str) -> Option<Auth> {
+        let now = Instant::now();
+        let cache = provider
+            .cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        [
+            CacheKey::Image(repository(image).to_owned()),
+            CacheKey::Registry(image_host(image).to_owned()),
+            CacheKey::Global,
+        ]
+        .iter()
+        .find_map(|key| {
+            cache
+                .get(key)
+                .filter(|(expires, _)| *expires > now)
+                .map(|(_, auth)| Arc::clone(auth))
+        })
+    }
+
+    fn store(provider: &Provider, key: CacheKey, ttl: Duration, auth: Auth) {
+        let now = Instant::now();
+        let Some(expires) = now.checked_add(ttl) else {
+            return;
+        };
+        let mut cache = provider
+            .cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if cache.len() >= MAX_CACHE_ENTRIES {
+            cache.retain(|_, (expires, _)| *expires > now);
+            if cache.len() >= MAX_CACHE_ENTRIES {
+                cache.clear();
+            }
+        }
+        cache.insert(key, (expires, auth));
+    }
+
+    async fn lookup(&self, provider: &Provider, image: &str) -> Result<Auth, RunError> {
+        if let Some(auth) = Self::cached(provider, image) {
+            return Ok(auth);
+        }
+        let _running = provider.exec_lock.lock().await;
+        if let Some(auth) = Self::cached(provider, image) {
+            return Ok(auth);
+        }
+        let name = provider.config.name.clone();
+        let result = self.run(provider, image).await;
+        match result {
+            Ok(response) => {
+                let ttl = response
+                    .cache_duration
+                    .unwrap_or(provider.config.default_cache_duration);
+                let auth: Auth = Arc::new(response.auth);
+                if !ttl.is_zero() {
+                    let key = match response.cache_key_type {
+                        CacheKeyType::Image => CacheKey::Image(repository(image).to_owned()),
+                        CacheKeyType::Registry => CacheKey::Registry(image_host(image).to_owned()),
+                        CacheKeyType::Global => CacheKey::Global,
+                    };
+                    Self::store(provider, key, ttl, Arc::clone(&auth));
+                }
+                Ok(auth)
+            }
+            Err(source) => {
+                // Back off briefly so a broken plugin is not run for every admission.
+                Self::store(
+                    provider,
+                    CacheKey::Image(repository(image).to_owned()),
+                    FAILURE_BACKOFF,
+                    Arc::new(Vec::new()),
+                );
+                Err(match source {
+                    RunFailure::Exec(source) => RunError::Exec { name, source },
+                    RunFailure::Response(source) => RunError::Response { name, source },
+                })
+            }
+        }
+    }
+
+    async fn run(&self, provider: &Provider, image: &str) -> Result<ProviderResponse, RunFailure> {
+        let config = &provider.config;
+        let program = self.bin_dir.join(&config.name);
+        let stdout = exec::run(
+            &program,
+            &config.args,
+            &config.env,
+            &request_body(&config.api_version, image),
+            self.limits,
+        )
+        .await
+        .map_err(RunFailure::Exec)?;
+        parse_response(&stdout).map_err(RunFailure::Response)
+    }
+}
+
+enum RunFailure {
+    Exec(ExecError),
+    Response(ResponseError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repositories() {
+        for (image, repo) in [
+            ("gcr.io/p/app:1", "gcr.io/p/app"),
+            ("gcr.io/p/app", "gcr.io/p/app"),
+            ("127.0.0.1:5000/app:1", "127.0.0.1:5000/app"),
+            ("127.0.0.1:5000/app", "127.0.0.1:5000/app"),
+            ("gcr.io/p/app@sha256:abc", "gcr.io/p/app"),
+            ("gcr.io/p/app:1@sha256:abc", "gcr.io/p/app"),
+        ] {
+            assert_eq!(repository(image), repo, "{image}");
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! Kubelet credential provider plugins as real executables (shell scripts) speaking the exec
+//! protocol.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use noe_registry::credentials::exec::ExecLimits;
+use noe_registry::credentials::provider::{parse_provider_config, ProviderSource};
+use noe_registry::Credential;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn bin(&self) -> PathBuf {
+        let bin = self.dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        bin
+    }
+
+    fn log(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.log"))
+    }
+
+    /// A plugin that logs its request (one line per run) and prints `response`, where
+    /// `$API` is replaced by the request's apiVersion and `$USER` by its first argument.
+    fn plugin(&self, name: &str, response: &str) {
+        let path = self.bin().join(name);
+        let body = format!(
+            r#"#!/bin/sh
+req=$(cat)
+printf '%s\n' "$req" >> "{log}"
+API=$(printf '%s' "$req" | sed -n 's/.*"apiVersion":"\([^"]*\)".*/\1/p')
+USER="$1"
+cat <<RESPONSE
+{response}
+RESPONSE
+"#,
+            log = self.log(name).display(),
+            response = response.replace('\'', "\""),
+        );
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn raw_plugin(&self, name: &str, body: &str) {
+        let path = self.bin().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn runs(&self, name: &str) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.log(name))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn source(&self, yaml: &str) -> ProviderSource {
+        ProviderSource::new(
+            self.bin(),
+            parse_provider_config(yaml).unwrap(),
+            ExecLimits {
+                timeout: Duration::from_millis(700),
+                max_output: 64 * 1024,
+            },
+        )
+    }
+}
+
+fn config(providers: &[(&str, &str, &str, &str)]) -> String {
+    // (name, matchImage, defaultCacheDuration, exec apiVersion suffix)
+    let mut yaml = String::from(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n",
+    );
+    for (name, pattern, duration, version) in providers {
+        yaml.push_str(&format!(
+            "  - name: {name}\n    matchImages: [\"{pattern}\"]\n    defaultCacheDuration: \"{duration}\"\n    apiVersion: credentialprovider.kubelet.k8s.io/{version}\n    args: [user-{name}]\n    env: [{{name: PLUGIN_MODE, value: test}}]\n"
+        ));
+    }
+    yaml
+}
+
+fn response(key_type: &str, duration: Option<&str>, auth_keys: &[&str]) -> String {
+    let auth: Vec<String> = auth_keys
+        .iter()
+        .map(|k| format!("'{k}':{{'username':'$USER','password':'pw-{k}'}}"))
+        .collect();
+    let duration = duration
+        .map(|d| format!(",'cacheDuration':'{d}'"))
+        .unwrap_or_default();
+    format!(
+        "{{'apiVersion':'$API','kind':'CredentialProviderResponse','cacheKeyType':'{key_type}'{duration},'auth':{{{}}}}}",
+        auth.join(",")
+    )
+}
+
+fn basic(user: &str, password: &str) -> Credential {
+    Credential::Basic {
+        username: user.into(),
+        password: password.into(),
+    }
+}
+
+#[tokio::test]
+async fn each_exec_api_version_round_trips() {
+    for version in ["v1", "v1beta1", "v1alpha1"] {
+        let fx = Fixture::new();
+        fx.plugin("p", &response("Image", None, &["*.example.com"]));
+        let source = fx.source(&config(&[("p", "*.example.com", "0s", version)]));
+        let got = source.candidates("reg.example.com/team/app:1").await;
+        assert_eq!(got.len(), 1, "{version}");
+        assert_eq!(got[0].source, "credential-provider:p");
+        assert_eq!(got[0].credential, basic("user-p", "pw-*.example.com"));
+        let runs = fx.runs("p");
+        assert_eq!(
+            runs,
+            [serde_json::json!({
+                "apiVersion": format!("credentialprovider.kubelet.k8s.io/{version}"),
+                "kind": "CredentialProviderRequest",
+                "image": "reg.example.com/team/app:1",
+            })]
+        );
+    }
+}
+
+#[tokio::test]
+async fn env_is_passed_to_the_plugin() {
+    let fx = Fixture::new();
+    fx.raw_plugin(
+        "p",
+        r#"cat >/dev/null
+[ "$PLUGIN_MODE" = test ] || exit 1
+printf '{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Image","auth":{"x.io":{"username":"env","password":"ok"}}}'"#,
+    );
+    let source = fx.source(&config(&[("p", "x.io", "0s", "v1")]));
+    assert_eq!(
+        source.candidates("x.io/a:1").await[0].credential,
+        basic("env", "ok")
+    );
+}
+
+#[tokio::test]
+async fn plugin_not_run_when_match_images_do_not_match() {
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Global", Some("1h"), &["*.example.com"]));
+    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    // Same label count required: a.b.example.com has one label too many.
+    for image in [
+        "example.com/a:1",
+        "a.b.example.com/a:1",
+        "reg.example.com:5000/a:1",
+        "docker.io/library/nginx:latest",
+    ] {
+        assert!(source.candidates(image).await.is_empty(), "{image}");
+    }
+    assert!(fx.runs("p").is_empty());
+}
+
+#[tokio::test]
+async fn response_auth_keys_are_patterns_most_specific_first() {
+    let fx = Fixture::new();
+    fx.plugin(
+        "p",
+        &response(
+            "Image",
+            None,
+            &[
+                "*.example.com",
+                "reg.example.com",
+                "reg.example.com/team",
+                "other.io",
+                "reg.example.com/else",
+            ],
+        ),
+    );
+    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    let got: Vec<Credential> = source
+        .candidates("reg.example.com/team/app:1")
+        .await
+        .into_iter()
+        .map(|c| c.credential)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            basic("user-p", "pw-reg.example.com/team"),
+            basic("user-p", "pw-reg.example.com"),
+            basic("user-p", "pw-*.example.com"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn cache_key_image() {
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Image", Some("1h"), &["*.example.com"]));
+    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    source.candidates("reg.example.com/app:1").await;
+    source.candidates("reg.example.com/app:2").await;
+    source.candidates("reg.example.com/app@sha256:00").await;
+    assert_eq!(fx.runs("p").len(), 1, "same repository: cached");
+    source.candidates("reg.example.com/other:1").await;
+    assert_eq!(fx.runs("p").len(), 2, "another repository: run again");
+}
+
+#[tokio::test]
+async fn cache_key_registry() {
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Registry", Some("1h"), &["*.example.com"]));
+    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    source.candidates("reg.example.com/app:1").await;
+    source.candidates("reg.example.com/other:1").await;
+    assert_eq!(fx.runs("p").len(), 1, "same registry: cached");
+    let got = source.candidates("two.example.com/app:1").await;
+    assert_eq!(fx.runs("p").len(), 2, "another registry: run again");
+    assert_eq!(got.len(), 1);
+}
+
+#[tokio::test]
+async fn cache_key_global() {
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Global", Some("1h"), &["*.example.com"]));
+    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    source.candidates("reg.example.com/app:1").await;
+    let got = source.candidates("two.example.com/other:1").await;
+    assert_eq!(fx.runs("p").len(), 1, "global: cached for every image");
+    assert_eq!(got.len(), 1);
+}
+
+#[tokio::test]
+async fn cache_duration_zero_and_default_and_expiry() {
+    // cacheDuration 0 in the response: never cached, even with a default duration.
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Global", Some("0s"), &["*.example.com"]));
+    let source = fx.source(&config(&[("p", "*.example.com", "1h", "v1")]));
+    source.candidates("reg.example.com/app:1").await;
+    source.candidates("reg.example.com/app:1").await;
+    assert_eq!(fx.runs("p").len(), 2);
+
+    // No cacheDuration: the provider's defaultCacheDuration applies (0 = no cache).
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Global", None, &["*.example.com"]));
+    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    source.candidates("reg.example.com/app:1").await;
+    source.candidates("reg.example.com/app:1").await;
+    assert_eq!(fx.runs("p").len(), 2);
+
+    // A short duration expires.
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Global", None, &["*.example.com"]));
+    let source = fx.source(&config(&[("p", "*.example.com", "300ms", "v1")]));
+    source.candidates("reg.example.com/app:1").await;
+    source.candidates("reg.example.com/app:1").await;
+    assert_eq!(fx.runs("p").len(), 1);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    source.candidates("reg.example.com/app:1").await;
+    assert_eq!(fx.runs("p").len(), 2);
+}
+
+#[tokio::test]
+async fn concurrent_lookups_run_the_plugin_once() {
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Registry", Some("1h"), &["*.example.com"]));
+    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    let lookups = (0..8).map(|i| {
+        let source = source.clone();
+        async move {
+            source
+                .candidates(&format!("reg.example.com/app{i}:1"))
+                .await
+        }
+    });
+    let results = futures::future::join_all(lookups).await;
+    assert!(results.iter().all(|r| r.len() == 1));
+    assert_eq!(fx.runs("p").len(), 1);
+}
+
+#[tokio::test]
+async fn invalid_cache_key_type_discards_the_response() {
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Repository", Some("1h"), &["*.example.com"]));
+    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    assert!(source.candidates("reg.example.com/app:1").await.is_empty());
+    assert_eq!(fx.runs("p").len(), 1);
+}
+
+#[tokio::test]
+async fn hanging_plugin_times_out_and_next_provider_answers() {
+    let fx = Fixture::new();
+    fx.raw_plugin("hang", "exec sleep 30");
+    fx.plugin("good", &response("Image", None, &["*.example.com"]));
+    let source = fx.source(&config(&[
+        ("hang", "*.example.com", "0s", "v1"),
+        ("good", "*.example.com", "0s", "v1"),
+    ]));
+    let started = Instant::now();
+    let got = source.candidates("reg.example.com/app:1").await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].source, "credential-provider:good");
+}
+
+#[tokio::test]
+async fn bad_outputs_give_no_credentials() {
+    let cases = [
+        ("garbage", "echo 'password: hunter2'"),
+        ("exit1", "cat >/dev/null; echo '{}'; exit 1"),
+        ("huge", "head -c 200000 /dev/zero"),
+        (
+            "wrongkind",
+            r#"printf '{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"Status","cacheKeyType":"Image"}'"#,
+        ),
+        (
+            "wrongversion",
+            r#"printf '{"apiVersion":"v1","kind":"CredentialProviderResponse","cacheKeyType":"Image"}'"#,
+        ),
+        (
+            "nullauth",
+            r#"printf '{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Image","auth":null}'"#,
+        ),
+    ];
+    for (name, body) in cases {
+        let fx = Fixture::new();
+        fx.raw_plugin(name, body);
+        let source = fx.source(&config(&[(name, "*.example.com", "0s", "v1")]));
+        assert!(
+            source.candidates("reg.example.com/app:1").await.is_empty(),
+            "{name}"
+        );
+    }
+    // A missing binary is not fatal either.
+    let fx = Fixture::new();
+    let source = fx.source(&config(&[("absent", "*.example.com", "0s", "v1")]));
+    assert!(source.candidates("reg.example.com/app:1").await.is_empty());
+}
+
+#[tokio::test]
+async fn loads_yaml_and_json_config_files() {
+    let fx = Fixture::new();
+    fx.plugin("p", &response("Image", None, &["*.example.com"]));
+    let yaml = fx.dir.path().join("config.yaml");
+    std::fs::write(&yaml, config(&[("p", "*.example.com", "0s", "v1")])).unwrap();
+    let json = fx.dir.path().join("config.json");
+    std::fs::write(
+        &json,
+        r#"{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"CredentialProviderConfig","providers":[{"name":"p","matchImages":["*.example.com"],"defaultCacheDuration":"0s","apiVersion":"credentialprovider.kubelet.k8s.io/v1beta1","args":["user-p"]}]}"#,
+    )
+    .unwrap();
+    let empty = fx.dir.path().join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    for path in [&yaml, &json] {
+        let source = ProviderSource::load(fx.bin(), path, ExecLimits::default())
+            .await
+            .unwrap();
+        assert_eq!(source.provider_names().collect::<Vec<_>>(), ["p"]);
+        assert_eq!(
+            source.candidates("reg.example.com/app:1").await[0].credential,
+            basic("user-p", "pw-*.example.com")
+        );
+    }
+    let source = ProviderSource::load(fx.bin(), &empty, ExecLimits::default())
+        .await
+        .unwrap();
+    assert_eq!(source.provider_names().count(), 0);
+    assert!(
+        ProviderSource::load(fx.bin(), Path::new("/nonexistent/x"), ExecLimits::default())
+            .await
+            .is_err()
+    );
+}

@@ -1,0 +1,126 @@
+//! Minimal RFC 6902 JSON patches built against the raw object (DESIGN.md §2 step 10).
+//!
+//! [`PatchBuilder`] records the writes a decision wants (set a key, append to an array, replace,
+//! remove) and turns them into operations against the *original* document: when a parent is absent
+//! or null, one `add` creates it whole with everything written below it; when it is present, a
+//! single key is added or an array element appended with `/-`. No operation ever writes into a
+//! parent another operation of the same patch creates.
+
+mod builder;
+
+pub use builder::PatchBuilder;
+
+use serde_json::{json, Value};
+
+/// Escapes one JSON Pointer reference token (RFC 6901): `~` → `~0`, `/` → `~1`.
+pub fn escape(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+/// The JSON Pointer of a path given as unescaped segments: `["a", "b/c"]` → `/a/b~1c`.
+pub fn pointer<S: AsRef<str>>(segments: &[S]) -> String {
+    let mut out = String::new();
+    for segment in segments {
+        out.push('/');
+        out.push_str(&escape(segment.as_ref()));
+    }
+    out
+}
+
+/// An `add` operation.
+pub fn add(path: impl Into<String>, value: Value) -> Value {
+    json!({"op": "add", "path": path.into(), "value": value})
+}
+
+/// A `replace` operation.
+pub fn replace(path: impl Into<String>, value: Value) -> Value {
+    json!({"op": "replace", "path": path.into(), "value": value})
+}
+
+/// A `remove` operation.
+pub fn remove(path: impl Into<String>) -> Value {
+    json!({"op": "remove", "path": path.into()})
+}
+
+/// Moves operations computed for a pod under `prefix` (a JSON Pointer such as `/spec/template`,
+/// or `/spec/jobTemplate/spec/template` for a CronJob), so a workload's pod template is patched.
+/// `path` and `from` members are rewritten; a trailing `/` of the prefix is ignored.
+pub fn with_prefix(ops: Vec<Value>, prefix: &str) -> Vec<Value> {
+    let prefix = prefix.trim_end_matches('/');
+    ops.into_iter()
+        .map(|mut op| {
+            if let Some(obj) = op.as_object_mut() {
+                for member in ["path", "from"] {
+                    if let Some(Value::String(path)) = obj.get_mut(member) {
+                        *path = format!("{prefix}{path}");
+                    }
+                }
+            }
+            op
+        })
+        .collect()
+}
+
+/// Where the pod template of a workload `kind` lives, for [`with_prefix`]: `""` for a Pod,
+/// `/spec/template` for Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController and
+/// Job, `/spec/jobTemplate/spec/template` for CronJob, `/template` for PodTemplate; `None` for
+/// any other kind.
+pub fn pod_template_pointer(kind: &str) -> Option<&'static str> {
+    match kind {
+        "Pod" => Some(""),
+        "Deployment"
+        | "StatefulSet"
+        | "DaemonSet"
+        | "ReplicaSet"
+        | "ReplicationController"
+        | "Job" => Some("/spec/template"),
+        "CronJob" => Some("/spec/jobTemplate/spec/template"),
+        "PodTemplate" => Some("/template"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_tilde_before_slash() {
+        assert_eq!(escape("a/b"), "a~1b");
+        assert_eq!(escape("a~b"), "a~0b");
+        assert_eq!(escape("~/"), "~0~1");
+        assert_eq!(escape("~1"), "~01");
+        assert_eq!(
+            pointer(&["metadata", "annotations", "arch.noe.adevinta.com/platforms"]),
+            "/metadata/annotations/arch.noe.adevinta.com~1platforms"
+        );
+        assert_eq!(pointer::<&str>(&[]), "");
+    }
+
+    #[test]
+    fn template_pointers() {
+        assert_eq!(pod_template_pointer("Pod"), Some(""));
+        assert_eq!(pod_template_pointer("Deployment"), Some("/spec/template"));
+        assert_eq!(pod_template_pointer("Job"), Some("/spec/template"));
+        assert_eq!(
+            pod_template_pointer("CronJob"),
+            Some("/spec/jobTemplate/spec/template")
+        );
+        assert_eq!(pod_template_pointer("Service"), None);
+    }
+
+    #[test]
+    fn prefixes_path_and_from() {
+        let ops = vec![
+            add("/spec/nodeSelector", json!({})),
+            json!({"op": "move", "from": "/a", "path": "/b"}),
+        ];
+        assert_eq!(
+            with_prefix(ops, "/spec/template/"),
+            vec![
+                add("/spec/template/spec/nodeSelector", json!({})),
+                json!({"op": "move", "from": "/spec/template/a", "path": "/spec/template/b"}),
+            ]
+        );
+    }
+}

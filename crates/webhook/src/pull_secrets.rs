@@ -1,0 +1,236 @@
+//! A pod's `imagePullSecrets`, read with one namespaced GET per secret (RBAC `get` only, never a
+//! cluster-wide informer), cached briefly, turned into credential candidates.
+//!
+//! A secret that is missing, forbidden, of another type or malformed is reported in
+//! [`PodPullSecrets::failures`] (the caller counts it in
+//! `noe_hook_image_pull_secret_failed_total{namespace}`), logged without its content, and
+//! skipped: the next credential source is tried.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use noe_registry::credentials::docker_config::{parse_docker_config, DockerConfig};
+use noe_registry::CredentialCandidate;
+
+/// How long a secret read from the API is reused.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// How long a failure to read a secret is reused (so a missing secret does not cost one API
+/// call per admission).
+pub const DEFAULT_FAILURE_TTL: Duration = Duration::from_secs(5);
+/// Bound on one GET.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+
+const DOCKER_CONFIG_JSON_TYPE: &str = "kubernetes.io/dockerconfigjson";
+const DOCKER_CONFIG_JSON_KEY: &str = ".dockerconfigjson";
+const DOCKERCFG_TYPE: &str = "kubernetes.io/dockercfg";
+const DOCKERCFG_KEY: &str = ".dockercfg";
+
+/// Why a pull secret gave no credentials.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum FailureReason {
+    #[error("not found")]
+    NotFound,
+    #[error("forbidden")]
+    Forbidden,
+    #[error("not of type kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg")]
+    WrongType,
+    #[error("its docker config is missing or malformed")]
+    Malformed,
+    #[error("the Kubernetes API did not answer")]
+    Unavailable,
+}
+
+impl FailureReason {
+    /// A short, bounded label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotFound => "not_found",
+            Self::Forbidden => "forbidden",
+            Self::WrongType => "wrong_type",
+            Self::Malformed => "malformed",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// One pull secret that could not be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullSecretFailure {
+    pub namespace: String,
+    pub name: String,
+    pub reason: FailureReason,
+}
+
+/// The pull secrets of one pod, loaded.
+#[derive(Clone, Debug, Default)]
+pub struct PodPullSecrets {
+    /// `(source name, config)` in the pod's order.
+    secrets: Vec<(String, Arc<DockerConfig>)>,
+    failures: Vec<PullSecretFailure>,
+}
+
+impl PodPullSecrets {
+    /// The candidates for `image` from every usable secret, in the pod's order (within a secret,
+    /// most specific key first). Each is named `pull-secret:NAMESPACE/NAME`.
+    pub fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
+        let mut out: Vec<CredentialCandidate> = Vec::new();
+        for (source, config) in &self.secrets {
+            for candidate in config.auth_candidates(image, source) {
+                if !out.iter().any(|c| c.credential == candidate.credential) {
+                    out.push(candidate);
+                }
+            }
+        }
+        out
+    }
+
+    /// The secrets that could not be used.
+    pub fn failures(&self) -> &[PullSecretFailure] {
+        &self.failures
+    }
+
+    /// Sources of the usable secrets (`pull-secret:ns/name`), in order.
+    pub fn sources(&self) -> impl Iterator<Item = &str> {
+        self.secrets.iter().map(|(s, _)| s.as_str())
+    }
+}
+
+type Key = (String, String);
+
+/// Reads pull secrets through the Kubernetes API.
+#[derive(Clone)]
+pub struct PullSecrets {
+    client: kube::Client,
+    ok: moka::future::Cache<Key, Arc<DockerConfig>>,
+    failed: moka::future::Cache<Key, FailureReason>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for PullSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullSecrets")
+            .field("cached", &self.ok.entry_count())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PullSecrets {
+    /// With the default cache lifetimes and timeout.
+    pub fn new(client: kube::Client) -> Self {
+        Self::with_limits(client, DEFAULT_TTL, DEFAULT_FAILURE_TTL, DEFAULT_TIMEOUT)
+    }
+
+    pub fn with_limits(
+        client: kube::Client,
+        ttl: Duration,
+        failure_ttl: Duration,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            client,
+            ok: moka::future::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(ttl)
+                .build(),
+            failed: moka::future::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(failure_ttl)
+                .build(),
+            timeout,
+        }
+    }
+
+    /// Load the pod's pull secrets (`spec.imagePullSecrets[].name`) from `namespace`. Empty and
+    /// repeated names are ignored. Never fails: unusable secrets are in the result's failures.
+    pub async fn load(&self, namespace: &str, names: &[String]) -> PodPullSecrets {
+        let mut unique: Vec<&str> = Vec::with_capacity(names.len());
+        for name in names {
+            if !name.is_empty() && !unique.contains(&name.as_str()) {
+                unique.push(name);
+            }
+        }
+        let loads = unique.iter().map(|name| self.get(namespace, name));
+        let results = futures::future::join_all(loads).await;
+        let mut pod = PodPullSecrets::default();
+        for (name, result) in unique.into_iter().zip(results) {
+            match result {
+                Ok(config) => pod
+                    .secrets
+                    .push((format!("pull-secret:{namespace}/{name}"), config)),
+                Err(reason) => {
+                    tracing::warn!(
+                        namespace,
+                        secret = name,
+                        reason = reason.as_str(),
+                        "image pull secret unusable, trying the next credential source"
+                    );
+                    pod.failures.push(PullSecretFailure {
+                        namespace: namespace.to_owned(),
+                        name: name.to_owned(),
+                        reason,
+                    });
+                }
+            }
+        }
+        pod
+    }
+
+    async fn get(&self, namespace: &str, name: &str) -> Result<Arc<DockerConfig>, FailureReason> {
+        let key = (namespace.to_owned(), name.to_owned());
+        if let Some(reason) = self.failed.get(&key).await {
+            return Err(reason);
+        }
+        let fetched = self
+            .ok
+            .try_get_with(key.clone(), self.fetch(namespace, name))
+            .await;
+        match fetched {
+            Ok(config) => Ok(config),
+            Err(reason) => {
+                self.failed.insert(key, *reason).await;
+                Err(*reason)
+            }
+        }
+    }
+
+    async fn fetch(&self, namespace: &str, name: &str) -> Result<Arc<DockerConfig>, FailureReason> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret = match tokio::time::timeout(self.timeout, api.get(name)).await {
+            Err(_) => return Err(FailureReason::Unavailable),
+            Ok(Err(kube::Error::Api(status))) => {
+                return Err(match status.code {
+                    404 => FailureReason::NotFound,
+                    401 | 403 => FailureReason::Forbidden,
+                    _ => FailureReason::Unavailable,
+                })
+            }
+            Ok(Err(_)) => return Err(FailureReason::Unavailable),
+            Ok(Ok(secret)) => secret,
+        };
+        parse_secret(&secret).map(Arc::new)
+    }
+}
+
+/// The docker config of a pull secret (`kubernetes.io/dockerconfigjson` or legacy
+/// `kubernetes.io/dockercfg`).
+pub fn parse_secret(secret: &Secret) -> Result<DockerConfig, FailureReason> {
+    let key = match secret.type_.as_deref() {
+        Some(DOCKER_CONFIG_JSON_TYPE) => DOCKER_CONFIG_JSON_KEY,
+        Some(DOCKERCFG_TYPE) => DOCKERCFG_KEY,
+        _ => return Err(FailureReason::WrongType),
+    };
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(key))
+        .map(|b| b.0.as_slice())
+        .ok_or(FailureReason::Malformed)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(FailureReason::Malformed);
+    }
+    parse_docker_config(bytes).map_err(|_| FailureReason::Malformed)
+}

@@ -1,0 +1,148 @@
+//! Helpers shared by the decision tests: building lookups, applying patches, checking them.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use k8s_openapi::api::core::v1::Pod;
+use noe_registry::Platform;
+use noe_webhook::decide::{Lookups, Verdict, ARCH_LABEL, PLATFORMS_ANNOTATION};
+use serde_json::Value;
+
+/// `"linux/arm/v7"` → a platform; `"/amd64"` has an empty OS.
+pub fn platform(spec: &str) -> Platform {
+    let mut parts = spec.split('/');
+    let os = parts.next().unwrap_or_default();
+    let arch = parts.next().unwrap_or_default();
+    Platform::new(os, arch, parts.next())
+}
+
+/// Lookups from `(image, Ok(platforms) | Err(error))`.
+pub fn lookups(entries: &[(&str, Result<&[&str], &str>)]) -> Lookups {
+    entries
+        .iter()
+        .map(|(image, result)| {
+            let result = match result {
+                Ok(platforms) => Ok(platforms.iter().map(|p| platform(p)).collect()),
+                Err(error) => Err((*error).to_owned()),
+            };
+            ((*image).to_owned(), result)
+        })
+        .collect()
+}
+
+/// Unescapes a JSON Pointer into tokens.
+pub fn tokens(pointer: &str) -> Vec<String> {
+    assert!(
+        pointer.starts_with('/'),
+        "pointer {pointer:?} must start with /"
+    );
+    pointer[1..]
+        .split('/')
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
+fn lookup<'v>(doc: &'v Value, tokens: &[String]) -> Option<&'v Value> {
+    let mut current = doc;
+    for token in tokens {
+        current = match current {
+            Value::Object(map) => map.get(token)?,
+            Value::Array(items) => items.get(token.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(current)
+}
+
+/// Every operation addresses the *original* document: an `add` writes into a parent that exists
+/// and is not null there, `replace`/`remove` target an existing value. So no operation writes
+/// into a parent created by another, and each absent parent is created by exactly one `add`.
+pub fn assert_minimal(doc: &Value, ops: &[Value]) {
+    for op in ops {
+        let kind = op["op"].as_str().unwrap();
+        let path = tokens(op["path"].as_str().unwrap());
+        let (last, parent) = path.split_last().unwrap();
+        let parent_value = lookup(doc, parent);
+        match kind {
+            "add" => {
+                let parent_value =
+                    parent_value.unwrap_or_else(|| panic!("add {op} into an absent parent"));
+                assert!(!parent_value.is_null(), "add {op} into a null parent");
+                if parent_value.is_array() {
+                    assert_eq!(last, "-", "adds to arrays append: {op}");
+                } else {
+                    assert!(parent_value.is_object(), "add {op} into a scalar");
+                }
+            }
+            "replace" | "remove" => {
+                assert!(
+                    lookup(doc, &path).is_some(),
+                    "{kind} of an absent value: {op}"
+                );
+            }
+            other => panic!("unexpected op {other}"),
+        }
+    }
+}
+
+/// Applies `ops` to `doc` with the json-patch crate.
+pub fn apply(doc: &Value, ops: &[Value]) -> Value {
+    let patch: json_patch::Patch =
+        serde_json::from_value(Value::Array(ops.to_vec())).expect("a valid RFC 6902 patch");
+    let mut out = doc.clone();
+    json_patch::patch(&mut out, &patch).unwrap_or_else(|e| panic!("patch {ops:?} fails: {e}"));
+    out
+}
+
+/// Applies a verdict's patch (if any) and parses the result as a typed Pod.
+pub fn patched_pod(doc: &Value, verdict: &Verdict) -> (Value, Pod) {
+    let out = match verdict {
+        Verdict::Patch { ops, .. } => {
+            assert_minimal(doc, ops);
+            apply(doc, ops)
+        }
+        _ => doc.clone(),
+    };
+    let pod: Pod = serde_json::from_value(out.clone()).expect("the patched pod is a valid Pod");
+    (out, pod)
+}
+
+/// The pod carries the constraints of a decision on `common`: the annotation, and either a
+/// nodeSelector on one of them or `kubernetes.io/arch In [common]` in every non-empty required
+/// term (when the pod has any required term).
+pub fn assert_constrained(pod: &Pod, common: &[String]) {
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get(PLATFORMS_ANNOTATION),
+        Some(&common.join(",")),
+        "platforms annotation"
+    );
+    let spec = pod.spec.as_ref().expect("spec");
+    if let Some(arch) = spec.node_selector.as_ref().and_then(|n| n.get(ARCH_LABEL)) {
+        assert!(
+            common.contains(arch),
+            "nodeSelector {arch} outside {common:?}"
+        );
+        return;
+    }
+    let terms = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.clone())
+        .unwrap_or_default();
+    for term in terms {
+        let expressions = term.match_expressions.clone().unwrap_or_default();
+        if expressions.is_empty() && term.match_fields.clone().unwrap_or_default().is_empty() {
+            continue;
+        }
+        assert!(
+            expressions.iter().any(|e| e.key == ARCH_LABEL
+                && e.operator == "In"
+                && e.values.as_deref() == Some(common)),
+            "term {term:?} lacks {ARCH_LABEL} In {common:?}"
+        );
+    }
+}

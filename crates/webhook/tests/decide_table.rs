@@ -1,0 +1,766 @@
+//! The decision table of DESIGN.md §2: input pod, image platforms, policy → verdict, patch,
+//! warnings and signals. Each produced patch is checked to address only the original object
+//! (minimal, no op writing into a parent another op creates), applied with the `json-patch` crate,
+//! and the result parsed as a `k8s_openapi` Pod that carries the expected constraints.
+//!
+//! `noe:` lines compare with adevinta/noe (pkg/arch/hook.go); they feed docs/compatibility.md.
+//! In short, noe-rs differs from noe in that it:
+//! - ANDs `kubernetes.io/arch In [...]` into every required term (noe appends an ORed term, which
+//!   widens the user's constraints), leaves `{}` terms and an explicit `nodeSelectorTerms: []` alone;
+//! - copies matchNodeLabels into `nodeSelector` only, never over a key the pod sets (noe overwrites
+//!   it, and with no nodeSelector adds an ORed required term that can un-pin DaemonSet pods);
+//! - filters platforms by the pod's OS (`spec.os.name`, os selector) instead of `--system-os` only,
+//!   so Windows pods work;
+//! - recomputes its own constraint on reinvocation (annotation `arch.noe.adevinta.com/platforms`);
+//!   noe skips its own nodeSelector and ignores sidecars injected after it;
+//! - names each image and its platforms in the denial; warns when every lookup failed;
+//!   `--on-lookup-error` and `--preference-mode` are new; an empty preference label is unset;
+//!   a non-schedulable preference label warns (noe is silent); the preferred-arch-not-available
+//!   metric is counted (noe never increments it); tolerations, skip label and annotation are new;
+//! - leaves a pod whose lookups all failed untouched (noe still applied matchNodeLabels);
+//! - looks each image up once, and patches only what it changes (noe diffs a re-encoded Pod).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "decide_support/helpers.rs"]
+mod helpers;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use helpers::{assert_constrained, lookups, patched_pod};
+use noe_webhook::decide::{
+    decide, selector, Lookups, OnLookupError, Policy, PreferenceMode, Signal, SkipReason, Verdict,
+};
+use serde_json::{json, Value};
+
+const MULTI: &[&str] = &["linux/amd64", "linux/arm64"];
+const AMD: &[&str] = &["linux/amd64"];
+const ARM: &[&str] = &["linux/arm64"];
+const REQ: &str =
+    "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms";
+const PREF: &str = "/spec/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution";
+const ANN: &str = "/metadata/annotations/arch.noe.adevinta.com~1platforms";
+
+/// Deep-merges `patch` into `base` (objects merge, anything else replaces).
+fn merge(base: &mut Value, patch: Value) {
+    match (base, patch) {
+        (Value::Object(base), Value::Object(patch)) => {
+            for (key, value) in patch {
+                merge(base.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (slot, value) => *slot = value,
+    }
+}
+
+/// A pod with one container `app:1` and a field unknown to k8s-openapi, plus `overrides`.
+fn pod(overrides: Value) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "containers": [{"name": "app", "image": "app:1"}],
+            "futureField": {"kept": true}
+        }
+    });
+    merge(&mut pod, overrides);
+    pod
+}
+
+fn arch_in(archs: &[&str]) -> Value {
+    json!({"key": "kubernetes.io/arch", "operator": "In", "values": archs})
+}
+
+fn affinity(archs: &[&str]) -> Value {
+    json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [arch_in(archs)]}]}}})
+}
+
+fn pref_term(arch: &str, weight: i32) -> Value {
+    json!({"weight": weight, "preference": {"matchExpressions": [arch_in(&[arch])]}})
+}
+
+fn add(path: &str, value: Value) -> Value {
+    json!({"op": "add", "path": path, "value": value})
+}
+
+fn replace(path: &str, value: Value) -> Value {
+    json!({"op": "replace", "path": path, "value": value})
+}
+
+fn remove(path: &str) -> Value {
+    json!({"op": "remove", "path": path})
+}
+
+fn annotations(common: &str) -> Value {
+    add(
+        "/metadata/annotations",
+        json!({"arch.noe.adevinta.com/platforms": common}),
+    )
+}
+
+fn no_pref() -> Policy {
+    Policy {
+        preferred_arch: None,
+        ..Policy::default()
+    }
+}
+
+fn tolerations_policy(preferred: Option<&str>) -> Policy {
+    Policy {
+        preferred_arch: preferred.map(str::to_owned),
+        arch_tolerations: BTreeMap::from([
+            (
+                "amd64".to_owned(),
+                vec![json!({"key": "arch", "value": "amd64", "effect": "NoSchedule"})],
+            ),
+            (
+                "arm64".to_owned(),
+                vec![
+                    json!({"key": "arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}),
+                ],
+            ),
+        ]),
+        ..Policy::default()
+    }
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn injected(selector: &'static str) -> Signal {
+    Signal::ArchSelectorInjected { selector }
+}
+
+fn skipped(reason: SkipReason) -> Signal {
+    Signal::Skipped { reason }
+}
+
+fn not_available(arch: &str) -> Signal {
+    Signal::PreferredArchNotAvailable {
+        arch: arch.to_owned(),
+    }
+}
+
+fn failed(image: &str, error: &str) -> Signal {
+    Signal::LookupFailed {
+        image: image.to_owned(),
+        error: error.to_owned(),
+    }
+}
+
+fn node_match(label: &str) -> Signal {
+    Signal::NodeMatchInjection {
+        label: label.to_owned(),
+    }
+}
+
+fn recomputed(previous: &[&str]) -> Signal {
+    Signal::Recomputed {
+        previous: previous.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+enum Expect {
+    Unchanged(SkipReason),
+    /// Common archs and the exact operations.
+    Patch(&'static [&'static str], Vec<Value>),
+    Deny(&'static str),
+}
+
+struct Case {
+    name: &'static str,
+    pod: Value,
+    lookups: Lookups,
+    policy: Policy,
+    expect: Expect,
+    warnings: &'static [&'static str],
+    signals: Vec<Signal>,
+}
+
+fn case(name: &'static str, pod: Value, lookups: Lookups, policy: Policy, expect: Expect) -> Case {
+    Case {
+        name,
+        pod,
+        lookups,
+        policy,
+        expect,
+        warnings: &[],
+        signals: Vec::new(),
+    }
+}
+
+impl Case {
+    fn warn(mut self, warnings: &'static [&'static str]) -> Self {
+        self.warnings = warnings;
+        self
+    }
+    fn signals(mut self, signals: Vec<Signal>) -> Self {
+        self.signals = signals;
+        self
+    }
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        // ---- Step 7: preferred arch, required mode (noe's behaviour) ----
+        // noe: same nodeSelector; noe writes no platforms annotation.
+        case("flag preference supported: nodeSelector, parents created whole",
+            pod(json!({})), lookups(&[("app:1", Ok(MULTI))]), Policy::default(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+        // noe: same affinity (as a new ORed term, see the AND case).
+        case("no preference: required affinity created whole",
+            pod(json!({})), lookups(&[("app:1", Ok(MULTI))]), no_pref(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/affinity", affinity(&["amd64", "arm64"])),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::AFFINITY)]),
+        // noe: same patch, but preferred_architecture_not_available_total is never incremented.
+        case("flag preference unsupported: affinity, metric, no warning",
+            pod(json!({})), lookups(&[("app:1", Ok(ARM))]), Policy::default(),
+            Expect::Patch(&["arm64"], vec![
+                add("/spec/affinity", affinity(&["arm64"])),
+                annotations("arm64"),
+            ])).signals(vec![not_available("amd64"), injected(selector::AFFINITY)]),
+        // noe: same.
+        case("label preference supported wins over the flag",
+            pod(json!({"metadata": {"labels": {"arch.noe.adevinta.com/preferred": "arm64"}}})),
+            lookups(&[("app:1", Ok(MULTI))]), Policy::default(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "arm64"})),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+        // noe: same warning, no metric.
+        case("label preference unsupported by the images: affinity + warning",
+            pod(json!({"metadata": {"labels": {"arch.noe.adevinta.com/preferred": "arm64"}}})),
+            lookups(&[("app:1", Ok(AMD))]), Policy::default(),
+            Expect::Patch(&["amd64"], vec![
+                add("/spec/affinity", affinity(&["amd64"])),
+                annotations("amd64"),
+            ])).warn(&["could not select preferred arch: arm64"])
+            .signals(vec![not_available("arm64"), injected(selector::AFFINITY)]),
+        // noe: falls back to the flag silently (no warning).
+        case("label preference not schedulable: flag used, warning",
+            pod(json!({"metadata": {"labels": {"arch.noe.adevinta.com/preferred": "s390x"}}})),
+            lookups(&[("app:1", Ok(MULTI))]),
+            Policy { schedulable_archs: set(&["amd64", "arm64"]), ..Policy::default() },
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64,arm64"),
+            ])).warn(&["could not select preferred arch: s390x"])
+            .signals(vec![injected(selector::PREFERRED)]),
+        // noe: an empty label counts as set: without a flag preference it warns
+        // "could not select preferred arch: " (empty arch).
+        case("empty preference label is unset",
+            pod(json!({"metadata": {"labels": {"arch.noe.adevinta.com/preferred": ""}}})),
+            lookups(&[("app:1", Ok(MULTI))]), no_pref(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/affinity", affinity(&["amd64", "arm64"])),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::AFFINITY)]),
+
+        // ---- Step 7: preferred mode (new in noe-rs) ----
+        case("preferred mode: required In term + soft preference with the weight",
+            pod(json!({})), lookups(&[("app:1", Ok(MULTI))]),
+            Policy { preference_mode: PreferenceMode::Preferred, preference_weight: 30, ..Policy::default() },
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/affinity", json!({"nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [arch_in(&["amd64", "arm64"])]}]},
+                    "preferredDuringSchedulingIgnoredDuringExecution": [pref_term("amd64", 30)]}})),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED_AFFINITY)]),
+        case("preferred mode, preference unsupported: required term only",
+            pod(json!({})), lookups(&[("app:1", Ok(ARM))]),
+            Policy { preference_mode: PreferenceMode::Preferred, ..Policy::default() },
+            Expect::Patch(&["arm64"], vec![
+                add("/spec/affinity", affinity(&["arm64"])),
+                annotations("arm64"),
+            ])).signals(vec![not_available("amd64"), injected(selector::AFFINITY)]),
+        case("preferred mode with existing preferred terms: appended",
+            pod(json!({"spec": {"affinity": {"nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "preference": {
+                    "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}}})),
+            lookups(&[("app:1", Ok(MULTI))]),
+            Policy { preference_mode: PreferenceMode::Preferred, ..Policy::default() },
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+                    json!({"nodeSelectorTerms": [{"matchExpressions": [arch_in(&["amd64", "arm64"])]}]})),
+                add(&format!("{PREF}/-"), pref_term("amd64", 50)),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED_AFFINITY)]),
+
+        // ---- Step 7: AND into every existing required term ----
+        // noe: appends a new term `arch In [...]`; terms are ORed, so the pod may now run in any
+        // zone, and the user's terms stay without an arch constraint.
+        case("arch expression ANDed into every term; {} left alone; matchFields-only term too",
+            pod(json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}],
+                     "futureTermField": 1},
+                    {},
+                    {"matchExpressions": null,
+                     "matchFields": [{"key": "spec.futureField", "operator": "In", "values": ["x"]}]}
+                ]}}}}})),
+            lookups(&[("app:1", Ok(MULTI))]), no_pref(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add(&format!("{REQ}/0/matchExpressions/-"), arch_in(&["amd64", "arm64"])),
+                add(&format!("{REQ}/2/matchExpressions"), json!([arch_in(&["amd64", "arm64"])])),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::AFFINITY)]),
+        // noe: appends a term, turning the user's (invalid) empty list into a schedulable pod.
+        case("explicit nodeSelectorTerms [] left untouched",
+            pod(json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": []}}}}})),
+            lookups(&[("app:1", Ok(MULTI))]), no_pref(),
+            Expect::Patch(&["amd64", "arm64"], vec![annotations("amd64,arm64")])),
+        // noe: appends an ORed term, making a pod that matches no node schedulable.
+        case("only an empty {} term: left untouched",
+            pod(json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [], "matchFields": null}]}}}}})),
+            lookups(&[("app:1", Ok(MULTI))]), no_pref(),
+            Expect::Patch(&["amd64", "arm64"], vec![annotations("amd64,arm64")])),
+        case("required present with null term list: the list is added whole",
+            pod(json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": null}}}}})),
+            lookups(&[("app:1", Ok(MULTI))]), no_pref(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add(REQ, json!([{"matchExpressions": [arch_in(&["amd64", "arm64"])]}])),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::AFFINITY)]),
+        case("affinity with only podAntiAffinity: nodeAffinity added whole",
+            pod(json!({"spec": {"affinity": {"podAntiAffinity": {"futureField": 1}}}})),
+            lookups(&[("app:1", Ok(MULTI))]), no_pref(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/affinity/nodeAffinity", affinity(&["amd64", "arm64"])["nodeAffinity"].clone()),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::AFFINITY)]),
+        case("nodeAffinity with only a user preferred term: required added whole",
+            pod(json!({"spec": {"affinity": {"nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [pref_term("arm64", 5)]}}}})),
+            lookups(&[("app:1", Ok(MULTI))]), no_pref(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+                    json!({"nodeSelectorTerms": [{"matchExpressions": [arch_in(&["amd64", "arm64"])]}]})),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::AFFINITY)]),
+
+        // ---- Step 10: null / absent / present parents ----
+        // noe: diffs a re-encoded typed Pod, which also removes fields newer than its client-go.
+        case("null nodeSelector, affinity, annotations, tolerations: each added whole once",
+            pod(json!({"metadata": {"annotations": null, "labels": {"team": "a"}},
+                       "spec": {"nodeSelector": null, "affinity": null, "tolerations": null}})),
+            lookups(&[("app:1", Ok(MULTI))]),
+            Policy { match_node_labels: vec!["team".to_owned()], ..tolerations_policy(None) },
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/affinity", affinity(&["amd64", "arm64"])),
+                add("/spec/nodeSelector", json!({"team": "a"})),
+                add("/spec/tolerations", json!([
+                    {"key": "arch", "value": "amd64", "effect": "NoSchedule"},
+                    {"key": "arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}])),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::AFFINITY), node_match("team")]),
+        case("present nodeSelector and annotations: single escaped keys added",
+            pod(json!({"metadata": {"annotations": {"a/b": "c"}},
+                       "spec": {"nodeSelector": {"disktype": "ssd"}}})),
+            lookups(&[("app:1", Ok(MULTI))]), Policy::default(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector/kubernetes.io~1arch", json!("amd64")),
+                add(ANN, json!("amd64,arm64")),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+        case("metadata without annotations, nodeSelector empty object",
+            pod(json!({"spec": {"nodeSelector": {}}})),
+            lookups(&[("app:1", Ok(MULTI))]), Policy::default(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector/kubernetes.io~1arch", json!("amd64")),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+
+        // ---- Step 2: the pod constrains its arch itself ----
+        // noe: same skip and reason label.
+        case("nodeSelector kubernetes.io/arch: skipped",
+            pod(json!({"spec": {"nodeSelector": {"kubernetes.io/arch": "arm64"}}})),
+            lookups(&[]), Policy::default(),
+            Expect::Unchanged(SkipReason::NodeSelector)).signals(vec![skipped(SkipReason::NodeSelector)]),
+        case("nodeSelector beta.kubernetes.io/arch: skipped",
+            pod(json!({"spec": {"nodeSelector": {"beta.kubernetes.io/arch": "arm64"}}})),
+            lookups(&[]), Policy::default(),
+            Expect::Unchanged(SkipReason::NodeSelector)).signals(vec![skipped(SkipReason::NodeSelector)]),
+        case("required expression on the beta arch label: skipped",
+            pod(json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "beta.kubernetes.io/arch", "operator": "NotIn", "values": ["arm"]}]}]}}}}})),
+            lookups(&[]), Policy::default(),
+            Expect::Unchanged(SkipReason::AffinityLabelSelector))
+            .signals(vec![skipped(SkipReason::AffinityLabelSelector)]),
+        case("a preferred (soft) arch term does not count as a constraint",
+            pod(json!({"spec": {"affinity": {"nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [pref_term("arm64", 1)]}}}})),
+            lookups(&[("app:1", Ok(MULTI))]), Policy::default(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+        // noe: same skip, but with nodeSelector nil it copies the label as a new ORed required
+        // term `team In [a]`, which un-pins the DaemonSet pod from its node.
+        case("DaemonSet matchFields metadata.name pinning: skipped, matchNodeLabels into nodeSelector",
+            pod(json!({"metadata": {"labels": {"team": "a"}},
+                       "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}}}}})),
+            lookups(&[]), Policy { match_node_labels: vec!["team".to_owned()], ..Policy::default() },
+            Expect::Patch(&[], vec![add("/spec/nodeSelector", json!({"team": "a"}))]))
+            .signals(vec![skipped(SkipReason::AffinityFieldSelector), node_match("team")]),
+
+        // ---- Step 1 ----
+        // noe: same (no metric).
+        case("nodeName set: unchanged, matchNodeLabels not applied",
+            pod(json!({"metadata": {"labels": {"team": "a"}}, "spec": {"nodeName": "node-1"}})),
+            lookups(&[]), Policy { match_node_labels: vec!["team".to_owned()], ..Policy::default() },
+            Expect::Unchanged(SkipReason::NodeName)).signals(vec![skipped(SkipReason::NodeName)]),
+        // noe: has no skip label (only the chart's objectSelector).
+        case("skip label true: unchanged",
+            pod(json!({"metadata": {"labels": {"arch.noe.adevinta.com/skip": "true"}}})),
+            lookups(&[]), Policy::default(),
+            Expect::Unchanged(SkipReason::SkipLabel)).signals(vec![skipped(SkipReason::SkipLabel)]),
+        case("skip label other than true: processed",
+            pod(json!({"metadata": {"labels": {"arch.noe.adevinta.com/skip": "false"}}})),
+            lookups(&[("app:1", Ok(AMD))]), Policy::default(),
+            Expect::Patch(&["amd64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+
+        // ---- Step 3: images ----
+        // noe: same (containers + initContainers).
+        case("init container narrows the set",
+            pod(json!({"spec": {"initContainers": [{"name": "init", "image": "init:1"}]}})),
+            lookups(&[("app:1", Ok(MULTI)), ("init:1", Ok(ARM))]), Policy::default(),
+            Expect::Patch(&["arm64"], vec![
+                add("/spec/affinity", affinity(&["arm64"])),
+                annotations("arm64"),
+            ])).signals(vec![not_available("amd64"), injected(selector::AFFINITY)]),
+        // noe: looks every container up, duplicates included.
+        case("ephemeral containers ignored, duplicates and empty images dropped",
+            pod(json!({"spec": {
+                "containers": [{"name": "a", "image": "app:1"}, {"name": "b", "image": "app:1"},
+                               {"name": "c", "image": ""}],
+                "ephemeralContainers": [{"name": "debug", "image": "debug:1"}]}})),
+            lookups(&[("app:1", Ok(AMD))]), Policy::default(),
+            Expect::Patch(&["amd64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+        // noe: same (no metric, matchNodeLabels applied).
+        case("no image: matchNodeLabels only",
+            pod(json!({"metadata": {"labels": {"team": "a"}},
+                       "spec": {"containers": [{"name": "c", "image": ""}]}})),
+            lookups(&[]), Policy { match_node_labels: vec!["team".to_owned()], ..Policy::default() },
+            Expect::Patch(&[], vec![add("/spec/nodeSelector", json!({"team": "a"}))]))
+            .signals(vec![skipped(SkipReason::NoImages), node_match("team")]),
+
+        // ---- Step 4: OS and platform filtering ----
+        // noe: filters by --system-os only, so a Windows pod's Windows image has no usable
+        // platform and the pod is denied.
+        case("Windows pod (spec.os.name) with a Windows image",
+            pod(json!({"spec": {"os": {"name": "windows"}, "containers": [{"name": "w", "image": "win:1"}]}})),
+            lookups(&[("win:1", Ok(&["windows/amd64", "linux/arm64"]))]), Policy::default(),
+            Expect::Patch(&["amd64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+        case("pod OS from a kubernetes.io/os nodeSelector",
+            pod(json!({"spec": {"nodeSelector": {"kubernetes.io/os": "windows"},
+                                "containers": [{"name": "w", "image": "win:1"}]}})),
+            lookups(&[("win:1", Ok(&["windows/amd64", "linux/arm64"]))]), no_pref(),
+            Expect::Patch(&["amd64"], vec![
+                add("/spec/affinity", affinity(&["amd64"])),
+                annotations("amd64"),
+            ])).signals(vec![injected(selector::AFFINITY)]),
+        case("pod OS from a required kubernetes.io/os expression; arch ANDed into that term",
+            pod(json!({"spec": {"containers": [{"name": "w", "image": "win:1"}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]}]}]}}}}})),
+            lookups(&[("win:1", Ok(&["windows/arm64", "linux/amd64"]))]), Policy::default(),
+            Expect::Patch(&["arm64"], vec![
+                add(&format!("{REQ}/0/matchExpressions/-"), arch_in(&["arm64"])),
+                annotations("arm64"),
+            ])).signals(vec![not_available("amd64"), injected(selector::AFFINITY)]),
+        // noe: same.
+        case("empty OS counts as a match; other OS ignored",
+            pod(json!({})), lookups(&[("app:1", Ok(&["/arm64", "windows/amd64"]))]), Policy::default(),
+            Expect::Patch(&["arm64"], vec![
+                add("/spec/affinity", affinity(&["arm64"])),
+                annotations("arm64"),
+            ])).signals(vec![not_available("amd64"), injected(selector::AFFINITY)]),
+        // noe: same.
+        case("variants ignored",
+            pod(json!({"spec": {"containers": [{"name": "a", "image": "app:1"}, {"name": "b", "image": "b:1"}]}})),
+            lookups(&[("app:1", Ok(&["linux/arm/v7", "linux/arm/v6", "linux/arm64/v8"])), ("b:1", Ok(&["linux/arm"]))]),
+            Policy::default(),
+            Expect::Patch(&["arm"], vec![
+                add("/spec/affinity", affinity(&["arm"])),
+                annotations("arm"),
+            ])).signals(vec![not_available("amd64"), injected(selector::AFFINITY)]),
+        // noe: same.
+        case("unschedulable archs ignored",
+            pod(json!({})), lookups(&[("app:1", Ok(&["linux/s390x", "linux/arm64", "linux/amd64", "linux/ppc64le"]))]),
+            Policy { preferred_arch: None, schedulable_archs: set(&["amd64", "arm64"]), ..Policy::default() },
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/affinity", affinity(&["amd64", "arm64"])),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::AFFINITY)]),
+
+        // ---- Step 6: no common arch ----
+        // noe: denied with "could not find a common image architecture across all containers".
+        case("no common arch: denied naming each image and its platforms",
+            pod(json!({"spec": {"containers": [{"name": "app", "image": "app:1"}, {"name": "s", "image": "sidecar:2"}]}})),
+            lookups(&[("app:1", Ok(AMD)), ("sidecar:2", Ok(ARM))]), Policy::default(),
+            Expect::Deny("no architecture is supported by every container: app:1 [amd64], sidecar:2 [arm64]")),
+        case("image of another OS only: denied",
+            pod(json!({})), lookups(&[("app:1", Ok(&["windows/amd64"]))]), Policy::default(),
+            Expect::Deny("no architecture is supported by every container: app:1 []")),
+
+        // ---- Step 5: failed lookups ----
+        // noe: same decision over the other images, no warning; its registry_errors_total is
+        // labelled per image (unbounded).
+        case("ignore-image: one failure ignored, warning",
+            pod(json!({"spec": {"containers": [{"name": "app", "image": "app:1"}, {"name": "s", "image": "sidecar:2"}]}})),
+            lookups(&[("app:1", Ok(MULTI)), ("sidecar:2", Err("registry unavailable"))]), Policy::default(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64,arm64"),
+            ])).warn(&["image sidecar:2 ignored for architecture selection: could not find its platforms (registry unavailable)"])
+            .signals(vec![failed("sidecar:2", "registry unavailable"), injected(selector::PREFERRED)]),
+        // noe: unchanged too, but it still applies matchNodeLabels and gives no warning.
+        case("ignore-image: every lookup failed, fail open with a warning",
+            pod(json!({"metadata": {"labels": {"team": "a"}}})),
+            lookups(&[("app:1", Err("timeout"))]),
+            Policy { match_node_labels: vec!["team".to_owned()], ..Policy::default() },
+            Expect::Unchanged(SkipReason::LookupFailed))
+            .warn(&["pod not constrained to an architecture: could not find the platforms of app:1 (timeout)"])
+            .signals(vec![failed("app:1", "timeout"), Signal::FailedOpen, skipped(SkipReason::LookupFailed)]),
+        case("an image missing from the lookups counts as failed",
+            pod(json!({})), lookups(&[]), Policy::default(),
+            Expect::Unchanged(SkipReason::LookupFailed))
+            .warn(&["pod not constrained to an architecture: could not find the platforms of app:1 (no lookup result)"])
+            .signals(vec![failed("app:1", "no lookup result"), Signal::FailedOpen, skipped(SkipReason::LookupFailed)]),
+        // noe: has no --on-lookup-error.
+        case("allow-pod: one failure leaves the pod untouched",
+            pod(json!({"spec": {"containers": [{"name": "app", "image": "app:1"}, {"name": "s", "image": "sidecar:2"}]}})),
+            lookups(&[("app:1", Ok(MULTI)), ("sidecar:2", Err("unauthorized"))]),
+            Policy { on_lookup_error: OnLookupError::AllowPod, ..Policy::default() },
+            Expect::Unchanged(SkipReason::LookupFailed))
+            .warn(&["pod not constrained to an architecture: could not find the platforms of sidecar:2 (unauthorized)"])
+            .signals(vec![failed("sidecar:2", "unauthorized"), Signal::FailedOpen, skipped(SkipReason::LookupFailed)]),
+        case("deny: one failure denies, naming the image and why",
+            pod(json!({"spec": {"containers": [{"name": "app", "image": "app:1"}, {"name": "s", "image": "sidecar:2"}]}})),
+            lookups(&[("app:1", Ok(MULTI)), ("sidecar:2", Err("unauthorized"))]),
+            Policy { on_lookup_error: OnLookupError::Deny, ..Policy::default() },
+            Expect::Deny("could not find the platforms of sidecar:2 (unauthorized)"))
+            .signals(vec![failed("sidecar:2", "unauthorized")]),
+
+        case("deny mode with every lookup resolved: decided as usual",
+            pod(json!({})), lookups(&[("app:1", Ok(MULTI))]),
+            Policy { on_lookup_error: OnLookupError::Deny, ..Policy::default() },
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+        case("deny mode: an image of another OS only is a denial, not a lookup failure",
+            pod(json!({})), lookups(&[("app:1", Ok(&["windows/amd64"]))]),
+            Policy { on_lookup_error: OnLookupError::Deny, ..Policy::default() },
+            Expect::Deny("no architecture is supported by every container: app:1 []")),
+
+        // ---- Step 8: matchNodeLabels ----
+        // noe: overwrites a nodeSelector key the pod set (zone), and counts it; with nodeSelector
+        // nil it adds an ORed required term per label instead.
+        case("matchNodeLabels: escaped keys, existing key kept, missing label ignored",
+            pod(json!({"metadata": {"labels": {"team": "a", "example.com/pool~x": "gpu", "zone": "z"}},
+                       "spec": {"nodeSelector": {"zone": "user"}}})),
+            lookups(&[("app:1", Ok(MULTI))]),
+            Policy { match_node_labels: vec!["team".into(), "example.com/pool~x".into(), "missing".into(), "zone".into()],
+                     ..Policy::default() },
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector/kubernetes.io~1arch", json!("amd64")),
+                add("/spec/nodeSelector/team", json!("a")),
+                add("/spec/nodeSelector/example.com~1pool~0x", json!("gpu")),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED), node_match("team"), node_match("example.com/pool~x")]),
+        case("skipped arch, matchNodeLabels key already set: unchanged",
+            pod(json!({"metadata": {"labels": {"team": "a"}},
+                       "spec": {"nodeSelector": {"kubernetes.io/arch": "arm64", "team": "b"}}})),
+            lookups(&[]), Policy { match_node_labels: vec!["team".to_owned()], ..Policy::default() },
+            Expect::Unchanged(SkipReason::NodeSelector)).signals(vec![skipped(SkipReason::NodeSelector)]),
+
+        // ---- Step 9: tolerations (new in noe-rs) ----
+        case("tolerations of every possible arch, present ones skipped, appended",
+            pod(json!({"spec": {"tolerations": [{"key": "arch", "value": "arm64", "effect": "NoSchedule"}]}})),
+            lookups(&[("app:1", Ok(MULTI))]), tolerations_policy(None),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/affinity", affinity(&["amd64", "arm64"])),
+                add("/spec/tolerations/-", json!({"key": "arch", "value": "amd64", "effect": "NoSchedule"})),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::AFFINITY)]),
+        case("tolerations with a nodeSelector: only the selected arch's",
+            pod(json!({})), lookups(&[("app:1", Ok(MULTI))]), tolerations_policy(Some("arm64")),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "arm64"})),
+                add("/spec/tolerations", json!([{"key": "arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}])),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+
+        // ---- Step 2 exception: reinvocation (our annotation present) ----
+        // noe: on reinvocation its own nodeSelector makes it skip ("node-selector found"), so a
+        // sidecar added later with a narrower image is ignored and the pod can land on a node
+        // where the sidecar cannot run.
+        case("reinvocation, sidecar narrower: our nodeSelector removed, affinity added",
+            pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "amd64,arm64"}},
+                       "spec": {"nodeSelector": {"kubernetes.io/arch": "amd64"},
+                                "containers": [{"name": "app", "image": "app:1"}, {"name": "mesh", "image": "sidecar:2"}]}})),
+            lookups(&[("app:1", Ok(MULTI)), ("sidecar:2", Ok(ARM))]), Policy::default(),
+            Expect::Patch(&["arm64"], vec![
+                remove("/spec/nodeSelector/kubernetes.io~1arch"),
+                add("/spec/affinity", affinity(&["arm64"])),
+                replace(ANN, json!("arm64")),
+            ])).signals(vec![not_available("amd64"), recomputed(&["amd64", "arm64"]), injected(selector::AFFINITY)]),
+        case("reinvocation, our expressions rewritten in place",
+            pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "amd64,arm64"}},
+                "spec": {"containers": [{"name": "app", "image": "app:1"}, {"name": "mesh", "image": "sidecar:2"}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}, arch_in(&["amd64", "arm64"])]},
+                            {"matchExpressions": [arch_in(&["amd64", "arm64"])]}]}}}}})),
+            lookups(&[("app:1", Ok(MULTI)), ("sidecar:2", Ok(AMD))]), no_pref(),
+            Expect::Patch(&["amd64"], vec![
+                replace(&format!("{REQ}/0/matchExpressions/1/values"), json!(["amd64"])),
+                replace(&format!("{REQ}/1/matchExpressions/0/values"), json!(["amd64"])),
+                replace(ANN, json!("amd64")),
+            ])).signals(vec![recomputed(&["amd64", "arm64"]), injected(selector::AFFINITY)]),
+        case("reinvocation in preferred mode: required rewritten, our soft term removed",
+            pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "amd64,arm64"}},
+                "spec": {"containers": [{"name": "app", "image": "app:1"}, {"name": "mesh", "image": "sidecar:2"}],
+                    "affinity": {"nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{"matchExpressions": [arch_in(&["amd64", "arm64"])]}]},
+                        "preferredDuringSchedulingIgnoredDuringExecution": [pref_term("arm64", 7), pref_term("amd64", 50)]}}}})),
+            lookups(&[("app:1", Ok(MULTI)), ("sidecar:2", Ok(ARM))]),
+            Policy { preference_mode: PreferenceMode::Preferred, ..Policy::default() },
+            // The user's own soft arm64 term (weight 7) is not ours: kept.
+            Expect::Patch(&["arm64"], vec![
+                replace(&format!("{REQ}/0/matchExpressions/0/values"), json!(["arm64"])),
+                remove(&format!("{PREF}/1")),
+                replace(ANN, json!("arm64")),
+            ])).signals(vec![not_available("amd64"), recomputed(&["amd64", "arm64"]), injected(selector::AFFINITY)]),
+        case("reinvocation with nothing new: unchanged",
+            pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "amd64,arm64"}},
+                       "spec": {"nodeSelector": {"kubernetes.io/arch": "amd64"}}})),
+            lookups(&[("app:1", Ok(MULTI))]), Policy::default(),
+            Expect::Unchanged(SkipReason::AlreadyUpToDate))
+            .signals(vec![recomputed(&["amd64", "arm64"]), skipped(SkipReason::AlreadyUpToDate)]),
+        case("reinvocation with nothing new, affinity form: unchanged, nothing counted",
+            pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "arm64"}},
+                "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [arch_in(&["arm64"])]}]}}}}})),
+            lookups(&[("app:1", Ok(ARM))]), Policy::default(),
+            Expect::Unchanged(SkipReason::AlreadyUpToDate))
+            .signals(vec![not_available("amd64"), recomputed(&["arm64"]), skipped(SkipReason::AlreadyUpToDate)]),
+        case("reinvocation, a new term added by another webhook gets our expression",
+            pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "amd64"}},
+                "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [arch_in(&["amd64"])]},
+                                          {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}}})),
+            lookups(&[("app:1", Ok(AMD))]), no_pref(),
+            Expect::Patch(&["amd64"], vec![
+                add(&format!("{REQ}/1/matchExpressions/-"), arch_in(&["amd64"])),
+            ])).signals(vec![recomputed(&["amd64"]), injected(selector::AFFINITY)]),
+        case("annotation present but the arch expression is not ours: user's, skipped",
+            pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "amd64,arm64"}},
+                "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [arch_in(&["arm64"])]}]}}}}})),
+            lookups(&[]), Policy::default(),
+            Expect::Unchanged(SkipReason::AffinityLabelSelector))
+            .signals(vec![skipped(SkipReason::AffinityLabelSelector)]),
+        case("annotation present but the nodeSelector arch is outside it: user's, skipped",
+            pod(json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "amd64"}},
+                       "spec": {"nodeSelector": {"kubernetes.io/arch": "arm64"}}})),
+            lookups(&[]), Policy::default(),
+            Expect::Unchanged(SkipReason::NodeSelector)).signals(vec![skipped(SkipReason::NodeSelector)]),
+    ]
+}
+
+#[test]
+fn decision_table() {
+    let mut failures = Vec::new();
+    for case in cases() {
+        let decision = decide(&case.pod, &case.lookups, &case.policy);
+        let name = case.name;
+        let result = std::panic::catch_unwind(|| {
+            match (&case.expect, &decision.verdict) {
+                (Expect::Unchanged(want), Verdict::Unchanged { reason }) => {
+                    assert_eq!(reason, want)
+                }
+                (Expect::Deny(want), Verdict::Deny { code, message }) => {
+                    assert_eq!(*code, 403);
+                    assert_eq!(message, want);
+                }
+                (Expect::Patch(common_want, ops_want), Verdict::Patch { common, ops }) => {
+                    assert_eq!(common, common_want, "common");
+                    assert_eq!(
+                        ops,
+                        ops_want,
+                        "ops:\n{}",
+                        serde_json::to_string_pretty(ops).unwrap()
+                    );
+                }
+                (_, got) => panic!("unexpected verdict {got:?}"),
+            }
+            assert_eq!(decision.warnings, case.warnings, "warnings");
+            let mut want_signals = case.signals.clone();
+            let mut got_signals = decision.signals.clone();
+            want_signals.sort_by_key(|s| format!("{s:?}"));
+            got_signals.sort_by_key(|s| format!("{s:?}"));
+            assert_eq!(got_signals, want_signals, "signals");
+            // The patch addresses the raw object, applies, and yields a valid Pod.
+            let (raw, typed) = patched_pod(&case.pod, &decision.verdict);
+            assert_eq!(
+                raw["spec"]["futureField"],
+                json!({"kept": true}),
+                "unknown field kept"
+            );
+            if let Verdict::Patch { common, .. } = &decision.verdict {
+                if !common.is_empty() {
+                    assert_constrained(&typed, common);
+                    // Reinvoked on its own result, the decision changes nothing more.
+                    let again = decide(&raw, &case.lookups, &case.policy);
+                    assert_eq!(
+                        again.verdict,
+                        Verdict::Unchanged {
+                            reason: SkipReason::AlreadyUpToDate
+                        },
+                        "second decision on the patched pod"
+                    );
+                }
+            }
+        });
+        if let Err(panic) = result {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            failures.push(format!("case {name:?}: {message}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failing cases:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
