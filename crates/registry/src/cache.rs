@@ -77,7 +77,15 @@ pub struct PlatformCache {
     ok: moka::future::Cache<Key, Entry>,
     interner: Interner,
     failures: moka::future::Cache<Key, Error>,
+    outcomes: Outcomes,
     metrics: Metrics,
+}
+
+/// `noe_registry_cache_responses_total{cache}` children, resolved once.
+struct Outcomes {
+    hit: prometheus::IntCounter,
+    miss: prometheus::IntCounter,
+    failure_hit: prometheus::IntCounter,
 }
 
 impl std::fmt::Debug for PlatformCache {
@@ -104,6 +112,11 @@ impl PlatformCache {
                 .time_to_live(FAILURE_TTL.min(config.cache_ttl.max(Duration::from_millis(1))))
                 .build(),
             interner: Interner::default(),
+            outcomes: Outcomes {
+                hit: metrics.cache_responses.with_label_values(&["hit"]),
+                miss: metrics.cache_responses.with_label_values(&["miss"]),
+                failure_hit: metrics.cache_responses.with_label_values(&["failure_hit"]),
+            },
             metrics,
         }
     }
@@ -121,8 +134,13 @@ impl PlatformCache {
         F: Future<Output = Result<Resolution, Error>>,
     {
         self.metrics.cache_requests.inc();
+        // Fast path: a hit touches one map and allocates only the returned resolution.
+        if let Some(entry) = self.ok.get(&key).await {
+            self.outcomes.hit.inc();
+            return Ok(Arc::new(entry.resolution(image, resolved)));
+        }
         if let Some(error) = self.failures.get(&key).await {
-            self.outcome("failure_hit");
+            self.outcomes.failure_hit.inc();
             return Err(error);
         }
         let mut loaded = false;
@@ -133,13 +151,16 @@ impl PlatformCache {
                 load.await.map(|resolution| self.interner.entry(resolution))
             })
             .await;
-        self.outcome(if loaded { "miss" } else { "hit" });
         if loaded {
+            self.outcomes.miss.inc();
             // moka counts lazily; settle so the gauge and `entries()` are exact after a load.
             self.ok.run_pending_tasks().await;
             self.metrics
                 .cache_entries
                 .set(i64::try_from(self.ok.entry_count()).unwrap_or(i64::MAX));
+        } else {
+            // Another caller's load, which this one waited for.
+            self.outcomes.hit.inc();
         }
         match result {
             Ok(entry) => Ok(Arc::new(entry.resolution(image, resolved))),
@@ -156,12 +177,5 @@ impl PlatformCache {
     /// Entries currently held (moka's estimate).
     pub fn entries(&self) -> u64 {
         self.ok.entry_count()
-    }
-
-    fn outcome(&self, outcome: &str) {
-        self.metrics
-            .cache_responses
-            .with_label_values(&[outcome])
-            .inc();
     }
 }
