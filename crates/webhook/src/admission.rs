@@ -183,7 +183,10 @@ impl Admission {
     async fn lookups(&self, pod: &Value, namespace: &str) -> Lookups {
         let deadline = tokio::time::Instant::now() + self.lookup_budget();
         let images = decide::pod_images(pod);
-        let secrets = pull_secret_names(pod);
+        let secrets = pod
+            .get("spec")
+            .map(crate::pull_secrets::image_pull_secret_names)
+            .unwrap_or_default();
         let credentials = tokio::time::timeout_at(
             deadline,
             self.credentials.for_pod(namespace, &secrets, &images),
@@ -264,22 +267,6 @@ impl Admission {
             }
         }
     }
-}
-
-/// `spec.imagePullSecrets[*].name`.
-pub fn pull_secret_names(pod: &Value) -> Vec<String> {
-    pod.get("spec")
-        .and_then(|s| s.get("imagePullSecrets"))
-        .and_then(Value::as_array)
-        .map(|secrets| {
-            secrets
-                .iter()
-                .filter_map(|s| s.get("name").and_then(Value::as_str))
-                .filter(|n| !n.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 impl crate::server::Handler for Admission {
