@@ -181,6 +181,10 @@ async fn default_policy_cases() {
         "noe_webhook_request_duration_seconds_count{outcome=\"denied\"}",
         "noe_webhook_request_duration_seconds_count{outcome=\"patched\"}",
         "noe_hook_update_skip_total{reason=\"skip-label\"}",
+        // the resolver's metrics are served on the same endpoint
+        "noe_registry_requests_total",
+        "noe_registry_cache_requests_total",
+        "noe_registry_request_duration_seconds_bucket",
     ] {
         assert!(metrics.contains(line), "{line} missing:\n{metrics}");
     }
