@@ -1,5 +1,30 @@
 //! Resolve which platforms a container image supports, straight from its registry, without pulling
 //! layers. This crate knows nothing of Kubernetes.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), noe_registry::Error> {
+//! let metrics = prometheus::Registry::new();
+//! let resolver = noe_registry::Resolver::new(noe_registry::Config::default(), &metrics)?;
+//! let resolution = resolver.resolve("nginx", &[]).await?;
+//! assert_eq!(resolution.image, "docker.io/library/nginx:latest");
+//! for platform in &resolution.platforms {
+//!     println!("{platform}"); // linux/amd64, linux/arm/v7, ...
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! One lookup, in order: [`mod@reference`] parses and normalizes the image; [`proxies`] rewrites the
+//! registry host; [`cache`] answers or coalesces concurrent misses into one load; the load tries
+//! each [`CredentialCandidate`] in order, then anonymous access (unless the image matches
+//! `private_registries`), moving on only on 401/403; [`walk`] GETs the manifest with the
+//! [`manifest::ACCEPT`] list and turns it into platforms (index entries as stated, platform-less
+//! entries and nested indexes fetched within bounds, a single manifest through its config blob);
+//! [`auth`] answers challenges ([`challenge`]) with tokens or Basic credentials; [`client`] does
+//! the HTTP with timeouts, the 4 MiB body cap, one retry on 429/5xx and hand-followed redirects
+//! that drop `Authorization` across hosts; [`ssrf`] refuses metadata and link-local addresses.
+//!
+//! Credentials are data: callers pick the candidates for the host actually contacted, which
+//! [`Resolver::target`] gives (after proxies), so a proxy never receives another host's secrets.
 
 pub mod auth;
 pub mod cache;

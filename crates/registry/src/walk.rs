@@ -2,8 +2,6 @@
 //! (depth-bounded) and platform-less image entries (a bounded number) are fetched; a single
 //! manifest's platform comes from its config blob. Everything fetched by digest is verified.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 use url::Url;
 
@@ -66,49 +64,75 @@ impl Fetcher<'_> {
         })
     }
 
-    /// All platforms reachable from `top`, unsorted.
+    /// All platforms reachable from `top`, unsorted. The children an index needs fetched are
+    /// fetched concurrently, one nesting level at a time.
     pub async fn platforms(&self, top: Parsed) -> Result<Vec<Platform>, Error> {
         let mut platforms = Vec::new();
-        let mut queue = VecDeque::from([(top, 0usize)]);
-        while let Some((parsed, depth)) = queue.pop_front() {
-            match parsed {
-                Parsed::Image(config) => platforms.push(self.config_platform(&config).await?),
-                Parsed::Index(entries) => {
-                    let mut unplatformed = 0;
-                    for entry in entries {
-                        if entry.is_attestation() {
-                            continue;
-                        }
-                        if let Some(platform) = entry.platform() {
-                            platforms.push(platform);
-                            continue;
-                        }
-                        let media_type = entry.media_type.as_deref().unwrap_or_default();
-                        if !manifest::is_index(media_type)
-                            && !manifest::is_image_manifest(media_type)
-                        {
-                            continue;
-                        }
-                        if depth + 1 > MAX_DEPTH {
-                            return Err(Error::TooDeep {
-                                reference: self.session.ctx.reference.clone(),
-                                registry: self.session.ctx.registry.clone(),
-                                limit: MAX_DEPTH,
-                            });
-                        }
-                        unplatformed += 1;
-                        if unplatformed > MAX_UNPLATFORMED {
-                            tracing::debug!(reference = %self.session.ctx.reference, "index entries without platform beyond the bound are ignored");
-                            continue;
-                        }
-                        let response = self.manifest(&entry.digest).await?;
-                        let (_, child) = self.parse(&response)?;
-                        queue.push_back((child, depth + 1));
+        let mut level = vec![top];
+        let mut depth = 0usize;
+        while !level.is_empty() {
+            let mut children = Vec::new();
+            let mut configs = Vec::new();
+            for parsed in level {
+                match parsed {
+                    Parsed::Image(config) => configs.push(config),
+                    Parsed::Index(entries) => {
+                        children.extend(self.select_children(entries, depth, &mut platforms)?);
                     }
                 }
             }
+            let found = futures::future::try_join_all(
+                configs.iter().map(|config| self.config_platform(config)),
+            )
+            .await?;
+            platforms.extend(found);
+            level = futures::future::try_join_all(children.iter().map(|digest| async move {
+                let response = self.manifest(digest).await?;
+                self.parse(&response).map(|(_, child)| child)
+            }))
+            .await?;
+            depth += 1;
         }
         Ok(platforms)
+    }
+
+    /// Takes the platforms an index states and returns the digests of the entries that must be
+    /// fetched (no platform), within the bounds.
+    fn select_children(
+        &self,
+        entries: Vec<Descriptor>,
+        depth: usize,
+        platforms: &mut Vec<Platform>,
+    ) -> Result<Vec<String>, Error> {
+        let mut children = Vec::new();
+        for entry in entries {
+            if entry.is_attestation() {
+                continue;
+            }
+            if let Some(platform) = entry.platform() {
+                platforms.push(platform);
+                continue;
+            }
+            let media_type = entry.media_type.as_deref().unwrap_or_default();
+            if !manifest::is_index(media_type) && !manifest::is_image_manifest(media_type) {
+                continue;
+            }
+            if depth + 1 > MAX_DEPTH {
+                return Err(Error::TooDeep {
+                    reference: self.session.ctx.reference.clone(),
+                    registry: self.session.ctx.registry.clone(),
+                    limit: MAX_DEPTH,
+                });
+            }
+            if children.len() == MAX_UNPLATFORMED {
+                tracing::debug!(reference = %self.session.ctx.reference, "index entries without platform beyond the bound are ignored");
+                continue;
+            }
+            crate::reference::validate_digest(&entry.digest)
+                .map_err(|reason| self.invalid("manifest", reason))?;
+            children.push(entry.digest);
+        }
+        Ok(children)
     }
 
     async fn config_platform(&self, config: &Descriptor) -> Result<Platform, Error> {

@@ -2,7 +2,7 @@
 //! order, fall-through on refusal, anonymous last, identity and registry tokens, token caching.
 
 use noe_registry::{Config, Credential, CredentialCandidate, Error};
-use noe_test_support::{push_standard_fixtures, Access, Registry, TokenServer};
+use noe_test_support::{push_standard_fixtures, Access, Registry, TokenFields, TokenServer};
 
 use super::support::{platforms, resolver, resolver_with, sorted};
 
@@ -289,4 +289,44 @@ async fn private_registries_are_never_tried_anonymously() {
         .unwrap_err();
     assert!(matches!(error, Error::NoCredentials { .. }), "{error:?}");
     assert_eq!(registry.request_count(), 0);
+}
+
+#[tokio::test]
+async fn tokens_in_either_field_and_expiry_honoured() {
+    for fields in [TokenFields::TokenOnly, TokenFields::AccessTokenOnly] {
+        let tokens = TokenServer::builder()
+            .user("alice", "s3cret")
+            .fields(fields)
+            .expires_in(1)
+            .start()
+            .await
+            .unwrap();
+        let registry = Registry::builder()
+            .token_auth(&tokens)
+            .start()
+            .await
+            .unwrap();
+        let fixtures = push_standard_fixtures(&registry).await.unwrap();
+        let resolver = token_resolver(&tokens, &registry);
+        let alice = [basic("alice", "alice", "s3cret")];
+        let fixture = &fixtures.docker_single;
+        tokens.reset_requests();
+        let resolution = resolver
+            .resolve(&fixture.reference(), &alice)
+            .await
+            .unwrap();
+        assert_eq!(
+            platforms(&resolution),
+            sorted(&fixture.platforms),
+            "{fields:?}"
+        );
+        assert_eq!(tokens.request_count(), 1, "{fields:?}");
+        // The token lived 1 s: after that, the same repository needs a new one.
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        resolver
+            .resolve(&fixture.digest_reference(), &alice)
+            .await
+            .unwrap();
+        assert_eq!(tokens.request_count(), 2, "{fields:?}");
+    }
 }

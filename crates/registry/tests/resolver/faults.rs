@@ -393,3 +393,20 @@ async fn a_token_realm_on_a_metadata_address_is_refused() {
         .unwrap_err();
     assert!(matches!(error, Error::Blocked { .. }), "{error:?}");
 }
+
+#[tokio::test]
+async fn a_redirect_to_a_metadata_address_is_refused() {
+    let fake = FakeRegistry::start().await.unwrap();
+    fake.route(
+        "/v2/app/manifests/1",
+        Behavior::status(307).with_header("location", "http://169.254.169.254/latest/meta-data"),
+    );
+    let resolver = fake_resolver(&fake, Duration::from_secs(2));
+    let started = Instant::now();
+    let error = resolver
+        .resolve(&format!("{}/app:1", fake.host()), &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Blocked { .. }), "{error:?}");
+    assert!(started.elapsed() < Duration::from_millis(500));
+}

@@ -167,3 +167,52 @@ async fn the_accept_list_has_the_four_types_and_never_schema1() {
     }
     assert!(!accept.contains("distribution.manifest.v1"), "{accept}");
 }
+
+#[tokio::test]
+async fn platformless_entries_are_resolved_up_to_a_bound() {
+    let fake = FakeRegistry::start().await.unwrap();
+    let mut entries = Vec::new();
+    for i in 0..10 {
+        let config =
+            serde_json::json!({"os": "linux", "architecture": format!("arch{i}")}).to_string();
+        let config_digest = sha256_digest(config.as_bytes());
+        fake.route(
+            &format!("/v2/many/blobs/{config_digest}"),
+            Behavior::body(200, "application/octet-stream", config),
+        );
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": 1, "digest": config_digest},
+            "layers": []
+        })
+        .to_string();
+        let digest = sha256_digest(manifest.as_bytes());
+        fake.route(
+            &format!("/v2/many/manifests/{digest}"),
+            Behavior::manifest(OCI_MANIFEST, manifest),
+        );
+        entries.push(serde_json::json!({"mediaType": OCI_MANIFEST, "size": 1, "digest": digest}));
+    }
+    entries.push(serde_json::json!({"mediaType": OCI_MANIFEST, "size": 1,
+        "digest": format!("sha256:{}", "e".repeat(64)),
+        "platform": {"os": "linux", "architecture": "s390x"}}));
+    let index =
+        serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries});
+    fake.route(
+        "/v2/many/manifests/1",
+        Behavior::manifest(OCI_INDEX, index.to_string()),
+    );
+    let resolution = fake_resolver(&fake)
+        .resolve(&format!("{}/many:1", fake.host()), &[])
+        .await
+        .unwrap();
+    let found = platforms(&resolution);
+    assert_eq!(
+        found.len(),
+        9,
+        "8 resolved entries + the stated one: {found:?}"
+    );
+    assert!(found.contains(&"linux/s390x".to_owned()), "{found:?}");
+    assert_eq!(fake.request_count(), 1 + 8 + 8);
+}
