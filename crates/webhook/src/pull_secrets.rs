@@ -215,6 +215,22 @@ impl PullSecrets {
     }
 }
 
+/// The names in a raw pod spec's `imagePullSecrets` (`[{"name": ...}]`), in order; entries
+/// without a name are ignored.
+pub fn image_pull_secret_names(pod_spec: &serde_json::Value) -> Vec<String> {
+    pod_spec
+        .get("imagePullSecrets")
+        .and_then(serde_json::Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|entry| entry.get("name").and_then(serde_json::Value::as_str))
+                .filter(|name| !name.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The docker config of a pull secret (`kubernetes.io/dockerconfigjson` or legacy
 /// `kubernetes.io/dockercfg`).
 pub fn parse_secret(secret: &Secret) -> Result<DockerConfig, FailureReason> {
@@ -233,4 +249,25 @@ pub fn parse_secret(secret: &Secret) -> Result<DockerConfig, FailureReason> {
         return Err(FailureReason::Malformed);
     }
     parse_docker_config(bytes).map_err(|_| FailureReason::Malformed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_raw_pod_specs() {
+        let cases = [
+            (
+                serde_json::json!({"imagePullSecrets": [{"name": "a"}, {"name": ""}, {}, {"name": "b"}]}),
+                vec!["a", "b"],
+            ),
+            (serde_json::json!({"imagePullSecrets": null}), vec![]),
+            (serde_json::json!({"imagePullSecrets": "x"}), vec![]),
+            (serde_json::json!({"containers": []}), vec![]),
+        ];
+        for (spec, expected) in cases {
+            assert_eq!(image_pull_secret_names(&spec), expected, "{spec}");
+        }
+    }
 }

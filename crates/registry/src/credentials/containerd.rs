@@ -49,6 +49,8 @@ pub struct ContainerdConfig {
     pub imports: Vec<String>,
     /// `registry.config_path`, split on `:`.
     pub config_path: Vec<PathBuf>,
+    /// Deprecated `registry.mirrors."HOST".endpoint` lists (used when no `config_path` applies).
+    pub mirrors: Vec<(String, Vec<String>)>,
 }
 
 impl std::fmt::Debug for ContainerdConfig {
@@ -65,6 +67,7 @@ impl std::fmt::Debug for ContainerdConfig {
             .field("skipped", &self.skipped)
             .field("imports", &self.imports)
             .field("config_path", &self.config_path)
+            .field("mirrors", &self.mirrors)
             .finish()
     }
 }
@@ -93,6 +96,21 @@ pub fn parse_containerd_config(text: &str) -> Result<ContainerdConfig, Error> {
             config.config_path = std::env::split_paths(path)
                 .filter(|p| !p.as_os_str().is_empty())
                 .collect();
+        }
+        if let Some(mirrors) = registry.get("mirrors").and_then(toml::Value::as_table) {
+            for (host, mirror) in mirrors {
+                let endpoints: Vec<String> = mirror
+                    .get("endpoint")
+                    .and_then(toml::Value::as_array)
+                    .map(|list| {
+                        list.iter()
+                            .filter_map(toml::Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                config.mirrors.push((host.clone(), endpoints));
+            }
         }
         let Some(configs) = registry.get("configs").and_then(toml::Value::as_table) else {
             continue;
@@ -167,6 +185,8 @@ struct Loaded {
     auths: Vec<(String, String, Credential)>,
     /// `certs.d`-style roots, in order.
     host_roots: Vec<PathBuf>,
+    /// Deprecated CRI mirrors, later files overriding earlier ones per host.
+    mirrors: BTreeMap<String, Vec<String>>,
 }
 
 /// One top-level path: the main file, then its imports (later files override earlier ones per
@@ -215,6 +235,9 @@ fn load_one(path: &Path, loaded: &mut Loaded) {
         }
         if !config.config_path.is_empty() {
             config_path = config.config_path;
+        }
+        for (host, endpoints) in config.mirrors {
+            loaded.mirrors.insert(host, endpoints);
         }
         let dir = file.parent().map(Path::to_owned).unwrap_or_default();
         // Imports are processed in order: push reversed onto the stack.
@@ -310,8 +333,26 @@ impl ContainerdSource {
 
     /// The host configuration of `registry` (`docker.io`, `127.0.0.1:5000`), if a `hosts.toml`
     /// (or `_default`) applies; unreadable files are logged and ignored.
+    ///
+    /// Without any `config_path` directory, the deprecated CRI `registry.mirrors` apply instead
+    /// (the registry's own entry, else `"*"`): their endpoints in order, then the registry's
+    /// default server unless listed.
     pub async fn hosts(&self, registry: &str) -> Option<HostsConfig> {
-        let roots = self.host_roots().await;
+        let loaded = self.loaded().await;
+        if loaded.host_roots.is_empty() {
+            let endpoints = loaded
+                .mirrors
+                .get(registry)
+                .or_else(|| loaded.mirrors.get("*"))?;
+            return match HostsConfig::from_mirror_endpoints(registry, endpoints) {
+                Ok(hosts) => Some(hosts),
+                Err(error) => {
+                    tracing::warn!(registry, %error, "ignoring containerd registry mirrors");
+                    None
+                }
+            };
+        }
+        let roots = loaded.host_roots.clone();
         let registry_owned = registry.to_owned();
         let result = tokio::task::spawn_blocking(move || load_hosts(&roots, &registry_owned))
             .await

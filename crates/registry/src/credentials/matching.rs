@@ -393,6 +393,34 @@ mod tests {
     }
 
     #[test]
+    fn glob_table() {
+        // Go's filepath.Match on one label.
+        let cases: &[(&str, &str, bool)] = &[
+            ("*", "", true),
+            ("*", "anything", true),
+            ("a*", "a", true),
+            ("a*", "b", false),
+            ("*a*b", "xaxb", true),
+            ("*a*b", "xaxbx", false),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "abc", true),
+            ("a*b*c", "acb", false),
+            ("??", "ab", true),
+            ("??", "a", false),
+            ("[a-c]x", "bx", true),
+            ("[a-c]x", "dx", false),
+            ("[^a-c]x", "dx", true),
+            ("[ab-]x", "-x", false),
+            ("[\\-]x", "-x", true),
+            ("x[", "x", false),
+            ("x\\", "x", false),
+        ];
+        for (glob, text, expected) in cases {
+            assert_eq!(glob_match(glob, text), *expected, "{glob:?} {text:?}");
+        }
+    }
+
+    #[test]
     fn config_keys_table() {
         // (config key, normalized pattern)
         let cases: &[(&str, &str)] = &[

@@ -98,6 +98,17 @@ impl Endpoint {
         base.as_str().trim_end_matches('/').to_owned()
     }
 
+    /// The reference to look credentials up with when fetching `image` from this endpoint: a
+    /// mirror's own host with the image's path (a mirror gets only credentials matched for its
+    /// host); the registry's server keeps the image as it is.
+    pub fn credential_image(&self, image: &str) -> String {
+        if !self.mirror {
+            return image.to_owned();
+        }
+        let path = image.find('/').map_or("", |i| &image[i..]);
+        format!("{}{path}", self.host())
+    }
+
     /// `host[:port]` of the endpoint (what credentials are matched against).
     pub fn host(&self) -> String {
         match (self.url.host_str(), self.url.port()) {
@@ -239,6 +250,28 @@ impl HostsConfig {
         Ok(Self {
             registry: registry.to_owned(),
             endpoints: vec![endpoint(url, RawHost::default(), false, Path::new(""))],
+        })
+    }
+
+    /// From the deprecated CRI `registry.mirrors."HOST".endpoint` list: the endpoints in order
+    /// (the one equal to the default server is the server), then the default server if absent.
+    pub fn from_mirror_endpoints(registry: &str, endpoints: &[String]) -> Result<Self, HostsError> {
+        let server = parse_url(&default_server(registry))?;
+        let mut out = Vec::with_capacity(endpoints.len() + 1);
+        let mut has_server = false;
+        for text in endpoints {
+            let url = parse_url(text)?;
+            let is_server = url.host_str() == server.host_str()
+                && url.port_or_known_default() == server.port_or_known_default();
+            has_server |= is_server;
+            out.push(endpoint(url, RawHost::default(), !is_server, Path::new("")));
+        }
+        if !has_server {
+            out.push(endpoint(server, RawHost::default(), false, Path::new("")));
+        }
+        Ok(Self {
+            registry: registry.to_owned(),
+            endpoints: out,
         })
     }
 

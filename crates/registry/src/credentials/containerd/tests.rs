@@ -211,6 +211,15 @@ server = "https://registry-1.docker.io"
     assert_eq!(endpoints[2].capabilities, Capabilities::ALL);
 
     // Tags need `resolve`, digests need `pull`.
+    // Credentials are looked up for the mirror's own host; the server keeps the image.
+    assert_eq!(
+        endpoints[1].credential_image("docker.io/library/nginx:1"),
+        "a-mirror.corp:5000/library/nginx:1"
+    );
+    assert_eq!(
+        endpoints[3].credential_image("docker.io/library/nginx:1"),
+        "docker.io/library/nginx:1"
+    );
     let by_tag: Vec<String> = hosts
         .endpoints_for(false)
         .iter()
@@ -403,4 +412,53 @@ async fn no_hosts_dirs_means_no_hosts_config() {
         .candidates("docker.io/library/nginx:1")
         .await
         .is_empty());
+}
+
+#[tokio::test]
+async fn deprecated_cri_mirrors_without_config_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("config.toml");
+    write(
+        &file,
+        r#"
+version = 2
+[plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
+  endpoint = ["https://mirror.gcr.io", "http://10.0.0.1:5000"]
+[plugins."io.containerd.grpc.v1.cri".registry.mirrors."quay.io"]
+  endpoint = ["https://quay.io", "https://quay-mirror.corp"]
+[plugins."io.containerd.grpc.v1.cri".registry.mirrors."*"]
+  endpoint = ["https://catch-all.corp"]
+"#,
+    );
+    let source = ContainerdSource::new(vec![file]);
+    let urls = |hosts: HostsConfig| -> Vec<(String, bool)> {
+        hosts
+            .endpoints()
+            .iter()
+            .map(|e| (e.api_base(), e.mirror))
+            .collect()
+    };
+    assert_eq!(
+        urls(source.hosts("docker.io").await.unwrap()),
+        [
+            ("https://mirror.gcr.io/v2".to_owned(), true),
+            ("http://10.0.0.1:5000/v2".to_owned(), true),
+            ("https://registry-1.docker.io/v2".to_owned(), false),
+        ]
+    );
+    // The server listed among the endpoints keeps its place.
+    assert_eq!(
+        urls(source.hosts("quay.io").await.unwrap()),
+        [
+            ("https://quay.io/v2".to_owned(), false),
+            ("https://quay-mirror.corp/v2".to_owned(), true),
+        ]
+    );
+    assert_eq!(
+        urls(source.hosts("ghcr.io").await.unwrap()),
+        [
+            ("https://catch-all.corp/v2".to_owned(), true),
+            ("https://ghcr.io/v2".to_owned(), false),
+        ]
+    );
 }

@@ -1,0 +1,223 @@
+//! Credentials from each node-level source resolve a private image on the real registry
+//! (htpasswd and token auth), and a wrong credential from an earlier source falls through to the
+//! right one from a later source.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use noe_registry::credentials::exec::ExecLimits;
+use noe_registry::credentials::{Sources, SourcesConfig};
+use noe_registry::{Config, Resolver};
+use noe_test_support::{push_standard_fixtures, Registry, TokenServer};
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn executable(path: &Path, body: &str) {
+    write(path, &format!("#!/bin/sh\n{body}\n"));
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+fn resolver(insecure: Vec<String>) -> Resolver {
+    Resolver::new(
+        Config {
+            insecure_registries: insecure,
+            request_timeout: Duration::from_secs(2),
+            ..Config::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap()
+}
+
+/// Sources reading nothing but what a test writes (no `$PATH`, no `/etc/containerd`).
+fn only(config: SourcesConfig) -> SourcesConfig {
+    SourcesConfig {
+        docker_config_paths: config.docker_config_paths.or(Some(vec![])),
+        containerd_config_paths: config.containerd_config_paths.or(Some(vec![])),
+        helper_dirs: config.helper_dirs.or(Some(vec![])),
+        exec_limits: ExecLimits {
+            timeout: Duration::from_secs(2),
+            max_output: 1 << 16,
+        },
+        ..config
+    }
+}
+
+#[tokio::test]
+async fn each_source_resolves_a_private_image_on_an_htpasswd_registry() {
+    let registry = Registry::builder()
+        .htpasswd("alice", "s3cret")
+        .start()
+        .await
+        .unwrap();
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    let image = fixtures.oci_index.reference();
+    let host = registry.host();
+    let resolver = resolver(vec![host.clone()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+
+    // docker config.json with `auth`.
+    let docker = t.join("docker/config.json");
+    write(
+        &docker,
+        &format!(
+            r#"{{"auths":{{"{host}":{{"auth":"{}"}}}}}}"#,
+            b64("alice:s3cret")
+        ),
+    );
+    // A docker credential helper named by credHelpers.
+    let helper_dir = t.join("helpers");
+    executable(
+        &helper_dir.join("docker-credential-test"),
+        r#"read -r server; printf '{"ServerURL":"%s","Username":"alice","Secret":"s3cret"}' "$server""#,
+    );
+    let helped = t.join("helped/config.json");
+    write(
+        &helped,
+        &format!(r#"{{"credHelpers":{{"{host}":"test"}}}}"#),
+    );
+    // containerd CRI auth.
+    let containerd = t.join("containerd/config.toml");
+    write(
+        &containerd,
+        &format!("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"{host}\".auth]\nusername = \"alice\"\npassword = \"s3cret\"\n"),
+    );
+    // A kubelet credential provider plugin.
+    let bin = t.join("plugins");
+    executable(
+        &bin.join("plugin"),
+        &format!("cat >/dev/null\nprintf '{{\"apiVersion\":\"credentialprovider.kubelet.k8s.io/v1\",\"kind\":\"CredentialProviderResponse\",\"cacheKeyType\":\"Registry\",\"auth\":{{\"{host}\":{{\"username\":\"alice\",\"password\":\"s3cret\"}}}}}}'"),
+    );
+    let provider_config = t.join("provider.yaml");
+    write(
+        &provider_config,
+        &format!("apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n- name: plugin\n  matchImages: [\"{host}\"]\n  defaultCacheDuration: 1m\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n"),
+    );
+
+    let cases = [
+        (
+            only(SourcesConfig {
+                docker_config_paths: Some(vec![docker.clone()]),
+                ..SourcesConfig::default()
+            }),
+            format!("docker-config:{}", docker.display()),
+        ),
+        (
+            only(SourcesConfig {
+                docker_config_paths: Some(vec![helped]),
+                helper_dirs: Some(vec![helper_dir]),
+                ..SourcesConfig::default()
+            }),
+            "docker-credential-helper:test".to_owned(),
+        ),
+        (
+            only(SourcesConfig {
+                containerd_config_paths: Some(vec![containerd.clone()]),
+                ..SourcesConfig::default()
+            }),
+            format!("containerd:{}", containerd.display()),
+        ),
+        (
+            only(SourcesConfig {
+                provider_bin_dir: Some(bin),
+                provider_config: Some(provider_config),
+                ..SourcesConfig::default()
+            }),
+            "credential-provider:plugin".to_owned(),
+        ),
+    ];
+    for (config, expected_source) in cases {
+        let sources = Sources::new(config).await.unwrap();
+        let candidates = sources.candidates(&image).await;
+        assert_eq!(candidates.len(), 1, "{expected_source}");
+        let resolution = resolver.resolve(&image, &candidates).await.unwrap();
+        assert_eq!(
+            resolution.credential_source.as_deref(),
+            Some(expected_source.as_str())
+        );
+        assert!(!resolution.platforms.is_empty());
+    }
+
+    // Without any source the private image cannot be read.
+    let none = Sources::new(only(SourcesConfig::default())).await.unwrap();
+    let candidates = none.candidates(&image).await;
+    assert!(candidates.is_empty());
+    assert!(resolver.resolve(&image, &candidates).await.is_err());
+}
+
+#[tokio::test]
+async fn wrong_credential_from_an_earlier_source_falls_through() {
+    let (tokens, registry) = {
+        let tokens = TokenServer::builder()
+            .user("alice", "s3cret")
+            .start()
+            .await
+            .unwrap();
+        let registry = Registry::builder()
+            .token_auth(&tokens)
+            .start()
+            .await
+            .unwrap();
+        (tokens, registry)
+    };
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    let image = fixtures.oci_single.reference();
+    let host = registry.host();
+    // The realm is plain HTTP on loopback: listed as insecure so credentials may go there.
+    let resolver = resolver(vec![host.clone(), tokens.addr().to_string()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let containerd = tmp.path().join("containerd.toml");
+    write(
+        &containerd,
+        &format!("[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"{host}\".auth]\nusername = \"alice\"\npassword = \"wrong\"\n"),
+    );
+    let docker = tmp.path().join("config.json");
+    write(
+        &docker,
+        &format!(
+            r#"{{"auths":{{"http://{host}/v2/":{{"username":"alice","password":"s3cret"}}}}}}"#
+        ),
+    );
+    let sources = Sources::new(only(SourcesConfig {
+        docker_config_paths: Some(vec![docker.clone()]),
+        containerd_config_paths: Some(vec![containerd.clone()]),
+        ..SourcesConfig::default()
+    }))
+    .await
+    .unwrap();
+    let candidates = sources.candidates(&image).await;
+    assert_eq!(
+        candidates
+            .iter()
+            .map(|c| c.source.clone())
+            .collect::<Vec<_>>(),
+        [
+            format!("containerd:{}", containerd.display()),
+            format!("docker-config:{}", docker.display()),
+        ]
+    );
+    let resolution = resolver.resolve(&image, &candidates).await.unwrap();
+    assert_eq!(
+        resolution.credential_source,
+        Some(format!("docker-config:{}", docker.display()))
+    );
+    assert_eq!(
+        resolution
+            .platforms
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        fixtures.oci_single.platforms
+    );
+}
