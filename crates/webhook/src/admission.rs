@@ -18,6 +18,9 @@ use review::Answer;
 /// The reason given for a lookup that did not finish within `--admission-deadline`.
 pub const DEADLINE_EXCEEDED: &str = "deadline exceeded";
 
+/// The warning of a pod allowed unchanged because the webhook itself failed.
+pub const INTERNAL_ERROR_WARNING: &str = "noe: internal error, pod allowed unchanged";
+
 /// Answers AdmissionReviews. Cheap to share behind an `Arc`.
 pub struct Admission {
     lookup: Arc<dyn PlatformLookup>,
@@ -145,7 +148,7 @@ impl Admission {
                 (answer, outcome::ALLOWED)
             }
             Verdict::Patch { common, ops } => {
-                tracing::info!(platforms = %common.join(","), operations = ops.len(), "Patched");
+                tracing::debug!(platforms = %common.join(","), operations = ops.len(), "Patched");
                 let answer = Answer {
                     allowed: true,
                     patch: Some(ops),
@@ -180,7 +183,10 @@ impl Admission {
     async fn lookups(&self, pod: &Value, namespace: &str) -> Lookups {
         let deadline = tokio::time::Instant::now() + self.lookup_budget();
         let images = decide::pod_images(pod);
-        let secrets = pull_secret_names(pod);
+        let secrets = pod
+            .get("spec")
+            .map(crate::pull_secrets::image_pull_secret_names)
+            .unwrap_or_default();
         let credentials = tokio::time::timeout_at(
             deadline,
             self.credentials.for_pod(namespace, &secrets, &images),
@@ -263,25 +269,23 @@ impl Admission {
     }
 }
 
-/// `spec.imagePullSecrets[*].name`.
-pub fn pull_secret_names(pod: &Value) -> Vec<String> {
-    pod.get("spec")
-        .and_then(|s| s.get("imagePullSecrets"))
-        .and_then(Value::as_array)
-        .map(|secrets| {
-            secrets
-                .iter()
-                .filter_map(|s| s.get("name").and_then(Value::as_str))
-                .filter(|n| !n.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 impl crate::server::Handler for Admission {
     async fn handle(&self, body: Bytes) -> Bytes {
-        let answer = self.review(&body).await;
+        use futures::FutureExt;
+        // A bug must not drop the apiserver's connection: answer, allowing the pod unchanged.
+        let answer = match std::panic::AssertUnwindSafe(self.review(&body))
+            .catch_unwind()
+            .await
+        {
+            Ok(answer) => answer,
+            Err(_) => {
+                tracing::error!("Admission failed unexpectedly: allowing the pod unchanged");
+                let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let mut answer = Answer::allow();
+                answer.warnings = vec![INTERNAL_ERROR_WARNING.to_owned()];
+                review::respond(review::version_of(&value), &review::uid_of(&value), answer)
+            }
+        };
         Bytes::from(serde_json::to_vec(&answer).unwrap_or_else(|_| b"{}".to_vec()))
     }
 }

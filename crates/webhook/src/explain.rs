@@ -220,3 +220,25 @@ impl Explained {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_table() {
+        let cases: &[(&str, usize)] = &[
+            ("", 0),
+            ("---\n", 0),
+            ("kind: Pod\n", 1),
+            ("{\"kind\": \"Pod\"}", 1),
+            ("kind: Pod\n---\nkind: Deployment\n", 2),
+            ("---\nkind: Pod\n---\n---\nkind: Job\n", 2),
+        ];
+        for (text, want) in cases {
+            assert_eq!(documents(text).unwrap().len(), *want, "{text:?}");
+        }
+        assert!(documents("kind: [").is_err());
+    }
+}

@@ -70,7 +70,12 @@ impl InspectArgs {
                 }
                 Err(error) => {
                     failed = true;
-                    eprintln!("noe: {image}: {}", one_line(&error));
+                    let reason = one_line(&error);
+                    if reason.contains(image.as_str()) {
+                        eprintln!("noe: {reason}");
+                    } else {
+                        eprintln!("noe: {image}: {reason}");
+                    }
                 }
             }
         }

@@ -103,6 +103,29 @@ async fn routes_probes_and_metrics() {
     let metrics = format!("http://{}/metrics", running.metrics_addr);
     assert_eq!(plain.get(&metrics).send().await.unwrap().status(), 200);
 
+    // HTTP/2 (ALPN h2), as the apiserver may negotiate.
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca.pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let h2 = reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let answer = h2
+        .post(url(&running, "/mutate"))
+        .body("{\"h2\":true}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.version(), reqwest::Version::HTTP_2);
+    assert_eq!(answer.text().await.unwrap(), "{\"h2\":true}");
+
     running.shutdown().await;
 }
 
@@ -274,4 +297,48 @@ async fn shutdown_drains_requests_in_flight() {
     assert_eq!(answer.status(), 200);
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(reqwest::get(&health).await.is_err(), "probe server stopped");
+}
+
+/// Writes a pair the way the kubelet updates a Secret volume: a timestamped directory, an
+/// atomically swapped `..data` symlink, and `tls.crt`/`tls.key` symlinks through it.
+#[cfg(unix)]
+fn kubelet_write(dir: &std::path::Path, ca: &Ca, generation: u32) {
+    let leaf = ca.leaf();
+    let data = dir.join(format!("..gen_{generation}"));
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("tls.crt"), leaf.cert_pem).unwrap();
+    std::fs::write(data.join("tls.key"), leaf.key_pem).unwrap();
+    let tmp = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(data.file_name().unwrap(), &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    for name in ["tls.crt", "tls.key"] {
+        let link = dir.join(name);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), &link).unwrap();
+        }
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn kubelet_style_symlink_swap_is_picked_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_ca = Ca::new("old");
+    let new_ca = Ca::new("new");
+    kubelet_write(dir.path(), &old_ca, 1);
+    let running = start(dir.path(), Arc::new(Echo::default()), Limits::default()).await;
+    let mutate = url(&running, "/mutate");
+    assert!(Ca::client(&[&old_ca]).post(&mutate).send().await.is_ok());
+
+    kubelet_write(dir.path(), &new_ca, 2);
+    let only_new = Ca::client(&[&new_ca]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while only_new.post(&mutate).send().await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the swapped certificate was never served"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.shutdown().await;
 }

@@ -7,13 +7,6 @@ use clap::Args;
 
 use super::duration;
 
-/// Where kubelet and docker look for `config.json` (noe's candidate list).
-pub const DEFAULT_DOCKER_CONFIG_PATHS: &[&str] = &[
-    "/var/lib/kubelet/config.json",
-    "/root/.docker/config.json",
-    "/.docker/config.json",
-];
-
 #[derive(Clone, Debug, Args)]
 pub struct RegistryArgs {
     /// Registry host rewrites `pattern=replacement`, comma separated, glob patterns, applied in order.
@@ -33,8 +26,9 @@ pub struct RegistryArgs {
     pub image_credential_provider_config: Option<PathBuf>,
 
     /// Docker `config.json` file to read credentials from; repeatable (or comma separated).
-    #[arg(long, env = "NOE_DOCKER_CONFIG_PATH", value_delimiter = ',',
-          default_values_t = DEFAULT_DOCKER_CONFIG_PATHS.iter().map(|p| p.to_string()).collect::<Vec<_>>())]
+    /// Default: noe's list (/var/lib/kubelet/config.json, $DOCKER_CONFIG/config.json,
+    /// ~/.docker/config.json, /.docker/config.json, then the legacy .dockercfg files).
+    #[arg(long, env = "NOE_DOCKER_CONFIG_PATH", value_delimiter = ',')]
     pub docker_config_path: Vec<String>,
 
     /// containerd `config.toml` file or directory (incl. `certs.d`); repeatable (or comma separated).
@@ -205,7 +199,8 @@ impl RegistryArgs {
         };
         let sources =
             noe_registry::credentials::Sources::new(noe_registry::credentials::SourcesConfig {
-                docker_config_paths: Some(self.docker_config_paths()),
+                docker_config_paths: Some(self.docker_config_paths())
+                    .filter(|paths| !paths.is_empty()),
                 containerd_config_paths: Some(self.containerd_config_paths()),
                 provider_bin_dir,
                 provider_config,

@@ -1,0 +1,221 @@
+//! The admission flow over scripted lookups and credentials (the trait seams): concurrency, the
+//! deadline, credentials reaching the lookups, and the pull-secret metric.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use noe_registry::{Credential, CredentialCandidate, Platform};
+use noe_webhook::admission::{Admission, DEADLINE_EXCEEDED};
+use noe_webhook::decide::{Policy, Verdict};
+use noe_webhook::lookup::{CredentialSource, PlatformLookup, PodCredentials};
+use noe_webhook::metrics::Metrics;
+use serde_json::json;
+
+/// Answers each image after its scripted delay; records the credential sources it was given.
+#[derive(Default)]
+struct Scripted {
+    answers: HashMap<String, (Duration, Result<Vec<Platform>, String>)>,
+    seen: Mutex<Vec<(String, Vec<String>)>>,
+}
+
+impl PlatformLookup for Scripted {
+    fn lookup<'a>(
+        &'a self,
+        image: &'a str,
+        credentials: &'a [CredentialCandidate],
+    ) -> BoxFuture<'a, Result<Vec<Platform>, String>> {
+        Box::pin(async move {
+            self.seen.lock().unwrap().push((
+                image.to_owned(),
+                credentials.iter().map(|c| c.source.clone()).collect(),
+            ));
+            let (delay, answer) = self
+                .answers
+                .get(image)
+                .cloned()
+                .unwrap_or((Duration::ZERO, Err("unknown".into())));
+            tokio::time::sleep(delay).await;
+            answer
+        })
+    }
+}
+
+struct OneSecret;
+
+impl CredentialSource for OneSecret {
+    fn for_pod<'a>(
+        &'a self,
+        namespace: &'a str,
+        pull_secrets: &'a [String],
+        images: &'a [String],
+    ) -> BoxFuture<'a, PodCredentials> {
+        Box::pin(async move {
+            let candidates = images
+                .iter()
+                .map(|image| {
+                    let sources = pull_secrets.iter().map(|name| {
+                        CredentialCandidate::new(
+                            format!("pull-secret:{namespace}/{name}"),
+                            Credential::RegistryToken("t".into()),
+                        )
+                    });
+                    (image.clone(), sources.collect())
+                })
+                .collect();
+            PodCredentials {
+                candidates,
+                failed_pull_secrets: 1,
+            }
+        })
+    }
+}
+
+fn linux(archs: &[&str]) -> Vec<Platform> {
+    archs
+        .iter()
+        .map(|a| Platform::new("linux", *a, None))
+        .collect()
+}
+
+fn admission(lookup: Arc<Scripted>, deadline: Duration) -> (Admission, prometheus::Registry) {
+    let registry = prometheus::Registry::new();
+    let metrics = Metrics::register(&registry).unwrap();
+    let admission = Admission::new(
+        lookup,
+        Arc::new(OneSecret),
+        Policy::default(),
+        deadline,
+        metrics,
+        vec![],
+    );
+    (admission, registry)
+}
+
+fn pod(images: &[&str]) -> serde_json::Value {
+    let containers: Vec<_> = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
+        .collect();
+    json!({"metadata": {"name": "p"}, "spec": {"containers": containers, "imagePullSecrets": [{"name": "regcred"}]}})
+}
+
+#[tokio::test]
+async fn lookups_run_concurrently_with_the_pods_credentials() {
+    let mut scripted = Scripted::default();
+    for image in ["a:1", "b:1", "c:1"] {
+        scripted.answers.insert(
+            image.into(),
+            (Duration::from_secs(1), Ok(linux(&["amd64", "arm64"]))),
+        );
+    }
+    let scripted = Arc::new(scripted);
+    let (admission, registry) = admission(scripted.clone(), Duration::from_secs(5));
+    let started = Instant::now();
+    let decision = admission.decision(&pod(&["a:1", "b:1", "c:1"]), "ns").await;
+    let elapsed = started.elapsed();
+    // sequential lookups would take 3 s
+    assert!(
+        elapsed < Duration::from_millis(2500),
+        "sequential? {elapsed:?}"
+    );
+    assert!(
+        matches!(decision.verdict, Verdict::Patch { .. }),
+        "{decision:?}"
+    );
+    let seen = scripted.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    for (_, sources) in seen {
+        assert_eq!(sources, ["pull-secret:ns/regcred"]);
+    }
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    assert!(
+        text.contains("noe_hook_image_pull_secret_failed_total{namespace=\"ns\"} 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_lookup_past_the_deadline_fails_as_deadline_exceeded() {
+    let mut scripted = Scripted::default();
+    scripted
+        .answers
+        .insert("fast:1".into(), (Duration::ZERO, Ok(linux(&["arm64"]))));
+    scripted.answers.insert(
+        "slow:1".into(),
+        (Duration::from_secs(30), Ok(linux(&["amd64"]))),
+    );
+    let (admission, _) = admission(Arc::new(scripted), Duration::from_millis(300));
+    let started = Instant::now();
+    let decision = admission.decision(&pod(&["fast:1", "slow:1"]), "ns").await;
+    // 300 ms deadline (the slow lookup would take 30 s); slack for a loaded machine
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // ignore-image: decided on the fast image alone, the slow one reported.
+    assert!(
+        matches!(&decision.verdict, Verdict::Patch { common, .. } if common == &["arm64"]),
+        "{decision:?}"
+    );
+    let failed = format!("{:?}", decision.signals);
+    assert!(
+        failed.contains(DEADLINE_EXCEEDED) && failed.contains("slow:1"),
+        "{failed}"
+    );
+
+    // The full review path answers within the deadline too, with the request's uid.
+    let body = json!({"apiVersion": "admission.k8s.io/v1", "request": {
+        "uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE", "namespace": "ns", "object": pod(&["slow:1"])}});
+    let started = Instant::now();
+    let answer = admission.review(&serde_json::to_vec(&body).unwrap()).await;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(answer["response"]["uid"], "u-1");
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(answer["response"]["warnings"]
+        .to_string()
+        .contains(DEADLINE_EXCEEDED));
+}
+
+struct Panics;
+
+impl PlatformLookup for Panics {
+    fn lookup<'a>(
+        &'a self,
+        _image: &'a str,
+        _credentials: &'a [CredentialCandidate],
+    ) -> BoxFuture<'a, Result<Vec<Platform>, String>> {
+        Box::pin(async { panic!("scripted bug") })
+    }
+}
+
+#[tokio::test]
+async fn a_bug_still_gets_an_admission_review() {
+    use noe_webhook::server::Handler;
+    let registry = prometheus::Registry::new();
+    let admission = Admission::new(
+        Arc::new(Panics),
+        Arc::new(OneSecret),
+        Policy::default(),
+        Duration::from_secs(1),
+        Metrics::register(&registry).unwrap(),
+        vec![],
+    );
+    let body = json!({"apiVersion": "admission.k8s.io/v1beta1", "request": {
+        "uid": "u-2", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE", "namespace": "ns", "object": pod(&["x:1"])}});
+    let answer = admission
+        .handle(bytes::Bytes::from(serde_json::to_vec(&body).unwrap()))
+        .await;
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1beta1");
+    assert_eq!(answer["response"]["uid"], "u-2");
+    assert_eq!(answer["response"]["allowed"], true);
+    assert_eq!(
+        answer["response"]["warnings"][0],
+        noe_webhook::admission::INTERNAL_ERROR_WARNING
+    );
+}
