@@ -93,9 +93,13 @@ impl PlatformCache {
             })
             .await;
         self.outcome(if loaded { "miss" } else { "hit" });
-        self.metrics
-            .cache_entries
-            .set(i64::try_from(self.ok.entry_count()).unwrap_or(i64::MAX));
+        if loaded {
+            // moka counts lazily; settle so the gauge and `entries()` are exact after a load.
+            self.ok.run_pending_tasks().await;
+            self.metrics
+                .cache_entries
+                .set(i64::try_from(self.ok.entry_count()).unwrap_or(i64::MAX));
+        }
         match result {
             Ok(resolution) => Ok(resolution),
             Err(error) => {

@@ -13,8 +13,9 @@ use hyper::body::Incoming;
 
 pub use behavior::Behavior;
 
+use crate::push::sha256_digest;
 use crate::serve::{read_body, response, ResBody, Server};
-use crate::TestCa;
+use crate::{BuiltImage, TestCa};
 
 /// Which of the fake's two listeners a request arrived on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +166,45 @@ impl FakeRegistry {
             .insert(path.to_owned(), Route { behavior, hits: 0 });
     }
 
+    /// Scripts a manifest under `/v2/<repository>/manifests/<tag>` and under its digest
+    /// (correct `Content-Type` and `Docker-Content-Digest`); returns the digest.
+    pub fn script_manifest(
+        &self,
+        repository: &str,
+        tag: &str,
+        media_type: &str,
+        body: &[u8],
+    ) -> String {
+        let digest = sha256_digest(body);
+        let behavior = Behavior::manifest(media_type, body.to_vec());
+        self.route(&manifest_path(repository, tag), behavior.clone());
+        self.route(&manifest_path(repository, &digest), behavior);
+        digest
+    }
+
+    /// Scripts a blob at `/v2/<repository>/blobs/<digest>`; returns the digest.
+    pub fn script_blob(&self, repository: &str, body: &[u8]) -> String {
+        let digest = sha256_digest(body);
+        self.route(
+            &blob_path(repository, &digest),
+            Behavior::body(200, "application/octet-stream", body.to_vec())
+                .with_header("docker-content-digest", &digest),
+        );
+        digest
+    }
+
+    /// Scripts a single image (see [`crate::build_image`]): its manifest (by tag and digest) and
+    /// its config blob. Override a route afterwards to break one piece.
+    pub fn script_image(&self, repository: &str, tag: &str, image: &BuiltImage) {
+        self.script_manifest(
+            repository,
+            tag,
+            &image.descriptor.media_type,
+            &image.manifest,
+        );
+        self.script_blob(repository, &image.config);
+    }
+
     /// Every request so far.
     pub fn requests(&self) -> Vec<FakeRequest> {
         self.state
@@ -199,6 +239,16 @@ impl FakeRegistry {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
     }
+}
+
+/// `/v2/<repository>/manifests/<reference>`.
+pub fn manifest_path(repository: &str, reference: &str) -> String {
+    format!("/v2/{repository}/manifests/{reference}")
+}
+
+/// `/v2/<repository>/blobs/<digest>`.
+pub fn blob_path(repository: &str, digest: &str) -> String {
+    format!("/v2/{repository}/blobs/{digest}")
 }
 
 impl State {

@@ -34,18 +34,23 @@ mod ca;
 mod fake;
 mod fixtures;
 mod htpasswd;
+mod image;
 mod push;
 mod registry;
 mod serve;
 mod token_server;
 
 pub use ca::{ServerCert, TestCa};
-pub use fake::{Behavior, FakeRegistry, FakeRequest, Listener};
+pub use fake::{blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, Listener};
 pub use fixtures::{
-    media_types, platform_json, push_attestation, push_image, push_index, push_standard_fixtures,
-    push_standard_fixtures_with, Descriptor, Fixture, Fixtures, Flavor, IndexEntry,
+    push_attestation, push_built, push_image, push_index, push_standard_fixtures,
+    push_standard_fixtures_with, Fixture, Fixtures,
 };
 pub use htpasswd::htpasswd;
+pub use image::{
+    attestation_entry, build_attestation, build_image, build_index, media_types, platform_json,
+    BuiltImage, Descriptor, Flavor, IndexEntry,
+};
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
 pub use token_server::{

@@ -4,6 +4,21 @@
 //! and the result parsed as a `k8s_openapi` Pod that carries the expected constraints.
 //!
 //! `noe:` lines compare with adevinta/noe (pkg/arch/hook.go); they feed docs/compatibility.md.
+//! In short, noe-rs differs from noe in that it:
+//! - ANDs `kubernetes.io/arch In [...]` into every required term (noe appends an ORed term, which
+//!   widens the user's constraints), leaves `{}` terms and an explicit `nodeSelectorTerms: []` alone;
+//! - copies matchNodeLabels into `nodeSelector` only, never over a key the pod sets (noe overwrites
+//!   it, and with no nodeSelector adds an ORed required term that can un-pin DaemonSet pods);
+//! - filters platforms by the pod's OS (`spec.os.name`, os selector) instead of `--system-os` only,
+//!   so Windows pods work;
+//! - recomputes its own constraint on reinvocation (annotation `arch.noe.adevinta.com/platforms`);
+//!   noe skips its own nodeSelector and ignores sidecars injected after it;
+//! - names each image and its platforms in the denial; warns when every lookup failed;
+//!   `--on-lookup-error` and `--preference-mode` are new; an empty preference label is unset;
+//!   a non-schedulable preference label warns (noe is silent); the preferred-arch-not-available
+//!   metric is counted (noe never increments it); tolerations, skip label and annotation are new;
+//! - leaves a pod whose lookups all failed untouched (noe still applied matchNodeLabels);
+//! - looks each image up once, and patches only what it changes (noe diffs a re-encoded Pod).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "decide_support/helpers.rs"]
@@ -549,6 +564,18 @@ fn cases() -> Vec<Case> {
             Policy { on_lookup_error: OnLookupError::Deny, ..Policy::default() },
             Expect::Deny("could not find the platforms of sidecar:2 (unauthorized)"))
             .signals(vec![failed("sidecar:2", "unauthorized")]),
+
+        case("deny mode with every lookup resolved: decided as usual",
+            pod(json!({})), lookups(&[("app:1", Ok(MULTI))]),
+            Policy { on_lookup_error: OnLookupError::Deny, ..Policy::default() },
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+        case("deny mode: an image of another OS only is a denial, not a lookup failure",
+            pod(json!({})), lookups(&[("app:1", Ok(&["windows/amd64"]))]),
+            Policy { on_lookup_error: OnLookupError::Deny, ..Policy::default() },
+            Expect::Deny("no architecture is supported by every container: app:1 []")),
 
         // ---- Step 8: matchNodeLabels ----
         // noe: overwrites a nodeSelector key the pod set (zone), and counts it; with nodeSelector

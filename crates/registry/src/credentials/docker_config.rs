@@ -110,6 +110,14 @@ impl AuthEntry {
     }
 }
 
+/// The credential of one docker-style auth object (`auth`, `username`/`password`,
+/// `identitytoken`, `registrytoken`), as also used by containerd's CRI `auth` tables.
+/// `Err` when it has something unusable.
+pub(crate) fn entry_credential(value: serde_json::Value) -> Result<Option<Credential>, ()> {
+    let entry: AuthEntry = serde_json::from_value(value).map_err(|_| ())?;
+    entry.credential()
+}
+
 /// Decode a docker `auth` field: base64 of `user:password` (padding optional, whitespace ignored).
 fn decode_auth(auth: &str) -> Result<Credential, ()> {
     let cleaned: String = auth.chars().filter(|c| !c.is_ascii_whitespace()).collect();

@@ -149,7 +149,7 @@ fn split_host_port(authority: &str) -> (&str, &str) {
 /// Shell-style glob on one DNS label, as Go's `filepath.Match`: `*` any run of characters, `?` one
 /// character, `[...]` a class (`^` negates, `a-z` ranges), `\` escapes. A malformed pattern
 /// matches nothing. Case-insensitive (ASCII).
-fn glob_match(glob: &str, text: &str) -> bool {
+pub(crate) fn glob_match(glob: &str, text: &str) -> bool {
     let glob: Vec<char> = glob.chars().map(|c| c.to_ascii_lowercase()).collect();
     let text: Vec<char> = text.chars().map(|c| c.to_ascii_lowercase()).collect();
     glob_match_chars(&glob, &text).unwrap_or(false)

@@ -3,7 +3,14 @@
 use super::*;
 
 /// (input, registry, repository, tag, digest, endpoint)
-type Case<'a> = (&'a str, &'a str, &'a str, Option<&'a str>, Option<&'a str>, &'a str);
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    &'a str,
+);
 
 const D: &str = "sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
 

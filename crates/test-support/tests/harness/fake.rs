@@ -252,3 +252,51 @@ async fn tls_fake_is_trusted_through_the_ca() {
         assert_eq!(response.status(), 200);
     }
 }
+
+#[tokio::test]
+async fn scripted_images_serve_manifest_by_tag_and_digest_and_the_config_blob() {
+    use noe_test_support::{blob_path, build_image, manifest_path, Flavor};
+
+    let fake = FakeRegistry::start().await.unwrap();
+    let image = build_image("seed", "linux/arm/v7", Flavor::Docker).unwrap();
+    fake.script_image("team/app", "1.0", &image);
+    let client = client();
+    for reference in ["1.0", image.descriptor.digest.as_str()] {
+        let response = client
+            .get(format!(
+                "{}{}",
+                fake.base_url(),
+                manifest_path("team/app", reference)
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers()["content-type"],
+            image.descriptor.media_type
+        );
+        assert_eq!(response.bytes().await.unwrap(), image.manifest);
+    }
+    let config_digest = image.descriptor.config_digest.as_deref().unwrap();
+    let config: serde_json::Value = client
+        .get(format!(
+            "{}{}",
+            fake.base_url(),
+            blob_path("team/app", config_digest)
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            config["os"].as_str(),
+            config["architecture"].as_str(),
+            config["variant"].as_str()
+        ),
+        (Some("linux"), Some("arm"), Some("v7"))
+    );
+}

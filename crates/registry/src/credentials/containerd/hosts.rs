@@ -1,0 +1,343 @@
+//! containerd registry host configuration (`certs.d/HOST/hosts.toml`, `_default/hosts.toml`):
+//! the mirrors to try for a registry, in order, then the registry itself.
+
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use super::super::matching::is_docker_hub;
+
+/// Why a `hosts.toml` cannot be used. Never carries the file's content.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostsError {
+    #[error("hosts.toml is not valid TOML")]
+    Malformed,
+    #[error("hosts.toml names an invalid host URL {url:?}")]
+    InvalidUrl { url: String },
+}
+
+/// What a host may be used for (containerd `capabilities`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Capabilities {
+    /// Resolve a tag to a digest (serve manifests by tag).
+    pub resolve: bool,
+    /// Serve content by digest (manifests and blobs).
+    pub pull: bool,
+    pub push: bool,
+}
+
+impl Capabilities {
+    pub const ALL: Self = Self {
+        resolve: true,
+        pull: true,
+        push: true,
+    };
+
+    fn from_list(list: &[String]) -> Self {
+        let has = |name: &str| list.iter().any(|c| c.eq_ignore_ascii_case(name));
+        Self {
+            resolve: has("resolve"),
+            pull: has("pull"),
+            push: has("push"),
+        }
+    }
+}
+
+/// One place to fetch from.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `scheme://host[:port][/path]`, as configured (scheme defaulted to `https`).
+    pub url: url::Url,
+    pub capabilities: Capabilities,
+    /// When set, `url`'s path is the API root itself; otherwise `/v2` is appended.
+    pub override_path: bool,
+    /// Extra CA files (PEM) trusted for this host.
+    pub ca: Vec<PathBuf>,
+    pub skip_verify: bool,
+    /// Header values sent as they are, to this host only. May hold secrets: not in `Debug`.
+    pub headers: Vec<(String, Vec<String>)>,
+    /// False for the registry's own server, true for a mirror.
+    pub mirror: bool,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.url.as_str())
+            .field("capabilities", &self.capabilities)
+            .field("override_path", &self.override_path)
+            .field("ca", &self.ca)
+            .field("skip_verify", &self.skip_verify)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .field("mirror", &self.mirror)
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// The distribution API root: `https://mirror/v2`, `https://mirror/prefix/v2`, or the path
+    /// itself with `override_path` (no trailing slash).
+    pub fn api_base(&self) -> String {
+        let mut base = self.url.clone();
+        let path = self.url.path().trim_end_matches('/').to_owned();
+        if self.override_path {
+            base.set_path(&path);
+        } else {
+            base.set_path(&format!("{path}/v2"));
+        }
+        base.as_str().trim_end_matches('/').to_owned()
+    }
+
+    /// `host[:port]` of the endpoint (what credentials are matched against).
+    pub fn host(&self) -> String {
+        match (self.url.host_str(), self.url.port()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_owned(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// The host configuration of one registry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostsConfig {
+    /// The registry host it is for (`docker.io`, `127.0.0.1:5000`).
+    pub registry: String,
+    /// Mirrors in order, then the server.
+    endpoints: Vec<Endpoint>,
+}
+
+/// The default server of a registry host: `https://HOST`, `https://registry-1.docker.io` for
+/// Docker Hub.
+pub fn default_server(registry: &str) -> String {
+    if is_docker_hub(registry) {
+        "https://registry-1.docker.io".to_owned()
+    } else {
+        format!("https://{registry}")
+    }
+}
+
+fn parse_url(text: &str) -> Result<url::Url, HostsError> {
+    let with_scheme = if text.contains("://") {
+        text.to_owned()
+    } else {
+        format!("https://{text}")
+    };
+    let url = url::Url::parse(&with_scheme).map_err(|_| HostsError::InvalidUrl {
+        url: text.to_owned(),
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(HostsError::InvalidUrl {
+            url: text.to_owned(),
+        });
+    }
+    Ok(url)
+}
+
+#[derive(Deserialize, Default)]
+struct RawHost {
+    #[serde(default)]
+    capabilities: Option<Vec<String>>,
+    #[serde(default)]
+    ca: Option<OneOrMany>,
+    #[serde(default)]
+    skip_verify: Option<bool>,
+    #[serde(default)]
+    override_path: Option<bool>,
+    #[serde(default, deserialize_with = "ordered_map")]
+    header: Vec<(String, OneOrMany)>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawHosts {
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default, deserialize_with = "ordered_map")]
+    host: Vec<(String, RawHost)>,
+    #[serde(flatten)]
+    top: RawHost,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::One(s) => vec![s],
+            Self::Many(v) => v,
+        }
+    }
+}
+
+/// A TOML table as a list of entries in document order.
+fn ordered_map<'de, D, V>(deserializer: D) -> Result<Vec<(String, V)>, D::Error>
+where
+    D: Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Ordered<V>(PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> Visitor<'de> for Ordered<V> {
+        type Value = Vec<(String, V)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a table")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(entry) = map.next_entry()? {
+                out.push(entry);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_map(Ordered(PhantomData))
+}
+
+fn endpoint(url: url::Url, raw: RawHost, mirror: bool, base: &Path) -> Endpoint {
+    Endpoint {
+        url,
+        capabilities: raw
+            .capabilities
+            .as_deref()
+            .map_or(Capabilities::ALL, Capabilities::from_list),
+        override_path: raw.override_path.unwrap_or(false),
+        ca: raw
+            .ca
+            .map(OneOrMany::into_vec)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|ca| base.join(ca))
+            .collect(),
+        skip_verify: raw.skip_verify.unwrap_or(false),
+        headers: raw
+            .header
+            .into_iter()
+            .map(|(k, v)| (k, v.into_vec()))
+            .collect(),
+        mirror,
+    }
+}
+
+impl HostsConfig {
+    /// No `hosts.toml`: the registry's default server only.
+    pub fn default_for(registry: &str) -> Result<Self, HostsError> {
+        let url = parse_url(&default_server(registry))?;
+        Ok(Self {
+            registry: registry.to_owned(),
+            endpoints: vec![endpoint(url, RawHost::default(), false, Path::new(""))],
+        })
+    }
+
+    /// Parse `hosts.toml` for `registry`. Relative `ca` paths are resolved against `dir` (the
+    /// file's directory).
+    pub fn parse(registry: &str, text: &str, dir: &Path) -> Result<Self, HostsError> {
+        let raw: RawHosts = toml::from_str(text).map_err(|_| HostsError::Malformed)?;
+        let mut endpoints = Vec::with_capacity(raw.host.len() + 1);
+        for (url, host) in raw.host {
+            endpoints.push(endpoint(parse_url(&url)?, host, true, dir));
+        }
+        let server = match raw.server.as_deref().filter(|s| !s.is_empty()) {
+            Some(server) => parse_url(server)?,
+            None => parse_url(&default_server(registry))?,
+        };
+        endpoints.push(endpoint(server, raw.top, false, dir));
+        Ok(Self {
+            registry: registry.to_owned(),
+            endpoints,
+        })
+    }
+
+    /// All endpoints: mirrors in order, then the server.
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// The endpoints usable for a manifest lookup: by tag needs `resolve`, by digest needs `pull`.
+    pub fn endpoints_for(&self, by_digest: bool) -> Vec<&Endpoint> {
+        self.endpoints
+            .iter()
+            .filter(|e| {
+                if by_digest {
+                    e.capabilities.pull
+                } else {
+                    e.capabilities.resolve
+                }
+            })
+            .collect()
+    }
+
+    /// The server (the last endpoint).
+    pub fn server(&self) -> Option<&Endpoint> {
+        self.endpoints.last()
+    }
+}
+
+/// The directory holding the host configuration of `registry` under the `certs.d`-style roots:
+/// the first root with a `registry` directory, else the first with a `_default` one.
+pub fn host_dir(roots: &[PathBuf], registry: &str) -> Option<PathBuf> {
+    let names = [registry.to_owned(), registry.replace(':', "_")];
+    roots
+        .iter()
+        .find_map(|root| {
+            names
+                .iter()
+                .map(|name| root.join(name))
+                .find(|dir| dir.is_dir())
+        })
+        .or_else(|| {
+            roots
+                .iter()
+                .map(|root| root.join("_default"))
+                .find(|dir| dir.is_dir())
+        })
+}
+
+/// The host configuration for `registry` from `certs.d`-style roots. `Ok(None)` when no directory
+/// applies. A directory without `hosts.toml` (docker's layout) contributes its `*.crt` files as
+/// CAs of the server.
+pub fn load_hosts(roots: &[PathBuf], registry: &str) -> Result<Option<HostsConfig>, HostsError> {
+    let Some(dir) = host_dir(roots, registry) else {
+        return Ok(None);
+    };
+    let file = dir.join("hosts.toml");
+    match std::fs::read(&file) {
+        Ok(bytes) => {
+            if bytes.len() > (1 << 20) {
+                return Err(HostsError::Malformed);
+            }
+            let text = String::from_utf8(bytes).map_err(|_| HostsError::Malformed)?;
+            HostsConfig::parse(registry, &text, &dir).map(Some)
+        }
+        Err(_) => {
+            let mut config = HostsConfig::default_for(registry)?;
+            let mut cas: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "crt"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            cas.sort();
+            if let Some(server) = config.endpoints.last_mut() {
+                server.ca = cas;
+            }
+            Ok(Some(config))
+        }
+    }
+}

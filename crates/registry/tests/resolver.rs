@@ -1,0 +1,11 @@
+//! Integration tests of `noe_registry::Resolver` against the real distribution registry, the
+//! test token server, a test CA, and (for faults a registry will not produce) a fake registry.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod resolver {
+    pub mod auth;
+    pub mod faults;
+    pub mod fixtures;
+    pub mod support;
+    pub mod tls;
+}

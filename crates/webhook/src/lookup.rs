@@ -1,0 +1,143 @@
+//! The seams between the admission flow and the outside world: image platform lookups and
+//! registry credentials. The server uses [`noe_registry::Resolver`] and the configured credential
+//! sources; tests may script both.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use noe_registry::credentials::{push_unique, Sources};
+use noe_registry::{CredentialCandidate, Platform, Resolver};
+
+use crate::pull_secrets::{PodPullSecrets, PullSecrets};
+
+/// Finds the platforms of one image with the given credential candidates (tried in order).
+pub trait PlatformLookup: Send + Sync + 'static {
+    /// The platforms, or a one-line reason naming the image's registry or status.
+    fn lookup<'a>(
+        &'a self,
+        image: &'a str,
+        credentials: &'a [CredentialCandidate],
+    ) -> BoxFuture<'a, Result<Vec<Platform>, String>>;
+}
+
+impl PlatformLookup for noe_registry::Resolver {
+    fn lookup<'a>(
+        &'a self,
+        image: &'a str,
+        credentials: &'a [CredentialCandidate],
+    ) -> BoxFuture<'a, Result<Vec<Platform>, String>> {
+        Box::pin(async move {
+            self.resolve(image, credentials)
+                .await
+                .map(|resolution| resolution.platforms.clone())
+                .map_err(|error| error.to_string())
+        })
+    }
+}
+
+/// The credentials of one pod: candidates per image (as written in the pod), and how many of
+/// its pull secrets could not be read.
+#[derive(Clone, Debug, Default)]
+pub struct PodCredentials {
+    pub candidates: HashMap<String, Vec<CredentialCandidate>>,
+    /// `noe_hook_image_pull_secret_failed_total` increments.
+    pub failed_pull_secrets: usize,
+}
+
+impl PodCredentials {
+    pub fn for_image(&self, image: &str) -> &[CredentialCandidate] {
+        self.candidates
+            .get(image)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+}
+
+/// Where credentials come from (pod pull secrets, credential providers, containerd and docker
+/// configuration).
+pub trait CredentialSource: Send + Sync + 'static {
+    /// What a pod in `namespace` with these `imagePullSecrets` names may use for its `images`.
+    fn for_pod<'a>(
+        &'a self,
+        namespace: &'a str,
+        pull_secrets: &'a [String],
+        images: &'a [String],
+    ) -> BoxFuture<'a, PodCredentials>;
+}
+
+/// No credentials: every lookup is anonymous.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Anonymous;
+
+impl CredentialSource for Anonymous {
+    fn for_pod<'a>(
+        &'a self,
+        _namespace: &'a str,
+        _pull_secrets: &'a [String],
+        _images: &'a [String],
+    ) -> BoxFuture<'a, PodCredentials> {
+        Box::pin(async { PodCredentials::default() })
+    }
+}
+
+/// The server's credentials: the pod's pull secrets first (when the API is reachable), then the
+/// node-level sources (plugins, containerd, docker config), for the reference actually contacted
+/// (after `--registry-proxies`).
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub resolver: Resolver,
+    pub sources: Arc<Sources>,
+    pub pull_secrets: Option<PullSecrets>,
+}
+
+impl Credentials {
+    /// The candidates for one image, pod secrets first.
+    pub async fn candidates(
+        &self,
+        image: &str,
+        pod: Option<&PodPullSecrets>,
+    ) -> Vec<CredentialCandidate> {
+        // A reference that does not parse fails in the lookup, with the better message.
+        let Ok(target) = self.resolver.target(image) else {
+            return Vec::new();
+        };
+        let target = target.to_string();
+        let mut out = pod.map(|p| p.candidates(&target)).unwrap_or_default();
+        push_unique(&mut out, self.sources.candidates(&target).await);
+        out
+    }
+}
+
+impl CredentialSource for Credentials {
+    fn for_pod<'a>(
+        &'a self,
+        namespace: &'a str,
+        pull_secrets: &'a [String],
+        images: &'a [String],
+    ) -> BoxFuture<'a, PodCredentials> {
+        Box::pin(async move {
+            let pod = match (&self.pull_secrets, pull_secrets.is_empty()) {
+                (Some(api), false) => Some(api.load(namespace, pull_secrets).await),
+                _ => None,
+            };
+            if let Some(pod) = &pod {
+                for failure in pod.failures() {
+                    tracing::warn!(
+                        secret = %failure.name,
+                        reason = failure.reason.as_str(),
+                        "Image pull secret not usable"
+                    );
+                }
+            }
+            let mut candidates = HashMap::new();
+            for image in images {
+                candidates.insert(image.clone(), self.candidates(image, pod.as_ref()).await);
+            }
+            PodCredentials {
+                candidates,
+                failed_pull_secrets: pod.as_ref().map_or(0, |p| p.failures().len()),
+            }
+        })
+    }
+}
