@@ -16,20 +16,20 @@
 //! One lookup, in order: [`mod@reference`] parses and normalizes the image; [`proxies`] rewrites the
 //! registry host; [`cache`] answers or coalesces concurrent misses into one load; the load tries
 //! each [`CredentialCandidate`] in order, then anonymous access (unless the image matches
-//! `private_registries`), moving on only on 401/403; [`walk`] GETs the manifest with the
+//! `private_registries`), moving on only on 401/403; `walk` GETs the manifest with the
 //! [`manifest::ACCEPT`] list and turns it into platforms (index entries as stated, platform-less
 //! entries and nested indexes fetched within bounds, a single manifest through its config blob);
-//! [`auth`] answers challenges ([`challenge`]) with tokens or Basic credentials; [`client`] does
+//! `auth` answers challenges ([`challenge`]) with tokens or Basic credentials; `client` does
 //! the HTTP with timeouts, the 4 MiB body cap, one retry on 429/5xx and hand-followed redirects
 //! that drop `Authorization` across hosts; [`ssrf`] refuses metadata and link-local addresses.
 //!
 //! Credentials are data: callers pick the candidates for the host actually contacted, which
 //! [`Resolver::target`] gives (after proxies), so a proxy never receives another host's secrets.
 
-pub mod auth;
+mod auth;
 pub mod cache;
 pub mod challenge;
-pub mod client;
+mod client;
 pub mod config;
 pub mod credential;
 pub mod credentials;
@@ -41,7 +41,7 @@ pub mod proxies;
 pub mod reference;
 pub mod resolver;
 pub mod ssrf;
-pub mod walk;
+mod walk;
 
 pub use config::Config;
 pub use credential::{Credential, CredentialCandidate};

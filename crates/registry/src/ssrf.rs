@@ -159,6 +159,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn resolver_refuses_names_resolving_only_to_blocked_addresses() {
+        // The system resolver answers an address-shaped name with that address, no network.
+        let refused = match Guard::default()
+            .resolver()
+            .resolve("169.254.169.254".parse().unwrap())
+            .await
+        {
+            Ok(_) => panic!("resolved to a metadata address"),
+            Err(error) => error,
+        };
+        let blocked = refused.downcast_ref::<BlockedAddress>().unwrap();
+        assert_eq!(
+            blocked.address,
+            "169.254.169.254".parse::<IpAddr>().unwrap()
+        );
+        let allowed = Guard::new(vec!["169.254.169.254/32".parse().unwrap()]).resolver();
+        assert!(allowed
+            .resolve("169.254.169.254".parse().unwrap())
+            .await
+            .is_ok());
+    }
+
+    #[tokio::test]
     async fn resolver_keeps_loopback() {
         let resolver = Guard::default().resolver();
         let addrs: Vec<_> = resolver

@@ -1,0 +1,91 @@
+//! The floor: the least an HTTPS admission server on our TLS stack can do. Same stack as `noe`
+//! (hyper 1 auto builder, HTTP/1.1 header-read timeout, tokio-rustls with ring, ALPN h2 and
+//! http/1.1, TCP_NODELAY), parses the request body as JSON, answers a constant AdmissionReview.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+const RESPONSE: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#;
+const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// Reads `tls.crt` / `tls.key` from `cert_dir` into a rustls server config like noe's.
+pub fn server_config(cert_dir: &Path) -> anyhow::Result<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert_dir.join("tls.crt"))
+        .context("reading tls.crt")?
+        .collect::<Result<Vec<_>, _>>()
+        .context("parsing tls.crt")?;
+    let key = PrivateKeyDer::from_pem_file(cert_dir.join("tls.key")).context("reading tls.key")?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Serves until the process is killed.
+pub async fn serve(addr: SocketAddr, cert_dir: &Path) -> anyhow::Result<()> {
+    let acceptor = TlsAcceptor::from(Arc::new(server_config(cert_dir)?));
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10));
+    builder.http2().timer(TokioTimer::new());
+    let builder = Arc::new(builder);
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let Ok(Ok(tls)) =
+                tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
+            else {
+                return;
+            };
+            let service = hyper::service::service_fn(answer);
+            let _ = builder.serve_connection(TokioIo::new(tls), service).await;
+        });
+    }
+}
+
+async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let status = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+        Ok(body) => match serde_json::from_slice::<serde_json::Value>(&body.to_bytes()) {
+            Ok(_) => StatusCode::OK,
+            Err(_) => StatusCode::BAD_REQUEST,
+        },
+        Err(_) => StatusCode::PAYLOAD_TOO_LARGE,
+    };
+    let mut response = Response::new(Full::new(Bytes::from_static(RESPONSE.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}

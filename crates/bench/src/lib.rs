@@ -1,0 +1,130 @@
+//! noe-rs benchmarks (DESIGN.md §5). Not a test suite: it measures and prints tables, it asserts
+//! nothing about timing. `scripts/bench.sh` builds the release `noe` and runs `noe-bench all`.
+//!
+//! - [`floor`]: the floor server, a minimal HTTPS admission endpoint on the same TLS stack as
+//!   `noe` (hyper 1 auto builder + tokio-rustls, ring) that parses the request JSON and answers
+//!   a constant AdmissionReview.
+//! - [`warm`]: `noe` (platforms cached) and the floor driven side by side by `wrk`.
+//! - [`requests`]: registry HTTP requests per unique image, from the real registry's access log,
+//!   and N concurrent admissions of one uncached image.
+//! - [`memory`]: RSS of `noe` holding 100k cached lookups.
+//! - [`startup`]: exec to `/readyz` answering 200.
+
+pub mod floor;
+pub mod memory;
+pub mod noe;
+pub mod requests;
+pub mod review;
+pub mod startup;
+pub mod warm;
+pub mod wrk;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+/// noe-rs benchmarks.
+#[derive(Debug, Parser)]
+#[command(name = "noe-bench")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the floor: parse each request as JSON, answer a constant AdmissionReview.
+    Floor {
+        /// Listen address.
+        #[arg(long)]
+        addr: SocketAddr,
+        /// Directory holding tls.crt and tls.key.
+        #[arg(long)]
+        cert_dir: PathBuf,
+    },
+    /// Run every measurement and print markdown tables.
+    All(Options),
+    /// Warm path only.
+    Warm(Options),
+    /// Registry requests only.
+    Requests(Options),
+    /// Memory only.
+    Memory(Options),
+    /// Start-up time only.
+    Startup(Options),
+}
+
+/// Shared options.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Options {
+    /// The `noe` binary to measure (a release build).
+    #[arg(long, default_value = "target/release/noe")]
+    pub noe: PathBuf,
+    /// wrk run length per round.
+    #[arg(long, default_value = "10s", value_parser = parse_seconds)]
+    pub duration: Duration,
+    /// wrk concurrent keep-alive connections.
+    #[arg(long, default_value_t = 64)]
+    pub connections: u32,
+    /// wrk threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: u32,
+    /// Alternating floor/noe rounds.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Cached entries for the memory measurement.
+    #[arg(long, default_value_t = 100_000)]
+    pub entries: u32,
+    /// Concurrent admissions of one uncached image.
+    #[arg(long, default_value_t = 64)]
+    pub concurrent: usize,
+    /// Start-up samples.
+    #[arg(long, default_value_t = 10)]
+    pub starts: u32,
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let digits = text.strip_suffix('s').unwrap_or(text);
+    digits
+        .parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|e| format!("{text:?}: expected whole seconds like 10s ({e})"))
+}
+
+impl Cli {
+    /// Runs the chosen command.
+    pub fn run(self) -> ExitCode {
+        let runtime = match tokio::runtime::Runtime::new() {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("noe-bench: cannot start the runtime: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let result = runtime.block_on(async {
+            match self.command {
+                Command::Floor { addr, cert_dir } => floor::serve(addr, &cert_dir).await,
+                Command::All(options) => {
+                    startup::run(&options).await?;
+                    requests::run(&options).await?;
+                    memory::run(&options).await?;
+                    warm::run(&options).await
+                }
+                Command::Warm(options) => warm::run(&options).await,
+                Command::Requests(options) => requests::run(&options).await,
+                Command::Memory(options) => memory::run(&options).await,
+                Command::Startup(options) => startup::run(&options).await,
+            }
+        });
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("noe-bench: {error:#}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

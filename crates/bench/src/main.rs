@@ -1,0 +1,8 @@
+//! `noe-bench`: measurements of DESIGN.md §5, run by `scripts/bench.sh`.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    noe_bench::Cli::parse().run()
+}

@@ -1,0 +1,34 @@
+//! AdmissionReview bodies for the benchmarks.
+
+use serde_json::{json, Value};
+
+/// A pod CREATE review whose containers run `images`, like the apiserver sends (about 500 bytes
+/// with one image).
+pub fn pod_review(uid: &str, images: &[String]) -> Value {
+    let containers: Vec<Value> = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| json!({"name": format!("c{i}"), "image": image, "resources": {}}))
+        .collect();
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "bench",
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+            "object": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"generateName": "web-5d8c7b9f6-", "namespace": "bench",
+                              "labels": {"app": "web", "pod-template-hash": "5d8c7b9f6"}},
+                "spec": {"containers": containers, "restartPolicy": "Always",
+                         "serviceAccountName": "default"}
+            },
+            "dryRun": false
+        }
+    })
+}

@@ -1,0 +1,125 @@
+//! The warm path: `noe` with the image's platforms cached against the floor, driven by wrk side
+//! by side (alternating rounds in one run), same request body, same client settings.
+
+use anyhow::{bail, Context as _};
+use noe_test_support::{push_standard_fixtures, Registry};
+
+use crate::noe::{admit, start_floor, start_noe, Tls};
+use crate::review::pod_review;
+use crate::wrk::{self, Report};
+use crate::Options;
+
+pub async fn run(options: &Options) -> anyhow::Result<()> {
+    let registry = Registry::start().await?;
+    let fixtures = push_standard_fixtures(&registry).await?;
+    let tls = Tls::new()?;
+    let noe = start_noe(
+        &options.noe,
+        &tls,
+        &[format!("--insecure-registries={}", registry.host())],
+    )
+    .await?;
+    let floor = start_floor(&tls).await?;
+    let review = pod_review(
+        "7f0c4a1e-3b52-4c1f-9d1a-2f6c1c3b9e10",
+        &[fixtures.oci_index.reference()],
+    );
+    let client = tls.client()?;
+    let warm = admit(&client, noe.addr, &review).await?;
+    if warm["response"]["patch"].is_null() {
+        bail!("the warm-up admission did not patch the pod: {warm}");
+    }
+    let body = serde_json::to_string(&review)?;
+    let script = wrk::script(tls.dir.path(), &body)?;
+    registry.reset_requests();
+
+    let mut floors = Vec::new();
+    let mut ours = Vec::new();
+    for _ in 0..options.rounds {
+        floors.push(
+            wrk::run(
+                floor.addr,
+                &script,
+                options.threads,
+                options.connections,
+                options.duration,
+            )
+            .await
+            .context("floor")?,
+        );
+        ours.push(
+            wrk::run(
+                noe.addr,
+                &script,
+                options.threads,
+                options.connections,
+                options.duration,
+            )
+            .await
+            .context("noe")?,
+        );
+    }
+    let upstream = registry.request_count();
+    println!("## Warm path");
+    println!();
+    println!(
+        "wrk -t{} -c{} -d{}s --latency, POST of a {}-byte pod AdmissionReview (platforms cached); {} alternating rounds.",
+        options.threads,
+        options.connections,
+        options.duration.as_secs(),
+        body.len(),
+        options.rounds
+    );
+    println!();
+    println!("| round | server | requests/s | p50 ms | p99 ms | errors |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for (round, (f, o)) in floors.iter().zip(&ours).enumerate() {
+        row(round + 1, "floor", f);
+        row(round + 1, "noe", o);
+    }
+    let floor_mean = mean(&floors);
+    let ours_mean = mean(&ours);
+    println!();
+    println!("| | floor | noe | noe/floor | target |");
+    println!("|---|---:|---:|---:|---|");
+    println!(
+        "| requests/s (mean) | {:.0} | {:.0} | {:.2} | ≥ 0.80 |",
+        floor_mean.requests_per_second,
+        ours_mean.requests_per_second,
+        ours_mean.requests_per_second / floor_mean.requests_per_second
+    );
+    println!(
+        "| p50 ms (mean) | {:.3} | {:.3} | {:.2} | |",
+        floor_mean.p50_ms,
+        ours_mean.p50_ms,
+        ours_mean.p50_ms / floor_mean.p50_ms
+    );
+    println!(
+        "| p99 ms (mean) | {:.3} | {:.3} | {:.2} | ≤ 1.50 |",
+        floor_mean.p99_ms,
+        ours_mean.p99_ms,
+        ours_mean.p99_ms / floor_mean.p99_ms
+    );
+    println!();
+    println!("Registry requests during the load: {upstream} (the platforms came from the cache).");
+    println!();
+    Ok(())
+}
+
+fn row(round: usize, server: &str, r: &Report) {
+    println!(
+        "| {round} | {server} | {:.0} | {:.3} | {:.3} | {} |",
+        r.requests_per_second, r.p50_ms, r.p99_ms, r.errors
+    );
+}
+
+fn mean(reports: &[Report]) -> Report {
+    let n = reports.len().max(1) as f64;
+    Report {
+        requests_per_second: reports.iter().map(|r| r.requests_per_second).sum::<f64>() / n,
+        p50_ms: reports.iter().map(|r| r.p50_ms).sum::<f64>() / n,
+        p99_ms: reports.iter().map(|r| r.p99_ms).sum::<f64>() / n,
+        requests: reports.iter().map(|r| r.requests).sum(),
+        errors: reports.iter().map(|r| r.errors).sum(),
+    }
+}

@@ -1,0 +1,147 @@
+//! Driving a server with `wrk` and reading its report.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+
+/// What one wrk run measured.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub requests_per_second: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub requests: u64,
+    /// Non-2xx answers plus socket errors.
+    pub errors: u64,
+}
+
+/// Writes the Lua script POSTing `body` to `/mutate`.
+pub fn script(dir: &Path, body: &str) -> anyhow::Result<std::path::PathBuf> {
+    if body.contains("]==]") {
+        bail!("body cannot be embedded in a Lua long string");
+    }
+    let path = dir.join("post.lua");
+    std::fs::write(
+        &path,
+        format!(
+            "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = [==[{body}]==]\n"
+        ),
+    )?;
+    Ok(path)
+}
+
+/// Runs `wrk --latency` against `https://addr/mutate`.
+pub async fn run(
+    addr: SocketAddr,
+    script: &Path,
+    threads: u32,
+    connections: u32,
+    duration: Duration,
+) -> anyhow::Result<Report> {
+    let output = tokio::process::Command::new("wrk")
+        .arg(format!("-t{threads}"))
+        .arg(format!("-c{connections}"))
+        .arg(format!("-d{}s", duration.as_secs()))
+        .arg("--latency")
+        .arg("-s")
+        .arg(script)
+        .arg(format!("https://{addr}/mutate"))
+        .output()
+        .await
+        .context("running wrk (apt-get install wrk)")?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        bail!(
+            "wrk failed: {text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    parse(&text).with_context(|| format!("reading the wrk report:\n{text}"))
+}
+
+/// Parses wrk's text report.
+pub fn parse(text: &str) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let mut in_distribution = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some(rest) = trimmed.strip_prefix("Requests/sec:") {
+            report.requests_per_second = rest.trim().parse()?;
+        } else if trimmed.starts_with("Latency Distribution") {
+            in_distribution = true;
+        } else if in_distribution && trimmed.starts_with("50%") {
+            report.p50_ms = duration_ms(trimmed.trim_start_matches("50%").trim())?;
+        } else if in_distribution && trimmed.starts_with("99%") {
+            report.p99_ms = duration_ms(trimmed.trim_start_matches("99%").trim())?;
+            in_distribution = false;
+        } else if trimmed.contains("requests in") {
+            report.requests = trimmed
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .parse()?;
+        } else if let Some(rest) = trimmed.strip_prefix("Non-2xx or 3xx responses:") {
+            report.errors += rest.trim().parse::<u64>()?;
+        } else if let Some(rest) = trimmed.strip_prefix("Socket errors:") {
+            for part in rest.split(',') {
+                if let Some(n) = part.split_whitespace().nth(1) {
+                    report.errors += n.parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+    }
+    if report.requests_per_second == 0.0 || report.p99_ms == 0.0 {
+        bail!("no throughput or latency in the report");
+    }
+    Ok(report)
+}
+
+/// `812.00us`, `1.23ms`, `2.01s` → milliseconds.
+fn duration_ms(text: &str) -> anyhow::Result<f64> {
+    let (number, factor) = if let Some(n) = text.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60_000.0)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        bail!("unknown duration {text:?}");
+    };
+    Ok(number.parse::<f64>()? * factor)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_wrk_report() {
+        let text = "Running 10s test @ https://127.0.0.1:1/mutate
+  2 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.02ms  512.00us  20.00ms   90.00%
+    Req/Sec    31.00k     2.00k   35.00k    70.00%
+  Latency Distribution
+     50%  812.00us
+     75%    1.20ms
+     90%    1.80ms
+     99%    3.10ms
+  617000 requests in 10.00s, 150.00MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 4
+Requests/sec:  61700.12
+Transfer/sec:     15.00MB
+";
+        let report = parse(text).unwrap();
+        assert_eq!(report.requests, 617_000);
+        assert!((report.requests_per_second - 61_700.12).abs() < 1e-6);
+        assert!((report.p50_ms - 0.812).abs() < 1e-9);
+        assert!((report.p99_ms - 3.1).abs() < 1e-9);
+        assert_eq!(report.errors, 7);
+    }
+}

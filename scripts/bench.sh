@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every noe-rs benchmark: criterion micro-benchmarks, then noe-bench (start-up time, registry
+# requests per image, concurrent single-flight, memory with 100k cached lookups, and the warm path
+# against the floor server with wrk). Results go to stdout and to target/bench/report.md.
+#
+#   scripts/bench.sh              # everything
+#   scripts/bench.sh --quick      # shorter wrk runs, 10k entries, no criterion
+#   NOE_BENCH_ARGS="--duration 20s --rounds 5" scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=false
+[[ "${1:-}" == "--quick" ]] && quick=true
+
+if ! command -v wrk >/dev/null; then
+  echo "installing wrk (Debian package)" >&2
+  sudo_cmd=""; [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq wrk
+fi
+if ! command -v docker-registry >/dev/null; then
+  echo "docker-registry (Debian package docker-registry) is needed for the registry benchmarks" >&2
+  exit 1
+fi
+
+target="${CARGO_TARGET_DIR:-target}"
+out="$target/bench"
+mkdir -p "$out"
+
+cargo build --release -p noe-webhook --bin noe -p noe-bench --bin noe-bench
+
+if ! $quick; then
+  cargo bench -p noe-registry --bench reference -- --noplot 2>&1 | tee "$out/criterion-reference.txt"
+  cargo bench -p noe-webhook --bench decide -- --noplot 2>&1 | tee "$out/criterion-decide.txt"
+fi
+
+args=(--noe "$target/release/noe")
+if $quick; then
+  args+=(--duration 5s --rounds 1 --entries 10000 --starts 5)
+fi
+# shellcheck disable=SC2086
+"$target/release/noe-bench" all "${args[@]}" ${NOE_BENCH_ARGS:-} | tee "$out/report.md"
+echo "report: $out/report.md" >&2
