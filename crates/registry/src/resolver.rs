@@ -442,6 +442,43 @@ mod tests {
     }
 
     #[test]
+    fn chain_fingerprint_follows_the_hosts() {
+        let one = HostsConfig::parse(
+            "docker.io",
+            "[host.\"https://a.corp\"]\n",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let other = HostsConfig::parse(
+            "docker.io",
+            "[host.\"https://b.corp\"]\n",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let fp = |h: &HostsConfig| chain_fingerprint(7, &h.endpoints_for(false));
+        assert_eq!(fp(&one), fp(&one.clone()));
+        assert_ne!(fp(&one), fp(&other));
+        assert_ne!(
+            chain_fingerprint(7, &one.endpoints_for(false)),
+            chain_fingerprint(8, &one.endpoints_for(false))
+        );
+    }
+
+    #[test]
+    fn host_headers_skip_what_http_cannot_carry() {
+        let hosts = HostsConfig::parse(
+            "docker.io",
+            "[header]\n  x-ok = [\"1\", \"2\"]\n  \"bad name\" = \"x\"\n  x-bad-value = \"a\\nb\"\n",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let headers = header_map(hosts.server().unwrap());
+        assert_eq!(headers.len(), 2, "{headers:?}");
+        assert_eq!(headers.get_all("x-ok").iter().count(), 2);
+        assert!(headers.get("x-ok").unwrap().is_sensitive());
+    }
+
+    #[test]
     fn bad_proxy_rules_are_refused() {
         let config = Config {
             proxies: vec![("docker.io".into(), "proxy.corp/path".into())],

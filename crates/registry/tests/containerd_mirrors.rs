@@ -276,6 +276,43 @@ async fn headers_reach_only_their_own_host() {
 }
 
 #[tokio::test]
+async fn host_headers_are_dropped_on_a_redirect_to_another_host() {
+    let mirror = FakeRegistry::start().await.unwrap();
+    let image = build_image("redirect", "linux/ppc64le", Flavor::Oci).unwrap();
+    mirror.script_image("app", "1", &image);
+    let config = image.descriptor.config_digest.clone().unwrap();
+    mirror.route(
+        &noe_test_support::blob_path("app", &config),
+        Behavior::redirect_to_other("/storage/config"),
+    );
+    mirror.route(
+        "/storage/config",
+        Behavior::body(200, "application/octet-stream", image.config.clone()),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let registry = format!("127.0.0.1:{}", closed_port());
+    let hosts = format!(
+        "server = \"http://{registry}\"\n\
+         [host.\"http://{mirror}\"]\n\
+         [host.\"http://{mirror}\".header]\n  x-mirror-token = \"m\"\n",
+        mirror = mirror.host(),
+    );
+    let resolver = resolver(dir.path(), &registry, &hosts, &[]);
+    let resolution = resolver
+        .resolve(&format!("{registry}/app:1"), &[])
+        .await
+        .unwrap();
+    assert_eq!(platforms(&resolution), vec!["linux/ppc64le"]);
+    assert_eq!(resolution.resolved, format!("{}/app:1", mirror.host()));
+    let storage = mirror.requests_to("/storage/config");
+    assert_eq!(storage.len(), 1);
+    assert_eq!(storage[0].listener, noe_test_support::Listener::Other);
+    assert!(storage[0].header("x-mirror-token").is_none(), "{storage:?}");
+    let manifest = mirror.requests_to(&manifest_path("app", "1"));
+    assert_eq!(manifest[0].header("x-mirror-token"), Some("m"));
+}
+
+#[tokio::test]
 async fn a_mirror_gets_only_credentials_matched_for_its_own_host() {
     let origin = Registry::builder()
         .htpasswd("alice", "origin-secret")

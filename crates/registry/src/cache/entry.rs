@@ -154,6 +154,22 @@ mod tests {
     }
 
     #[test]
+    fn a_mirror_that_served_is_kept() {
+        let interner = Interner::default();
+        let target = "docker.io/library/nginx:latest";
+        let served = resolution(
+            "sha256:0",
+            OCI_INDEX,
+            "mirror.corp:5000/library/nginx:latest",
+        );
+        let entry = interner.entry(served.clone(), target);
+        let back = entry.resolution(&served.image, target);
+        assert_eq!(back.resolved, "mirror.corp:5000/library/nginx:latest");
+        let direct = interner.entry(resolution("sha256:0", OCI_INDEX, target), target);
+        assert_eq!(direct.resolution(&served.image, target).resolved, target);
+    }
+
+    #[test]
     fn round_trips_and_shares() {
         let interner = Interner::default();
         let sha = format!("sha256:{}", "ab".repeat(32));
