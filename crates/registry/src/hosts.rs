@@ -24,13 +24,3 @@ impl HostsProvider for ContainerdSource {
         Box::pin(ContainerdSource::hosts(self, registry))
     }
 }
-
-/// A fixed host configuration per registry (tests, or callers with their own source).
-#[derive(Clone, Debug, Default)]
-pub struct StaticHosts(pub Vec<HostsConfig>);
-
-impl HostsProvider for StaticHosts {
-    fn hosts<'a>(&'a self, registry: &'a str) -> BoxFuture<'a, Option<HostsConfig>> {
-        Box::pin(async move { self.0.iter().find(|h| h.registry == registry).cloned() })
-    }
-}

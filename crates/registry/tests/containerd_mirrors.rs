@@ -110,6 +110,46 @@ async fn mirror_holding_the_image_is_used_before_the_origin() {
 }
 
 #[tokio::test]
+async fn deprecated_cri_mirrors_apply_without_certs_d() {
+    let origin = Registry::start().await.unwrap();
+    let mirror = Registry::start().await.unwrap();
+    let fixtures = push_standard_fixtures(&origin).await.unwrap();
+    push_standard_fixtures(&mirror).await.unwrap();
+    origin.reset_requests();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"{}\"]\n  \
+             endpoint = [\"http://127.0.0.1:{}\", \"http://{}\"]\n",
+            origin.host(),
+            closed_port(),
+            mirror.host()
+        ),
+    )
+    .unwrap();
+    let resolver = Resolver::new(
+        Config {
+            insecure_registries: vec![origin.host()],
+            request_timeout: Duration::from_secs(2),
+            hosts: Some(Arc::new(ContainerdSource::new(vec![config]))),
+            ..Config::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
+    let fixture = &fixtures.windows_index;
+    let resolution = resolver.resolve(&fixture.reference(), &[]).await.unwrap();
+    assert!(
+        resolution.resolved.starts_with(&mirror.host()),
+        "{}",
+        resolution.resolved
+    );
+    assert_eq!(origin.requests(), vec![]);
+}
+
+#[tokio::test]
 async fn unreachable_failing_and_empty_mirrors_fall_back_to_the_origin() {
     let origin = Registry::start().await.unwrap();
     let fixtures = push_standard_fixtures(&origin).await.unwrap();
