@@ -14,6 +14,7 @@ const PUBLIC_REGISTRIES: &[&str] = &[
     "ghcr.io",
     "quay.io",
     "gcr.io",
+    "*.gcr.io",
     "registry.k8s.io",
     "public.ecr.aws",
     "*.pkg.dev",
@@ -225,22 +226,39 @@ impl RegistryLabels {
     }
 
     fn label(&self, host: &str) -> String {
-        let host = if host == crate::reference::DOCKER_HUB_ENDPOINT {
-            crate::reference::DOCKER_HUB
-        } else {
-            host
-        };
-        let known = self
-            .configured
-            .iter()
-            .map(String::as_str)
-            .chain(PUBLIC_REGISTRIES.iter().copied())
-            .any(|pattern| glob_match(pattern, host));
-        if known {
-            host.to_ascii_lowercase()
-        } else {
-            "other".to_owned()
-        }
+        registry_label(host, &self.configured)
+    }
+}
+
+/// The bounded `registry` label value of a registry host: the host itself when it matches one of
+/// `configured` (globs allowed) or one of the big public registries, else `other`. Docker Hub's
+/// endpoint is reported as `docker.io`.
+pub fn registry_label(host: &str, configured: &[String]) -> String {
+    let host = if host.eq_ignore_ascii_case(crate::reference::DOCKER_HUB_ENDPOINT)
+        || host.eq_ignore_ascii_case("index.docker.io")
+    {
+        crate::reference::DOCKER_HUB
+    } else {
+        host
+    };
+    let known = configured
+        .iter()
+        .map(String::as_str)
+        .chain(PUBLIC_REGISTRIES.iter().copied())
+        .any(|pattern| glob_match(pattern, host));
+    if known {
+        host.to_ascii_lowercase()
+    } else {
+        "other".to_owned()
+    }
+}
+
+/// The bounded `registry` label value of an image reference (see [`registry_label`]); a reference
+/// that does not parse is `other`.
+pub fn image_registry_label(image: &str, configured: &[String]) -> String {
+    match crate::Reference::parse(image) {
+        Ok(reference) => registry_label(&reference.registry, configured),
+        Err(_) => "other".to_owned(),
     }
 }
 
@@ -248,6 +266,32 @@ impl RegistryLabels {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_registry_labels_are_bounded() {
+        let configured = vec!["127.0.0.1:5000".to_owned(), "registry.corp".to_owned()];
+        let cases = [
+            ("nginx", "docker.io"),
+            ("library/nginx:1", "docker.io"),
+            ("docker.io/library/nginx", "docker.io"),
+            ("index.docker.io/x/y", "docker.io"),
+            ("ghcr.io/org/app:1", "ghcr.io"),
+            ("eu.gcr.io/p/app:1", "eu.gcr.io"),
+            ("europe-docker.pkg.dev/p/r/i", "europe-docker.pkg.dev"),
+            (
+                "1234.dkr.ecr.eu-west-1.amazonaws.com/app",
+                "1234.dkr.ecr.eu-west-1.amazonaws.com",
+            ),
+            ("127.0.0.1:5000/a:1", "127.0.0.1:5000"),
+            ("registry.corp/team/app", "registry.corp"),
+            ("random.example.com/app", "other"),
+            ("localhost:9999/app", "other"),
+            ("Not A Reference!", "other"),
+        ];
+        for (image, want) in cases {
+            assert_eq!(image_registry_label(image, &configured), want, "{image}");
+        }
+    }
 
     #[test]
     fn registry_labels_are_bounded() {

@@ -25,13 +25,14 @@ pub struct RegistryArgs {
     #[arg(long, env = "NOE_IMAGE_CREDENTIAL_PROVIDER_CONFIG", value_parser = super::any_path)]
     pub image_credential_provider_config: Option<PathBuf>,
 
-    /// Docker `config.json` file to read credentials from; repeatable (or comma separated).
-    /// Default: noe's list (/var/lib/kubelet/config.json, $DOCKER_CONFIG/config.json,
+    /// Docker `config.json` file to read credentials from; repeatable (or comma separated); an
+    /// empty value means no file. Default: noe's list (/var/lib/kubelet/config.json, $DOCKER_CONFIG/config.json,
     /// ~/.docker/config.json, /.docker/config.json, then the legacy .dockercfg files).
     #[arg(long, env = "NOE_DOCKER_CONFIG_PATH", value_delimiter = ',')]
     pub docker_config_path: Vec<String>,
 
-    /// containerd `config.toml` file or directory (incl. `certs.d`); repeatable (or comma separated).
+    /// containerd `config.toml` file or directory (incl. `certs.d`); repeatable (or comma
+    /// separated); an empty value means none.
     #[arg(
         long,
         env = "NOE_CONTAINERD_CONFIG_PATH",
@@ -138,6 +139,12 @@ impl RegistryArgs {
             .collect()
     }
 
+    /// `None` when `--docker-config-path` was not given (noe's candidate list applies);
+    /// `Some(empty)` for `--docker-config-path=` (the chart's "no files").
+    pub fn docker_config_paths_setting(&self) -> Option<Vec<PathBuf>> {
+        (!self.docker_config_path.is_empty()).then(|| self.docker_config_paths())
+    }
+
     pub fn containerd_config_paths(&self) -> Vec<PathBuf> {
         non_empty(&self.containerd_config_path)
             .into_iter()
@@ -198,8 +205,7 @@ impl RegistryArgs {
         };
         let sources =
             noe_registry::credentials::Sources::new(noe_registry::credentials::SourcesConfig {
-                docker_config_paths: Some(self.docker_config_paths())
-                    .filter(|paths| !paths.is_empty()),
+                docker_config_paths: self.docker_config_paths_setting(),
                 containerd_config_paths: Some(self.containerd_config_paths()),
                 provider_bin_dir,
                 provider_config,

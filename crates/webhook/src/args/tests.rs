@@ -31,8 +31,8 @@ fn defaults_match_the_design() {
         args.registry.containerd_config_paths(),
         vec![std::path::PathBuf::from("/etc/containerd")]
     );
-    // empty: noe's candidate list, from the credentials module
-    assert!(args.registry.docker_config_paths().is_empty());
+    // not given: noe's candidate list, from the credentials module
+    assert_eq!(args.registry.docker_config_paths_setting(), None);
     assert_eq!(args.server.webhook_addr.port(), 8443);
     assert_eq!(args.server.metrics_addr.port(), 8080);
     assert_eq!(args.server.health_probe_addr.port(), 8081);
@@ -156,10 +156,17 @@ fn empty_values_disable() {
         "--cluster-schedulable-archs=",
         "--registry-proxies=",
         "--allow-registry-cidrs=",
+        "--docker-config-path=",
+        "--containerd-config-path=",
+        "--kubeconfig=",
+        "--registry-ca-file=",
     ])
     .unwrap();
     assert_eq!(args.policy.preferred_arch(), None);
     assert!(args.policy.schedulable_archs().is_empty());
+    // the chart passes empty path flags for "no files", not the defaults
+    assert_eq!(args.registry.docker_config_paths_setting(), Some(vec![]));
+    assert!(args.registry.containerd_config_paths().is_empty());
     assert!(args.registry.proxies().is_empty());
     assert!(args.registry.allow_cidrs().is_empty());
 }
@@ -284,4 +291,48 @@ fn subcommands_share_registry_flags() {
     };
     assert_eq!(explain.file, std::path::PathBuf::from("pod.yaml"));
     assert_eq!(explain.policy.preferred_arch(), Some("arm64".into()));
+}
+
+#[test]
+fn the_charts_argument_list_parses_and_validates() {
+    // As rendered by charts/noe/templates/_args.tpl with most values set.
+    let args = parse(&[
+        "noe",
+        "--webhook-addr=:8443",
+        "--metrics-addr=:8080",
+        "--health-probe-addr=:8081",
+        "--cert-dir=/certs",
+        "--preferred-arch=amd64",
+        "--preference-mode=required",
+        "--preference-weight=50",
+        "--on-lookup-error=ignore-image",
+        "--system-os=linux",
+        "--admission-deadline=8s",
+        "--registry-timeout=5s",
+        "--cache-ttl=1h",
+        "--cache-max-entries=100000",
+        "--log-level=info",
+        "--log-format=json",
+        "--cluster-schedulable-archs=amd64,arm64",
+        "--registry-proxies=docker.io=proxy.corp",
+        "--match-node-labels=team",
+        "--private-registries=registry.corp/*",
+        "--insecure-registries=registry.local:5000",
+        "--allow-registry-cidrs=10.0.0.0/8",
+        "--docker-config-path=/etc/noe/docker-config-0/config.json",
+        "--containerd-config-path=/etc/containerd/config.toml",
+        "--image-credential-provider-bin-dir=/usr/libexec/kubernetes/kubelet-plugins",
+        "--image-credential-provider-config=/etc/kubernetes/credential-provider.yaml",
+        "--leader-elect=true",
+    ])
+    .unwrap();
+    assert!(args.validate().is_ok());
+    assert!(args.server.leader_elect);
+    assert_eq!(
+        args.registry.docker_config_paths_setting(),
+        Some(vec![std::path::PathBuf::from(
+            "/etc/noe/docker-config-0/config.json"
+        )])
+    );
+    assert!(args.registry.credential_provider().is_some());
 }
