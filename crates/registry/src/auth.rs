@@ -33,9 +33,12 @@ pub struct Session<'a> {
     pub ctx: Context,
     /// `host[:port]` of the registry endpoint.
     pub host: String,
-    /// `https://host/` or, for insecure registries, `http://host/`.
+    /// The API root with a trailing slash: `https://host/v2/` (`http://` for insecure
+    /// registries), or a containerd host's own path with `override_path`.
     pub base: Url,
     pub repository: String,
+    /// containerd host `header` values, sent to this endpoint only.
+    pub headers: HeaderMap,
     pub candidate: Option<&'a CredentialCandidate>,
     /// Set once the candidate's credentials were actually sent (registry or realm).
     pub used: AtomicBool,
@@ -139,7 +142,7 @@ impl Auth {
         let response = http
             .send(
                 &session.ctx,
-                request(url.clone(), accept, attempt.header, kind),
+                request(session, url.clone(), accept, attempt.header, kind),
             )
             .await?;
         if response.status != StatusCode::UNAUTHORIZED {
@@ -176,7 +179,10 @@ impl Auth {
             return Err(unauthorized(session, 401));
         };
         let response = http
-            .send(&session.ctx, request(url, accept, Some(header), kind))
+            .send(
+                &session.ctx,
+                request(session, url, accept, Some(header), kind),
+            )
             .await?;
         if response.status == StatusCode::UNAUTHORIZED {
             return Err(unauthorized(session, 401));
@@ -322,6 +328,7 @@ impl Auth {
                 Request {
                     url,
                     headers,
+                    origin_headers: HeaderMap::new(),
                     form,
                     kind: Kind::Token,
                 },
@@ -371,6 +378,7 @@ fn token_key(session: &Session<'_>) -> TokenKey {
 }
 
 fn request(
+    session: &Session<'_>,
     url: Url,
     accept: Option<&'static str>,
     authorization: Option<HeaderValue>,
@@ -386,6 +394,7 @@ fn request(
     Request {
         url,
         headers,
+        origin_headers: session.headers.clone(),
         form: None,
         kind,
     }

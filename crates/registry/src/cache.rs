@@ -148,7 +148,8 @@ impl PlatformCache {
             .ok
             .try_get_with(key, async {
                 loaded = true;
-                load.await.map(|resolution| self.interner.entry(resolution))
+                load.await
+                    .map(|resolution| self.interner.entry(resolution, resolved))
             })
             .await;
         if loaded {

@@ -4,6 +4,9 @@
 
 mod tls;
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -50,44 +53,118 @@ impl Response {
 pub struct Request {
     pub url: Url,
     pub headers: HeaderMap,
+    /// Sent only while the request stays on `url`'s origin (containerd host headers), without
+    /// replacing a header of `headers`.
+    pub origin_headers: HeaderMap,
     pub form: Option<Vec<(&'static str, String)>>,
     pub kind: Kind,
 }
 
-/// The shared HTTP client.
-#[derive(Debug)]
+/// Extra trust for one containerd host: its `ca` files and `skip_verify`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct TlsKey {
+    ca: Vec<PathBuf>,
+    skip_verify: bool,
+}
+
+/// Bound on distinct per-host TLS configurations kept.
+const MAX_TLS_VARIANTS: usize = 64;
+
+/// The HTTP client; cheap to clone. [`Http::for_host`] gives one with a containerd host's TLS.
+#[derive(Clone, Debug)]
 pub struct Http {
     client: reqwest::Client,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
     guard: Guard,
     timeout: Duration,
     metrics: Metrics,
+    extra_ca_pem: Option<Vec<u8>>,
+    variants: Mutex<HashMap<TlsKey, reqwest::Client>>,
+}
+
+fn build_client(
+    tls: rustls::ClientConfig,
+    guard: &Guard,
+    timeout: Duration,
+) -> Result<reqwest::Client, Error> {
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .dns_resolver(guard.resolver())
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(timeout)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .user_agent(concat!("noe-rs/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| Error::Config {
+            reason: format!("cannot build the HTTP client: {e}"),
+        })
 }
 
 impl Http {
     pub fn new(config: &Config, metrics: Metrics) -> Result<Self, Error> {
         let guard = Guard::new(config.allow_cidrs.clone());
         let tls = tls::client_config(config.extra_ca_pem.as_deref())?;
-        let client = reqwest::Client::builder()
-            .use_preconfigured_tls(tls)
-            .dns_resolver(guard.resolver())
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(config.request_timeout)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .user_agent(concat!("noe-rs/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| Error::Config {
-                reason: format!("cannot build the HTTP client: {e}"),
-            })?;
+        let client = build_client(tls, &guard, config.request_timeout)?;
         Ok(Self {
             client,
-            guard,
-            timeout: config.request_timeout,
-            metrics,
+            shared: Arc::new(Shared {
+                guard,
+                timeout: config.request_timeout,
+                metrics,
+                extra_ca_pem: config.extra_ca_pem.clone(),
+                variants: Mutex::new(HashMap::new()),
+            }),
         })
     }
 
+    /// This client, trusting the `ca` files (PEM) of one containerd host too, or any
+    /// certificate with `skip_verify`. The configurations are built once and kept.
+    pub fn for_host(&self, ca: &[PathBuf], skip_verify: bool) -> Result<Self, Error> {
+        if ca.is_empty() && !skip_verify {
+            return Ok(self.clone());
+        }
+        let key = TlsKey {
+            ca: ca.to_vec(),
+            skip_verify,
+        };
+        if let Some(client) = self.variants().and_then(|v| v.get(&key).cloned()) {
+            return Ok(Self {
+                client,
+                shared: self.shared.clone(),
+            });
+        }
+        let mut pems = Vec::with_capacity(ca.len());
+        for path in ca {
+            let pem = std::fs::read(path).map_err(|e| Error::Config {
+                reason: format!("cannot read hosts.toml ca file {}: {e}", path.display()),
+            })?;
+            pems.push(pem);
+        }
+        let shared = &self.shared;
+        let tls = tls::host_config(shared.extra_ca_pem.as_deref(), &pems, skip_verify)?;
+        let client = build_client(tls, &shared.guard, shared.timeout)?;
+        if let Some(mut variants) = self.variants() {
+            if variants.len() >= MAX_TLS_VARIANTS {
+                variants.clear();
+            }
+            variants.insert(key, client.clone());
+        }
+        Ok(Self {
+            client,
+            shared: self.shared.clone(),
+        })
+    }
+
+    fn variants(&self) -> Option<std::sync::MutexGuard<'_, HashMap<TlsKey, reqwest::Client>>> {
+        self.shared.variants.lock().ok()
+    }
+
     pub fn guard(&self) -> &Guard {
-        &self.guard
+        &self.shared.guard
     }
 
     /// Sends `request`, following up to 5 redirects (GET only); `Authorization` is dropped as
@@ -96,10 +173,17 @@ impl Http {
         let Request {
             mut url,
             mut headers,
+            origin_headers,
             form,
             kind,
         } = request;
         let origin = url.origin();
+        let ours = headers.clone();
+        for (name, value) in &origin_headers {
+            if !ours.contains_key(name) {
+                headers.append(name, value.clone());
+            }
+        }
         for _ in 0..=MAX_REDIRECTS {
             let response = self
                 .send_with_retry(ctx, &url, &headers, form.as_deref(), kind)
@@ -120,6 +204,9 @@ impl Http {
             })?;
             if url.origin() != origin {
                 headers.remove(AUTHORIZATION);
+                for name in origin_headers.keys() {
+                    headers.remove(name);
+                }
             }
         }
         Err(Error::InvalidContent {
@@ -147,7 +234,7 @@ impl Http {
         }
         let wait = retry_after(&response.headers).unwrap_or(DEFAULT_RETRY_WAIT);
         // Retry only when the wait still fits in this request's time budget.
-        if started.elapsed() + wait >= self.timeout {
+        if started.elapsed() + wait >= self.shared.timeout {
             return Ok(response);
         }
         tracing::debug!(registry = %ctx.registry, status = %response.status, ?wait, "retrying registry request");
@@ -165,20 +252,26 @@ impl Http {
         kind: Kind,
     ) -> Result<Response, Error> {
         let host = url.host_str().unwrap_or_default();
-        self.guard.check_host(host)?;
-        let label = self.metrics.registry_label(&ctx.registry);
-        let timer = self
-            .metrics
+        let Shared {
+            guard,
+            timeout,
+            metrics,
+            ..
+        } = &*self.shared;
+        let timeout = *timeout;
+        guard.check_host(host)?;
+        let label = metrics.registry_label(&ctx.registry);
+        let timer = metrics
             .request_duration
             .with_label_values(&[label.as_str(), kind.as_str()])
             .start_timer();
-        self.metrics.requests.inc();
+        metrics.requests.inc();
         let mut builder = match form {
             Some(form) => self.client.request(Method::POST, url.clone()).form(form),
             None => self.client.request(Method::GET, url.clone()),
         };
-        builder = builder.headers(headers.clone()).timeout(self.timeout);
-        let result = tokio::time::timeout(self.timeout, async {
+        builder = builder.headers(headers.clone()).timeout(timeout);
+        let result = tokio::time::timeout(timeout, async {
             let response = builder.send().await?;
             let status = response.status();
             let headers = response.headers().clone();
@@ -203,12 +296,11 @@ impl Http {
             Ok(Err(ReadError::Http(error))) => return Err(self.transport_error(ctx, host, error)),
             Ok(Ok(response)) => response,
         };
-        self.metrics
+        metrics
             .responses
             .with_label_values(&[kind.as_str(), response.status.as_str()])
             .inc();
-        self.metrics
-            .record_rate_limit(&ctx.registry, &response.headers);
+        metrics.record_rate_limit(&ctx.registry, &response.headers);
         Ok(response)
     }
 
@@ -216,7 +308,7 @@ impl Http {
         Error::Timeout {
             reference: ctx.reference.clone(),
             registry: ctx.registry.clone(),
-            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+            timeout_ms: u64::try_from(self.shared.timeout.as_millis()).unwrap_or(u64::MAX),
         }
     }
 

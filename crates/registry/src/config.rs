@@ -1,6 +1,9 @@
 //! Resolver configuration, filled from the `--registry-*` flags by the caller.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::HostsProvider;
 
 /// How to reach registries and how long to remember what they said.
 #[derive(Clone, Debug)]
@@ -23,6 +26,9 @@ pub struct Config {
     pub private_registries: Vec<String>,
     /// Extra hosts allowed as `registry` metric label values.
     pub configured_hosts: Vec<String>,
+    /// containerd-style host configuration (mirrors, per-host TLS and headers) of the registry
+    /// after proxies; `None`: every registry is reached at its default server.
+    pub hosts: Option<Arc<dyn HostsProvider>>,
 }
 
 impl Default for Config {
@@ -37,6 +43,7 @@ impl Default for Config {
             cache_max_entries: 100_000,
             private_registries: Vec::new(),
             configured_hosts: Vec::new(),
+            hosts: None,
         }
     }
 }

@@ -34,6 +34,9 @@ impl fmt::Debug for Credential {
 pub struct CredentialCandidate {
     pub source: String,
     pub credential: Credential,
+    /// `None`: for the image's own registry (after proxies). `Some(host)`: matched for the
+    /// mirror `host[:port]` (containerd `hosts.toml`) and sent to that mirror only.
+    pub mirror: Option<String>,
 }
 
 impl CredentialCandidate {
@@ -41,7 +44,15 @@ impl CredentialCandidate {
         Self {
             source: source.into(),
             credential,
+            mirror: None,
         }
+    }
+
+    /// The same credential, usable only on the mirror `host[:port]` it was matched for.
+    #[must_use]
+    pub fn for_mirror(mut self, host: impl Into<String>) -> Self {
+        self.mirror = Some(host.into());
+        self
     }
 }
 

@@ -14,8 +14,10 @@
 //! ```
 //!
 //! One lookup, in order: [`mod@reference`] parses and normalizes the image; [`proxies`] rewrites the
-//! registry host; [`cache`] answers or coalesces concurrent misses into one load; the load tries
-//! each [`CredentialCandidate`] in order, then anonymous access (unless the image matches
+//! registry host; [`hosts`] gives the endpoints of the resulting host (containerd `hosts.toml`
+//! mirrors, then its server); [`cache`] answers or coalesces concurrent misses into one load; the
+//! load tries the endpoints in order (a failing mirror passes to the next) and, at each, its
+//! [`CredentialCandidate`]s in order, then anonymous access (unless the image matches
 //! `private_registries`), moving on only on 401/403; `walk` GETs the manifest with the
 //! [`manifest::ACCEPT`] list and turns it into platforms (index entries as stated, platform-less
 //! entries and nested indexes fetched within bounds, a single manifest through its config blob);
@@ -24,7 +26,9 @@
 //! that drop `Authorization` across hosts; [`ssrf`] refuses metadata and link-local addresses.
 //!
 //! Credentials are data: callers pick the candidates for the host actually contacted, which
-//! [`Resolver::target`] gives (after proxies), so a proxy never receives another host's secrets.
+//! [`Resolver::target`] gives (after proxies), so a proxy never receives another host's secrets;
+//! [`Resolver::route`] lists the mirrors too, whose own candidates are passed marked with
+//! [`CredentialCandidate::for_mirror`] (a mirror never receives unmarked ones).
 
 mod auth;
 pub mod cache;
@@ -34,6 +38,7 @@ pub mod config;
 pub mod credential;
 pub mod credentials;
 pub mod error;
+pub mod hosts;
 pub mod manifest;
 pub mod metrics;
 pub mod platform;
@@ -46,6 +51,7 @@ mod walk;
 pub use config::Config;
 pub use credential::{Credential, CredentialCandidate};
 pub use error::Error;
+pub use hosts::HostsProvider;
 pub use platform::Platform;
 pub use reference::Reference;
 pub use resolver::{Resolution, Resolver};

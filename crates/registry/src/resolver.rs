@@ -3,6 +3,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use url::Url;
 
@@ -10,6 +13,7 @@ use crate::auth::{Auth, Session};
 use crate::cache::{Key, PlatformCache};
 use crate::client::{Context, Http};
 use crate::credential::fingerprint;
+use crate::hosts::{Endpoint, HostsConfig};
 use crate::metrics::Metrics;
 use crate::walk::Fetcher;
 use crate::{manifest, proxies, Config, CredentialCandidate, Error, Platform, Reference};
@@ -20,7 +24,9 @@ use crate::{manifest, proxies, Config, CredentialCandidate, Error, Platform, Ref
 pub struct Resolution {
     /// The normalized reference, e.g. `docker.io/library/nginx:latest`.
     pub image: String,
-    /// The reference actually fetched (after proxies), e.g. `proxy.corp/library/nginx:latest`.
+    /// The reference actually fetched (after proxies), e.g. `proxy.corp/library/nginx:latest`;
+    /// with the mirror's `host[:port]` when a containerd mirror served it
+    /// (`mirror.corp:5000/library/nginx:latest`).
     pub resolved: String,
     /// Digest of the top-level manifest.
     pub digest: String,
@@ -37,6 +43,20 @@ fn platform_strings<S: serde::Serializer>(platforms: &[Platform], s: S) -> Resul
     s.collect_seq(platforms.iter().map(ToString::to_string))
 }
 
+/// Where an image is fetched from, in the order [`Resolver::resolve`] tries.
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// The reference after normalization and proxies.
+    pub target: Reference,
+    /// The hosts that may serve it: containerd mirrors in order (only `resolve`-capable ones
+    /// for a tag, `pull`-capable ones for a digest), then the registry's server.
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// How long a registry's host configuration is reused before the provider is asked again.
+const HOSTS_TTL: Duration = Duration::from_secs(10);
+const HOSTS_CACHE_MAX: u64 = 4096;
+
 /// Resolves images to platforms. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Resolver {
@@ -50,6 +70,8 @@ struct Inner {
     auth: Auth,
     cache: PlatformCache,
     metrics: Metrics,
+    /// Host configuration per registry (after proxies), the default server included.
+    hosts: moka::future::Cache<String, Arc<HostsConfig>>,
 }
 
 impl Resolver {
@@ -74,6 +96,10 @@ impl Resolver {
                 auth,
                 cache,
                 metrics,
+                hosts: moka::future::Cache::builder()
+                    .max_capacity(HOSTS_CACHE_MAX)
+                    .time_to_live(HOSTS_TTL)
+                    .build(),
             }),
         })
     }
@@ -85,8 +111,26 @@ impl Resolver {
         Ok(proxies::apply(&self.inner.config.proxies, &reference))
     }
 
-    /// Resolves the platforms of `image`. Candidates are tried in order (a 401/403 moves to the
-    /// next), then anonymous access unless the image matches `private_registries`.
+    /// The hosts [`Resolver::resolve`] will try for `image`, in order. Callers match
+    /// credentials for each mirror's own host ([`Endpoint::credential_image`]) and pass them
+    /// marked with [`CredentialCandidate::for_mirror`].
+    pub async fn route(&self, image: &str) -> Result<Route, Error> {
+        let reference = Reference::parse(image)?;
+        let target = proxies::apply(&self.inner.config.proxies, &reference);
+        let hosts = self.hosts(&target).await?;
+        let endpoints = hosts
+            .endpoints_for(target.digest.is_some())
+            .into_iter()
+            .cloned()
+            .collect();
+        Ok(Route { target, endpoints })
+    }
+
+    /// Resolves the platforms of `image`. The endpoints of [`Resolver::route`] are tried in
+    /// order, a failing mirror passing to the next. At each, its candidates (unmarked ones at the
+    /// registry's server, ones marked for a mirror's host at that mirror) are tried in order (a
+    /// 401/403 moves to the next), then anonymous access unless the image as named at that host
+    /// matches `private_registries`.
     pub async fn resolve(
         &self,
         image: &str,
@@ -94,16 +138,56 @@ impl Resolver {
     ) -> Result<Arc<Resolution>, Error> {
         let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
         let resolved = proxies::apply(&self.inner.config.proxies, &reference);
+        let hosts = self
+            .hosts(&resolved)
+            .await
+            .inspect_err(|e| self.count_error(e))?;
+        let endpoints = hosts.endpoints_for(resolved.digest.is_some());
         let (image, target) = (reference.to_string(), resolved.to_string());
-        let key = Key::new(&target, fingerprint(credentials), resolved.digest.is_some());
+        let mut identity = fingerprint(credentials);
+        if self.inner.config.hosts.is_some() {
+            // A changed hosts.toml makes new lookups.
+            identity = chain_fingerprint(identity, &endpoints);
+        }
+        let key = Key::new(&target, identity, resolved.digest.is_some());
         self.inner
             .cache
             .get_or_load(key, &image, &target, async {
-                self.lookup(&reference, &resolved, credentials)
+                self.lookup(&reference, &resolved, &endpoints, credentials)
                     .await
                     .inspect_err(|e| self.count_error(e))
             })
             .await
+    }
+
+    /// The host configuration of `target`'s registry: the provider's, else the default server.
+    async fn hosts(&self, target: &Reference) -> Result<Arc<HostsConfig>, Error> {
+        let inner = &*self.inner;
+        if let Some(hosts) = inner.hosts.get(&target.registry).await {
+            return Ok(hosts);
+        }
+        let provided = match &inner.config.hosts {
+            Some(provider) => provider.hosts(&target.registry).await,
+            None => None,
+        };
+        let hosts = match provided {
+            Some(hosts) => hosts,
+            None => {
+                HostsConfig::default_for(&target.registry).map_err(|e| Error::InvalidReference {
+                    reference: target.to_string(),
+                    reason: format!(
+                        "registry {:?} is not a valid URL host ({e})",
+                        target.registry
+                    ),
+                })?
+            }
+        };
+        let hosts = Arc::new(hosts);
+        inner
+            .hosts
+            .insert(target.registry.clone(), hosts.clone())
+            .await;
+        Ok(hosts)
     }
 
     /// Lookups currently cached.
@@ -120,40 +204,83 @@ impl Resolver {
             .inc();
     }
 
+    /// Tries the endpoints in order (mirrors, then the server); a mirror that fails in any way
+    /// passes to the next. The error of the server (else of the last endpoint) is returned.
     async fn lookup(
         &self,
         reference: &Reference,
         resolved: &Reference,
+        endpoints: &[&Endpoint],
+        credentials: &[CredentialCandidate],
+    ) -> Result<Resolution, Error> {
+        let mut last_error = None;
+        for &endpoint in endpoints {
+            let result = self
+                .lookup_at(reference, resolved, endpoint, credentials)
+                .await;
+            match result {
+                Err(error) if endpoint.mirror => {
+                    tracing::debug!(%error, mirror = %endpoint.url, "mirror failed, trying the next host");
+                    last_error = Some(error);
+                }
+                other => return other,
+            }
+        }
+        Err(last_error.unwrap_or_else(|| Error::Config {
+            reason: format!(
+                "no configured host of registry {} may serve {resolved}",
+                resolved.registry
+            ),
+        }))
+    }
+
+    /// One endpoint: its credential candidates in order, then anonymous access unless private.
+    async fn lookup_at(
+        &self,
+        reference: &Reference,
+        resolved: &Reference,
+        endpoint: &Endpoint,
         credentials: &[CredentialCandidate],
     ) -> Result<Resolution, Error> {
         let inner = &*self.inner;
-        let host = resolved.endpoint().to_owned();
-        let scheme =
-            if inner.config.is_insecure(&host) || inner.config.is_insecure(&resolved.registry) {
-                "http"
-            } else {
-                "https"
-            };
+        let host = endpoint.host();
         let ctx = Context {
             reference: reference.to_string(),
-            registry: resolved.registry.clone(),
+            registry: if endpoint.mirror {
+                host.clone()
+            } else {
+                resolved.registry.clone()
+            },
         };
-        let base =
-            Url::parse(&format!("{scheme}://{host}/")).map_err(|e| Error::InvalidReference {
+        let mut base = Url::parse(&format!("{}/", endpoint.api_base())).map_err(|e| {
+            Error::InvalidReference {
                 reference: ctx.reference.clone(),
                 reason: format!("registry {host:?} is not a valid URL host ({e})"),
-            })?;
+            }
+        })?;
+        if base.scheme() == "https"
+            && (inner.config.is_insecure(&host)
+                || (!endpoint.mirror && inner.config.is_insecure(&resolved.registry)))
+        {
+            // `--insecure-registries` hosts are reached over plain HTTP.
+            let _ = base.set_scheme("http");
+        }
         inner
             .http
             .guard()
             .check_host(base.host_str().unwrap_or_default())?;
+        let http = inner.http.for_host(&endpoint.ca, endpoint.skip_verify)?;
+        let headers = header_map(endpoint);
+        let name = endpoint.credential_image(&resolved.name());
         let private = inner
             .config
             .private_registries
             .iter()
-            .any(|pattern| is_private(pattern, &reference.name()));
+            .any(|pattern| is_private(pattern, &name));
+        let mirror = endpoint.mirror.then_some(host.as_str());
+        let own = credentials.iter().filter(|c| c.mirror.as_deref() == mirror);
         let anonymous = (!private).then_some(None);
-        let candidates = credentials.iter().map(Some).chain(anonymous);
+        let candidates = own.map(Some).chain(anonymous);
         let mut last_error = None;
         for candidate in candidates {
             let session = Session {
@@ -161,10 +288,14 @@ impl Resolver {
                 host: host.clone(),
                 base: base.clone(),
                 repository: resolved.repository.clone(),
+                headers: headers.clone(),
                 candidate,
                 used: AtomicBool::new(false),
             };
-            match self.lookup_as(&session, reference, resolved).await {
+            match self
+                .lookup_as(&http, &session, reference, resolved, endpoint)
+                .await
+            {
                 Err(error) if error.is_auth() => {
                     tracing::debug!(%error, source = candidate.map(|c| c.source.as_str()), "credential refused, trying the next");
                     last_error = Some(error);
@@ -174,18 +305,20 @@ impl Resolver {
         }
         Err(last_error.unwrap_or(Error::NoCredentials {
             reference: ctx.reference,
-            registry: resolved.registry.clone(),
+            registry: ctx.registry,
         }))
     }
 
     async fn lookup_as(
         &self,
+        http: &Http,
         session: &Session<'_>,
         reference: &Reference,
         resolved: &Reference,
+        endpoint: &Endpoint,
     ) -> Result<Resolution, Error> {
         let fetcher = Fetcher {
-            http: &self.inner.http,
+            http,
             auth: &self.inner.auth,
             session,
         };
@@ -201,6 +334,13 @@ impl Resolver {
                 registry: session.ctx.registry.clone(),
             });
         }
+        let resolved = if endpoint.mirror {
+            let mut at_mirror = resolved.clone();
+            at_mirror.registry = session.host.clone();
+            at_mirror
+        } else {
+            resolved.clone()
+        };
         Ok(Resolution {
             image: reference.to_string(),
             resolved: resolved.to_string(),
@@ -214,6 +354,38 @@ impl Resolver {
             platforms,
         })
     }
+}
+
+/// `credentials` combined with the identity of the endpoint chain.
+fn chain_fingerprint(credentials: u64, endpoints: &[&Endpoint]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    credentials.hash(&mut hasher);
+    endpoints.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A containerd host's `header` values; names or values HTTP cannot carry are skipped.
+fn header_map(endpoint: &Endpoint) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (name, values) in &endpoint.headers {
+        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
+            tracing::warn!(host = %endpoint.url, header = %name, "ignoring an invalid hosts.toml header name");
+            continue;
+        };
+        for value in values {
+            match HeaderValue::from_str(value) {
+                Ok(mut value) => {
+                    value.set_sensitive(true);
+                    headers.append(name.clone(), value);
+                }
+                Err(_) => {
+                    tracing::warn!(host = %endpoint.url, header = %name, "ignoring an invalid hosts.toml header value");
+                }
+            }
+        }
+    }
+    headers
 }
 
 /// kubelet `matchImages` semantics on the normalized `registry/repository` name.
@@ -267,6 +439,43 @@ mod tests {
         assert_eq!(json["mediaType"], manifest::OCI_INDEX);
         assert_eq!(json["credentialSource"], serde_json::Value::Null);
         assert_eq!(json["platforms"], serde_json::json!(["linux/arm/v7"]));
+    }
+
+    #[test]
+    fn chain_fingerprint_follows_the_hosts() {
+        let one = HostsConfig::parse(
+            "docker.io",
+            "[host.\"https://a.corp\"]\n",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let other = HostsConfig::parse(
+            "docker.io",
+            "[host.\"https://b.corp\"]\n",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let fp = |h: &HostsConfig| chain_fingerprint(7, &h.endpoints_for(false));
+        assert_eq!(fp(&one), fp(&one.clone()));
+        assert_ne!(fp(&one), fp(&other));
+        assert_ne!(
+            chain_fingerprint(7, &one.endpoints_for(false)),
+            chain_fingerprint(8, &one.endpoints_for(false))
+        );
+    }
+
+    #[test]
+    fn host_headers_skip_what_http_cannot_carry() {
+        let hosts = HostsConfig::parse(
+            "docker.io",
+            "[header]\n  x-ok = [\"1\", \"2\"]\n  \"bad name\" = \"x\"\n  x-bad-value = \"a\\nb\"\n",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let headers = header_map(hosts.server().unwrap());
+        assert_eq!(headers.len(), 2, "{headers:?}");
+        assert_eq!(headers.get_all("x-ok").iter().count(), 2);
+        assert!(headers.get("x-ok").unwrap().is_sensitive());
     }
 
     #[test]

@@ -152,7 +152,7 @@ impl Fetcher<'_> {
     }
 
     fn url(&self, what: &str, object: &str) -> Result<Url, Error> {
-        let path = format!("v2/{}/{what}/{object}", self.session.repository);
+        let path = format!("{}/{what}/{object}", self.session.repository);
         self.session
             .base
             .join(&path)

@@ -83,7 +83,7 @@ impl CredentialSource for Anonymous {
 
 /// The server's credentials: the pod's pull secrets first (when the API is reachable), then the
 /// node-level sources (plugins, containerd, docker config), for the reference actually contacted
-/// (after `--registry-proxies`).
+/// (after `--registry-proxies`), and for each containerd mirror, those of the mirror's host.
 #[derive(Clone, Debug)]
 pub struct Credentials {
     pub resolver: Resolver,
@@ -92,19 +92,38 @@ pub struct Credentials {
 }
 
 impl Credentials {
-    /// The candidates for one image, pod secrets first.
+    /// The candidates for one image, pod secrets first, matched for the reference actually
+    /// contacted (after proxies); then, for each containerd mirror of its registry, the
+    /// candidates matched for the mirror's own host, marked for that mirror only.
     pub async fn candidates(
         &self,
         image: &str,
         pod: Option<&PodPullSecrets>,
     ) -> Vec<CredentialCandidate> {
         // A reference that does not parse fails in the lookup, with the better message.
-        let Ok(target) = self.resolver.target(image) else {
+        let Ok(route) = self.resolver.route(image).await else {
             return Vec::new();
         };
-        let target = target.to_string();
-        let mut out = pod.map(|p| p.candidates(&target)).unwrap_or_default();
-        push_unique(&mut out, self.sources.candidates(&target).await);
+        let target = route.target.to_string();
+        let mut out = self.matched(&target, pod).await;
+        let mut done: Vec<String> = Vec::new();
+        for endpoint in route.endpoints.iter().filter(|e| e.mirror) {
+            let host = endpoint.host();
+            if done.contains(&host) {
+                continue;
+            }
+            let at_mirror = endpoint.credential_image(&target);
+            let matched = self.matched(&at_mirror, pod).await;
+            out.extend(matched.into_iter().map(|c| c.for_mirror(host.clone())));
+            done.push(host);
+        }
+        out
+    }
+
+    /// Pod secrets, then the node-level sources, for `image` as named.
+    async fn matched(&self, image: &str, pod: Option<&PodPullSecrets>) -> Vec<CredentialCandidate> {
+        let mut out = pod.map(|p| p.candidates(image)).unwrap_or_default();
+        push_unique(&mut out, self.sources.candidates(image).await);
         out
     }
 }

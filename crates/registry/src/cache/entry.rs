@@ -36,14 +36,23 @@ pub struct Entry {
     media_type: MediaType,
     credential_source: Option<Arc<str>>,
     platforms: Arc<[Platform]>,
+    /// `host[:port]` of the containerd mirror that served the lookup (shared).
+    mirror: Option<Arc<str>>,
 }
 
 impl Entry {
     /// The resolution this entry stands for, for `image` fetched as `resolved`.
     pub fn resolution(&self, image: &str, resolved: &str) -> Resolution {
+        let resolved = match self.mirror.as_deref() {
+            Some(host) => {
+                let path = resolved.find('/').map_or("", |i| &resolved[i..]);
+                format!("{host}{path}")
+            }
+            None => resolved.to_owned(),
+        };
         Resolution {
             image: image.to_owned(),
-            resolved: resolved.to_owned(),
+            resolved,
             digest: match &self.digest {
                 Digest::Sha256(bytes) => format!("sha256:{}", hex::encode(bytes)),
                 Digest::Other(digest) => digest.to_string(),
@@ -66,15 +75,21 @@ pub struct Interner {
 }
 
 impl Interner {
-    /// The compact form of `resolution`.
-    pub fn entry(&self, resolution: Resolution) -> Entry {
+    /// The compact form of `resolution`, fetched as `target` (the reference after proxies): a
+    /// `resolved` that differs names the mirror that served it.
+    pub fn entry(&self, resolution: Resolution, target: &str) -> Entry {
         let Resolution {
             digest,
             media_type,
             credential_source,
             platforms,
+            resolved,
             ..
         } = resolution;
+        let mirror = (resolved != target)
+            .then(|| resolved.split_once('/').map(|(host, _)| host))
+            .flatten()
+            .map(|host| intern(&self.sources, host));
         let digest = digest
             .strip_prefix("sha256:")
             .and_then(|hex| {
@@ -97,6 +112,7 @@ impl Interner {
             media_type,
             credential_source: credential_source.map(|s| intern(&self.sources, s.as_str())),
             platforms: intern(&self.platforms, platforms.as_slice()),
+            mirror,
         }
     }
 }
@@ -138,6 +154,22 @@ mod tests {
     }
 
     #[test]
+    fn a_mirror_that_served_is_kept() {
+        let interner = Interner::default();
+        let target = "docker.io/library/nginx:latest";
+        let served = resolution(
+            "sha256:0",
+            OCI_INDEX,
+            "mirror.corp:5000/library/nginx:latest",
+        );
+        let entry = interner.entry(served.clone(), target);
+        let back = entry.resolution(&served.image, target);
+        assert_eq!(back.resolved, "mirror.corp:5000/library/nginx:latest");
+        let direct = interner.entry(resolution("sha256:0", OCI_INDEX, target), target);
+        assert_eq!(direct.resolution(&served.image, target).resolved, target);
+    }
+
+    #[test]
     fn round_trips_and_shares() {
         let interner = Interner::default();
         let sha = format!("sha256:{}", "ab".repeat(32));
@@ -154,7 +186,7 @@ mod tests {
         ];
         let mut entries = Vec::new();
         for original in cases {
-            let entry = interner.entry(original.clone());
+            let entry = interner.entry(original.clone(), &original.resolved);
             let back = entry.resolution(&original.image, &original.resolved);
             assert_eq!(
                 serde_json::to_value(&back).unwrap(),

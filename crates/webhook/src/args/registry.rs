@@ -170,6 +170,7 @@ impl RegistryArgs {
             cache_max_entries: self.cache_max_entries,
             private_registries: non_empty(&self.private_registries),
             configured_hosts: self.configured_hosts(),
+            hosts: None,
         })
     }
 
@@ -198,8 +199,6 @@ impl RegistryArgs {
         &self,
         metrics: &prometheus::Registry,
     ) -> Result<(noe_registry::Resolver, noe_registry::credentials::Sources), String> {
-        let resolver = noe_registry::Resolver::new(self.resolver_config()?, metrics)
-            .map_err(|error| error.to_string())?;
         let (provider_bin_dir, provider_config) = match self.credential_provider() {
             Some((bin, config)) => (Some(bin), Some(config)),
             None => (None, None),
@@ -214,6 +213,13 @@ impl RegistryArgs {
             })
             .await
             .map_err(|error| error.to_string())?;
+        // containerd's certs.d hosts.toml mirrors apply to the registry after proxies.
+        let config = noe_registry::Config {
+            hosts: Some(std::sync::Arc::new(sources.containerd().clone())),
+            ..self.resolver_config()?
+        };
+        let resolver =
+            noe_registry::Resolver::new(config, metrics).map_err(|error| error.to_string())?;
         Ok((resolver, sources))
     }
 

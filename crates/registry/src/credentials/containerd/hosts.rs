@@ -47,7 +47,7 @@ impl Capabilities {
 }
 
 /// One place to fetch from.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Endpoint {
     /// `scheme://host[:port][/path]`, as configured (scheme defaulted to `https`).
     pub url: url::Url,

@@ -1,0 +1,26 @@
+//! Where a registry is reached: containerd's host configuration (`certs.d/HOST/hosts.toml`).
+//!
+//! The resolver asks a [`HostsProvider`] for the [`HostsConfig`] of the registry host after
+//! `--registry-proxies`, then tries its endpoints as containerd does: the `[host."URL"]` mirrors in
+//! file order, then the `server`. Only `resolve`-capable hosts serve tags and only `pull`-capable
+//! ones serve digests; a failing mirror (unreachable, timeout, 404, 5xx, refused credentials)
+//! passes to the next endpoint. A mirror gets only the [`crate::CredentialCandidate`]s marked
+//! for its own host ([`crate::CredentialCandidate::for_mirror`]), and its `header` values.
+
+use futures::future::BoxFuture;
+
+pub use crate::credentials::containerd::hosts::{Capabilities, Endpoint, HostsConfig};
+use crate::credentials::containerd::ContainerdSource;
+
+/// Gives the host configuration of a registry, if one applies.
+pub trait HostsProvider: Send + Sync + std::fmt::Debug {
+    /// The configuration for `registry` (`docker.io`, `127.0.0.1:5000`); `None`: the registry's
+    /// default server only.
+    fn hosts<'a>(&'a self, registry: &'a str) -> BoxFuture<'a, Option<HostsConfig>>;
+}
+
+impl HostsProvider for ContainerdSource {
+    fn hosts<'a>(&'a self, registry: &'a str) -> BoxFuture<'a, Option<HostsConfig>> {
+        Box::pin(ContainerdSource::hosts(self, registry))
+    }
+}
