@@ -340,7 +340,8 @@ proptest! {
     fn image_configs_round_trip(platform in platform_json(), extra in "[a-z]{0,10}") {
         let mut config = platform.clone();
         config["rootfs"] = serde_json::json!({"type": "layers", "diff_ids": []});
-        config[extra] = serde_json::json!(1);
+        // An unknown field; prefixed so it can never overwrite `os`, `architecture` or `variant`.
+        config[format!("x-{extra}")] = serde_json::json!(1);
         let body = serde_json::to_vec(&config).unwrap();
         match manifest::platform_from_config(&body) {
             Ok(p) => {
