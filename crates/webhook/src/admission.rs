@@ -63,32 +63,44 @@ impl Admission {
 
     /// Answers one request body; always a JSON AdmissionReview.
     pub async fn review(&self, body: &[u8]) -> Value {
+        let reply = self.reply(body).await;
+        review::respond(reply.api_version, &reply.uid, reply.answer)
+    }
+
+    /// [`Admission::review`], serialized (what the server sends).
+    pub async fn review_bytes(&self, body: &[u8]) -> Vec<u8> {
+        let reply = self.reply(body).await;
+        review::respond_bytes(reply.api_version, &reply.uid, reply.answer)
+    }
+
+    async fn reply(&self, body: &[u8]) -> Reply {
         let started = Instant::now();
-        let (answer, outcome) = match serde_json::from_slice::<Value>(body) {
+        let (reply, outcome) = match serde_json::from_slice::<Value>(body) {
             Err(error) => {
                 let invalid = review::Invalid::NotJson(error.to_string());
                 tracing::warn!(error = %invalid, "Invalid admission request");
-                let answer = review::respond(review::V1, "", Answer::invalid(invalid.to_string()));
-                (answer, outcome::INVALID)
+                let answer = Answer::invalid(invalid.to_string());
+                (
+                    Reply::new(review::V1, String::new(), answer),
+                    outcome::INVALID,
+                )
             }
             Ok(value) => self.review_value(&value).await,
         };
         self.metrics
-            .request_duration
-            .with_label_values(&[outcome])
-            .observe(started.elapsed().as_secs_f64());
-        answer
+            .observe_duration(outcome, started.elapsed().as_secs_f64());
+        reply
     }
 
-    async fn review_value(&self, value: &Value) -> (Value, &'static str) {
+    async fn review_value(&self, value: &Value) -> (Reply, &'static str) {
         let request = match review::parse(value) {
             Ok(request) => request,
             Err(invalid) => {
                 tracing::warn!(error = %invalid, "Invalid admission request");
                 let version = review::version_of(value);
                 let uid = review::uid_of(value);
-                let answer = review::respond(version, &uid, Answer::invalid(invalid.to_string()));
-                return (answer, outcome::INVALID);
+                let answer = Answer::invalid(invalid.to_string());
+                return (Reply::new(version, uid, answer), outcome::INVALID);
             }
         };
         let pod = match request.object {
@@ -102,8 +114,11 @@ impl Admission {
             }
             _ => {
                 tracing::debug!(uid = %request.uid, kind = request.kind, operation = request.operation, "Not a pod creation: allowed");
-                let answer = review::respond(request.api_version, &request.uid, Answer::allow());
-                return (answer, outcome::ALLOWED);
+                let answer = Answer::allow();
+                return (
+                    Reply::new(request.api_version, request.uid, answer),
+                    outcome::ALLOWED,
+                );
             }
         };
         let metadata = pod.get("metadata");
@@ -128,7 +143,7 @@ impl Admission {
             .instrument(span)
             .await;
         (
-            review::respond(request.api_version, &request.uid, answer),
+            Reply::new(request.api_version, request.uid, answer),
             outcome,
         )
     }
@@ -269,11 +284,28 @@ impl Admission {
     }
 }
 
+/// What to answer, in which AdmissionReview version, for which request.
+struct Reply {
+    api_version: &'static str,
+    uid: String,
+    answer: Answer,
+}
+
+impl Reply {
+    fn new(api_version: &'static str, uid: String, answer: Answer) -> Self {
+        Self {
+            api_version,
+            uid,
+            answer,
+        }
+    }
+}
+
 impl crate::server::Handler for Admission {
     async fn handle(&self, body: Bytes) -> Bytes {
         use futures::FutureExt;
         // A bug must not drop the apiserver's connection: answer, allowing the pod unchanged.
-        let answer = match std::panic::AssertUnwindSafe(self.review(&body))
+        let answer = match std::panic::AssertUnwindSafe(self.review_bytes(&body))
             .catch_unwind()
             .await
         {
@@ -283,9 +315,9 @@ impl crate::server::Handler for Admission {
                 let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 let mut answer = Answer::allow();
                 answer.warnings = vec![INTERNAL_ERROR_WARNING.to_owned()];
-                review::respond(review::version_of(&value), &review::uid_of(&value), answer)
+                review::respond_bytes(review::version_of(&value), &review::uid_of(&value), answer)
             }
         };
-        Bytes::from(serde_json::to_vec(&answer).unwrap_or_else(|_| b"{}".to_vec()))
+        Bytes::from(answer)
     }
 }

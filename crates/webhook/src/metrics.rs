@@ -1,11 +1,13 @@
 //! The webhook's Prometheus metrics (noe's names, bounded labels), registered on an explicit
 //! registry, and the `/metrics` text encoding.
 
+use std::sync::{Arc, OnceLock};
+
 use bytes::Bytes;
 use http::{header, Response};
 use http_body_util::Full;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };
 
 /// Outcome label values of `noe_webhook_request_duration_seconds`.
@@ -29,6 +31,9 @@ pub struct Metrics {
     pub preferred_architecture_not_available: IntCounterVec,
     pub node_match_injections: IntCounterVec,
     pub request_duration: HistogramVec,
+    /// `request_duration` children of the four outcomes, resolved on first use (no label lookup
+    /// per admission; an outcome never seen stays absent from `/metrics`, as before).
+    durations: Arc<[OnceLock<Histogram>; 4]>,
 }
 
 impl Metrics {
@@ -83,9 +88,30 @@ impl Metrics {
                 &["namespace", "label"],
             )?,
             request_duration,
+            durations: Arc::default(),
         })
     }
+
+    /// Records the time to answer one admission with `outcome` (one of [`outcome`]'s values).
+    pub fn observe_duration(&self, outcome: &str, seconds: f64) {
+        match OUTCOMES.iter().position(|known| *known == outcome) {
+            Some(index) => self.durations[index]
+                .get_or_init(|| self.request_duration.with_label_values(&[outcome]))
+                .observe(seconds),
+            None => self
+                .request_duration
+                .with_label_values(&[outcome])
+                .observe(seconds),
+        }
+    }
 }
+
+const OUTCOMES: [&str; 4] = [
+    outcome::ALLOWED,
+    outcome::PATCHED,
+    outcome::DENIED,
+    outcome::INVALID,
+];
 
 /// The registry's metrics in the Prometheus text format.
 pub fn respond(registry: &Registry) -> Response<Full<Bytes>> {

@@ -1,7 +1,8 @@
 //! AdmissionReview requests and responses over raw JSON (`admission.k8s.io/v1` and `v1beta1`).
 
 use base64::Engine;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 pub const V1: &str = "admission.k8s.io/v1";
 pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
@@ -119,47 +120,125 @@ impl Answer {
 
 /// The response AdmissionReview, in `api_version`, for `uid`.
 pub fn respond(api_version: &str, uid: &str, answer: Answer) -> Value {
-    let mut response = Map::new();
-    response.insert("uid".into(), json!(uid));
-    response.insert("allowed".into(), json!(answer.allowed));
-    if let Some(ops) = answer.patch.filter(|ops| !ops.is_empty()) {
-        let bytes = serde_json::to_vec(&ops).unwrap_or_else(|_| b"[]".to_vec());
-        response.insert("patchType".into(), json!("JSONPatch"));
-        response.insert(
-            "patch".into(),
-            json!(base64::engine::general_purpose::STANDARD.encode(bytes)),
-        );
-    }
-    if !answer.warnings.is_empty() {
-        response.insert("warnings".into(), json!(answer.warnings));
-    }
-    if let Some((code, message)) = answer.status {
-        let reason = match code {
-            400 => "BadRequest",
-            403 => "Forbidden",
-            _ => "",
-        };
-        let mut status = json!({
-            "status": if answer.allowed { "Success" } else { "Failure" },
-            "code": code,
-            "message": message,
+    serde_json::to_value(Review::new(api_version, uid, answer)).unwrap_or(Value::Null)
+}
+
+/// [`respond`], serialized: the bytes of the same JSON, written without building a [`Value`].
+pub fn respond_bytes(api_version: &str, uid: &str, answer: Answer) -> Vec<u8> {
+    serde_json::to_vec(&Review::new(api_version, uid, answer)).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+/// The response AdmissionReview. Fields are in the order `serde_json::Map` sorts them, so the
+/// bytes equal those of the [`Value`] [`respond`] returns.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Review<'a> {
+    api_version: &'a str,
+    kind: &'static str,
+    response: Response<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Response<'a> {
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status>,
+    uid: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Status {
+    code: u16,
+    message: String,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    reason: &'static str,
+    status: &'static str,
+}
+
+impl<'a> Review<'a> {
+    fn new(api_version: &'a str, uid: &'a str, answer: Answer) -> Self {
+        let patch = answer.patch.filter(|ops| !ops.is_empty()).map(|ops| {
+            let bytes = serde_json::to_vec(&ops).unwrap_or_else(|_| b"[]".to_vec());
+            base64::engine::general_purpose::STANDARD.encode(bytes)
         });
-        if !reason.is_empty() {
-            status["reason"] = json!(reason);
+        let status = answer.status.map(|(code, message)| Status {
+            code,
+            message,
+            reason: match code {
+                400 => "BadRequest",
+                403 => "Forbidden",
+                _ => "",
+            },
+            status: if answer.allowed { "Success" } else { "Failure" },
+        });
+        Self {
+            api_version,
+            kind: "AdmissionReview",
+            response: Response {
+                allowed: answer.allowed,
+                patch_type: patch.is_some().then_some("JSONPatch"),
+                patch,
+                status,
+                uid,
+                warnings: answer.warnings,
+            },
         }
-        response.insert("status".into(), status);
     }
-    json!({
-        "apiVersion": api_version,
-        "kind": "AdmissionReview",
-        "response": response,
-    })
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// The bytes sent equal the serialized [`respond`] value (same JSON, same key order).
+    #[test]
+    fn bytes_equal_the_value() {
+        let answers = || {
+            vec![
+                Answer::allow(),
+                Answer::invalid("bad".into()),
+                Answer {
+                    allowed: true,
+                    patch: Some(vec![json!({"op": "add", "path": "/a", "value": 1})]),
+                    warnings: vec!["w1".into(), "w\"2".into()],
+                    status: None,
+                },
+                Answer {
+                    allowed: true,
+                    patch: Some(Vec::new()),
+                    ..Answer::default()
+                },
+                Answer {
+                    allowed: false,
+                    warnings: vec!["w".into()],
+                    status: Some((403, "no".into())),
+                    ..Answer::default()
+                },
+                Answer {
+                    allowed: true,
+                    status: Some((200, "ok".into())),
+                    ..Answer::default()
+                },
+            ]
+        };
+        for (answer, copy) in answers().into_iter().zip(answers()) {
+            let value = serde_json::to_vec(&respond(V1BETA1, "u\"1", answer)).unwrap();
+            let bytes = respond_bytes(V1BETA1, "u\"1", copy);
+            assert_eq!(
+                String::from_utf8(bytes).unwrap(),
+                String::from_utf8(value).unwrap()
+            );
+        }
+    }
 
     #[test]
     fn parse_table() {
