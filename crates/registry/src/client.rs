@@ -86,6 +86,13 @@ struct Shared {
     variants: Mutex<HashMap<TlsKey, reqwest::Client>>,
 }
 
+/// Idle registry connections are closed after this long.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Idle connections kept per registry host. A burst of lookups (a pod with 100 uncached images)
+/// opens one connection each; keeping them all would hold their buffers (tens of KiB each) long
+/// after the burst (DESIGN.md §5: memory).
+const POOL_MAX_IDLE_PER_HOST: usize = 16;
+
 fn build_client(
     tls: rustls::ClientConfig,
     guard: &Guard,
@@ -96,7 +103,8 @@ fn build_client(
         .dns_resolver(guard.resolver())
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(timeout)
-        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
         .user_agent(concat!("noe-rs/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| Error::Config {
