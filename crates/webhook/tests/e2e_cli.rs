@@ -5,23 +5,8 @@
 #[path = "support/harness.rs"]
 mod harness;
 
-use harness::{patch_of, pod, Harness};
+use harness::{patch_of, pod, run_noe as noe, Harness};
 use serde_json::{json, Value};
-
-async fn noe(args: &[String]) -> (i32, String, String) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_noe"))
-        .args(args)
-        .env("NOE_LOG_LEVEL", "error")
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
-}
 
 fn registry_flags(h: &Harness) -> Vec<String> {
     let absent = h.cert_dir.path().join("absent");

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine as _;
-use harness::{admission_review, apply, pod, selector_arch, Harness};
+use harness::{admission_review, apply, pod, run_noe as noe, selector_arch, Harness};
 use noe_test_support::{
     push_standard_fixtures, Behavior, DockerConfig, FakeRegistry, Fixtures, Registry, TokenServer,
 };
@@ -65,21 +65,6 @@ async fn token_registry() -> Private {
         fixtures,
         _token: Some(token),
     }
-}
-
-async fn noe(args: &[String]) -> (i32, String, String) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_noe"))
-        .args(args)
-        .env("NOE_LOG_LEVEL", "error")
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
 }
 
 fn write_docker_config(dir: &Path, private: &Private, password: &str) -> String {

@@ -247,3 +247,19 @@ pub fn platforms_annotation(pod: &Pod) -> Option<String> {
         .get("arch.noe.adevinta.com/platforms")
         .cloned()
 }
+
+/// Runs the `noe` binary with `args`: exit code, stdout, stderr (logs at error level only).
+pub async fn run_noe(args: &[String]) -> (i32, String, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_noe"))
+        .args(args)
+        .env("NOE_LOG_LEVEL", "error")
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
