@@ -118,7 +118,7 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         eprintln!("noe-bench: {failed} admissions failed, first: {error:#}");
     }
     let fill = started.elapsed();
-    // moka counts entries lazily; give its housekeeping a moment.
+    // Let the cache settle and the idle connections close before reading RSS.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let entries = noe
         .metric("noe_registry_cache_entries")

@@ -1,6 +1,12 @@
 //! The platform cache: bounded, TTL per flag (digest references are immutable and live longer),
 //! keyed by the reference after proxies plus a fingerprint of the ordered credential candidates;
 //! concurrent misses for one key make one upstream lookup; failures are remembered briefly.
+//!
+//! Successful lookups live in a [`quick_cache`] cache (S3-FIFO eviction, entries held inline in
+//! a slab: about 40 bytes of bookkeeping per entry, where moka spends about 400, which kept
+//! 100k entries above DESIGN.md §5's 64 MiB). Its placeholders give the single flight; the
+//! expiry instant is stored in the entry and checked on read. Failures, few and short-lived,
+//! stay in a moka cache with a TTL.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -57,24 +63,18 @@ impl Key {
     }
 }
 
-struct PerKeyExpiry {
-    ttl: Duration,
-    digest_ttl: Duration,
-}
-
-impl moka::Expiry<Key, Entry> for PerKeyExpiry {
-    fn expire_after_create(&self, key: &Key, _: &Entry, _: Instant) -> Option<Duration> {
-        Some(if key.immutable {
-            self.digest_ttl
-        } else {
-            self.ttl
-        })
-    }
+/// A cached resolution and when it stops being served.
+#[derive(Clone, Debug)]
+struct Cached {
+    entry: Entry,
+    expires: Instant,
 }
 
 /// Successful lookups and recent failures.
 pub struct PlatformCache {
-    ok: moka::future::Cache<Key, Entry>,
+    ok: quick_cache::sync::Cache<Key, Cached>,
+    ttl: Duration,
+    digest_ttl: Duration,
     interner: Interner,
     failures: moka::future::Cache<Key, Error>,
     outcomes: Outcomes,
@@ -91,7 +91,7 @@ struct Outcomes {
 impl std::fmt::Debug for PlatformCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PlatformCache")
-            .field("entries", &self.ok.entry_count())
+            .field("entries", &self.ok.len())
             .finish_non_exhaustive()
     }
 }
@@ -100,13 +100,9 @@ impl PlatformCache {
     pub fn new(config: &Config, metrics: Metrics) -> Self {
         let max = config.cache_max_entries.max(1);
         Self {
-            ok: moka::future::Cache::builder()
-                .max_capacity(max)
-                .expire_after(PerKeyExpiry {
-                    ttl: config.cache_ttl,
-                    digest_ttl: config.cache_ttl.max(DIGEST_TTL),
-                })
-                .build(),
+            ok: quick_cache::sync::Cache::new(usize::try_from(max).unwrap_or(usize::MAX)),
+            ttl: config.cache_ttl,
+            digest_ttl: config.cache_ttl.max(DIGEST_TTL),
             failures: moka::future::Cache::builder()
                 .max_capacity(max)
                 .time_to_live(FAILURE_TTL.min(config.cache_ttl.max(Duration::from_millis(1))))
@@ -133,50 +129,211 @@ impl PlatformCache {
     where
         F: Future<Output = Result<Resolution, Error>>,
     {
+        self.get_or_load_entry(key, resolved, load)
+            .await
+            .map(|entry| Arc::new(entry.resolution(image, resolved)))
+    }
+
+    /// The platforms of the cached resolution under `key` (no string is rebuilt), or those of
+    /// the result of `load` (run once for concurrent callers).
+    pub async fn platforms_or_load<F>(
+        &self,
+        key: Key,
+        resolved: &str,
+        load: F,
+    ) -> Result<Arc<[crate::Platform]>, Error>
+    where
+        F: Future<Output = Result<Resolution, Error>>,
+    {
+        self.get_or_load_entry(key, resolved, load)
+            .await
+            .map(|entry| entry.platforms())
+    }
+
+    async fn get_or_load_entry<F>(&self, key: Key, resolved: &str, load: F) -> Result<Entry, Error>
+    where
+        F: Future<Output = Result<Resolution, Error>>,
+    {
         self.metrics.cache_requests.inc();
-        // Fast path: a hit touches one map and allocates only the returned resolution.
-        if let Some(entry) = self.ok.get(&key).await {
-            self.outcomes.hit.inc();
-            return Ok(Arc::new(entry.resolution(image, resolved)));
-        }
+        let guard = loop {
+            match self.ok.get_value_or_guard_async(&key).await {
+                Ok(cached) if cached.expires > Instant::now() => {
+                    self.outcomes.hit.inc();
+                    return Ok(cached.entry);
+                }
+                // Expired: drop it and take the loader's place (or wait for whoever did).
+                Ok(_) => {
+                    self.ok
+                        .remove_if(&key, |cached| cached.expires <= Instant::now());
+                }
+                Err(guard) => break guard,
+            }
+        };
+        // This caller loads. A load that failed just before (this caller may have waited for
+        // it) is answered from the failure cache, so N waiters make one upstream lookup.
         if let Some(error) = self.failures.get(&key).await {
             self.outcomes.failure_hit.inc();
             return Err(error);
         }
-        let mut loaded = false;
-        let result = self
-            .ok
-            .try_get_with(key, async {
-                loaded = true;
-                load.await
-                    .map(|resolution| self.interner.entry(resolution, resolved))
-            })
-            .await;
-        if loaded {
-            self.outcomes.miss.inc();
-            // moka counts lazily; settle so the gauge and `entries()` are exact after a load.
-            self.ok.run_pending_tasks().await;
-            self.metrics
-                .cache_entries
-                .set(i64::try_from(self.ok.entry_count()).unwrap_or(i64::MAX));
-        } else {
-            // Another caller's load, which this one waited for.
-            self.outcomes.hit.inc();
-        }
-        match result {
-            Ok(entry) => Ok(Arc::new(entry.resolution(image, resolved))),
+        self.outcomes.miss.inc();
+        match load.await {
+            Ok(resolution) => {
+                let entry = self.interner.entry(resolution, resolved);
+                let ttl = if key.immutable {
+                    self.digest_ttl
+                } else {
+                    self.ttl
+                };
+                let cached = Cached {
+                    entry: entry.clone(),
+                    expires: Instant::now() + ttl,
+                };
+                // Refused only when the entry alone exceeds the capacity: it is still answered.
+                let _ = guard.insert(cached);
+                self.metrics
+                    .cache_entries
+                    .set(i64::try_from(self.ok.len()).unwrap_or(i64::MAX));
+                Ok(entry)
+            }
             Err(error) => {
-                let error = (*error).clone();
-                if loaded {
-                    self.failures.insert(key, error.clone()).await;
-                }
+                // Recorded before the guard is released to the next waiter.
+                self.failures.insert(key, error.clone()).await;
+                drop(guard);
                 Err(error)
             }
         }
     }
 
-    /// Entries currently held (moka's estimate).
+    /// Entries currently held (expired ones included until they are evicted or read).
     pub fn entries(&self) -> u64 {
-        self.ok.entry_count()
+        u64::try_from(self.ok.len()).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::Platform;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn cache(ttl: Duration, max: u64) -> PlatformCache {
+        let config = Config {
+            cache_ttl: ttl,
+            cache_max_entries: max,
+            ..Config::default()
+        };
+        let metrics = Metrics::new(&prometheus::Registry::new(), &config).unwrap();
+        PlatformCache::new(&config, metrics)
+    }
+
+    fn resolution(image: &str) -> Resolution {
+        Resolution {
+            image: image.into(),
+            resolved: image.into(),
+            digest: format!("sha256:{}", "ab".repeat(32)),
+            media_type: crate::manifest::OCI_INDEX.into(),
+            credential_source: None,
+            platforms: vec![Platform::new("linux", "arm64", None)],
+        }
+    }
+
+    async fn load(
+        cache: &PlatformCache,
+        key: Key,
+        image: &str,
+        loads: &AtomicUsize,
+        result: Result<Resolution, Error>,
+    ) -> Result<Arc<Resolution>, Error> {
+        cache
+            .get_or_load(key, image, image, async {
+                loads.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                result
+            })
+            .await
+    }
+
+    #[tokio::test]
+    async fn concurrent_misses_load_once_and_hits_do_not_load() {
+        let cache = cache(Duration::from_secs(60), 10);
+        let image = "example.com/app:v1";
+        let key = Key::new(image, 0, false);
+        let loads = AtomicUsize::new(0);
+        let results = futures::future::join_all(
+            (0..16).map(|_| load(&cache, key, image, &loads, Ok(resolution(image)))),
+        )
+        .await;
+        assert!(results.iter().all(Result::is_ok));
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
+        let again = load(&cache, key, image, &loads, Ok(resolution(image))).await;
+        assert_eq!(again.unwrap().platforms[0].architecture, "arm64");
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
+        assert_eq!(cache.entries(), 1);
+    }
+
+    #[tokio::test]
+    async fn concurrent_misses_that_fail_load_once() {
+        let cache = cache(Duration::from_secs(60), 10);
+        let image = "example.com/broken:v1";
+        let key = Key::new(image, 0, false);
+        let loads = AtomicUsize::new(0);
+        let error = Error::Status {
+            reference: image.into(),
+            registry: "example.com".into(),
+            status: 500,
+        };
+        let results = futures::future::join_all(
+            (0..16).map(|_| load(&cache, key, image, &loads, Err(error.clone()))),
+        )
+        .await;
+        assert!(results.iter().all(Result::is_err));
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
+        assert_eq!(cache.entries(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_expired_entry_is_loaded_again() {
+        let cache = cache(Duration::from_millis(1), 10);
+        let image = "example.com/app:v1";
+        let key = Key::new(image, 0, false);
+        let loads = AtomicUsize::new(0);
+        load(&cache, key, image, &loads, Ok(resolution(image)))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        load(&cache, key, image, &loads, Ok(resolution(image)))
+            .await
+            .unwrap();
+        assert_eq!(loads.load(Ordering::SeqCst), 2);
+        // A digest reference lives at least DIGEST_TTL whatever the flag says.
+        let pinned = Key::new(image, 0, true);
+        load(&cache, pinned, image, &loads, Ok(resolution(image)))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        load(&cache, pinned, image, &loads, Ok(resolution(image)))
+            .await
+            .unwrap();
+        assert_eq!(loads.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn the_cache_stays_bounded() {
+        let cache = cache(Duration::from_secs(60), 100);
+        let loads = AtomicUsize::new(0);
+        for i in 0..1000 {
+            let image = format!("example.com/app{i}:v1");
+            let key = Key::new(&image, 0, false);
+            cache
+                .get_or_load(key, &image, &image, async {
+                    loads.fetch_add(1, Ordering::SeqCst);
+                    Ok(resolution(&image))
+                })
+                .await
+                .unwrap();
+        }
+        assert!(cache.entries() <= 100, "{} entries", cache.entries());
+        assert_eq!(loads.load(Ordering::SeqCst), 1000);
     }
 }

@@ -42,7 +42,9 @@ async fn hundred_thousand_cached_images_fit_in_64_mib() {
             .await
             .unwrap();
     }
-    assert_eq!(cache.entries(), 100_000);
+    // The bound is per shard, so a full cache holds slightly fewer than the flag's value.
+    let entries = cache.entries();
+    assert!((99_000..=100_000).contains(&entries), "{entries} entries");
     let grown = rss_bytes().saturating_sub(before);
     println!(
         "100k cached images: RSS grew by {:.1} MiB (total {:.1} MiB)",

@@ -41,6 +41,11 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The platforms, shared with the cache.
+    pub fn platforms(&self) -> Arc<[Platform]> {
+        self.platforms.clone()
+    }
+
     /// The resolution this entry stands for, for `image` fetched as `resolved`.
     pub fn resolution(&self, image: &str, resolved: &str) -> Resolution {
         let resolved = match self.mirror.as_deref() {
