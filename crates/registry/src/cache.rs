@@ -204,6 +204,12 @@ impl PlatformCache {
         }
     }
 
+    /// Counts `n` answers reused by a caller's own short-lived memo as requests and hits.
+    pub fn count_hits(&self, n: u64) {
+        self.metrics.cache_requests.inc_by(n);
+        self.outcomes.hit.inc_by(n);
+    }
+
     /// Entries currently held (expired ones included until they are evicted or read).
     pub fn entries(&self) -> u64 {
         u64::try_from(self.ok.len()).unwrap_or(u64::MAX)

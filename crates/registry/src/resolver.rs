@@ -136,20 +136,10 @@ impl Resolver {
         image: &str,
         credentials: &[CredentialCandidate],
     ) -> Result<Arc<Resolution>, Error> {
-        let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
-        let resolved = proxies::apply(&self.inner.config.proxies, &reference);
-        let hosts = self
-            .hosts(&resolved)
-            .await
-            .inspect_err(|e| self.count_error(e))?;
+        let (reference, resolved, hosts) = self.prepare(image).await?;
         let endpoints = hosts.endpoints_for(resolved.digest.is_some());
         let (image, target) = (reference.to_string(), resolved.to_string());
-        let mut identity = fingerprint(credentials);
-        if self.inner.config.hosts.is_some() {
-            // A changed hosts.toml makes new lookups.
-            identity = chain_fingerprint(identity, &endpoints);
-        }
-        let key = Key::new(&target, identity, resolved.digest.is_some());
+        let key = self.key(&target, &resolved, &endpoints, credentials);
         self.inner
             .cache
             .get_or_load(key, &image, &target, async {
@@ -158,6 +148,57 @@ impl Resolver {
                     .inspect_err(|e| self.count_error(e))
             })
             .await
+    }
+
+    /// The platforms of [`Resolver::resolve`] alone, shared with the cache: a cached image
+    /// costs no string building (the admission path).
+    pub async fn platforms(
+        &self,
+        image: &str,
+        credentials: &[CredentialCandidate],
+    ) -> Result<Arc<[Platform]>, Error> {
+        let (reference, resolved, hosts) = self.prepare(image).await?;
+        let endpoints = hosts.endpoints_for(resolved.digest.is_some());
+        let target = resolved.to_string();
+        let key = self.key(&target, &resolved, &endpoints, credentials);
+        self.inner
+            .cache
+            .platforms_or_load(key, &target, async {
+                self.lookup(&reference, &resolved, &endpoints, credentials)
+                    .await
+                    .inspect_err(|e| self.count_error(e))
+            })
+            .await
+    }
+
+    /// The parsed reference, the reference after proxies, and the hosts that serve it.
+    async fn prepare(
+        &self,
+        image: &str,
+    ) -> Result<(Reference, Reference, Arc<HostsConfig>), Error> {
+        let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
+        let resolved = proxies::apply(&self.inner.config.proxies, &reference);
+        let hosts = self
+            .hosts(&resolved)
+            .await
+            .inspect_err(|e| self.count_error(e))?;
+        Ok((reference, resolved, hosts))
+    }
+
+    /// The cache key of `target` looked up with `credentials` over `endpoints`.
+    fn key(
+        &self,
+        target: &str,
+        resolved: &Reference,
+        endpoints: &[&Endpoint],
+        credentials: &[CredentialCandidate],
+    ) -> Key {
+        let mut identity = fingerprint(credentials);
+        if self.inner.config.hosts.is_some() {
+            // A changed hosts.toml makes new lookups.
+            identity = chain_fingerprint(identity, endpoints);
+        }
+        Key::new(target, identity, resolved.digest.is_some())
     }
 
     /// The host configuration of `target`'s registry: the provider's, else the default server.
@@ -188,6 +229,12 @@ impl Resolver {
             .insert(target.registry.clone(), hosts.clone())
             .await;
         Ok(hosts)
+    }
+
+    /// Counts `n` platform answers a caller reused from its own short-lived memo as cache
+    /// requests and hits (`noe_registry_cache_*_total`), so the hit ratio stays true.
+    pub fn count_reused(&self, n: u64) {
+        self.inner.cache.count_hits(n);
     }
 
     /// Lookups currently cached.

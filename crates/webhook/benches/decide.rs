@@ -39,7 +39,7 @@ fn pod() -> Value {
     })
 }
 
-fn platforms(specs: &[&str]) -> Result<Vec<Platform>, String> {
+fn platforms(specs: &[&str]) -> Result<std::sync::Arc<[Platform]>, String> {
     Ok(specs
         .iter()
         .map(|s| {

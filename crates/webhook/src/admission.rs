@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::Value;
-use tracing::Instrument;
+use tracing::{Instrument, Level};
 
 use crate::decide::{self, Decision, Lookups, Policy, Signal, Verdict};
 use crate::lookup::{CredentialSource, PlatformLookup};
+use crate::memo::{Context, Memo};
 use crate::metrics::{outcome, registry_label, Metrics};
 use review::Answer;
 
@@ -29,6 +30,7 @@ pub struct Admission {
     deadline: Duration,
     metrics: Metrics,
     configured_registries: Vec<String>,
+    memo: Option<Memo>,
 }
 
 impl std::fmt::Debug for Admission {
@@ -58,7 +60,16 @@ impl Admission {
             deadline,
             metrics,
             configured_registries,
+            memo: None,
         }
+    }
+
+    /// Reuses each image's platforms for up to `ttl` (at most [`crate::memo::MEMO_TTL`]) in the
+    /// same namespace with the same pull secret names, skipping credential matching and
+    /// reference normalization on the warm path. Zero turns it off (the default).
+    pub fn with_memo(mut self, ttl: Duration) -> Self {
+        self.memo = Memo::new(ttl);
+        self
     }
 
     /// Answers one request body; always a JSON AdmissionReview.
@@ -132,16 +143,8 @@ impl Admission {
                     .and_then(Value::as_str)
             })
             .unwrap_or_default();
-        let span = tracing::info_span!(
-            "admission",
-            uid = %request.uid,
-            namespace = %request.namespace,
-            pod = %name,
-        );
-        let (answer, outcome) = self
-            .decide_pod(pod, &request.namespace)
-            .instrument(span)
-            .await;
+        let scope = Scope::new(&request.uid, &request.namespace, name);
+        let (answer, outcome) = self.decide_in(pod, &scope).await;
         (
             Reply::new(request.api_version, request.uid, answer),
             outcome,
@@ -150,19 +153,25 @@ impl Admission {
 
     /// Looks up what the decision needs, decides, counts, and builds the answer.
     pub async fn decide_pod(&self, pod: &Value, namespace: &str) -> (Answer, &'static str) {
-        let decision = self.decision(pod, namespace).await;
-        self.record(namespace, &decision);
+        self.decide_in(pod, &Scope::detached(namespace)).await
+    }
+
+    async fn decide_in(&self, pod: &Value, scope: &Scope<'_>) -> (Answer, &'static str) {
+        let decision = self.decision_in(pod, scope).await;
+        self.record(scope, &decision);
         let Decision {
             verdict, warnings, ..
         } = decision;
         match verdict {
             Verdict::Unchanged { reason } => {
+                let _span = scope.enter(Level::DEBUG);
                 tracing::debug!(reason = reason.as_str(), "Allowed unchanged");
                 let mut answer = Answer::allow();
                 answer.warnings = warnings;
                 (answer, outcome::ALLOWED)
             }
             Verdict::Patch { common, ops } => {
+                let _span = scope.enter(Level::DEBUG);
                 tracing::debug!(platforms = %common.join(","), operations = ops.len(), "Patched");
                 let answer = Answer {
                     allowed: true,
@@ -173,6 +182,7 @@ impl Admission {
                 (answer, outcome::PATCHED)
             }
             Verdict::Deny { code, message } => {
+                let _span = scope.enter(Level::INFO);
                 tracing::info!(%message, "Denied");
                 let answer = Answer {
                     allowed: false,
@@ -187,24 +197,55 @@ impl Admission {
 
     /// The decision for `pod`, with every lookup done under one deadline.
     pub async fn decision(&self, pod: &Value, namespace: &str) -> Decision {
-        let lookups = if decide::needs_lookups(pod) {
-            self.lookups(pod, namespace).await
-        } else {
-            Lookups::new()
+        self.decision_in(pod, &Scope::detached(namespace)).await
+    }
+
+    async fn decision_in(&self, pod: &Value, scope: &Scope<'_>) -> Decision {
+        let lookups = match decide::images_to_look_up(pod) {
+            Some(images) => self.lookups(pod, images, scope).await,
+            None => Lookups::new(),
         };
         decide::decide(pod, &lookups, &self.policy)
     }
 
-    async fn lookups(&self, pod: &Value, namespace: &str) -> Lookups {
+    /// The platforms of the pod's images: from the memo when every image is in it, else looked
+    /// up (inside the admission's span, so registry logs name the pod).
+    async fn lookups(&self, pod: &Value, images: Vec<String>, scope: &Scope<'_>) -> Lookups {
+        let namespace = scope.namespace;
         let deadline = tokio::time::Instant::now() + self.lookup_budget();
-        let images = decide::pod_images(pod);
         let secrets = pod
             .get("spec")
             .map(crate::pull_secrets::image_pull_secret_names)
             .unwrap_or_default();
+        let context = Context {
+            namespace,
+            pull_secrets: &secrets,
+        };
+        if let Some(memo) = &self.memo {
+            let reused: Option<Lookups> = images
+                .iter()
+                .map(|image| Some((image.clone(), Ok(memo.get(context, image)?))))
+                .collect();
+            if let Some(lookups) = reused {
+                self.lookup.count_reused(lookups.len());
+                return lookups;
+            }
+        }
+        self.look_up(images, context, deadline)
+            .instrument(scope.span().clone())
+            .await
+    }
+
+    async fn look_up(
+        &self,
+        images: Vec<String>,
+        context: Context<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Lookups {
+        let (namespace, secrets) = (context.namespace, context.pull_secrets);
         let credentials = tokio::time::timeout_at(
             deadline,
-            self.credentials.for_pod(namespace, &secrets, &images),
+            self.credentials.for_pod(namespace, secrets, &images),
         )
         .await;
         let credentials = match credentials {
@@ -233,10 +274,18 @@ impl Admission {
             .unwrap_or_else(|_| Err(DEADLINE_EXCEEDED.to_owned()));
             (image.clone(), result)
         });
-        futures::future::join_all(lookups)
+        let lookups: Lookups = futures::future::join_all(lookups)
             .await
             .into_iter()
-            .collect()
+            .collect();
+        if let Some(memo) = self.memo.as_ref().filter(|_| failed == 0) {
+            for (image, result) in &lookups {
+                if let Ok(platforms) = result {
+                    memo.insert(context, image, platforms.clone());
+                }
+            }
+        }
+        lookups
     }
 
     /// The deadline minus a margin to decide and answer.
@@ -245,8 +294,8 @@ impl Admission {
         self.deadline.saturating_sub(margin)
     }
 
-    fn record(&self, namespace: &str, decision: &Decision) {
-        let metrics = &self.metrics;
+    fn record(&self, scope: &Scope<'_>, decision: &Decision) {
+        let (metrics, namespace) = (&self.metrics, scope.namespace);
         for signal in &decision.signals {
             match signal {
                 Signal::Skipped { reason } => metrics
@@ -258,6 +307,7 @@ impl Admission {
                     .with_label_values(&[namespace, selector])
                     .inc(),
                 Signal::PreferredArchNotAvailable { arch } => {
+                    let _span = scope.enter(Level::DEBUG);
                     tracing::debug!(%arch, "Preferred architecture not available");
                     metrics
                         .preferred_architecture_not_available
@@ -269,18 +319,74 @@ impl Admission {
                     .with_label_values(&[namespace, label])
                     .inc(),
                 Signal::LookupFailed { image, error } => {
+                    let _span = scope.enter(Level::WARN);
                     tracing::warn!(%image, %error, "Image lookup failed");
                     metrics
                         .registry_errors
                         .with_label_values(&[&registry_label(image, &self.configured_registries)])
                         .inc();
                 }
-                Signal::FailedOpen => tracing::warn!("Allowed unchanged: image lookups failed"),
+                Signal::FailedOpen => {
+                    let _span = scope.enter(Level::WARN);
+                    tracing::warn!("Allowed unchanged: image lookups failed")
+                }
                 Signal::Recomputed { previous } => {
+                    let _span = scope.enter(Level::INFO);
                     tracing::info!(previous = %previous.join(","), "Recomputed our earlier constraint")
                 }
             }
         }
+    }
+}
+
+/// The admission a log line belongs to. Its span (`uid`, `namespace`, `pod`) is built on first
+/// use only: on the warm path nothing is logged at the default level, and building a span with
+/// three formatted fields for every admission cost a tenth of the throughput
+/// (docs/benchmarks.md).
+struct Scope<'a> {
+    uid: &'a str,
+    namespace: &'a str,
+    pod: &'a str,
+    /// False outside a review (`noe explain`, library callers): no span at all.
+    named: bool,
+    span: std::sync::OnceLock<tracing::Span>,
+}
+
+impl<'a> Scope<'a> {
+    fn new(uid: &'a str, namespace: &'a str, pod: &'a str) -> Self {
+        Self {
+            uid,
+            namespace,
+            pod,
+            named: true,
+            span: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn detached(namespace: &'a str) -> Self {
+        Self {
+            named: false,
+            ..Self::new("", namespace, "")
+        }
+    }
+
+    fn span(&self) -> &tracing::Span {
+        self.span.get_or_init(|| {
+            if !self.named {
+                return tracing::Span::none();
+            }
+            tracing::info_span!(
+                "admission",
+                uid = %self.uid,
+                namespace = %self.namespace,
+                pod = %self.pod,
+            )
+        })
+    }
+
+    /// Enters the span when events at `level` may be logged.
+    fn enter(&self, level: Level) -> Option<tracing::span::Entered<'_>> {
+        (level <= tracing::level_filters::LevelFilter::current()).then(|| self.span().enter())
     }
 }
 

@@ -37,13 +37,22 @@ pub const DENY_CODE: u16 = 403;
 
 /// The platforms of each image (keyed by the reference as written in the pod), or why they could
 /// not be found. An image of [`pod_images`] missing from the map counts as a failed lookup.
-pub type Lookups = BTreeMap<String, Result<Vec<noe_registry::Platform>, String>>;
+pub type Lookups = BTreeMap<String, Result<std::sync::Arc<[noe_registry::Platform]>, String>>;
 
 /// Whether [`decide`] will read the lookups for this pod: false when step 1 skips it, when the
 /// pod constrains its architecture itself (step 2, outside the reinvocation exception) or when
 /// it has no image. The server can then call `decide` with empty lookups.
 pub fn needs_lookups(pod: &Value) -> bool {
-    should_skip(pod).is_none() && pod::arch_constraint(pod).is_ok() && !pod_images(pod).is_empty()
+    images_to_look_up(pod).is_some()
+}
+
+/// The images [`decide`] will read lookups for ([`pod_images`]), or `None` when it reads none
+/// (see [`needs_lookups`]).
+pub fn images_to_look_up(pod: &Value) -> Option<Vec<String>> {
+    if should_skip(pod).is_some() || pod::arch_constraint(pod).is_err() {
+        return None;
+    }
+    Some(pod_images(pod)).filter(|images| !images.is_empty())
 }
 
 /// Decides what to do with a pod being created (DESIGN.md §2, steps 1–10).

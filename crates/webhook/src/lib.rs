@@ -9,6 +9,7 @@ pub mod explain;
 pub mod health;
 pub mod inspect;
 pub mod lookup;
+pub mod memo;
 pub mod metrics;
 pub mod patch;
 pub mod pull_secrets;

@@ -18,7 +18,10 @@ pub trait PlatformLookup: Send + Sync + 'static {
         &'a self,
         image: &'a str,
         credentials: &'a [CredentialCandidate],
-    ) -> BoxFuture<'a, Result<Vec<Platform>, String>>;
+    ) -> BoxFuture<'a, Result<Arc<[Platform]>, String>>;
+
+    /// Counts `n` answers the admission reused from its memo without asking.
+    fn count_reused(&self, _n: usize) {}
 }
 
 impl PlatformLookup for noe_registry::Resolver {
@@ -26,13 +29,16 @@ impl PlatformLookup for noe_registry::Resolver {
         &'a self,
         image: &'a str,
         credentials: &'a [CredentialCandidate],
-    ) -> BoxFuture<'a, Result<Vec<Platform>, String>> {
+    ) -> BoxFuture<'a, Result<Arc<[Platform]>, String>> {
         Box::pin(async move {
-            self.resolve(image, credentials)
+            self.platforms(image, credentials)
                 .await
-                .map(|resolution| resolution.platforms.clone())
                 .map_err(|error| error.to_string())
         })
+    }
+
+    fn count_reused(&self, n: usize) {
+        noe_registry::Resolver::count_reused(self, u64::try_from(n).unwrap_or(u64::MAX));
     }
 }
 

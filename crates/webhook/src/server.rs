@@ -241,7 +241,8 @@ pub async fn start_from_args(
         policy.admission_deadline,
         metrics,
         registry.configured_hosts(),
-    );
+    )
+    .with_memo(registry.cache_ttl);
     let limits = Limits {
         body_read_timeout: policy.admission_deadline,
         drain_timeout: policy.admission_deadline + Duration::from_secs(5),

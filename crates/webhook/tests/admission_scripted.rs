@@ -14,10 +14,12 @@ use noe_webhook::lookup::{CredentialSource, PlatformLookup, PodCredentials};
 use noe_webhook::metrics::Metrics;
 use serde_json::json;
 
+type Answer = Result<Arc<[Platform]>, String>;
+
 /// Answers each image after its scripted delay; records the credential sources it was given.
 #[derive(Default)]
 struct Scripted {
-    answers: HashMap<String, (Duration, Result<Vec<Platform>, String>)>,
+    answers: HashMap<String, (Duration, Answer)>,
     seen: Mutex<Vec<(String, Vec<String>)>>,
 }
 
@@ -26,7 +28,7 @@ impl PlatformLookup for Scripted {
         &'a self,
         image: &'a str,
         credentials: &'a [CredentialCandidate],
-    ) -> BoxFuture<'a, Result<Vec<Platform>, String>> {
+    ) -> BoxFuture<'a, Result<Arc<[Platform]>, String>> {
         Box::pin(async move {
             self.seen.lock().unwrap().push((
                 image.to_owned(),
@@ -73,7 +75,7 @@ impl CredentialSource for OneSecret {
     }
 }
 
-fn linux(archs: &[&str]) -> Vec<Platform> {
+fn linux(archs: &[&str]) -> Arc<[Platform]> {
     archs
         .iter()
         .map(|a| Platform::new("linux", *a, None))
@@ -187,7 +189,7 @@ impl PlatformLookup for Panics {
         &'a self,
         _image: &'a str,
         _credentials: &'a [CredentialCandidate],
-    ) -> BoxFuture<'a, Result<Vec<Platform>, String>> {
+    ) -> BoxFuture<'a, Result<Arc<[Platform]>, String>> {
         Box::pin(async { panic!("scripted bug") })
     }
 }
@@ -218,4 +220,91 @@ async fn a_bug_still_gets_an_admission_review() {
         answer["response"]["warnings"][0],
         noe_webhook::admission::INTERNAL_ERROR_WARNING
     );
+}
+
+/// Pull secrets that were all readable: one candidate per secret name.
+struct Readable;
+
+impl CredentialSource for Readable {
+    fn for_pod<'a>(
+        &'a self,
+        namespace: &'a str,
+        pull_secrets: &'a [String],
+        images: &'a [String],
+    ) -> BoxFuture<'a, PodCredentials> {
+        Box::pin(async move {
+            let mut credentials = OneSecret.for_pod(namespace, pull_secrets, images).await;
+            credentials.failed_pull_secrets = 0;
+            credentials
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_memo_answers_warm_admissions_per_namespace_and_pull_secrets() {
+    let mut scripted = Scripted::default();
+    scripted
+        .answers
+        .insert("a:1".into(), (Duration::ZERO, Ok(linux(&["arm64"]))));
+    scripted.answers.insert(
+        "b:1".into(),
+        (Duration::ZERO, Err("registry said no".into())),
+    );
+    let scripted = Arc::new(scripted);
+    let registry = prometheus::Registry::new();
+    let admission = Admission::new(
+        scripted.clone(),
+        Arc::new(Readable),
+        Policy::default(),
+        Duration::from_secs(5),
+        Metrics::register(&registry).unwrap(),
+        vec![],
+    )
+    .with_memo(Duration::from_secs(60));
+    let lookups = || scripted.seen.lock().unwrap().len();
+    let patched = |decision: &noe_webhook::decide::Decision| {
+        assert!(
+            matches!(decision.verdict, Verdict::Patch { .. }),
+            "{decision:?}"
+        );
+    };
+
+    patched(&admission.decision(&pod(&["a:1"]), "ns").await);
+    patched(&admission.decision(&pod(&["a:1"]), "ns").await);
+    assert_eq!(lookups(), 1, "the second admission is answered by the memo");
+
+    // Another namespace, or other pull secret names, is another credentials context.
+    patched(&admission.decision(&pod(&["a:1"]), "other").await);
+    assert_eq!(lookups(), 2);
+    let without_secret = json!({"spec": {"containers": [{"name": "c", "image": "a:1"}]}});
+    patched(&admission.decision(&without_secret, "ns").await);
+    assert_eq!(lookups(), 3);
+
+    // Failures are not remembered: each admission asks again (the registry caches them).
+    for _ in 0..2 {
+        admission.decision(&pod(&["b:1"]), "ns").await;
+    }
+    assert_eq!(lookups(), 5);
+    // A pod with one remembered image and one new one looks both up.
+    admission.decision(&pod(&["a:1", "b:1"]), "ns").await;
+    assert_eq!(lookups(), 7);
+
+    // Nor are the answers of a pod whose pull secrets could not be read (counted every time).
+    let (unreadable, registry) = admission_with_memo(scripted.clone());
+    for _ in 0..2 {
+        patched(&unreadable.decision(&pod(&["a:1"]), "ns").await);
+    }
+    assert_eq!(lookups(), 9);
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    assert!(
+        text.contains("noe_hook_image_pull_secret_failed_total{namespace=\"ns\"} 2"),
+        "{text}"
+    );
+}
+
+fn admission_with_memo(lookup: Arc<Scripted>) -> (Admission, prometheus::Registry) {
+    let (admission, registry) = admission(lookup, Duration::from_secs(5));
+    (admission.with_memo(Duration::from_secs(60)), registry)
 }

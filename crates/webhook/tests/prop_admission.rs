@@ -27,20 +27,21 @@ impl PlatformLookup for NameLookup {
         &'a self,
         image: &'a str,
         _credentials: &'a [CredentialCandidate],
-    ) -> BoxFuture<'a, Result<Vec<Platform>, String>> {
+    ) -> BoxFuture<'a, Result<Arc<[Platform]>, String>> {
         Box::pin(async move {
             let linux = |arch: &str| Platform::new("linux", arch, None);
-            if image.contains("fail") {
-                Err(format!("{image}: registry said no"))
+            let platforms: Vec<Platform> = if image.contains("fail") {
+                return Err(format!("{image}: registry said no"));
             } else if image.contains("arm") {
-                Ok(vec![linux("arm64")])
+                vec![linux("arm64")]
             } else if image.contains("amd") {
-                Ok(vec![linux("amd64")])
+                vec![linux("amd64")]
             } else if image.contains("s390") {
-                Ok(vec![linux("s390x")])
+                vec![linux("s390x")]
             } else {
-                Ok(vec![linux("amd64"), linux("arm64")])
-            }
+                vec![linux("amd64"), linux("arm64")]
+            };
+            Ok(platforms.into())
         })
     }
 }

@@ -1,0 +1,93 @@
+//! The whole admission handler on a warm pod review (platforms answered by the memo), next to
+//! what the floor server of `noe-bench warm` does with the same body (parse it into a JSON value):
+//! the per-request CPU the warm-path ratio of DESIGN.md §5 is made of, without TLS, HTTP or the
+//! noise of a load generator. Run with `cargo bench -p noe-webhook --bench admission`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use futures::future::BoxFuture;
+use noe_registry::{CredentialCandidate, Platform};
+use noe_webhook::admission::Admission;
+use noe_webhook::decide::Policy;
+use noe_webhook::lookup::{Anonymous, PlatformLookup};
+use noe_webhook::metrics::Metrics;
+use serde_json::json;
+
+/// Every image runs on linux/amd64 and linux/arm64.
+struct MultiArch;
+
+impl PlatformLookup for MultiArch {
+    fn lookup<'a>(
+        &'a self,
+        _image: &'a str,
+        _credentials: &'a [CredentialCandidate],
+    ) -> BoxFuture<'a, Result<Arc<[Platform]>, String>> {
+        Box::pin(async {
+            Ok(Arc::from(vec![
+                Platform::new("linux", "amd64", None),
+                Platform::new("linux", "arm64", None),
+            ]))
+        })
+    }
+}
+
+/// The pod review `noe-bench warm` sends (one container, no pull secret).
+fn body() -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0b4a3a5e-8f3c-4c8e-9d6e-2f1a7c3b5d9e",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "bench",
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+            "object": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"generateName": "web-5d8c7b9f6-", "namespace": "bench",
+                              "labels": {"app": "web", "pod-template-hash": "5d8c7b9f6"}},
+                "spec": {"containers": [{"name": "c0", "image": "127.0.0.1:5000/fixtures/oci-index:v1", "resources": {}}],
+                         "restartPolicy": "Always", "serviceAccountName": "default"}
+            },
+            "dryRun": false
+        }
+    }))
+    .unwrap()
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let admission = Admission::new(
+        Arc::new(MultiArch),
+        Arc::new(Anonymous),
+        Policy::default(),
+        Duration::from_secs(10),
+        Metrics::register(&prometheus::Registry::new()).unwrap(),
+        vec![],
+    )
+    .with_memo(Duration::from_secs(10));
+    let body = body();
+    let answer = runtime.block_on(admission.review_bytes(&body));
+    assert!(String::from_utf8_lossy(&answer).contains("\"patch\""));
+
+    let mut group = c.benchmark_group("warm admission");
+    group.bench_function("parse only (the floor's work)", |b| {
+        b.iter(|| black_box(serde_json::from_slice::<serde_json::Value>(black_box(&body)).unwrap()))
+    });
+    group.bench_function("review_bytes (noe's handler)", |b| {
+        b.iter(|| black_box(runtime.block_on(admission.review_bytes(black_box(&body)))))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
