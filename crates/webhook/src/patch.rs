@@ -13,8 +13,12 @@ pub use builder::PatchBuilder;
 use serde_json::{json, Value};
 
 /// Escapes one JSON Pointer reference token (RFC 6901): `~` → `~0`, `/` → `~1`.
-pub fn escape(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+pub fn escape(token: &str) -> std::borrow::Cow<'_, str> {
+    if token.contains(['~', '/']) {
+        token.replace('~', "~0").replace('/', "~1").into()
+    } else {
+        token.into()
+    }
 }
 
 /// The JSON Pointer of a path given as unescaped segments: `["a", "b/c"]` → `/a/b~1c`.
