@@ -52,6 +52,10 @@ LABEL org.opencontainers.image.title="noe-rs" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /noe /noe
 USER 65532:65532
+# Memory freed after a burst of registry lookups goes back to the OS at once, arenas are
+# committed as used (noe_webhook::ALLOCATOR_ENV; docs/configuration.md, "Allocator").
+ENV MIMALLOC_PURGE_DELAY=0 \
+    MIMALLOC_ARENA_EAGER_COMMIT=0
 # webhook (HTTPS), metrics, health probes
 EXPOSE 8443 8080 8081
 ENTRYPOINT ["/noe"]

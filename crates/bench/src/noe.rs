@@ -56,6 +56,23 @@ impl Process {
     }
 
     /// `VmRSS` and `VmHWM` in KiB.
+    /// User plus system CPU time of the whole process so far (`/proc/PID/stat`, in USER_HZ
+    /// ticks of 10 ms).
+    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()?))?;
+        // Fields after the command name (which may hold spaces) in parentheses.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| -> anyhow::Result<f64> {
+            Ok(fields
+                .get(i)
+                .with_context(|| format!("short /proc stat: {stat}"))?
+                .parse::<f64>()?)
+        };
+        // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the name.
+        Ok((ticks(11)? + ticks(12)?) / 100.0)
+    }
+
     pub fn rss_kib(&self) -> anyhow::Result<(u64, u64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?))?;
         let field = |name: &str| -> anyhow::Result<u64> {
@@ -111,7 +128,14 @@ pub async fn start_noe(bin: &Path, tls: &Tls, extra: &[String]) -> anyhow::Resul
         .build()?;
     let readyz = format!("http://{health}/readyz");
     let started = Instant::now();
-    let child = Command::new(bin)
+    let mut command = Command::new(bin);
+    // The container image's allocator settings, unless the caller's environment sets its own.
+    for (name, value) in noe_webhook::ALLOCATOR_ENV {
+        if std::env::var_os(name).is_none() {
+            command.env(name, value);
+        }
+    }
+    let child = command
         .arg(format!("--cert-dir={}", tls.dir.path().display()))
         .arg(format!("--webhook-addr={webhook}"))
         .arg(format!("--metrics-addr={metrics}"))

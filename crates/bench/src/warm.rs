@@ -36,28 +36,21 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     let mut floors = Vec::new();
     let mut ours = Vec::new();
     for _ in 0..options.rounds {
-        floors.push(
-            wrk::run(
-                floor.addr,
+        for (server, out, name) in [(&floor, &mut floors, "floor"), (&noe, &mut ours, "noe")] {
+            let cpu = server.cpu_seconds()?;
+            let mut report = wrk::run(
+                server.addr,
                 &script,
                 options.threads,
                 options.connections,
                 options.duration,
             )
             .await
-            .context("floor")?,
-        );
-        ours.push(
-            wrk::run(
-                noe.addr,
-                &script,
-                options.threads,
-                options.connections,
-                options.duration,
-            )
-            .await
-            .context("noe")?,
-        );
+            .context(name)?;
+            report.server_cpu_us =
+                (server.cpu_seconds()? - cpu) * 1e6 / report.requests.max(1) as f64;
+            out.push(report);
+        }
     }
     let upstream = registry.request_count();
     println!("## Warm path");
@@ -71,8 +64,8 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         options.rounds
     );
     println!();
-    println!("| round | server | requests/s | p50 ms | p99 ms | errors |");
-    println!("|---|---|---:|---:|---:|---:|");
+    println!("| round | server | requests/s | p50 ms | p99 ms | errors | server CPU µs/request |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
     for (round, (f, o)) in floors.iter().zip(&ours).enumerate() {
         row(round + 1, "floor", f);
         row(round + 1, "noe", o);
@@ -100,6 +93,12 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         ours_mean.p99_ms,
         ours_mean.p99_ms / floor_mean.p99_ms
     );
+    println!(
+        "| server CPU µs per request (mean) | {:.1} | {:.1} | {:.2} | |",
+        floor_mean.server_cpu_us,
+        ours_mean.server_cpu_us,
+        ours_mean.server_cpu_us / floor_mean.server_cpu_us
+    );
     println!();
     println!("Registry requests during the load: {upstream} (the platforms came from the cache).");
     println!();
@@ -108,8 +107,8 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
 
 fn row(round: usize, server: &str, r: &Report) {
     println!(
-        "| {round} | {server} | {:.0} | {:.3} | {:.3} | {} |",
-        r.requests_per_second, r.p50_ms, r.p99_ms, r.errors
+        "| {round} | {server} | {:.0} | {:.3} | {:.3} | {} | {:.1} |",
+        r.requests_per_second, r.p50_ms, r.p99_ms, r.errors, r.server_cpu_us
     );
 }
 
@@ -121,5 +120,6 @@ fn mean(reports: &[Report]) -> Report {
         p99_ms: reports.iter().map(|r| r.p99_ms).sum::<f64>() / n,
         requests: reports.iter().map(|r| r.requests).sum(),
         errors: reports.iter().map(|r| r.errors).sum(),
+        server_cpu_us: reports.iter().map(|r| r.server_cpu_us).sum::<f64>() / n,
     }
 }

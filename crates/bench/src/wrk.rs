@@ -15,6 +15,8 @@ pub struct Report {
     pub requests: u64,
     /// Non-2xx answers plus socket errors.
     pub errors: u64,
+    /// CPU time the server spent per request, in µs (its user + system time over the run).
+    pub server_cpu_us: f64,
 }
 
 /// Writes the Lua script POSTing `body` to `/mutate`.

@@ -55,3 +55,18 @@ fn every_long_flag_is_documented() {
         "flags missing from docs/configuration.md: {missing:?}"
     );
 }
+
+/// The image sets the allocator environment the benchmarks measure, and the docs list it.
+#[test]
+fn the_image_and_the_docs_carry_the_allocator_settings() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let dockerfile = std::fs::read_to_string(format!("{root}/Dockerfile")).unwrap();
+    let docs = std::fs::read_to_string(format!("{root}/docs/configuration.md")).unwrap();
+    for (name, value) in noe_webhook::ALLOCATOR_ENV {
+        assert!(
+            dockerfile.contains(&format!("{name}={value}")),
+            "Dockerfile lacks {name}={value}"
+        );
+        assert!(docs.contains(name), "docs/configuration.md lacks {name}");
+    }
+}
