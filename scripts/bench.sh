@@ -31,6 +31,7 @@ cargo build --release -p noe-webhook --bin noe -p noe-bench --bin noe-bench
 if ! $quick; then
   cargo bench -p noe-registry --bench reference -- --noplot 2>&1 | tee "$out/criterion-reference.txt"
   cargo bench -p noe-webhook --bench decide -- --noplot 2>&1 | tee "$out/criterion-decide.txt"
+  cargo bench -p noe-webhook --bench admission -- --noplot 2>&1 | tee "$out/criterion-admission.txt"
 fi
 
 args=(--noe "$target/release/noe")

@@ -1,7 +1,8 @@
 //! The whole admission handler on a warm pod review (platforms answered by the memo), next to
 //! what the floor server of `noe-bench warm` does with the same body (parse it into a JSON value):
 //! the per-request CPU the warm-path ratio of DESIGN.md §5 is made of, without TLS, HTTP or the
-//! noise of a load generator. Run with `cargo bench -p noe-webhook --bench admission`.
+//! noise of a load generator; then two of its steps alone (which images to look up, the
+//! decision). Run with `cargo bench -p noe-webhook --bench admission`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -85,6 +86,32 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("review_bytes (noe's handler)", |b| {
         b.iter(|| black_box(runtime.block_on(admission.review_bytes(black_box(&body)))))
+    });
+    let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let pod = &review["request"]["object"];
+    let images = noe_webhook::decide::images_to_look_up(pod).unwrap();
+    let lookups: noe_webhook::decide::Lookups = images
+        .iter()
+        .map(|image| {
+            let platforms: Arc<[Platform]> = Arc::from(vec![
+                Platform::new("linux", "amd64", None),
+                Platform::new("linux", "arm64", None),
+            ]);
+            (image.clone(), Ok(platforms))
+        })
+        .collect();
+    let policy = Policy::default();
+    group.bench_function("step: images_to_look_up", |b| {
+        b.iter(|| black_box(noe_webhook::decide::images_to_look_up(black_box(pod))))
+    });
+    group.bench_function("step: decide", |b| {
+        b.iter(|| {
+            black_box(noe_webhook::decide::decide(
+                black_box(pod),
+                &lookups,
+                &policy,
+            ))
+        })
     });
     group.finish();
 }
