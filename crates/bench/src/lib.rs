@@ -14,7 +14,6 @@ pub mod floor;
 pub mod memory;
 pub mod noe;
 pub mod requests;
-pub mod review;
 pub mod startup;
 pub mod warm;
 pub mod wrk;

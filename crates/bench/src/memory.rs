@@ -17,8 +17,8 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
 use crate::noe::{admit, start_noe, Tls};
-use crate::review::pod_review;
 use crate::Options;
+use noe_test_support::pod_review;
 
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const IMAGES_PER_POD: u32 = 100;

@@ -7,8 +7,8 @@ use futures::future::join_all;
 use noe_test_support::{push_standard_fixtures, Registry, TokenServer};
 
 use crate::noe::{admit, start_noe, Tls};
-use crate::review::pod_review;
 use crate::Options;
+use noe_test_support::pod_review;
 
 pub async fn run(options: &Options) -> anyhow::Result<()> {
     let tls = Tls::new()?;

@@ -5,9 +5,9 @@ use anyhow::{bail, Context as _};
 use noe_test_support::{push_standard_fixtures, Registry};
 
 use crate::noe::{admit, start_floor, start_noe, Tls};
-use crate::review::pod_review;
 use crate::wrk::{self, Report};
 use crate::Options;
+use noe_test_support::pod_review;
 
 pub async fn run(options: &Options) -> anyhow::Result<()> {
     let registry = Registry::start().await?;

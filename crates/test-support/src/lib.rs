@@ -50,6 +50,7 @@ mod htpasswd;
 mod image;
 mod push;
 mod registry;
+mod review;
 mod serve;
 mod token_server;
 
@@ -67,6 +68,7 @@ pub use image::{
 };
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
+pub use review::pod_review;
 pub use token_server::{
     decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,
 };

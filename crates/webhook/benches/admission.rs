@@ -16,7 +16,6 @@ use noe_webhook::admission::Admission;
 use noe_webhook::decide::Policy;
 use noe_webhook::lookup::{Anonymous, PlatformLookup};
 use noe_webhook::metrics::Metrics;
-use serde_json::json;
 
 /// Every image runs on linux/amd64 and linux/arm64.
 struct MultiArch;
@@ -38,27 +37,11 @@ impl PlatformLookup for MultiArch {
 
 /// The pod review `noe-bench warm` sends (one container, no pull secret).
 fn body() -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "0b4a3a5e-8f3c-4c8e-9d6e-2f1a7c3b5d9e",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "bench",
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
-            "object": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"generateName": "web-5d8c7b9f6-", "namespace": "bench",
-                              "labels": {"app": "web", "pod-template-hash": "5d8c7b9f6"}},
-                "spec": {"containers": [{"name": "c0", "image": "127.0.0.1:5000/fixtures/oci-index:v1", "resources": {}}],
-                         "restartPolicy": "Always", "serviceAccountName": "default"}
-            },
-            "dryRun": false
-        }
-    }))
+    let image = "127.0.0.1:5000/fixtures/oci-index:v1".to_owned();
+    serde_json::to_vec(&noe_test_support::pod_review(
+        "0b4a3a5e-8f3c-4c8e-9d6e-2f1a7c3b5d9e",
+        &[image],
+    ))
     .unwrap()
 }
 

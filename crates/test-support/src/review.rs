@@ -1,4 +1,4 @@
-//! AdmissionReview bodies for the benchmarks.
+//! AdmissionReview bodies as the apiserver sends them, for benchmarks and tests.
 
 use serde_json::{json, Value};
 
