@@ -127,7 +127,7 @@ pub struct Explained {
     pub name: String,
     pub decision: Decision,
     /// The patch against the file's object (pod template paths prefixed for workloads).
-    pub patch: Vec<Value>,
+    pub patch: Vec<crate::patch::Op>,
 }
 
 /// Decides for a Pod or the pod template of a workload.

@@ -10,6 +10,7 @@ mod builder;
 
 pub use builder::PatchBuilder;
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
 /// Escapes one JSON Pointer reference token (RFC 6901): `~` → `~0`, `/` → `~1`.
@@ -31,35 +32,78 @@ pub fn pointer<S: AsRef<str>>(segments: &[S]) -> String {
     out
 }
 
+/// One RFC 6902 operation. Serializes with its members in the order a [`Value`] object sorts
+/// them (`op`, `path`, `value`), so the bytes equal those of the same operation as a `Value`; it
+/// compares equal to that `Value` too (tests write expected patches with `json!`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Op {
+    /// `add`, `replace` or `remove`.
+    pub op: &'static str,
+    /// A JSON Pointer.
+    pub path: String,
+    /// The value written (`add` and `replace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+}
+
+impl Op {
+    /// The operation as a JSON value.
+    pub fn to_value(&self) -> Value {
+        let mut object = json!({"op": self.op, "path": self.path});
+        if let (Some(value), Some(map)) = (&self.value, object.as_object_mut()) {
+            map.insert("value".to_owned(), value.clone());
+        }
+        object
+    }
+}
+
+impl PartialEq<Value> for Op {
+    fn eq(&self, other: &Value) -> bool {
+        self.to_value() == *other
+    }
+}
+
+impl PartialEq<Op> for Value {
+    fn eq(&self, other: &Op) -> bool {
+        other == self
+    }
+}
+
 /// An `add` operation.
-pub fn add(path: impl Into<String>, value: Value) -> Value {
-    json!({"op": "add", "path": path.into(), "value": value})
+pub fn add(path: impl Into<String>, value: Value) -> Op {
+    Op {
+        op: "add",
+        path: path.into(),
+        value: Some(value),
+    }
 }
 
 /// A `replace` operation.
-pub fn replace(path: impl Into<String>, value: Value) -> Value {
-    json!({"op": "replace", "path": path.into(), "value": value})
+pub fn replace(path: impl Into<String>, value: Value) -> Op {
+    Op {
+        op: "replace",
+        path: path.into(),
+        value: Some(value),
+    }
 }
 
 /// A `remove` operation.
-pub fn remove(path: impl Into<String>) -> Value {
-    json!({"op": "remove", "path": path.into()})
+pub fn remove(path: impl Into<String>) -> Op {
+    Op {
+        op: "remove",
+        path: path.into(),
+        value: None,
+    }
 }
 
 /// Moves operations computed for a pod under `prefix` (a JSON Pointer such as `/spec/template`,
 /// or `/spec/jobTemplate/spec/template` for a CronJob), so a workload's pod template is patched.
-/// `path` and `from` members are rewritten; a trailing `/` of the prefix is ignored.
-pub fn with_prefix(ops: Vec<Value>, prefix: &str) -> Vec<Value> {
+/// `path` is rewritten; a trailing `/` of the prefix is ignored.
+pub fn with_prefix(ops: Vec<Op>, prefix: &str) -> Vec<Op> {
     let prefix = prefix.trim_end_matches('/');
     ops.into_iter()
         .map(|mut op| {
-            if let Some(obj) = op.as_object_mut() {
-                for member in ["path", "from"] {
-                    if let Some(Value::String(path)) = obj.get_mut(member) {
-                        *path = format!("{prefix}{path}");
-                    }
-                }
-            }
+            op.path = format!("{prefix}{}", op.path);
             op
         })
         .collect()
@@ -85,6 +129,7 @@ pub fn pod_template_pointer(kind: &str) -> Option<&'static str> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -114,17 +159,31 @@ mod tests {
     }
 
     #[test]
-    fn prefixes_path_and_from() {
-        let ops = vec![
-            add("/spec/nodeSelector", json!({})),
-            json!({"op": "move", "from": "/a", "path": "/b"}),
-        ];
+    fn prefixes_paths() {
+        let ops = vec![add("/spec/nodeSelector", json!({})), remove("/a")];
         assert_eq!(
             with_prefix(ops, "/spec/template/"),
             vec![
                 add("/spec/template/spec/nodeSelector", json!({})),
-                json!({"op": "move", "from": "/spec/template/a", "path": "/spec/template/b"}),
+                remove("/spec/template/a"),
             ]
         );
+    }
+
+    #[test]
+    fn operations_serialize_as_their_json_values() {
+        for op in [
+            add("/a~1b", json!({"x": [1, "two"]})),
+            replace("/spec/nodeSelector/kubernetes.io~1arch", json!("arm64")),
+            remove("/spec/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution/0"),
+        ] {
+            assert_eq!(
+                serde_json::to_string(&op).unwrap(),
+                serde_json::to_string(&op.to_value()).unwrap()
+            );
+            assert_eq!(op, op.to_value());
+            assert_eq!(op.to_value(), op);
+        }
+        assert_ne!(remove("/a"), json!({"op": "remove", "path": "/b"}));
     }
 }

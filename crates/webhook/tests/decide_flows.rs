@@ -7,7 +7,7 @@ mod helpers;
 
 use std::collections::BTreeMap;
 
-use helpers::{apply, assert_constrained, assert_minimal, lookups, patched_pod};
+use helpers::{apply, assert_constrained, assert_minimal, lookups, patched_pod, values};
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::CronJob};
 use noe_webhook::decide::{
     decide, needs_lookups, pod_images, should_skip, Lookups, OnLookupError, Policy, PreferenceMode,
@@ -164,7 +164,7 @@ fn reinvocation_that_makes_the_pod_impossible_is_denied() {
     let Verdict::Patch { ops, .. } = &first.verdict else {
         panic!("{first:?}")
     };
-    pod = apply(&pod, ops);
+    pod = apply(&pod, &values(ops));
     inject_sidecar(&mut pod);
     let second = decide(&pod, &amd, &policy);
     assert_eq!(
@@ -220,7 +220,7 @@ fn workload_templates_are_patched_under_their_prefix() {
         panic!("expected a patch")
     };
 
-    let ops_d = with_prefix(ops.clone(), "/spec/template");
+    let ops_d = values(&with_prefix(ops.clone(), "/spec/template"));
     assert_minimal(&deployment, &ops_d);
     let patched: Deployment = serde_json::from_value(apply(&deployment, &ops_d)).unwrap();
     let tpl = patched.spec.unwrap().template;
@@ -233,7 +233,7 @@ fn workload_templates_are_patched_under_their_prefix() {
         "amd64,arm64"
     );
 
-    let ops_c = with_prefix(ops, "/spec/jobTemplate/spec/template");
+    let ops_c = values(&with_prefix(ops, "/spec/jobTemplate/spec/template"));
     assert_minimal(&cronjob, &ops_c);
     let patched: CronJob = serde_json::from_value(apply(&cronjob, &ops_c)).unwrap();
     let tpl = patched.spec.unwrap().job_template.spec.unwrap().template;

@@ -94,7 +94,7 @@ pub fn parse(review: &Value) -> Result<Request<'_>, Invalid> {
 #[derive(Debug, Default)]
 pub struct Answer {
     pub allowed: bool,
-    pub patch: Option<Vec<Value>>,
+    pub patch: Option<Vec<crate::patch::Op>>,
     pub warnings: Vec<String>,
     /// `(code, message)` of a denial or an error.
     pub status: Option<(u16, String)>,
@@ -141,7 +141,7 @@ fn write_patched(
     api_version: &str,
     uid: &str,
     answer: &Answer,
-    ops: &[Value],
+    ops: &[crate::patch::Op],
 ) -> Result<Vec<u8>, std::io::Error> {
     use std::io::Write as _;
     let mut out = Vec::with_capacity(512);
@@ -256,7 +256,7 @@ mod tests {
                 Answer::invalid("bad".into()),
                 Answer {
                     allowed: true,
-                    patch: Some(vec![json!({"op": "add", "path": "/a", "value": 1})]),
+                    patch: Some(vec![crate::patch::add("/a", json!(1))]),
                     warnings: vec!["w1".into(), "w\"2".into()],
                     status: None,
                 },
@@ -332,7 +332,7 @@ mod tests {
             "u",
             Answer {
                 allowed: true,
-                patch: Some(vec![json!({"op": "add", "path": "/a", "value": 1})]),
+                patch: Some(vec![crate::patch::add("/a", json!(1))]),
                 warnings: vec!["w".into()],
                 status: None,
             },

@@ -1,7 +1,5 @@
 //! What the decision returns: a verdict, admission warnings and the signals the server counts.
 
-use serde_json::Value;
-
 /// The result of [`decide`](crate::decide::decide).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
@@ -27,7 +25,7 @@ pub enum Verdict {
         /// empty when no arch constraint was decided (only matchNodeLabels applied).
         common: Vec<String>,
         /// The JSON patch operations, paths relative to the pod object.
-        ops: Vec<Value>,
+        ops: Vec<crate::patch::Op>,
     },
     /// Deny the pod.
     Deny {

@@ -2,13 +2,13 @@
 
 use serde_json::{Map, Value};
 
-use super::{add, pointer, remove, replace};
+use super::{add, pointer, remove, replace, Op};
 
 /// One pending operation.
 #[derive(Debug)]
 enum Entry {
     /// An operation whose target's parents all exist.
-    Direct(Value),
+    Direct(Op),
     /// An `add` of a value at `path`, which is absent or null in the document; later writes below
     /// `path` are merged into `value`.
     Create { path: Vec<String>, value: Value },
@@ -164,7 +164,7 @@ impl<'a> PatchBuilder<'a> {
     }
 
     /// The operations, in the order their first write was recorded.
-    pub fn finish(self) -> Vec<Value> {
+    pub fn finish(self) -> Vec<Op> {
         self.entries
             .into_iter()
             .map(|entry| match entry {

@@ -83,6 +83,11 @@ pub fn assert_minimal(doc: &Value, ops: &[Value]) {
     }
 }
 
+/// The operations as JSON values.
+pub fn values(ops: &[noe_webhook::patch::Op]) -> Vec<Value> {
+    ops.iter().map(noe_webhook::patch::Op::to_value).collect()
+}
+
 /// Applies `ops` to `doc` with the json-patch crate.
 pub fn apply(doc: &Value, ops: &[Value]) -> Value {
     let patch: json_patch::Patch =
@@ -96,8 +101,9 @@ pub fn apply(doc: &Value, ops: &[Value]) -> Value {
 pub fn patched_pod(doc: &Value, verdict: &Verdict) -> (Value, Pod) {
     let out = match verdict {
         Verdict::Patch { ops, .. } => {
-            assert_minimal(doc, ops);
-            apply(doc, ops)
+            let ops = values(ops);
+            assert_minimal(doc, &ops);
+            apply(doc, &ops)
         }
         _ => doc.clone(),
     };
