@@ -55,7 +55,6 @@ impl Process {
         self.child.id().context("the process has exited")
     }
 
-    /// `VmRSS` and `VmHWM` in KiB.
     /// User plus system CPU time of the whole process so far (`/proc/PID/stat`, in USER_HZ
     /// ticks of 10 ms).
     pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
@@ -73,6 +72,7 @@ impl Process {
         Ok((ticks(11)? + ticks(12)?) / 100.0)
     }
 
+    /// `VmRSS` and `VmHWM` in KiB.
     pub fn rss_kib(&self) -> anyhow::Result<(u64, u64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?))?;
         let field = |name: &str| -> anyhow::Result<u64> {

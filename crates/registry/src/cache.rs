@@ -9,12 +9,12 @@
 //! stay in a moka cache with a TTL.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod entry;
 
-use entry::{Entry, Interner};
+pub use entry::Entry;
+use entry::Interner;
 
 use crate::metrics::Metrics;
 use crate::{Config, Error, Resolution};
@@ -117,40 +117,11 @@ impl PlatformCache {
         }
     }
 
-    /// The cached resolution of `image` (fetched as `resolved`), or the result of `load` (run
-    /// once for concurrent callers).
-    pub async fn get_or_load<F>(
-        &self,
-        key: Key,
-        image: &str,
-        resolved: &str,
-        load: F,
-    ) -> Result<Arc<Resolution>, Error>
-    where
-        F: Future<Output = Result<Resolution, Error>>,
-    {
-        self.get_or_load_entry(key, resolved, load)
-            .await
-            .map(|entry| Arc::new(entry.resolution(image, resolved)))
-    }
-
-    /// The platforms of the cached resolution under `key` (no string is rebuilt), or those of
-    /// the result of `load` (run once for concurrent callers).
-    pub async fn platforms_or_load<F>(
-        &self,
-        key: Key,
-        resolved: &str,
-        load: F,
-    ) -> Result<Arc<[crate::Platform]>, Error>
-    where
-        F: Future<Output = Result<Resolution, Error>>,
-    {
-        self.get_or_load_entry(key, resolved, load)
-            .await
-            .map(|entry| entry.platforms())
-    }
-
-    async fn get_or_load_entry<F>(&self, key: Key, resolved: &str, load: F) -> Result<Entry, Error>
+    /// The cached entry under `key`, or the compact form of the result of `load` (run once for
+    /// concurrent callers; `resolved` is the reference it fetches). The entry gives the platforms
+    /// as they are ([`Entry::platforms`]) or the whole [`Resolution`] rebuilt
+    /// ([`Entry::resolution`]).
+    pub async fn get_or_load<F>(&self, key: Key, resolved: &str, load: F) -> Result<Entry, Error>
     where
         F: Future<Output = Result<Resolution, Error>>,
     {
@@ -250,9 +221,9 @@ mod tests {
         image: &str,
         loads: &AtomicUsize,
         result: Result<Resolution, Error>,
-    ) -> Result<Arc<Resolution>, Error> {
+    ) -> Result<Entry, Error> {
         cache
-            .get_or_load(key, image, image, async {
+            .get_or_load(key, image, async {
                 loads.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 result
@@ -273,7 +244,7 @@ mod tests {
         assert!(results.iter().all(Result::is_ok));
         assert_eq!(loads.load(Ordering::SeqCst), 1);
         let again = load(&cache, key, image, &loads, Ok(resolution(image))).await;
-        assert_eq!(again.unwrap().platforms[0].architecture, "arm64");
+        assert_eq!(again.unwrap().platforms()[0].architecture, "arm64");
         assert_eq!(loads.load(Ordering::SeqCst), 1);
         assert_eq!(cache.entries(), 1);
     }
@@ -332,7 +303,7 @@ mod tests {
             let image = format!("example.com/app{i}:v1");
             let key = Key::new(&image, 0, false);
             cache
-                .get_or_load(key, &image, &image, async {
+                .get_or_load(key, &image, async {
                     loads.fetch_add(1, Ordering::SeqCst);
                     Ok(resolution(&image))
                 })

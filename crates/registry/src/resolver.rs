@@ -10,7 +10,7 @@ use serde::Serialize;
 use url::Url;
 
 use crate::auth::{Auth, Session};
-use crate::cache::{Key, PlatformCache};
+use crate::cache::{Entry, Key, PlatformCache};
 use crate::client::{Context, Http};
 use crate::credential::fingerprint;
 use crate::hosts::{Endpoint, HostsConfig};
@@ -136,18 +136,8 @@ impl Resolver {
         image: &str,
         credentials: &[CredentialCandidate],
     ) -> Result<Arc<Resolution>, Error> {
-        let (reference, resolved, hosts) = self.prepare(image).await?;
-        let endpoints = hosts.endpoints_for(resolved.digest.is_some());
-        let (image, target) = (reference.to_string(), resolved.to_string());
-        let key = self.key(&target, &resolved, &endpoints, credentials);
-        self.inner
-            .cache
-            .get_or_load(key, &image, &target, async {
-                self.lookup(&reference, &resolved, &endpoints, credentials)
-                    .await
-                    .inspect_err(|e| self.count_error(e))
-            })
-            .await
+        let (entry, reference, target) = self.cached(image, credentials).await?;
+        Ok(Arc::new(entry.resolution(&reference.to_string(), &target)))
     }
 
     /// The platforms of [`Resolver::resolve`] alone, shared with the cache: a cached image
@@ -157,48 +147,40 @@ impl Resolver {
         image: &str,
         credentials: &[CredentialCandidate],
     ) -> Result<Arc<[Platform]>, Error> {
-        let (reference, resolved, hosts) = self.prepare(image).await?;
-        let endpoints = hosts.endpoints_for(resolved.digest.is_some());
-        let target = resolved.to_string();
-        let key = self.key(&target, &resolved, &endpoints, credentials);
-        self.inner
-            .cache
-            .platforms_or_load(key, &target, async {
-                self.lookup(&reference, &resolved, &endpoints, credentials)
-                    .await
-                    .inspect_err(|e| self.count_error(e))
-            })
-            .await
+        Ok(self.cached(image, credentials).await?.0.platforms())
     }
 
-    /// The parsed reference, the reference after proxies, and the hosts that serve it.
-    async fn prepare(
+    /// The cache entry of `image` looked up with `credentials` (loaded on a miss), with the
+    /// parsed reference and the reference after proxies it was fetched as.
+    async fn cached(
         &self,
         image: &str,
-    ) -> Result<(Reference, Reference, Arc<HostsConfig>), Error> {
+        credentials: &[CredentialCandidate],
+    ) -> Result<(Entry, Reference, String), Error> {
         let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
         let resolved = proxies::apply(&self.inner.config.proxies, &reference);
         let hosts = self
             .hosts(&resolved)
             .await
             .inspect_err(|e| self.count_error(e))?;
-        Ok((reference, resolved, hosts))
-    }
-
-    /// The cache key of `target` looked up with `credentials` over `endpoints`.
-    fn key(
-        &self,
-        target: &str,
-        resolved: &Reference,
-        endpoints: &[&Endpoint],
-        credentials: &[CredentialCandidate],
-    ) -> Key {
+        let endpoints = hosts.endpoints_for(resolved.digest.is_some());
+        let target = resolved.to_string();
         let mut identity = fingerprint(credentials);
         if self.inner.config.hosts.is_some() {
             // A changed hosts.toml makes new lookups.
-            identity = chain_fingerprint(identity, endpoints);
+            identity = chain_fingerprint(identity, &endpoints);
         }
-        Key::new(target, identity, resolved.digest.is_some())
+        let key = Key::new(&target, identity, resolved.digest.is_some());
+        let entry = self
+            .inner
+            .cache
+            .get_or_load(key, &target, async {
+                self.lookup(&reference, &resolved, &endpoints, credentials)
+                    .await
+                    .inspect_err(|e| self.count_error(e))
+            })
+            .await?;
+        Ok((entry, reference, target))
     }
 
     /// The host configuration of `target`'s registry: the provider's, else the default server.

@@ -38,7 +38,7 @@ async fn hundred_thousand_cached_images_fit_in_64_mib() {
             ],
         };
         cache
-            .get_or_load(key, &image, &image, async move { Ok(resolution) })
+            .get_or_load(key, &image, async move { Ok(resolution) })
             .await
             .unwrap();
     }

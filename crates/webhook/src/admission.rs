@@ -347,8 +347,6 @@ struct Scope<'a> {
     uid: &'a str,
     namespace: &'a str,
     pod: &'a str,
-    /// False outside a review (`noe explain`, library callers): no span at all.
-    named: bool,
     span: std::sync::OnceLock<tracing::Span>,
 }
 
@@ -358,23 +356,20 @@ impl<'a> Scope<'a> {
             uid,
             namespace,
             pod,
-            named: true,
             span: std::sync::OnceLock::new(),
         }
     }
 
+    /// Outside a review (`noe explain`, library callers): no span at all.
     fn detached(namespace: &'a str) -> Self {
         Self {
-            named: false,
+            span: std::sync::OnceLock::from(tracing::Span::none()),
             ..Self::new("", namespace, "")
         }
     }
 
     fn span(&self) -> &tracing::Span {
         self.span.get_or_init(|| {
-            if !self.named {
-                return tracing::Span::none();
-            }
             tracing::info_span!(
                 "admission",
                 uid = %self.uid,
