@@ -68,7 +68,7 @@ pub use image::{
 };
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
-pub use review::pod_review;
+pub use review::{admission_review, pod_review};
 pub use token_server::{
     decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,
 };

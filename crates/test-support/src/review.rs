@@ -10,24 +10,37 @@ pub fn pod_review(uid: &str, images: &[String]) -> Value {
         .enumerate()
         .map(|(i, image)| json!({"name": format!("c{i}"), "image": image, "resources": {}}))
         .collect();
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "web-5d8c7b9f6-", "namespace": "bench",
+                      "labels": {"app": "web", "pod-template-hash": "5d8c7b9f6"}},
+        "spec": {"containers": containers, "restartPolicy": "Always",
+                 "serviceAccountName": "default"}
+    });
+    admission_review("admission.k8s.io/v1", "CREATE", "bench", uid, &pod)
+}
+
+/// The AdmissionReview the apiserver sends for `operation` on the pod `object` in `namespace`,
+/// in AdmissionReview `version` (`admission.k8s.io/v1` or `v1beta1`).
+pub fn admission_review(
+    version: &str,
+    operation: &str,
+    namespace: &str,
+    uid: &str,
+    object: &Value,
+) -> Value {
     json!({
-        "apiVersion": "admission.k8s.io/v1",
+        "apiVersion": version,
         "kind": "AdmissionReview",
         "request": {
             "uid": uid,
             "kind": {"group": "", "version": "v1", "kind": "Pod"},
             "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "bench",
-            "operation": "CREATE",
+            "namespace": namespace,
+            "operation": operation,
             "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
-            "object": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"generateName": "web-5d8c7b9f6-", "namespace": "bench",
-                              "labels": {"app": "web", "pod-template-hash": "5d8c7b9f6"}},
-                "spec": {"containers": containers, "restartPolicy": "Always",
-                         "serviceAccountName": "default"}
-            },
+            "object": object,
             "dryRun": false
         }
     })

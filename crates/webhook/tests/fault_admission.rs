@@ -68,18 +68,8 @@ fn review(uid: &str, images: &[&str]) -> Value {
         .enumerate()
         .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
         .collect();
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "ns",
-            "operation": "CREATE",
-            "object": {"metadata": {"generateName": "p-"}, "spec": {"containers": containers}},
-        }
-    })
+    let pod = json!({"metadata": {"generateName": "p-"}, "spec": {"containers": containers}});
+    noe_test_support::admission_review("admission.k8s.io/v1", "CREATE", "ns", uid, &pod)
 }
 
 fn patched_arch(answer: &Value) -> Option<String> {

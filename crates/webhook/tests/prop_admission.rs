@@ -280,18 +280,7 @@ fn pod() -> impl Strategy<Value = Value> {
 }
 
 fn review(version: &str, uid: &str, object: &Value) -> Value {
-    json!({
-        "apiVersion": version,
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "ns",
-            "operation": "CREATE",
-            "object": object,
-        }
-    })
+    noe_test_support::admission_review(version, "CREATE", "ns", uid, object)
 }
 
 proptest! {

@@ -139,21 +139,7 @@ fn rand_suffix() -> u64 {
 }
 
 pub fn admission_review(pod: &Value, version: &str, operation: &str, uid: &str) -> Value {
-    json!({
-        "apiVersion": version,
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "team-a",
-            "operation": operation,
-            "userInfo": {"username": "test"},
-            "object": pod,
-            "oldObject": null,
-            "dryRun": false
-        }
-    })
+    noe_test_support::admission_review(version, operation, "team-a", uid, pod)
 }
 
 /// A pod with these container images.
