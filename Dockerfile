@@ -41,7 +41,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     set -eux; \
     triple="$(cat /rust-target)"; \
-    cargo build --release --locked -p noe-webhook --bin noe --target "$triple"; \
+    cargo build --release --locked -p noe --bin noe --target "$triple"; \
     cp "target/$triple/release/noe" /noe
 
 # distroless/cc: glibc, libgcc, CA certificates and a `nonroot` user (65532), no shell.

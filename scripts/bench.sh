@@ -26,7 +26,7 @@ target="${CARGO_TARGET_DIR:-target}"
 out="$target/bench"
 mkdir -p "$out"
 
-cargo build --release -p noe-webhook --bin noe -p noe-bench --bin noe-bench
+cargo build --release -p noe --bin noe -p noe-bench --bin noe-bench
 
 if ! $quick; then
   cargo bench -p noe-registry --bench reference -- --noplot 2>&1 | tee "$out/criterion-reference.txt"

@@ -1,4 +1,4 @@
-//! noe-rs benchmarks (DESIGN.md §5). Not a test suite: it measures and prints tables, it asserts
+//! noe-rs benchmarks (the targets of docs/benchmarks.md). Not a test suite: it measures and prints tables, it asserts
 //! nothing about timing. `scripts/bench.sh` builds the release `noe` and runs `noe-bench all`.
 //!
 //! - [`floor`]: the floor server, a minimal HTTPS admission endpoint on the same TLS stack as

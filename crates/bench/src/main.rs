@@ -1,4 +1,4 @@
-//! `noe-bench`: measurements of DESIGN.md §5, run by `scripts/bench.sh`.
+//! `noe-bench`: the measurements of docs/benchmarks.md, run by `scripts/bench.sh`.
 
 use clap::Parser;
 

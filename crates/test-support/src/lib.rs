@@ -53,6 +53,7 @@ mod registry;
 mod review;
 mod serve;
 mod token_server;
+mod webhook_tls;
 
 pub use ca::{ServerCert, TestCa};
 pub use docker_config::DockerConfig;
@@ -72,3 +73,4 @@ pub use review::{admission_review, pod_review};
 pub use token_server::{
     decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,
 };
+pub use webhook_tls::{https_client, write_cert_dir};

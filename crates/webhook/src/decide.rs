@@ -17,7 +17,7 @@ use serde_json::Value;
 
 pub use outcome::{selector, Decision, Signal, SkipReason, Verdict};
 pub use pod::{pod_images, should_skip};
-pub use policy::{parse_arch_tolerations, OnLookupError, Policy, PreferenceMode};
+pub use policy::{parse_arch_tolerations, OnLookupError, Policy, PolicyError, PreferenceMode};
 
 /// Pod label: `"true"` leaves the pod alone.
 pub const SKIP_LABEL: &str = "arch.noe.adevinta.com/skip";

@@ -1,14 +1,9 @@
-//! The webhook's Prometheus metrics (noe's names, bounded labels), registered on an explicit
-//! registry, and the `/metrics` text encoding.
+//! The admission's Prometheus metrics (noe's names, bounded labels), registered on an explicit
+//! registry.
 
 use std::sync::{Arc, OnceLock};
 
-use bytes::Bytes;
-use http::{header, Response};
-use http_body_util::Full;
-use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
-};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
 /// Outcome label values of `noe_webhook_request_duration_seconds`.
 pub mod outcome {
@@ -112,19 +107,3 @@ const OUTCOMES: [&str; 4] = [
     outcome::DENIED,
     outcome::INVALID,
 ];
-
-/// The registry's metrics in the Prometheus text format.
-pub fn respond(registry: &Registry) -> Response<Full<Bytes>> {
-    let encoder = TextEncoder::new();
-    let mut body = Vec::new();
-    if let Err(error) = encoder.encode(&registry.gather(), &mut body) {
-        tracing::warn!(%error, "Cannot encode metrics");
-    }
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    if let Ok(value) = header::HeaderValue::from_str(encoder.format_type()) {
-        response.headers_mut().insert(header::CONTENT_TYPE, value);
-    }
-    response
-}
-
-pub use noe_registry::metrics::image_registry_label as registry_label;

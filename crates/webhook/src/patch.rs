@@ -1,4 +1,4 @@
-//! Minimal RFC 6902 JSON patches built against the raw object (DESIGN.md §2 step 10).
+//! Minimal RFC 6902 JSON patches built against the raw object (docs/architecture.md, "The patch").
 //!
 //! [`PatchBuilder`] records the writes a decision wants (set a key, append to an array, replace,
 //! remove) and turns them into operations against the *original* document: when a parent is absent

@@ -1,11 +1,14 @@
-//! The serving process: the HTTPS admission endpoint, `/metrics`, and the health probes.
+//! The transport: the HTTPS admission endpoint, `/metrics`, and the health probes. It knows
+//! nothing of admission: whatever implements [`Handler`] answers the bodies posted to
+//! [`MUTATE_PATH`].
 
+pub mod health;
 pub mod https;
 pub mod plain;
+pub mod tls;
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,12 +19,8 @@ use tokio_rustls::TlsAcceptor;
 
 pub use https::{Handler, Limits, MAX_BODY_BYTES, MUTATE_PATH};
 
-use crate::admission::Admission;
-use crate::args::{PolicyArgs, RegistryArgs, ServerArgs};
-use crate::health::Readiness;
-use crate::lookup::Credentials;
-use crate::pull_secrets::PullSecrets;
-use crate::tls::Reloadable;
+use health::Readiness;
+use tls::Reloadable;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -33,7 +32,7 @@ pub enum Error {
         source: io::Error,
     },
     #[error(transparent)]
-    Tls(#[from] crate::tls::Error),
+    Tls(#[from] tls::Error),
     #[error("cannot register metrics")]
     Metrics(#[from] prometheus::Error),
 }
@@ -91,12 +90,11 @@ pub async fn start<H: Handler>(
     let readiness = Readiness::default();
     let (shutdown, receiver) = watch::channel(false);
 
-    let metrics_router: plain::Router = Arc::new(move |path: &str| {
-        (path == "/metrics").then(|| crate::metrics::respond(&registry))
-    });
+    let metrics_router: plain::Router =
+        Arc::new(move |path: &str| (path == "/metrics").then(|| plain::metrics(&registry)));
     let probe_readiness = readiness.clone();
     let health_router: plain::Router =
-        Arc::new(move |path: &str| crate::health::respond(path, &probe_readiness));
+        Arc::new(move |path: &str| health::respond(path, &probe_readiness));
 
     let tasks = vec![
         tokio::spawn(https::serve(
@@ -158,120 +156,5 @@ pub async fn termination() {
     }
 }
 
-/// How often `--cert-dir` is re-read.
+/// How often a certificate directory is re-read.
 pub const CERT_POLL_INTERVAL: Duration = Duration::from_secs(5);
-
-/// `noe` without a subcommand: serves until SIGTERM or SIGINT.
-pub async fn run(server: ServerArgs, policy: PolicyArgs, registry: RegistryArgs) -> ExitCode {
-    match serve(server, policy, registry, termination()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(error = %format!("{error:#}"), "Cannot serve");
-            eprintln!("noe: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Builds everything from the flags, serves until `shutdown` resolves, then drains.
-pub async fn serve(
-    server: ServerArgs,
-    policy: PolicyArgs,
-    registry: RegistryArgs,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<()> {
-    let running = start_from_args(server, policy, registry).await?;
-    shutdown.await;
-    tracing::info!("Shutting down: draining connections");
-    running.shutdown().await;
-    Ok(())
-}
-
-/// Builds everything from the flags and starts serving.
-pub async fn start_from_args(
-    server: ServerArgs,
-    policy: PolicyArgs,
-    registry: RegistryArgs,
-) -> anyhow::Result<Running> {
-    let ServerArgs {
-        cert_dir,
-        dev_self_signed_cert,
-        webhook_addr,
-        metrics_addr,
-        health_probe_addr,
-        kubeconfig,
-        leader_elect,
-    } = server;
-    if leader_elect {
-        tracing::info!("--leader-elect is accepted for noe compatibility and has no effect yet");
-    }
-    let decision_policy = policy.to_policy().map_err(anyhow::Error::msg)?;
-    let metrics_registry = prometheus::Registry::new();
-    let tls = if dev_self_signed_cert {
-        tracing::warn!("Serving a generated self-signed certificate (--dev-self-signed-cert): local trials only");
-        let (key, _pem) = crate::tls::self_signed()?;
-        Reloadable::new(key)
-    } else {
-        let (watched, key) = crate::tls::CertDir::load(&cert_dir)?;
-        let tls = Reloadable::new(key);
-        tokio::spawn(watched.watch(tls.clone(), CERT_POLL_INTERVAL));
-        tls
-    };
-    let (resolver, sources) = registry
-        .build(&metrics_registry)
-        .await
-        .map_err(anyhow::Error::msg)?;
-    let pull_secrets = match kube_client(kubeconfig.as_deref()).await {
-        Ok(client) => Some(PullSecrets::new(client)),
-        Err(error) => {
-            tracing::warn!(error = %format!("{error:#}"), "No Kubernetes API access: image pull secrets are not read");
-            None
-        }
-    };
-    let credentials = Credentials {
-        resolver: resolver.clone(),
-        sources: Arc::new(sources),
-        pull_secrets,
-    };
-    let metrics = crate::metrics::Metrics::register(&metrics_registry)?;
-    let admission = Admission::new(
-        Arc::new(resolver),
-        Arc::new(credentials),
-        decision_policy,
-        policy.admission_deadline,
-        metrics,
-        registry.configured_hosts(),
-    )
-    .with_memo(registry.cache_ttl);
-    let limits = Limits {
-        body_read_timeout: policy.admission_deadline,
-        drain_timeout: policy.admission_deadline + Duration::from_secs(5),
-        ..Limits::default()
-    };
-    let addresses = Addresses {
-        webhook: webhook_addr,
-        metrics: metrics_addr,
-        health: health_probe_addr,
-    };
-    Ok(start(
-        addresses,
-        tls,
-        Arc::new(admission),
-        limits,
-        metrics_registry,
-    )
-    .await?)
-}
-
-/// A client from `--kubeconfig`, else the in-cluster configuration.
-async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig.filter(|p| !p.as_os_str().is_empty()) {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await?
-        }
-        None => kube::Config::incluster()?,
-    };
-    Ok(kube::Client::try_from(config)?)
-}

@@ -1,6 +1,14 @@
 //! AdmissionReview requests and responses over raw JSON (`admission.k8s.io/v1` and `v1beta1`).
+//!
+//! The request is read from the `serde_json::Value` the body parses into, so the pod object stays
+//! raw JSON (fields newer than our k8s-openapi survive, and the patch is built against exactly
+//! what the apiserver sent). kube's `kube::core::admission` types are not used: deserializing them
+//! buffers the review twice (`#[serde(flatten)]` at two levels) and their response writes the
+//! patch as an array of numbers instead of base64; docs/benchmarks.md ("The admission envelope")
+//! has the measurement.
 
 use base64::Engine;
+use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -11,13 +19,24 @@ pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
 #[derive(Debug)]
 pub struct Request<'a> {
     pub api_version: &'static str,
-    pub uid: String,
+    pub uid: &'a str,
     pub kind: &'a str,
     pub group: &'a str,
     pub operation: &'a str,
     pub sub_resource: &'a str,
     pub namespace: String,
     pub object: Option<&'a Value>,
+}
+
+impl<'a> Request<'a> {
+    /// The pod of a pod creation (`Pod` in the core group, `CREATE`, no subresource).
+    pub fn pod_creation(&self) -> Option<&'a Value> {
+        let is_creation = self.kind == "Pod"
+            && self.group.is_empty()
+            && self.operation == "CREATE"
+            && self.sub_resource.is_empty();
+        self.object.filter(|_| is_creation)
+    }
 }
 
 /// Why a body is not an AdmissionReview we can answer normally.
@@ -43,13 +62,26 @@ pub fn version_of(review: &Value) -> &'static str {
 }
 
 /// The request's `uid`, or empty when there is none.
-pub fn uid_of(review: &Value) -> String {
+pub fn uid_of(review: &Value) -> &str {
     review
         .get("request")
         .and_then(|r| r.get("uid"))
         .and_then(Value::as_str)
         .unwrap_or_default()
-        .to_owned()
+}
+
+/// `metadata.name` of an object, else its `metadata.generateName`, else empty.
+pub fn pod_name(object: &Value) -> &str {
+    let metadata = object.get("metadata");
+    let field = |name| {
+        metadata
+            .and_then(|m| m.get(name))
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+    };
+    field("name")
+        .or_else(|| field("generateName"))
+        .unwrap_or_default()
 }
 
 pub fn parse(review: &Value) -> Result<Request<'_>, Invalid> {
@@ -118,62 +150,15 @@ impl Answer {
     }
 }
 
-/// The response AdmissionReview, in `api_version`, for `uid`.
-pub fn respond(api_version: &str, uid: &str, answer: Answer) -> Value {
-    serde_json::to_value(Review::new(api_version, uid, answer)).unwrap_or(Value::Null)
+/// The serialized response AdmissionReview, in `api_version`, for `uid`.
+pub fn respond(api_version: &str, uid: &str, answer: Answer) -> Bytes {
+    let review = Review::new(api_version, uid, answer);
+    // Serializing these types cannot fail (string keys, no maps of non-strings); an empty object
+    // would still be answered as an error by the apiserver rather than dropped.
+    Bytes::from(serde_json::to_vec(&review).unwrap_or_else(|_| b"{}".to_vec()))
 }
 
-/// [`respond`], serialized: the bytes of the same JSON, written without building a [`Value`].
-pub fn respond_bytes(api_version: &str, uid: &str, answer: Answer) -> Vec<u8> {
-    match answer.patch.as_deref() {
-        Some(ops) if !ops.is_empty() => {
-            write_patched(api_version, uid, &answer, ops).unwrap_or_else(|_| b"{}".to_vec())
-        }
-        _ => serde_json::to_vec(&Review::new(api_version, uid, answer))
-            .unwrap_or_else(|_| b"{}".to_vec()),
-    }
-}
-
-/// The answer with a patch, written by hand in [`Review`]'s key order: the operations are
-/// base64-encoded straight into the answer, and the base64 text (which never needs JSON
-/// escaping) is not scanned again. The warm path's most common answer.
-fn write_patched(
-    api_version: &str,
-    uid: &str,
-    answer: &Answer,
-    ops: &[crate::patch::Op],
-) -> Result<Vec<u8>, std::io::Error> {
-    use std::io::Write as _;
-    let mut out = Vec::with_capacity(512);
-    out.extend_from_slice(b"{\"apiVersion\":");
-    serde_json::to_writer(&mut out, api_version)?;
-    out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"allowed\":");
-    out.extend_from_slice(if answer.allowed { b"true" } else { b"false" });
-    out.extend_from_slice(b",\"patch\":\"");
-    let json = serde_json::to_vec(ops)?;
-    let start = out.len();
-    let encoded = base64::encoded_len(json.len(), true).ok_or(std::io::ErrorKind::InvalidInput)?;
-    out.resize(start + encoded, 0);
-    base64::engine::general_purpose::STANDARD
-        .encode_slice(&json, &mut out[start..])
-        .map_err(std::io::Error::other)?;
-    out.extend_from_slice(b"\",\"patchType\":\"JSONPatch\"");
-    if let Some(status) = Review::status(answer) {
-        out.extend_from_slice(b",\"status\":");
-        serde_json::to_writer(&mut out, &status)?;
-    }
-    out.extend_from_slice(b",\"uid\":");
-    serde_json::to_writer(&mut out, uid)?;
-    if !answer.warnings.is_empty() {
-        out.extend_from_slice(b",\"warnings\":");
-        serde_json::to_writer(&mut out, &answer.warnings)?;
-    }
-    out.write_all(b"}}")?;
-    Ok(out)
-}
-
-/// The response AdmissionReview. Fields are in the order `serde_json::Map` sorts them, so the
-/// bytes equal those of the [`Value`] [`respond`] returns.
+/// The response AdmissionReview.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Review<'a> {
@@ -186,6 +171,7 @@ struct Review<'a> {
 #[serde(rename_all = "camelCase")]
 struct Response<'a> {
     allowed: bool,
+    /// Base64 of the JSON array of operations.
     #[serde(skip_serializing_if = "Option::is_none")]
     patch: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -207,35 +193,37 @@ struct Status {
 }
 
 impl<'a> Review<'a> {
-    fn status(answer: &Answer) -> Option<Status> {
-        answer.status.as_ref().map(|(code, message)| Status {
-            code: *code,
-            message: message.clone(),
+    fn new(api_version: &'a str, uid: &'a str, answer: Answer) -> Self {
+        let Answer {
+            allowed,
+            patch,
+            warnings,
+            status,
+        } = answer;
+        let status = status.map(|(code, message)| Status {
+            code,
+            message,
             reason: match code {
                 400 => "BadRequest",
                 403 => "Forbidden",
                 _ => "",
             },
-            status: if answer.allowed { "Success" } else { "Failure" },
-        })
-    }
-
-    fn new(api_version: &'a str, uid: &'a str, answer: Answer) -> Self {
-        let status = Self::status(&answer);
-        let patch = answer.patch.filter(|ops| !ops.is_empty()).map(|ops| {
-            let bytes = serde_json::to_vec(&ops).unwrap_or_else(|_| b"[]".to_vec());
-            base64::engine::general_purpose::STANDARD.encode(bytes)
+            status: if allowed { "Success" } else { "Failure" },
         });
+        let patch = patch
+            .filter(|ops| !ops.is_empty())
+            .and_then(|ops| serde_json::to_vec(&ops).ok())
+            .map(|json| base64::engine::general_purpose::STANDARD.encode(json));
         Self {
             api_version,
             kind: "AdmissionReview",
             response: Response {
-                allowed: answer.allowed,
+                allowed,
                 patch_type: patch.is_some().then_some("JSONPatch"),
                 patch,
                 status,
                 uid,
-                warnings: answer.warnings,
+                warnings,
             },
         }
     }
@@ -247,45 +235,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The bytes sent equal the serialized [`respond`] value (same JSON, same key order).
-    #[test]
-    fn bytes_equal_the_value() {
-        let answers = || {
-            vec![
-                Answer::allow(),
-                Answer::invalid("bad".into()),
-                Answer {
-                    allowed: true,
-                    patch: Some(vec![crate::patch::add("/a", json!(1))]),
-                    warnings: vec!["w1".into(), "w\"2".into()],
-                    status: None,
-                },
-                Answer {
-                    allowed: true,
-                    patch: Some(Vec::new()),
-                    ..Answer::default()
-                },
-                Answer {
-                    allowed: false,
-                    warnings: vec!["w".into()],
-                    status: Some((403, "no".into())),
-                    ..Answer::default()
-                },
-                Answer {
-                    allowed: true,
-                    status: Some((200, "ok".into())),
-                    ..Answer::default()
-                },
-            ]
-        };
-        for (answer, copy) in answers().into_iter().zip(answers()) {
-            let value = serde_json::to_vec(&respond(V1BETA1, "u\"1", answer)).unwrap();
-            let bytes = respond_bytes(V1BETA1, "u\"1", copy);
-            assert_eq!(
-                String::from_utf8(bytes).unwrap(),
-                String::from_utf8(value).unwrap()
-            );
-        }
+    fn answered(api_version: &str, uid: &str, answer: Answer) -> Value {
+        serde_json::from_slice(&respond(api_version, uid, answer)).unwrap()
     }
 
     #[test]
@@ -304,11 +255,14 @@ mod tests {
             ("Pod", "", "CREATE")
         );
         assert_eq!(request.namespace, "ns");
-        assert!(request.object.is_some());
+        let pod = request.pod_creation().unwrap();
+        assert_eq!(pod_name(pod), "x-");
 
-        // namespace from the object when the request has none
+        // namespace from the object when the request has none; not a creation
         let review = json!({"apiVersion": V1, "request": {"uid": "u", "object": {"metadata": {"namespace": "n2"}}}});
-        assert_eq!(parse(&review).unwrap().namespace, "n2");
+        let request = parse(&review).unwrap();
+        assert_eq!(request.namespace, "n2");
+        assert!(request.pod_creation().is_none());
 
         assert!(matches!(parse(&json!([])), Err(Invalid::NotAnObject)));
         assert!(matches!(
@@ -326,8 +280,34 @@ mod tests {
     }
 
     #[test]
+    fn pod_creations_only() {
+        let request = |kind: Value, operation: &str, sub: &str| {
+            json!({"apiVersion": V1, "request": {"uid": "u", "kind": kind, "operation": operation,
+                   "subResource": sub, "object": {"metadata": {"name": "p"}}}})
+        };
+        let pod = json!({"group": "", "version": "v1", "kind": "Pod"});
+        let cases = [
+            (request(pod.clone(), "CREATE", ""), true),
+            (request(pod.clone(), "UPDATE", ""), false),
+            (request(pod.clone(), "CREATE", "binding"), false),
+            (
+                request(json!({"group": "apps", "kind": "Pod"}), "CREATE", ""),
+                false,
+            ),
+            (
+                request(json!({"group": "", "kind": "Secret"}), "CREATE", ""),
+                false,
+            ),
+        ];
+        for (review, want) in cases {
+            let request = parse(&review).unwrap();
+            assert_eq!(request.pod_creation().is_some(), want, "{review}");
+        }
+    }
+
+    #[test]
     fn responses() {
-        let patched = respond(
+        let patched = answered(
             V1,
             "u",
             Answer {
@@ -350,7 +330,7 @@ mod tests {
         );
         assert_eq!(patched["response"]["warnings"], json!(["w"]));
 
-        let denied = respond(
+        let denied = answered(
             V1BETA1,
             "v",
             Answer {
@@ -365,7 +345,23 @@ mod tests {
         assert_eq!(denied["response"]["status"]["reason"], "Forbidden");
         assert!(denied["response"].get("patch").is_none());
 
-        let plain = respond(V1, "w", Answer::allow());
+        let plain = answered(V1, "w", Answer::allow());
         assert_eq!(plain["response"], json!({"uid": "w", "allowed": true}));
+
+        // An empty patch is no patch; strings needing escapes stay valid JSON.
+        let empty = answered(
+            V1,
+            "x\"1",
+            Answer {
+                allowed: true,
+                patch: Some(Vec::new()),
+                warnings: vec!["w\"2\n".into()],
+                ..Answer::default()
+            },
+        );
+        assert_eq!(
+            empty["response"],
+            json!({"uid": "x\"1", "allowed": true, "warnings": ["w\"2\n"]})
+        );
     }
 }

@@ -1,13 +1,11 @@
-//! The decision's configuration: what the flags of DESIGN.md §1 say about placement.
+//! The decision's configuration: what the flags (docs/configuration.md) say about placement.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::str::FromStr;
 
 use serde_json::Value;
 
-/// `--preference-mode`: how the preferred architecture is written into the pod.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How the preferred architecture is written into the pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum PreferenceMode {
     /// noe's behaviour: a hard `nodeSelector["kubernetes.io/arch"]` on the preferred arch.
     #[default]
@@ -26,27 +24,8 @@ impl PreferenceMode {
     }
 }
 
-impl FromStr for PreferenceMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "required" => Ok(Self::Required),
-            "preferred" => Ok(Self::Preferred),
-            other => Err(format!(
-                "invalid preference mode {other:?}: expected \"required\" or \"preferred\""
-            )),
-        }
-    }
-}
-
-impl fmt::Display for PreferenceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// `--on-lookup-error`: what one failed image lookup does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What one failed image lookup does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum OnLookupError {
     /// noe's behaviour: decide over the images that were resolved; if none was, leave the pod alone.
     #[default]
@@ -65,26 +44,6 @@ impl OnLookupError {
             Self::AllowPod => "allow-pod",
             Self::Deny => "deny",
         }
-    }
-}
-
-impl FromStr for OnLookupError {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "ignore-image" => Ok(Self::IgnoreImage),
-            "allow-pod" => Ok(Self::AllowPod),
-            "deny" => Ok(Self::Deny),
-            other => Err(format!(
-                "invalid lookup error mode {other:?}: expected \"ignore-image\", \"allow-pod\" or \"deny\""
-            )),
-        }
-    }
-}
-
-impl fmt::Display for OnLookupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -110,7 +69,7 @@ pub struct Policy {
 }
 
 impl Default for Policy {
-    /// The flag defaults of DESIGN.md §1.
+    /// The flag defaults (docs/configuration.md).
     fn default() -> Self {
         Self {
             preferred_arch: Some("amd64".to_owned()),
@@ -125,58 +84,78 @@ impl Default for Policy {
     }
 }
 
-/// Parses the `--arch-tolerations-file` contents: a YAML (or JSON) map `arch → [toleration]`,
-/// e.g. `arm64: [{key: arch, value: arm64, effect: NoSchedule}]`. An empty file is an empty map.
+/// A configuration the decision cannot work with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    #[error("the preferred architecture {arch} is not one of the schedulable architectures {}", schedulable.join(","))]
+    PreferredNotSchedulable {
+        arch: String,
+        schedulable: Vec<String>,
+    },
+    #[error("the preference weight {0} is outside 1..=100")]
+    Weight(i32),
+    #[error("the system OS must not be empty")]
+    EmptySystemOs,
+    #[error("the architecture tolerations are not a map of architecture to a list: {0}")]
+    TolerationsNotAMap(String),
+    #[error("invalid toleration for architecture {arch:?}: {reason}")]
+    Toleration { arch: String, reason: String },
+}
+
+/// Parses architecture tolerations: a YAML (or JSON) map `arch → [toleration]`, e.g.
+/// `arm64: [{key: arch, value: arm64, effect: NoSchedule}]`. An empty text is an empty map.
 /// Each toleration must be a valid Kubernetes `Toleration`; it is kept as written.
-pub fn parse_arch_tolerations(text: &str) -> Result<BTreeMap<String, Vec<Value>>, String> {
+pub fn parse_arch_tolerations(text: &str) -> Result<BTreeMap<String, Vec<Value>>, PolicyError> {
     if text.trim().is_empty() {
         return Ok(BTreeMap::new());
     }
-    let map: Option<BTreeMap<String, Option<Vec<Value>>>> = serde_yaml::from_str(text)
-        .map_err(|e| format!("architecture tolerations are not a map of arch to a list: {e}"))?;
+    let map: Option<BTreeMap<String, Option<Vec<Value>>>> =
+        serde_yaml::from_str(text).map_err(|e| PolicyError::TolerationsNotAMap(e.to_string()))?;
     let mut out = BTreeMap::new();
     for (arch, tolerations) in map.unwrap_or_default() {
         let tolerations = tolerations.unwrap_or_default();
         for toleration in &tolerations {
-            serde_json::from_value::<k8s_openapi::api::core::v1::Toleration>(toleration.clone())
-                .map_err(|e| format!("invalid toleration for architecture {arch:?}: {e}"))?;
-            if !toleration.is_object() {
-                return Err(format!(
-                    "invalid toleration for architecture {arch:?}: not an object"
-                ));
-            }
+            check_toleration(&arch, toleration)?;
         }
         out.insert(arch, tolerations);
     }
     Ok(out)
 }
 
+fn check_toleration(arch: &str, toleration: &Value) -> Result<(), PolicyError> {
+    let invalid = |reason: String| PolicyError::Toleration {
+        arch: arch.to_owned(),
+        reason,
+    };
+    if !toleration.is_object() {
+        return Err(invalid("not an object".to_owned()));
+    }
+    serde_json::from_value::<k8s_openapi::api::core::v1::Toleration>(toleration.clone())
+        .map(drop)
+        .map_err(|e| invalid(e.to_string()))
+}
+
 impl Policy {
-    /// Refuses contradictory settings, with a one-line reason.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Refuses contradictory settings.
+    pub fn validate(&self) -> Result<(), PolicyError> {
         if let Some(arch) = self.preferred() {
             if !self.is_schedulable(arch) {
-                let list: Vec<&str> = self.schedulable_archs.iter().map(String::as_str).collect();
-                return Err(format!(
-                    "preferred architecture {arch:?} is not one of the cluster schedulable architectures ({})",
-                    list.join(",")
-                ));
+                return Err(PolicyError::PreferredNotSchedulable {
+                    arch: arch.to_owned(),
+                    schedulable: self.schedulable_archs.iter().cloned().collect(),
+                });
             }
         }
         if !(1..=100).contains(&self.preference_weight) {
-            return Err(format!(
-                "preference weight {} is outside 1..=100",
-                self.preference_weight
-            ));
+            return Err(PolicyError::Weight(self.preference_weight));
         }
         if self.system_os.is_empty() {
-            return Err("system OS must not be empty".to_owned());
+            return Err(PolicyError::EmptySystemOs);
         }
         for (arch, tolerations) in &self.arch_tolerations {
-            if let Some(bad) = tolerations.iter().find(|t| !t.is_object()) {
-                return Err(format!(
-                    "toleration for architecture {arch:?} is not an object: {bad}"
-                ));
+            for toleration in tolerations {
+                check_toleration(arch, toleration)?;
             }
         }
         Ok(())

@@ -18,10 +18,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 
+use super::health::Readiness;
 use super::plain::{not_found, text};
-use crate::health::Readiness;
 
-/// Admission request bodies above this are refused (DESIGN.md §5: up to 8 MiB accepted).
+/// Admission request bodies above this are refused: the apiserver caps an object at 3 MiB and a
+/// review may carry the object and its old version (docs/architecture.md, "Limits").
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// How long a connection whose body was refused may still flush its answer.
@@ -33,6 +34,10 @@ pub const MUTATE_PATH: &str = "/mutate";
 /// What answers an admission body: always a JSON AdmissionReview (even for garbage input).
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, body: Bytes) -> impl Future<Output = Bytes> + Send;
+
+    /// The answer when [`Handler::handle`] panicked: a bug must not drop the apiserver's
+    /// connection.
+    fn recover(&self, body: &[u8]) -> Bytes;
 }
 
 /// Connection limits of the admission listener.
@@ -116,7 +121,7 @@ pub async fn serve<H: Handler>(
                 let handler = handler.clone();
                 let refused = refused_in_service.clone();
                 async move {
-                    let response = route(request, &*handler, limits).await;
+                    let response = route::<_, Incoming>(request, &*handler, limits).await;
                     if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
                         refused.notify_one();
                     }
@@ -148,11 +153,15 @@ pub async fn serve<H: Handler>(
     }
 }
 
-async fn route<H: Handler>(
-    request: Request<Incoming>,
-    handler: &H,
-    limits: Limits,
-) -> Response<Full<Bytes>> {
+/// Answers one request: 404 off [`MUTATE_PATH`], 405 for anything but POST, 413 for a body
+/// above the limit (declared or read), else the handler's answer. Generic over the body so tests
+/// call it in-process.
+pub async fn route<H, B>(request: Request<B>, handler: &H, limits: Limits) -> Response<Full<Bytes>>
+where
+    H: Handler,
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     if request.uri().path() != MUTATE_PATH {
         return not_found();
     }
@@ -178,7 +187,16 @@ async fn route<H: Handler>(
         Ok(Err(_)) => return text(StatusCode::BAD_REQUEST, "cannot read the request body\n"),
         Err(_) => return text(StatusCode::REQUEST_TIMEOUT, "request body read timed out\n"),
     };
-    let answer = handler.handle(body).await;
+    let answer = {
+        use futures::FutureExt as _;
+        match std::panic::AssertUnwindSafe(handler.handle(body.clone()))
+            .catch_unwind()
+            .await
+        {
+            Ok(answer) => answer,
+            Err(_) => handler.recover(&body),
+        }
+    };
     let mut response = Response::new(Full::new(answer));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -197,4 +215,73 @@ fn too_large() -> Response<Full<Bytes>> {
         header::HeaderValue::from_static("close"),
     );
     response
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// Echoes the body; panics on the body `panic`.
+    struct Echo;
+
+    impl Handler for Echo {
+        async fn handle(&self, body: Bytes) -> Bytes {
+            if body.as_ref() == b"panic" {
+                panic!("scripted bug");
+            }
+            body
+        }
+
+        fn recover(&self, body: &[u8]) -> Bytes {
+            Bytes::from([b"recovered: ", body].concat())
+        }
+    }
+
+    async fn call(method: Method, path: &str, body: &'static [u8]) -> Response<Full<Bytes>> {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Full::new(Bytes::from_static(body)))
+            .unwrap();
+        let limits = Limits {
+            max_body_bytes: 16,
+            ..Limits::default()
+        };
+        route(request, &Echo, limits).await
+    }
+
+    async fn text_of(response: Response<Full<Bytes>>) -> String {
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn routes_in_process() {
+        let answered = call(Method::POST, MUTATE_PATH, b"{}").await;
+        assert_eq!(answered.status(), StatusCode::OK);
+        assert_eq!(answered.headers()[header::CONTENT_TYPE], "application/json");
+        assert_eq!(text_of(answered).await, "{}");
+
+        for path in ["/", "/mutate/x", "/metrics", "/healthz"] {
+            assert_eq!(
+                call(Method::POST, path, b"{}").await.status(),
+                StatusCode::NOT_FOUND
+            );
+        }
+        let get = call(Method::GET, MUTATE_PATH, b"").await;
+        assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(get.headers()[header::ALLOW], "POST");
+
+        let too_large = call(Method::POST, MUTATE_PATH, b"01234567890123456789").await;
+        assert_eq!(too_large.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(too_large.headers()[header::CONNECTION], "close");
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_still_answers() {
+        let answered = call(Method::POST, MUTATE_PATH, b"panic").await;
+        assert_eq!(answered.status(), StatusCode::OK);
+        assert_eq!(text_of(answered).await, "recovered: panic");
+    }
 }

@@ -42,6 +42,23 @@ pub async fn serve(listener: TcpListener, router: Router, mut shutdown: watch::R
     }
 }
 
+/// The registry's metrics in the Prometheus text format.
+pub fn metrics(registry: &prometheus::Registry) -> Response<Full<Bytes>> {
+    use prometheus::Encoder as _;
+    let encoder = prometheus::TextEncoder::new();
+    let mut body = Vec::new();
+    if let Err(error) = encoder.encode(&registry.gather(), &mut body) {
+        tracing::warn!(%error, "Cannot encode metrics");
+    }
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    if let Ok(value) = http::header::HeaderValue::from_str(encoder.format_type()) {
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
 pub fn not_found() -> Response<Full<Bytes>> {
     text(StatusCode::NOT_FOUND, "not found\n")
 }

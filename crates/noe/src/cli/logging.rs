@@ -1,0 +1,58 @@
+//! `--log-format` and `--log-level`; `RUST_LOG`, when set, wins over `--log-level`.
+
+use clap::{Args, ValueEnum};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Logging")]
+pub struct LogArgs {
+    /// Log output format.
+    #[arg(
+        long,
+        env = "NOE_LOG_FORMAT",
+        value_enum,
+        default_value = "json",
+        global = true
+    )]
+    pub log_format: LogFormat,
+
+    /// Log level or tracing filter (`info`, `debug`, `noe_registry=debug,info`); RUST_LOG wins when set.
+    #[arg(long, env = "NOE_LOG_LEVEL", default_value = "info", global = true,
+          value_parser = parse_filter)]
+    pub log_level: String,
+}
+
+fn parse_filter(text: &str) -> Result<String, String> {
+    EnvFilter::try_new(text)
+        .map(|_| text.to_owned())
+        .map_err(|error| format!("invalid log level {text:?}: {error}"))
+}
+
+impl LogArgs {
+    /// Installs the global subscriber, writing to stderr. A second call is a no-op.
+    pub fn init(&self) {
+        let filter = match std::env::var("RUST_LOG") {
+            Ok(spec) if !spec.trim().is_empty() => {
+                EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new(&self.log_level))
+            }
+            _ => EnvFilter::new(&self.log_level),
+        };
+        // Colours only for a person at a terminal, never into files, pipes or log collectors.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr);
+        // `try_init` fails only when a subscriber is already set (tests): keep that one.
+        let _ = match self.log_format {
+            LogFormat::Json => builder.json().flatten_event(true).try_init(),
+            LogFormat::Text => builder.try_init(),
+        };
+    }
+}

@@ -1,0 +1,147 @@
+//! Flags of the decision: preferred arch, schedulable archs, OS, lookup errors, tolerations.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use noe_webhook::decide::{
+    parse_arch_tolerations, OnLookupError, Policy, PolicyError, PreferenceMode,
+};
+
+use super::duration;
+use super::parse::{non_empty, non_empty_path, ConfigError};
+use crate::config::Decision;
+
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Decision")]
+pub struct PolicyArgs {
+    /// Cluster-wide preferred architecture; empty disables the preference.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_PREFERRED_ARCH",
+        default_value = "amd64"
+    )]
+    pub preferred_arch: String,
+
+    /// Architectures schedulable in the cluster, comma separated; empty means all.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_CLUSTER_SCHEDULABLE_ARCHS",
+        value_delimiter = ','
+    )]
+    pub cluster_schedulable_archs: Vec<String>,
+
+    /// OS of pods that do not state one.
+    #[arg(long, global = true, env = "NOE_SYSTEM_OS", default_value = "linux",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub system_os: String,
+
+    /// Pod label keys copied into the pod's nodeSelector, comma separated.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_MATCH_NODE_LABELS",
+        value_delimiter = ','
+    )]
+    pub match_node_labels: Vec<String>,
+
+    /// How the preferred architecture is written.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_PREFERENCE_MODE",
+        value_enum,
+        default_value = "required"
+    )]
+    pub preference_mode: PreferenceMode,
+
+    /// Weight (1-100) of the soft preference in `preferred` mode.
+    #[arg(long, global = true, env = "NOE_PREFERENCE_WEIGHT", default_value_t = 50,
+          value_parser = clap::value_parser!(i32).range(1..=100))]
+    pub preference_weight: i32,
+
+    /// What one failed image lookup does.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_ON_LOOKUP_ERROR",
+        value_enum,
+        default_value = "ignore-image"
+    )]
+    pub on_lookup_error: OnLookupError,
+
+    /// The whole admission answers within this (Go duration); keep it below the webhook's timeoutSeconds.
+    #[arg(long, global = true, env = "NOE_ADMISSION_DEADLINE", default_value = "8s",
+          value_parser = duration::positive)]
+    pub admission_deadline: Duration,
+
+    /// YAML map `arch -> [toleration]` added for the archs a pod may run on.
+    #[arg(long, global = true, env = "NOE_ARCH_TOLERATIONS_FILE", value_parser = super::parse::any_path)]
+    pub arch_tolerations_file: Option<PathBuf>,
+}
+
+const TOLERATIONS_FLAG: &str = "arch-tolerations-file";
+
+impl PolicyArgs {
+    pub fn schedulable_archs(&self) -> Vec<String> {
+        non_empty(&self.cluster_schedulable_archs)
+    }
+
+    pub fn preferred_arch(&self) -> Option<String> {
+        let arch = self.preferred_arch.trim();
+        (!arch.is_empty()).then(|| arch.to_owned())
+    }
+
+    /// The decision's configuration.
+    pub fn decision(&self) -> Result<Decision, ConfigError> {
+        Ok(Decision {
+            policy: self.policy()?,
+            admission_deadline: self.admission_deadline,
+        })
+    }
+
+    /// The decision's policy: reads `--arch-tolerations-file` (once) and refuses contradictions,
+    /// naming the flags.
+    pub fn policy(&self) -> Result<Policy, ConfigError> {
+        let mut arch_tolerations = Default::default();
+        if let Some(path) = non_empty_path(&self.arch_tolerations_file) {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                flag: TOLERATIONS_FLAG,
+                path: path.clone(),
+                source,
+            })?;
+            arch_tolerations =
+                parse_arch_tolerations(&text).map_err(|error| ConfigError::Invalid {
+                    flag: TOLERATIONS_FLAG,
+                    path: path.clone(),
+                    reason: error.to_string(),
+                })?;
+        }
+        let policy = Policy {
+            preferred_arch: self.preferred_arch(),
+            schedulable_archs: self.schedulable_archs().into_iter().collect(),
+            system_os: self.system_os.trim().to_owned(),
+            preference_mode: self.preference_mode,
+            preference_weight: self.preference_weight,
+            on_lookup_error: self.on_lookup_error,
+            match_node_labels: non_empty(&self.match_node_labels),
+            arch_tolerations,
+        };
+        policy.validate().map_err(|error| {
+            ConfigError::Contradiction(match error {
+                PolicyError::PreferredNotSchedulable { arch, schedulable } => format!(
+                    "--preferred-arch {arch} is not in --cluster-schedulable-archs {}",
+                    schedulable.join(",")
+                ),
+                PolicyError::Weight(weight) => {
+                    format!("--preference-weight {weight} is outside 1..=100")
+                }
+                PolicyError::EmptySystemOs => "--system-os must not be empty".to_owned(),
+                other => format!("invalid --{TOLERATIONS_FLAG}: {other}"),
+            })
+        })?;
+        Ok(policy)
+    }
+}

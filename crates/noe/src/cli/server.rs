@@ -1,0 +1,113 @@
+//! Flags of the serving process: addresses, certificates, cluster access.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Args};
+
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Server")]
+pub struct ServerArgs {
+    /// Directory holding `tls.crt` and `tls.key`; reloaded when they change.
+    #[arg(long, global = true, env = "NOE_CERT_DIR", default_value = "./")]
+    pub cert_dir: PathBuf,
+
+    /// Serve with a generated self-signed certificate (local trials only).
+    #[arg(long, global = true, env = "NOE_DEV_SELF_SIGNED_CERT", action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub dev_self_signed_cert: bool,
+
+    /// HTTPS admission endpoint (`/mutate`); `:8443` means all interfaces.
+    #[arg(long, global = true, env = "NOE_WEBHOOK_ADDR", default_value = ":8443", value_parser = parse_addr)]
+    pub webhook_addr: SocketAddr,
+
+    /// Plain HTTP `/metrics`.
+    #[arg(long, global = true, env = "NOE_METRICS_ADDR", default_value = ":8080", value_parser = parse_addr)]
+    pub metrics_addr: SocketAddr,
+
+    /// Plain HTTP `/healthz` and `/readyz`.
+    #[arg(long, global = true, env = "NOE_HEALTH_PROBE_ADDR", default_value = ":8081", value_parser = parse_addr)]
+    pub health_probe_addr: SocketAddr,
+
+    /// kubeconfig for out-of-cluster API access; in a pod the in-cluster config is used.
+    #[arg(long, global = true, env = "NOE_KUBECONFIG", value_parser = super::parse::any_path)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Accepted for noe compatibility; a logged no-op until the pod controller exists.
+    #[arg(long, global = true, env = "NOE_LEADER_ELECT", action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub leader_elect: bool,
+}
+
+impl ServerArgs {
+    /// The server's typed configuration.
+    pub fn settings(&self) -> crate::config::ServerSettings {
+        let cert = if self.dev_self_signed_cert {
+            crate::config::CertSource::SelfSigned
+        } else {
+            crate::config::CertSource::Dir(self.cert_dir.clone())
+        };
+        crate::config::ServerSettings {
+            cert,
+            addresses: noe_webhook::server::Addresses {
+                webhook: self.webhook_addr,
+                metrics: self.metrics_addr,
+                health: self.health_probe_addr,
+            },
+            kubeconfig: self
+                .kubeconfig
+                .clone()
+                .filter(|path| !path.as_os_str().is_empty()),
+            leader_elect: self.leader_elect,
+        }
+    }
+}
+
+/// `host:port`, `[v6]:port`, or Go's `:port` (all interfaces, IPv6 and IPv4 where possible).
+pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    let invalid = || format!("invalid address {text:?} (expected :PORT, HOST:PORT or [V6]:PORT)");
+    if let Some(port) = text.strip_prefix(':') {
+        let port: u16 = port.parse().map_err(|_| invalid())?;
+        return Ok(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port));
+    }
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Some((host, port)) = text.rsplit_once(':') {
+        let port: u16 = port.parse().map_err(|_| invalid())?;
+        if host == "localhost" {
+            return Ok(SocketAddr::new(IpAddr::from([127, 0, 0, 1]), port));
+        }
+    }
+    Err(invalid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        let ok: &[(&str, &str)] = &[
+            (":8443", "[::]:8443"),
+            ("127.0.0.1:8443", "127.0.0.1:8443"),
+            ("0.0.0.0:80", "0.0.0.0:80"),
+            ("[::1]:9000", "[::1]:9000"),
+            ("localhost:8081", "127.0.0.1:8081"),
+            (":0", "[::]:0"),
+        ];
+        for (text, want) in ok {
+            assert_eq!(
+                parse_addr(text).map(|a| a.to_string()),
+                Ok(want.to_string()),
+                "{text}"
+            );
+        }
+        for bad in ["", "8443", ":x", "host:", "example.com:80", ":70000"] {
+            assert!(parse_addr(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! The typed configuration of each command: what the flags turn into, and all that the code below
+//! the command line ever sees of them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use noe_registry::credentials::SourcesConfig;
+use noe_webhook::decide::Policy;
+use noe_webhook::server::Addresses;
+
+/// How registries are reached and where credentials come from.
+#[derive(Clone, Debug)]
+pub struct RegistrySettings {
+    /// The resolver's configuration; its `hosts` are filled from the containerd configuration
+    /// the credential sources read.
+    pub resolver: noe_registry::Config,
+    pub sources: SourcesConfig,
+}
+
+/// Where the serving certificate comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CertSource {
+    /// `tls.crt` and `tls.key` in a directory, re-read when they change.
+    Dir(PathBuf),
+    /// A generated self-signed certificate (local trials only).
+    SelfSigned,
+}
+
+/// The serving process.
+#[derive(Clone, Debug)]
+pub struct ServerSettings {
+    pub cert: CertSource,
+    pub addresses: Addresses,
+    /// Out-of-cluster API access; `None`: the in-cluster configuration.
+    pub kubeconfig: Option<PathBuf>,
+    pub leader_elect: bool,
+}
+
+/// The decision and its deadline.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    pub policy: Policy,
+    /// The whole admission answers within this.
+    pub admission_deadline: Duration,
+}
+
+/// `text` for people, `json` for programs (one object per line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    #[default]
+    Text,
+    Json,
+}
+
+/// `noe` / `noe serve`.
+#[derive(Clone, Debug)]
+pub struct Serve {
+    pub server: ServerSettings,
+    pub decision: Decision,
+    pub registry: RegistrySettings,
+}
+
+/// `noe inspect`.
+#[derive(Clone, Debug)]
+pub struct Inspect {
+    pub images: Vec<String>,
+    pub output: Output,
+    pub registry: RegistrySettings,
+}
+
+/// `noe explain`.
+#[derive(Clone, Debug)]
+pub struct Explain {
+    /// A file, or `-` for stdin.
+    pub file: PathBuf,
+    pub output: Output,
+    pub decision: Decision,
+    pub registry: RegistrySettings,
+}

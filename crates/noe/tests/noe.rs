@@ -1,0 +1,14 @@
+//! The `noe` binary end to end: as a process (`inspect`, `explain`, the server, SIGTERM) and
+//! its server started in-process from a command line, against real registries on loopback.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod noe {
+    mod containerd_mirror_cli;
+    mod docs_flags;
+    mod e2e_admission;
+    mod e2e_cli;
+    mod e2e_private;
+    mod fault_sigterm;
+    mod harness;
+    mod process;
+}

@@ -1,0 +1,279 @@
+//! From a pod's images to their platforms, under one deadline: the pod's credentials (pull
+//! secrets, then the node-level sources), the platform lookups (all images at once), and a short
+//! memo of recent answers. The admission asks [`Resolve::platforms`] once per pod; nothing else
+//! talks to registries.
+//!
+//! The two seams, [`PlatformLookup`] (the registry crate's resolver) and [`CredentialSource`]
+//! (pull secrets and node-level credentials), are traits so tests can script them.
+
+pub mod credentials;
+pub mod memo;
+pub mod pull_secrets;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use noe_registry::{CredentialCandidate, Platform};
+
+use crate::decide::Lookups;
+pub use credentials::{Anonymous, CredentialSource, Credentials, PodCredentials};
+use memo::{Context, Memo};
+
+/// Why the platforms of one image are not known.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LookupError {
+    /// The admission's deadline passed before the lookup finished.
+    #[error("deadline exceeded")]
+    Deadline {
+        /// The bounded `registry` metric label of the image's registry.
+        registry: String,
+    },
+    /// The registry (or the way to it) failed; `message` is one line naming the cause.
+    #[error("{message}")]
+    Registry {
+        /// One line, from the registry crate's error and its sources.
+        message: String,
+        /// The bounded `registry` metric label of the image's registry.
+        registry: String,
+    },
+}
+
+impl LookupError {
+    /// The bounded `registry` label of `noe_hook_registry_errors_total`.
+    pub fn registry(&self) -> &str {
+        match self {
+            Self::Deadline { registry } | Self::Registry { registry, .. } => registry,
+        }
+    }
+}
+
+/// Finds the platforms of one image with the given credential candidates (tried in order).
+pub trait PlatformLookup: Send + Sync + 'static {
+    /// The platforms, or why they are not known.
+    fn lookup<'a>(
+        &'a self,
+        image: &'a str,
+        credentials: &'a [CredentialCandidate],
+    ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>>;
+
+    /// The bounded `registry` metric label of `image`'s registry.
+    fn registry_label(&self, _image: &str) -> String {
+        "other".to_owned()
+    }
+
+    /// Counts `n` answers reused from the memo without asking (they are cache hits).
+    fn count_reused(&self, _n: usize) {}
+}
+
+/// The registry crate's resolver as a [`PlatformLookup`].
+#[derive(Clone, Debug)]
+pub struct RegistryLookup {
+    resolver: noe_registry::Resolver,
+    /// Hosts allowed as `registry` label values besides the big public registries.
+    configured_hosts: Arc<[String]>,
+}
+
+impl RegistryLookup {
+    pub fn new(resolver: noe_registry::Resolver, configured_hosts: Vec<String>) -> Self {
+        Self {
+            resolver,
+            configured_hosts: configured_hosts.into(),
+        }
+    }
+}
+
+impl PlatformLookup for RegistryLookup {
+    fn lookup<'a>(
+        &'a self,
+        image: &'a str,
+        credentials: &'a [CredentialCandidate],
+    ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>> {
+        Box::pin(async move {
+            self.resolver
+                .platforms(image, credentials)
+                .await
+                .map_err(|error| LookupError::Registry {
+                    message: one_line(&error),
+                    registry: self.registry_label(image),
+                })
+        })
+    }
+
+    fn registry_label(&self, image: &str) -> String {
+        noe_registry::metrics::image_registry_label(image, &self.configured_hosts)
+    }
+
+    fn count_reused(&self, n: usize) {
+        self.resolver
+            .count_reused(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+}
+
+/// An error and its sources on one line (a source already quoted by its parent is not repeated).
+pub fn one_line(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let inner_text = inner.to_string();
+        if !text.contains(&inner_text) {
+            text.push_str(": ");
+            text.push_str(&inner_text);
+        }
+        source = inner.source();
+    }
+    text.replace(['\n', '\r'], " ")
+}
+
+/// What [`Resolve::platforms`] found for one pod.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// Per image (as written in the pod): its platforms or why they are not known.
+    pub lookups: Lookups,
+    /// The bounded `registry` label of every failed lookup (one entry per failed image).
+    pub failed_registries: Vec<String>,
+    /// Pull secrets of the pod that could not be used.
+    pub failed_pull_secrets: usize,
+}
+
+/// Looks up a pod's images under one deadline.
+pub struct Resolve {
+    lookup: Arc<dyn PlatformLookup>,
+    credentials: Arc<dyn CredentialSource>,
+    budget: Duration,
+    memo: Option<Memo>,
+}
+
+impl std::fmt::Debug for Resolve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolve")
+            .field("budget", &self.budget)
+            .field("memo", &self.memo)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resolve {
+    /// Lookups finish within `deadline` minus a margin to decide and answer (a tenth, at most
+    /// 100 ms).
+    pub fn new(
+        lookup: Arc<dyn PlatformLookup>,
+        credentials: Arc<dyn CredentialSource>,
+        deadline: Duration,
+    ) -> Self {
+        let margin = (deadline / 10).min(Duration::from_millis(100));
+        Self {
+            lookup,
+            credentials,
+            budget: deadline.saturating_sub(margin),
+            memo: None,
+        }
+    }
+
+    /// Reuses each image's platforms for up to `ttl` (at most [`memo::MEMO_TTL`]) in the same
+    /// namespace with the same pull secret names, skipping credential matching and reference
+    /// normalization on the warm path. Zero turns it off (the default).
+    pub fn with_memo(mut self, ttl: Duration) -> Self {
+        self.memo = Memo::new(ttl);
+        self
+    }
+
+    /// The platforms of `images` of a pod in `namespace` with these `imagePullSecrets` names:
+    /// from the memo when every image is in it, else looked up, all at once, within the budget.
+    pub async fn platforms(
+        &self,
+        namespace: &str,
+        pull_secrets: &[String],
+        images: &[String],
+    ) -> Resolved {
+        if images.is_empty() {
+            return Resolved::default();
+        }
+        let deadline = tokio::time::Instant::now() + self.budget;
+        let context = Context {
+            namespace,
+            pull_secrets,
+        };
+        if let Some(memo) = &self.memo {
+            let reused: Option<Lookups> = images
+                .iter()
+                .map(|image| Some((image.clone(), Ok(memo.get(context, image)?))))
+                .collect();
+            if let Some(lookups) = reused {
+                self.lookup.count_reused(lookups.len());
+                return Resolved {
+                    lookups,
+                    ..Resolved::default()
+                };
+            }
+        }
+        self.look_up(images, context, deadline).await
+    }
+
+    async fn look_up(
+        &self,
+        images: &[String],
+        context: Context<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Resolved {
+        let credentials = tokio::time::timeout_at(
+            deadline,
+            self.credentials
+                .for_pod(context.namespace, context.pull_secrets, images),
+        )
+        .await;
+        let Ok(credentials) = credentials else {
+            let mut resolved = Resolved::default();
+            for image in images {
+                resolved.record(image, Err(self.deadline(image)));
+            }
+            return resolved;
+        };
+        let credentials = &credentials;
+        let lookups = images.iter().map(|image| async move {
+            let result = tokio::time::timeout_at(
+                deadline,
+                self.lookup.lookup(image, credentials.for_image(image)),
+            )
+            .await
+            .unwrap_or_else(|_| Err(self.deadline(image)));
+            (image, result)
+        });
+        let mut resolved = Resolved {
+            failed_pull_secrets: credentials.failed_pull_secrets,
+            ..Resolved::default()
+        };
+        for (image, result) in futures::future::join_all(lookups).await {
+            resolved.record(image, result);
+        }
+        if let Some(memo) = self
+            .memo
+            .as_ref()
+            .filter(|_| resolved.failed_pull_secrets == 0)
+        {
+            for (image, result) in &resolved.lookups {
+                if let Ok(platforms) = result {
+                    memo.insert(context, image, platforms.clone());
+                }
+            }
+        }
+        resolved
+    }
+
+    fn deadline(&self, image: &str) -> LookupError {
+        LookupError::Deadline {
+            registry: self.lookup.registry_label(image),
+        }
+    }
+}
+
+impl Resolved {
+    fn record(&mut self, image: &str, result: Result<Arc<[Platform]>, LookupError>) {
+        let result = result.map_err(|error| {
+            self.failed_registries.push(error.registry().to_owned());
+            error.to_string()
+        });
+        self.lookups.insert(image.to_owned(), result);
+    }
+}

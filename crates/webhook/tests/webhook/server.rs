@@ -1,0 +1,354 @@
+//! The HTTPS listener with a trivial handler: routes, limits, certificate rotation, drain.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use noe_test_support::{https_client, write_cert_dir, TestCa};
+use noe_webhook::server::tls::{CertDir, Reloadable};
+use noe_webhook::server::{self, Addresses, Handler, Limits, Running};
+use rustls_pki_types::pem::PemObject;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Echoes the body back after an optional delay, counting calls.
+#[derive(Default)]
+struct Echo {
+    calls: AtomicUsize,
+    delay: Duration,
+}
+
+impl Handler for Echo {
+    async fn handle(&self, body: Bytes) -> Bytes {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        if body.as_ref() == b"panic" {
+            panic!("scripted bug");
+        }
+        body
+    }
+
+    fn recover(&self, body: &[u8]) -> Bytes {
+        let mut answer = b"recovered: ".to_vec();
+        answer.extend_from_slice(body);
+        Bytes::from(answer)
+    }
+}
+
+fn loopback() -> Addresses {
+    let any = "127.0.0.1:0".parse().unwrap();
+    Addresses {
+        webhook: any,
+        metrics: any,
+        health: any,
+    }
+}
+
+async fn start(dir: &std::path::Path, handler: Arc<Echo>, limits: Limits) -> Running {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (watched, key) = CertDir::load(dir).unwrap();
+    let tls = Reloadable::new(key);
+    tokio::spawn(watched.watch(tls.clone(), Duration::from_millis(50)));
+    server::start(
+        loopback(),
+        tls,
+        handler,
+        limits,
+        prometheus::Registry::new(),
+    )
+    .await
+    .unwrap()
+}
+
+fn url(running: &Running, path: &str) -> String {
+    format!("https://localhost:{}{path}", running.webhook_addr.port())
+}
+
+#[tokio::test]
+async fn routes_probes_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::with_name("ca").unwrap();
+    write_cert_dir(&ca, dir.path()).unwrap();
+    let echo = Arc::new(Echo::default());
+    let running = start(dir.path(), echo.clone(), Limits::default()).await;
+    let client = https_client(&[&ca]).unwrap();
+
+    let answer = client
+        .post(url(&running, "/mutate"))
+        .body("{\"hello\":1}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.headers()["content-type"], "application/json");
+    assert_eq!(answer.text().await.unwrap(), "{\"hello\":1}");
+
+    for (path, status) in [("/", 404), ("/mutate/x", 404), ("/metrics", 404)] {
+        let got = client.post(url(&running, path)).send().await.unwrap();
+        assert_eq!(got.status(), status, "{path}");
+    }
+    let got = client.get(url(&running, "/mutate")).send().await.unwrap();
+    assert_eq!(got.status(), 405);
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 1);
+
+    let plain = reqwest::Client::new();
+    let health = |path: &str| format!("http://{}{path}", running.health_addr);
+    assert_eq!(
+        plain.get(health("/healthz")).send().await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        plain.get(health("/readyz")).send().await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        plain.get(health("/nope")).send().await.unwrap().status(),
+        404
+    );
+    let metrics = format!("http://{}/metrics", running.metrics_addr);
+    assert_eq!(plain.get(&metrics).send().await.unwrap().status(), 200);
+
+    // HTTP/2 (ALPN h2), as the apiserver may negotiate.
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let h2 = reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let answer = h2
+        .post(url(&running, "/mutate"))
+        .body("{\"h2\":true}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.version(), reqwest::Version::HTTP_2);
+    assert_eq!(answer.text().await.unwrap(), "{\"h2\":true}");
+
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_refused_without_being_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::with_name("ca").unwrap();
+    write_cert_dir(&ca, dir.path()).unwrap();
+    let echo = Arc::new(Echo::default());
+    let running = start(dir.path(), echo.clone(), Limits::default()).await;
+    let client = https_client(&[&ca]).unwrap();
+
+    // Exactly 8 MiB is accepted.
+    let body = vec![b' '; server::MAX_BODY_BYTES];
+    let got = client
+        .post(url(&running, "/mutate"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.bytes().await.unwrap().len(), server::MAX_BODY_BYTES);
+
+    // A declared length above the limit is answered before the body is sent at all: the raw
+    // client writes only the headers and still gets 413.
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(running.webhook_addr)
+        .await
+        .unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(
+        format!(
+            "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            server::MAX_BODY_BYTES + 1
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut head = vec![0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut head))
+        .await
+        .expect("answered without the body")
+        .unwrap();
+    let head = String::from_utf8_lossy(&head[..n]).to_string();
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    // The server closes that connection instead of waiting for the body.
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "connection left open");
+
+    // A chunked body (no declared length) is cut at the limit.
+    let chunks: Vec<Result<Bytes, std::io::Error>> = (0..9)
+        .map(|_| Ok(Bytes::from(vec![b' '; 1024 * 1024 + 1])))
+        .collect();
+    let streamed = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
+    match client
+        .post(url(&running, "/mutate"))
+        .body(streamed)
+        .send()
+        .await
+    {
+        Ok(response) => assert_eq!(response.status(), 413),
+        Err(error) => assert!(!error.is_timeout(), "{error}"),
+    }
+    assert_eq!(
+        echo.calls.load(Ordering::SeqCst),
+        1,
+        "the handler saw only the 8 MiB body"
+    );
+    drop(client);
+    let started = Instant::now();
+    running.shutdown().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "drain waited on a refused body"
+    );
+}
+
+#[tokio::test]
+async fn certificate_rotation_without_failed_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_ca = TestCa::with_name("old").unwrap();
+    let new_ca = TestCa::with_name("new").unwrap();
+    write_cert_dir(&old_ca, dir.path()).unwrap();
+    let echo = Arc::new(Echo::default());
+    let running = Arc::new(start(dir.path(), echo.clone(), Limits::default()).await);
+
+    let both = https_client(&[&old_ca, &new_ca]).unwrap();
+    let only_old = https_client(&[&old_ca]).unwrap();
+    let only_new = https_client(&[&new_ca]).unwrap();
+    let mutate = url(&running, "/mutate");
+    assert!(only_old.post(&mutate).body("{}").send().await.is_ok());
+    assert!(only_new.post(&mutate).body("{}").send().await.is_err());
+
+    // Requests keep flowing on fresh connections while the files are replaced.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (both, mutate, stop) = (both.clone(), mutate.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut ok, mut failed) = (0u32, Vec::new());
+            while !stop.load(Ordering::SeqCst) && ok < 10_000 {
+                match both.post(&mutate).body("{}").send().await {
+                    Ok(r) if r.status() == 200 => ok += 1,
+                    Ok(r) => failed.push(r.status().to_string()),
+                    Err(e) => failed.push(e.to_string()),
+                }
+            }
+            (ok, failed)
+        })
+    };
+
+    // A broken pair first: the old certificate keeps serving.
+    std::fs::write(dir.path().join("tls.crt"), "garbage").unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(only_old.post(&mutate).body("{}").send().await.is_ok());
+
+    write_cert_dir(&new_ca, dir.path()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if only_new.post(&mutate).body("{}").send().await.is_ok() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new certificate was never served"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(only_old.post(&mutate).body("{}").send().await.is_err());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop.store(true, Ordering::SeqCst);
+    let (ok, failed) = load.await.unwrap();
+    assert!(ok > 0);
+    assert!(failed.is_empty(), "failed during rotation: {failed:?}");
+    Arc::try_unwrap(running).unwrap().shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_drains_requests_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::with_name("ca").unwrap();
+    write_cert_dir(&ca, dir.path()).unwrap();
+    let echo = Arc::new(Echo {
+        calls: AtomicUsize::new(0),
+        delay: Duration::from_millis(500),
+    });
+    let running = start(dir.path(), echo.clone(), Limits::default()).await;
+    let client = https_client(&[&ca]).unwrap();
+    let mutate = url(&running, "/mutate");
+    let health = format!("http://{}/readyz", running.health_addr);
+    let in_flight = tokio::spawn(async move { client.post(&mutate).body("{}").send().await });
+    while echo.calls.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let readiness = running.readiness.clone();
+    let started = Instant::now();
+    running.shutdown().await;
+    assert!(!readiness.is_ready());
+    let answer = in_flight.await.unwrap().unwrap();
+    assert_eq!(answer.status(), 200);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(reqwest::get(&health).await.is_err(), "probe server stopped");
+}
+
+/// Writes a pair the way the kubelet updates a Secret volume: a timestamped directory, an
+/// atomically swapped `..data` symlink, and `tls.crt`/`tls.key` symlinks through it.
+#[cfg(unix)]
+fn kubelet_write(dir: &std::path::Path, ca: &TestCa, generation: u32) {
+    let leaf = ca.loopback_cert().unwrap();
+    let data = dir.join(format!("..gen_{generation}"));
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("tls.crt"), leaf.cert_pem).unwrap();
+    std::fs::write(data.join("tls.key"), leaf.key_pem).unwrap();
+    let tmp = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(data.file_name().unwrap(), &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    for name in ["tls.crt", "tls.key"] {
+        let link = dir.join(name);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), &link).unwrap();
+        }
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn kubelet_style_symlink_swap_is_picked_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_ca = TestCa::with_name("old").unwrap();
+    let new_ca = TestCa::with_name("new").unwrap();
+    kubelet_write(dir.path(), &old_ca, 1);
+    let running = start(dir.path(), Arc::new(Echo::default()), Limits::default()).await;
+    let mutate = url(&running, "/mutate");
+    assert!(https_client(&[&old_ca])
+        .unwrap()
+        .post(&mutate)
+        .send()
+        .await
+        .is_ok());
+
+    kubelet_write(dir.path(), &new_ca, 2);
+    let only_new = https_client(&[&new_ca]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while only_new.post(&mutate).send().await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the swapped certificate was never served"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.shutdown().await;
+}
