@@ -82,6 +82,19 @@ fn bench(c: &mut Criterion) {
             })
         },
     );
+    group.bench_function(
+        "parse as kube's AdmissionReview<DynamicObject>, then the raw pod rebuilt",
+        |b| {
+            b.iter(|| {
+                let review: kube::core::admission::AdmissionReview<kube::core::DynamicObject> =
+                    serde_json::from_slice(black_box(&body)).unwrap();
+                let object = review.request.unwrap().object.unwrap();
+                let mut pod = object.data;
+                pod["metadata"] = serde_json::to_value(&object.metadata).unwrap();
+                black_box(pod)
+            })
+        },
+    );
     group.bench_function("review (noe's handler)", |b| {
         b.iter(|| black_box(runtime.block_on(admission.review(black_box(&body)))))
     });

@@ -41,46 +41,31 @@ impl Admission {
     /// Answers one request body: the serialized response AdmissionReview.
     pub async fn review(&self, body: &[u8]) -> Bytes {
         let started = Instant::now();
-        let (reply, outcome) = match serde_json::from_slice::<Value>(body) {
-            Err(error) => {
-                let invalid = review::Invalid::NotJson(error.to_string());
+        let (reply, outcome) = match review::parse(body) {
+            Ok(request) => self.answer(request).await,
+            Err(invalid) => {
                 tracing::warn!(error = %invalid, "Invalid admission request");
+                let (version, uid) = review::salvage(body);
                 let answer = Answer::invalid(invalid.to_string());
-                (review::respond(review::V1, "", answer), outcome::INVALID)
+                (review::respond(version, &uid, answer), outcome::INVALID)
             }
-            Ok(value) => self.review_value(&value).await,
         };
         self.metrics
             .observe_duration(outcome, started.elapsed().as_secs_f64());
         reply
     }
 
-    async fn review_value(&self, value: &Value) -> (Bytes, &'static str) {
-        let request = match review::parse(value) {
-            Ok(request) => request,
-            Err(invalid) => {
-                tracing::warn!(error = %invalid, "Invalid admission request");
-                let answer = Answer::invalid(invalid.to_string());
-                let reply =
-                    review::respond(review::version_of(value), review::uid_of(value), answer);
-                return (reply, outcome::INVALID);
-            }
-        };
+    async fn answer(&self, request: review::Request) -> (Bytes, &'static str) {
         let Some(pod) = request.pod_creation() else {
-            tracing::debug!(
-                uid = request.uid,
-                kind = request.kind,
-                operation = request.operation,
-                "Not a pod creation: allowed"
-            );
-            let reply = review::respond(request.api_version, request.uid, Answer::allow());
+            tracing::debug!(uid = request.uid, kind = request.kind, operation = ?request.operation, "Not a pod creation: allowed");
+            let reply = review::respond(request.api_version, &request.uid, Answer::allow());
             return (reply, outcome::ALLOWED);
         };
-        let scope = Scope::new(request.uid, &request.namespace, review::pod_name(pod));
+        let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
         let decision = self.decide(pod, &scope).await;
         let (answer, outcome) = report::answer(&self.metrics, &scope, decision);
         (
-            review::respond(request.api_version, request.uid, answer),
+            review::respond(request.api_version, &request.uid, answer),
             outcome,
         )
     }
@@ -116,11 +101,11 @@ impl crate::server::Handler for Admission {
     /// A bug must not drop the apiserver's connection: answer, allowing the pod unchanged.
     fn recover(&self, body: &[u8]) -> Bytes {
         tracing::error!("Admission failed unexpectedly: allowing the pod unchanged");
-        let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let (version, uid) = review::salvage(body);
         let answer = Answer {
             warnings: vec![INTERNAL_ERROR_WARNING.to_owned()],
             ..Answer::allow()
         };
-        review::respond(review::version_of(&value), review::uid_of(&value), answer)
+        review::respond(version, &uid, answer)
     }
 }

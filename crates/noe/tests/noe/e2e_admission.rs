@@ -436,12 +436,24 @@ async fn malformed_bodies_get_an_admission_review() {
             "{shown}: {answer}"
         );
     }
-    // A pod of unexpected shape is still answered (allowed, nothing to decide).
-    let (_, answer) = server
-        .post(
-            br#"{"apiVersion":"admission.k8s.io/v1","request":{"uid":"x4","kind":{"kind":"Pod"},"operation":"CREATE","object":{"spec":{"containers":"x"}}}}"#.to_vec(),
-        )
-        .await;
+    // A review the apiserver would never send (fields it always fills are missing, or the
+    // object is not an object) is refused with 400, in the version asked, echoing the uid.
+    for (body, uid) in [
+        (&br#"{"apiVersion":"admission.k8s.io/v1","request":{"uid":"x2","kind":{"kind":"Pod"},"operation":"CREATE","object":{}}}"#[..], "x2"),
+        (br#"{"apiVersion":"admission.k8s.io/v1","request":{"uid":"x3","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","userInfo":{},"object":"nope"}}"#, "x3"),
+    ] {
+        let (_, answer) = server.post(body.to_vec()).await;
+        assert_eq!(answer["response"]["uid"], uid, "{answer}");
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        assert_eq!(answer["response"]["status"]["code"], 400, "{answer}");
+    }
+    // A complete review of a pod of unexpected shape is answered: allowed, nothing to decide.
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "x4", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                    "resource": {"group": "", "version": "v1", "resource": "pods"},
+                    "operation": "CREATE", "userInfo": {"username": "u"},
+                    "object": {"spec": {"containers": "x"}}}});
+    let (_, answer) = server.post(serde_json::to_vec(&review).unwrap()).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     server.running.shutdown().await;
 }

@@ -70,13 +70,15 @@ async fn sigterm_drains_admissions_in_flight() {
     let image = format!("{}/slow/app:1", fake.host());
     let in_flight = join_all((0..10).map(|i| {
         let (client, url) = (client.clone(), url.clone());
-        let body = json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": format!("u{i}"), "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                        "namespace": "ns", "operation": "CREATE",
-                        "object": {"metadata": {"name": format!("p{i}")},
-                                   "spec": {"containers": [{"name": "c", "image": image}]}}}
-        });
+        let pod = json!({"metadata": {"name": format!("p{i}")},
+                         "spec": {"containers": [{"name": "c", "image": image}]}});
+        let body = noe_test_support::admission_review(
+            "admission.k8s.io/v1",
+            "CREATE",
+            "ns",
+            &format!("u{i}"),
+            &pod,
+        );
         async move {
             let response = client.post(&url).json(&body).send().await?;
             let status = response.status();

@@ -1,41 +1,43 @@
-//! AdmissionReview requests and responses over raw JSON (`admission.k8s.io/v1` and `v1beta1`).
+//! AdmissionReview requests and responses (`admission.k8s.io/v1` and `v1beta1`).
 //!
-//! The request is read from the `serde_json::Value` the body parses into, so the pod object stays
-//! raw JSON (fields newer than our k8s-openapi survive, and the patch is built against exactly
-//! what the apiserver sent). kube's `kube::core::admission` types are not used: deserializing them
-//! buffers the review twice (`#[serde(flatten)]` at two levels) and their response writes the
-//! patch as an array of numbers instead of base64; docs/benchmarks.md ("The admission envelope")
-//! has the measurement.
+//! Requests are read with kube's `kube::core::admission` types; the object becomes raw JSON again
+//! (its `metadata` re-encoded beside the untyped rest), so the decision and the patch work on what
+//! the apiserver sent, fields newer than our k8s-openapi included. Responses are written by
+//! [`respond`]: kube's `AdmissionResponse` serializes the patch as an array of numbers, where the
+//! API documents base64 (and the array is four times larger). docs/benchmarks.md ("The admission
+//! envelope") has the cost of each.
 
 use base64::Engine;
 use bytes::Bytes;
+use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+use kube::core::DynamicObject;
 use serde::Serialize;
 use serde_json::Value;
 
 pub const V1: &str = "admission.k8s.io/v1";
 pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
 
-/// The parts of a request the webhook reads; the object stays raw JSON.
+/// The parts of a request the webhook reads; the object is raw JSON.
 #[derive(Debug)]
-pub struct Request<'a> {
+pub struct Request {
     pub api_version: &'static str,
-    pub uid: &'a str,
-    pub kind: &'a str,
-    pub group: &'a str,
-    pub operation: &'a str,
-    pub sub_resource: &'a str,
+    pub uid: String,
+    pub kind: String,
+    pub group: String,
+    pub operation: Operation,
+    pub sub_resource: Option<String>,
     pub namespace: String,
-    pub object: Option<&'a Value>,
+    pub object: Option<Value>,
 }
 
-impl<'a> Request<'a> {
+impl Request {
     /// The pod of a pod creation (`Pod` in the core group, `CREATE`, no subresource).
-    pub fn pod_creation(&self) -> Option<&'a Value> {
+    pub fn pod_creation(&self) -> Option<&Value> {
         let is_creation = self.kind == "Pod"
             && self.group.is_empty()
-            && self.operation == "CREATE"
-            && self.sub_resource.is_empty();
-        self.object.filter(|_| is_creation)
+            && self.operation == Operation::Create
+            && self.sub_resource.as_deref().is_none_or(str::is_empty);
+        self.object.as_ref().filter(|_| is_creation)
     }
 }
 
@@ -43,31 +45,29 @@ impl<'a> Request<'a> {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Invalid {
-    #[error("the body is not JSON: {0}")]
-    NotJson(String),
-    #[error("the body is not an AdmissionReview object")]
-    NotAnObject,
+    #[error("the body is not an AdmissionReview: {0}")]
+    NotAReview(String),
     #[error("unsupported AdmissionReview apiVersion {0:?}")]
     Version(String),
     #[error("the AdmissionReview has no request")]
     NoRequest,
 }
 
-/// The version to answer in: the one asked, `v1` when the body does not say.
-pub fn version_of(review: &Value) -> &'static str {
-    match review.get("apiVersion").and_then(Value::as_str) {
+/// What an unreadable body still tells: the version to answer in (the one asked, `v1` when the
+/// body does not say) and the request's `uid` (empty when there is none).
+pub fn salvage(body: &[u8]) -> (&'static str, String) {
+    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let version = match value.get("apiVersion").and_then(Value::as_str) {
         Some(V1BETA1) => V1BETA1,
         _ => V1,
-    }
-}
-
-/// The request's `uid`, or empty when there is none.
-pub fn uid_of(review: &Value) -> &str {
-    review
+    };
+    let uid = value
         .get("request")
         .and_then(|r| r.get("uid"))
         .and_then(Value::as_str)
         .unwrap_or_default()
+        .to_owned();
+    (version, uid)
 }
 
 /// `metadata.name` of an object, else its `metadata.generateName`, else empty.
@@ -84,42 +84,58 @@ pub fn pod_name(object: &Value) -> &str {
         .unwrap_or_default()
 }
 
-pub fn parse(review: &Value) -> Result<Request<'_>, Invalid> {
-    let object = review.as_object().ok_or(Invalid::NotAnObject)?;
-    match object.get("apiVersion").and_then(Value::as_str) {
-        Some(V1 | V1BETA1) => {}
-        Some(other) => return Err(Invalid::Version(other.to_owned())),
-        None => return Err(Invalid::Version(String::new())),
-    }
-    let request = object
-        .get("request")
-        .filter(|r| r.is_object())
-        .ok_or(Invalid::NoRequest)?;
-    fn text(value: Option<&Value>) -> &str {
-        value.and_then(Value::as_str).unwrap_or_default()
-    }
-    let kind = request.get("kind");
-    let pod_object = request.get("object").filter(|o| o.is_object());
-    let namespace = Some(text(request.get("namespace")))
+/// Reads an AdmissionReview request.
+pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_slice(body).map_err(|error| Invalid::NotAReview(error.to_string()))?;
+    let api_version = match review.types.api_version.as_str() {
+        V1 => V1,
+        V1BETA1 => V1BETA1,
+        other => return Err(Invalid::Version(other.to_owned())),
+    };
+    let request: AdmissionRequest<DynamicObject> =
+        review.try_into().map_err(|_| Invalid::NoRequest)?;
+    let object = request.object.map(raw);
+    let namespace = request
+        .namespace
         .filter(|n| !n.is_empty())
         .or_else(|| {
-            pod_object
-                .and_then(|o| o.get("metadata"))
-                .and_then(|m| m.get("namespace"))
+            object
+                .as_ref()
+                .and_then(|o| o.pointer("/metadata/namespace"))
                 .and_then(Value::as_str)
+                .map(str::to_owned)
         })
-        .unwrap_or_default()
-        .to_owned();
+        .unwrap_or_default();
     Ok(Request {
-        api_version: version_of(review),
-        uid: uid_of(review),
-        kind: text(kind.and_then(|k| k.get("kind"))),
-        group: text(kind.and_then(|k| k.get("group"))),
-        operation: text(request.get("operation")),
-        sub_resource: text(request.get("subResource")),
+        api_version,
+        uid: request.uid,
+        kind: request.kind.kind,
+        group: request.kind.group,
+        operation: request.operation,
+        sub_resource: request.sub_resource,
         namespace,
-        object: pod_object,
+        object,
     })
+}
+
+/// The object as raw JSON: its untyped fields with its `metadata` beside them.
+fn raw(object: DynamicObject) -> Value {
+    let DynamicObject {
+        types,
+        metadata,
+        mut data,
+    } = object;
+    if let Value::Object(map) = &mut data {
+        if let Ok(metadata) = serde_json::to_value(&metadata) {
+            map.insert("metadata".to_owned(), metadata);
+        }
+        if let Some(types) = types {
+            map.insert("apiVersion".to_owned(), Value::String(types.api_version));
+            map.insert("kind".to_owned(), Value::String(types.kind));
+        }
+    }
+    data
 }
 
 /// What to answer.
@@ -239,70 +255,99 @@ mod tests {
         serde_json::from_slice(&respond(api_version, uid, answer)).unwrap()
     }
 
+    fn review(version: &str, operation: &str, sub_resource: &str, kind: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": version, "kind": "AdmissionReview",
+            "request": {"uid": "u1", "kind": kind,
+                        "resource": {"group": "", "version": "v1", "resource": "pods"},
+                        "subResource": sub_resource, "operation": operation, "namespace": "ns",
+                        "userInfo": {"username": "u"},
+                        "object": {"apiVersion": "v1", "kind": "Pod",
+                                   "metadata": {"generateName": "x-", "labels": {"a": "b"}},
+                                   "spec": {"containers": [], "futureField": 1}}}
+        }))
+        .unwrap()
+    }
+
+    fn pod_kind() -> Value {
+        json!({"group": "", "version": "v1", "kind": "Pod"})
+    }
+
     #[test]
     fn parse_table() {
-        let review = json!({
-            "apiVersion": V1BETA1, "kind": "AdmissionReview",
-            "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                        "operation": "CREATE", "namespace": "ns",
-                        "object": {"metadata": {"generateName": "x-"}}, "futureField": 1}
-        });
-        let request = parse(&review).unwrap();
+        let request = parse(&review(V1BETA1, "CREATE", "", pod_kind())).unwrap();
         assert_eq!(request.api_version, V1BETA1);
         assert_eq!(request.uid, "u1");
-        assert_eq!(
-            (request.kind, request.group, request.operation),
-            ("Pod", "", "CREATE")
-        );
         assert_eq!(request.namespace, "ns");
         let pod = request.pod_creation().unwrap();
         assert_eq!(pod_name(pod), "x-");
+        // The object is raw JSON again: metadata, unknown fields and the type fields kept.
+        assert_eq!(pod["metadata"]["labels"], json!({"a": "b"}));
+        assert_eq!(pod["spec"]["futureField"], 1);
+        assert_eq!(pod["kind"], "Pod");
 
-        // namespace from the object when the request has none; not a creation
-        let review = json!({"apiVersion": V1, "request": {"uid": "u", "object": {"metadata": {"namespace": "n2"}}}});
-        let request = parse(&review).unwrap();
+        // The namespace from the object when the request has none.
+        let mut body: Value =
+            serde_json::from_slice(&review(V1, "CREATE", "", pod_kind())).unwrap();
+        body["request"]["namespace"] = json!(null);
+        body["request"]["object"]["metadata"]["namespace"] = json!("n2");
+        let request = parse(&serde_json::to_vec(&body).unwrap()).unwrap();
         assert_eq!(request.namespace, "n2");
-        assert!(request.pod_creation().is_none());
 
-        assert!(matches!(parse(&json!([])), Err(Invalid::NotAnObject)));
+        assert!(matches!(parse(b"[]"), Err(Invalid::NotAReview(_))));
+        assert!(matches!(parse(b"not json"), Err(Invalid::NotAReview(_))));
         assert!(matches!(
-            parse(&json!({"apiVersion": "v2"})),
+            parse(br#"{"apiVersion": "admission.k8s.io/v2", "kind": "AdmissionReview"}"#),
             Err(Invalid::Version(_))
         ));
         assert!(matches!(
-            parse(&json!({"apiVersion": V1})),
+            parse(br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}"#),
             Err(Invalid::NoRequest)
         ));
         assert!(matches!(
-            parse(&json!({"apiVersion": V1, "request": 3})),
-            Err(Invalid::NoRequest)
+            parse(br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": 3}"#),
+            Err(Invalid::NotAReview(_))
         ));
     }
 
     #[test]
     fn pod_creations_only() {
-        let request = |kind: Value, operation: &str, sub: &str| {
-            json!({"apiVersion": V1, "request": {"uid": "u", "kind": kind, "operation": operation,
-                   "subResource": sub, "object": {"metadata": {"name": "p"}}}})
-        };
-        let pod = json!({"group": "", "version": "v1", "kind": "Pod"});
         let cases = [
-            (request(pod.clone(), "CREATE", ""), true),
-            (request(pod.clone(), "UPDATE", ""), false),
-            (request(pod.clone(), "CREATE", "binding"), false),
+            (review(V1, "CREATE", "", pod_kind()), true),
+            (review(V1, "UPDATE", "", pod_kind()), false),
+            (review(V1, "CREATE", "binding", pod_kind()), false),
             (
-                request(json!({"group": "apps", "kind": "Pod"}), "CREATE", ""),
+                review(
+                    V1,
+                    "CREATE",
+                    "",
+                    json!({"group": "apps", "version": "v1", "kind": "Pod"}),
+                ),
                 false,
             ),
             (
-                request(json!({"group": "", "kind": "Secret"}), "CREATE", ""),
+                review(
+                    V1,
+                    "CREATE",
+                    "",
+                    json!({"group": "", "version": "v1", "kind": "Secret"}),
+                ),
                 false,
             ),
         ];
-        for (review, want) in cases {
-            let request = parse(&review).unwrap();
-            assert_eq!(request.pod_creation().is_some(), want, "{review}");
+        for (body, want) in cases {
+            let request = parse(&body).unwrap();
+            assert_eq!(request.pod_creation().is_some(), want, "{request:?}");
         }
+    }
+
+    #[test]
+    fn salvage_what_a_broken_body_says() {
+        assert_eq!(salvage(b"not json"), (V1, String::new()));
+        assert_eq!(
+            salvage(br#"{"apiVersion": "admission.k8s.io/v1beta1", "request": {"uid": "u"}}"#),
+            (V1BETA1, "u".to_owned())
+        );
     }
 
     #[test]

@@ -181,9 +181,13 @@ async fn a_lookup_past_the_deadline_fails_as_deadline_exceeded() {
     );
 
     // The full review path answers within the deadline too, with the request's uid.
-    let body = json!({"apiVersion": "admission.k8s.io/v1", "request": {
-        "uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "operation": "CREATE", "namespace": "ns", "object": pod(&["slow:1"])}});
+    let body = noe_test_support::admission_review(
+        "admission.k8s.io/v1",
+        "CREATE",
+        "ns",
+        "u-1",
+        &pod(&["slow:1"]),
+    );
     let started = Instant::now();
     let answer = admission.review(&serde_json::to_vec(&body).unwrap()).await;
     assert_eq!(started.elapsed(), Duration::from_millis(270));
@@ -224,9 +228,13 @@ async fn a_bug_still_gets_an_admission_review() {
         Policy::default(),
         Metrics::register(&registry).unwrap(),
     );
-    let body = json!({"apiVersion": "admission.k8s.io/v1beta1", "request": {
-        "uid": "u-2", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "operation": "CREATE", "namespace": "ns", "object": pod(&["x:1"])}});
+    let body = noe_test_support::admission_review(
+        "admission.k8s.io/v1beta1",
+        "CREATE",
+        "ns",
+        "u-2",
+        &pod(&["x:1"]),
+    );
     // The transport catches the panic and asks the handler for its fallback answer.
     let body = serde_json::to_vec(&body).unwrap();
     let panicked = {

@@ -1,0 +1,122 @@
+//! AdmissionReviews that real kube-apiservers sent (other projects' captures, kept outside the
+//! repository): each is replayed through the server with its images rewritten to fixtures of the
+//! real registry on loopback, and every answer must be a well-formed AdmissionReview for it whose
+//! patch applies and yields a valid Pod. The data is located by `NOE_CONFORMANCE_DIR`, else
+//! `../shared/conformance` beside the repository; without it the test says so and passes.
+
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{json, Value};
+
+use super::harness::Harness;
+
+fn conformance_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("NOE_CONFORMANCE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance")
+        })
+        .join("admission");
+    dir.is_dir().then_some(dir)
+}
+
+/// Captures whose object is not a valid Kubernetes object, which the webhook refuses with 400
+/// (docs/compatibility.md, "Admission requests").
+const NOT_A_VALID_OBJECT: &[&str] = &["kubewarden-policy-server__pod_sleep_100ms.json"];
+
+/// A bare AdmissionRequest wrapped into an `admission.k8s.io/v1` AdmissionReview.
+fn as_review(capture: Value) -> Value {
+    if capture.get("request").is_some() {
+        capture
+    } else {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": capture})
+    }
+}
+
+/// Every image of the object replaced by one of `images`, in turn.
+fn rewrite_images(object: &mut Value, images: &[String]) {
+    let mut next = 0usize;
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        let Some(containers) = object
+            .pointer_mut(&format!("/spec/{list}"))
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        for container in containers {
+            if container.get("image").is_some() {
+                container["image"] = json!(images[next % images.len()]);
+                next += 1;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captured_reviews_get_answers_that_apply_and_validate() {
+    let Some(dir) = conformance_dir() else {
+        eprintln!("no conformance data (set NOE_CONFORMANCE_DIR): nothing to replay");
+        return;
+    };
+    let h = Harness::start().await;
+    let f = &h.fixtures;
+    let server = h.server(&[]).await;
+    let images = [
+        f.oci_index.reference(),
+        f.docker_list.reference(),
+        f.nested_index.reference(),
+    ];
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{} holds no capture", dir.display());
+    let mut patched = 0;
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        let mut review = as_review(serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap());
+        if let Some(object) = review.pointer_mut("/request/object") {
+            rewrite_images(object, &images);
+        }
+        let version = review["apiVersion"].as_str().unwrap().to_owned();
+        let uid = review["request"]["uid"].clone();
+        let (status, answer) = server.post(serde_json::to_vec(&review).unwrap()).await;
+        assert_eq!(status, 200, "{name}");
+        assert_eq!(answer["apiVersion"], version.as_str(), "{name}: {answer}");
+        assert_eq!(answer["kind"], "AdmissionReview", "{name}");
+        let response = &answer["response"];
+        assert_eq!(response["uid"], uid, "{name}");
+        if NOT_A_VALID_OBJECT.contains(&name.as_str()) {
+            assert_eq!(response["allowed"], false, "{name}: {answer}");
+            assert_eq!(response["status"]["code"], 400, "{name}: {answer}");
+            continue;
+        }
+        assert_eq!(response["allowed"], true, "{name}: {answer}");
+        let Some(patch) = response["patch"].as_str() else {
+            continue;
+        };
+        assert_eq!(response["patchType"], "JSONPatch", "{name}");
+        let ops: json_patch::Patch = serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD
+                .decode(patch)
+                .unwrap(),
+        )
+        .unwrap();
+        let mut object = review["request"]["object"].clone();
+        json_patch::patch(&mut object, &ops)
+            .unwrap_or_else(|error| panic!("{name}: the patch does not apply: {error}"));
+        serde_json::from_value::<Pod>(object)
+            .unwrap_or_else(|error| panic!("{name}: the patched pod is not a Pod: {error}"));
+        patched += 1;
+    }
+    eprintln!("{} captures replayed, {patched} patched", files.len());
+    assert!(
+        patched > 0,
+        "no capture was patched: the replay decided nothing"
+    );
+    server.running.shutdown().await;
+}
