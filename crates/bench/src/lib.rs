@@ -62,6 +62,10 @@ pub struct Options {
     /// The `noe` binary to measure (a release build).
     #[arg(long, default_value = "target/release/noe")]
     pub noe: PathBuf,
+    /// `warm`: another `noe` binary (e.g. built from an earlier commit) measured in the same
+    /// alternating rounds, to compare two builds side by side.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
     /// wrk run length per round.
     #[arg(long, default_value = "10s", value_parser = parse_seconds)]
     pub duration: Duration,
