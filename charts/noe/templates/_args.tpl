@@ -21,6 +21,8 @@ args:
 - {{ printf "--cache-max-entries=%d" (int64 .Values.cache.maxEntries) | quote }}
 - {{ printf "--log-level=%s" .Values.logLevel | quote }}
 - {{ printf "--log-format=%s" .Values.logFormat | quote }}
+- {{ printf "--shutdown-delay=%s" .Values.shutdownDelay | quote }}
+- {{ printf "--metrics-max-namespaces=%d" (int .Values.metrics.maxNamespaces) | quote }}
 {{- with .Values.schedulableArchitectures }}
 - {{ printf "--cluster-schedulable-archs=%s" (join "," .) | quote }}
 {{- end }}

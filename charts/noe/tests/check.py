@@ -25,6 +25,7 @@ KNOWN_FLAGS = {
     "metrics-addr", "health-probe-addr", "preference-mode", "on-lookup-error", "registry-timeout",
     "admission-deadline", "preference-weight", "arch-tolerations-file", "allow-registry-cidrs",
     "kubeconfig", "cache-ttl", "cache-max-entries", "log-format", "log-level", "leader-elect",
+    "shutdown-delay", "metrics-max-namespaces",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
@@ -299,7 +300,8 @@ def scenario_default(r, release, namespace):
             "system-os": ["linux"], "admission-deadline": ["8s"], "registry-timeout": ["5s"],
             "cache-ttl": ["1h"], "cache-max-entries": ["100000"], "log-level": ["info"],
             "log-format": ["json"], "docker-config-path": ["/var/lib/kubelet/config.json"],
-            "containerd-config-path": ["/etc/containerd"]}
+            "containerd-config-path": ["/etc/containerd"], "shutdown-delay": ["5s"],
+            "metrics-max-namespaces": ["1000"]}
     for k, v in want.items():
         check(f"default --{k}={','.join(v)}", f.get(k) == v, str(f.get(k)))
     for k in ("cluster-schedulable-archs", "registry-proxies", "match-node-labels",
@@ -347,7 +349,8 @@ def scenario_full(r, release, namespace):
         "image-credential-provider-bin-dir": ["/etc/eks/image-credential-provider"],
         "image-credential-provider-config": ["/etc/eks/credential-provider-config/config.yaml"],
         "admission-deadline": ["13s"], "leader-elect": ["true"], "log-level": ["debug"],
-        "log-format": ["text"], "dev-self-signed-cert": ["false"],
+        "log-format": ["text"], "dev-self-signed-cert": ["false"], "shutdown-delay": ["7s"],
+        "metrics-max-namespaces": ["500"],
     }
     for k, v in want.items():
         check(f"full --{k}", f.get(k) == v, str(f.get(k)))
@@ -361,6 +364,7 @@ def scenario_full(r, release, namespace):
     dep = r.one("Deployment")
     spec = dep["spec"]["template"]["spec"]
     check("full: replicaCount 3 with ha", dep["spec"]["replicas"] == 3)
+    check("full: terminationGracePeriodSeconds", spec.get("terminationGracePeriodSeconds") == 45)
     check("full: imagePullSecrets (both forms)",
           spec.get("imagePullSecrets") == [{"name": "regcred"}, {"name": "other-regcred"}])
     check("full: priorityClassName", spec.get("priorityClassName") == "system-cluster-critical")

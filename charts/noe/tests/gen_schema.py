@@ -197,11 +197,14 @@ schema = {
                      "description": "error, warn, info, debug, trace, or a tracing filter "
                                     "such as noe_registry=debug,info"},
         "logFormat": {"enum": ["json", "text"]},
+        "shutdownDelay": DURATION,
+        "terminationGracePeriodSeconds": {"type": "integer", "minimum": 1, "maximum": 3600},
         "metrics": {
             "type": "object",
             "additionalProperties": False,
             "properties": {
                 "scrapeAnnotations": {"type": "boolean"},
+                "maxNamespaces": {"type": "integer", "minimum": 1, "maximum": 100000},
                 "serviceMonitor": {
                     "type": "object",
                     "additionalProperties": False,

@@ -68,12 +68,14 @@ impl App {
     }
 
     /// The admission: lookups within `deadline` (answers reused for `memo` at most), decided by
-    /// `policy`, its metrics registered on [`App::metrics`].
+    /// `policy`, its metrics registered on [`App::metrics`] with at most `max_namespaces`
+    /// namespace label values.
     pub fn admission(
         &self,
         policy: Policy,
         deadline: Duration,
         memo: Duration,
+        max_namespaces: usize,
         pull_secrets: Option<PullSecrets>,
     ) -> Result<Admission, Error> {
         let lookup = RegistryLookup::new(self.resolver.clone(), self.configured_hosts.clone());
@@ -83,7 +85,7 @@ impl App {
             deadline,
         )
         .with_memo(memo);
-        let metrics = Metrics::register(&self.metrics)?;
+        let metrics = Metrics::register(&self.metrics)?.with_namespace_limit(max_namespaces);
         Ok(Admission::new(resolve, policy, metrics))
     }
 

@@ -70,6 +70,9 @@ pub enum Command {
     Explain(ExplainArgs),
 }
 
+/// How long finished work waits for blocking threads at exit.
+const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What to run, with its typed configuration.
 #[derive(Debug)]
 pub enum Run {
@@ -175,13 +178,17 @@ impl Args {
                 return ExitCode::FAILURE;
             }
         };
-        runtime.block_on(async move {
+        let code = runtime.block_on(async move {
             match run {
                 Run::Serve(config) => serve::run(config).await,
                 Run::Inspect(config) => inspect::run(config).await,
                 Run::Explain(config) => explain::run(config).await,
             }
-        })
+        });
+        // A blocking read that never returns (a credential file on a hung mount) must not keep
+        // the process alive after its work is done.
+        runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+        code
     }
 }
 

@@ -34,6 +34,10 @@ pub struct ServerSettings {
     /// Out-of-cluster API access; `None`: the in-cluster configuration.
     pub kubeconfig: Option<PathBuf>,
     pub leader_elect: bool,
+    /// After SIGTERM: not ready, still answering for this long, then drain.
+    pub shutdown_delay: Duration,
+    /// Distinct `namespace` metric label values at most.
+    pub metrics_max_namespaces: usize,
 }
 
 /// The decision and its deadline.

@@ -1,7 +1,8 @@
 //! The admission's Prometheus metrics (noe's names, bounded labels), registered on an explicit
 //! registry.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
@@ -17,6 +18,46 @@ pub mod outcome {
     pub const INVALID: &str = "invalid";
 }
 
+/// The `namespace` label value of namespaces beyond [`Metrics::with_namespace_limit`].
+pub const OTHER_NAMESPACES: &str = "_other";
+
+/// The default of `--metrics-max-namespaces`.
+pub const DEFAULT_MAX_NAMESPACES: usize = 1000;
+
+/// The namespaces that may be a `namespace` label value: the first ones seen, up to a limit.
+/// Anyone who can reach the webhook port can send reviews with invented namespaces; without a
+/// bound each would add series to every namespaced metric.
+#[derive(Debug)]
+struct Namespaces {
+    seen: RwLock<HashSet<Box<str>>>,
+    max: usize,
+}
+
+impl Namespaces {
+    fn label<'a>(&self, namespace: &'a str) -> &'a str {
+        let known = match self.seen.read() {
+            Ok(seen) => seen.contains(namespace) || seen.len() >= self.max,
+            Err(_) => true,
+        };
+        if known {
+            return self.bounded(namespace);
+        }
+        if let Ok(mut seen) = self.seen.write() {
+            if seen.len() < self.max {
+                seen.insert(namespace.into());
+            }
+        }
+        self.bounded(namespace)
+    }
+
+    fn bounded<'a>(&self, namespace: &'a str) -> &'a str {
+        match self.seen.read() {
+            Ok(seen) if seen.contains(namespace) => namespace,
+            _ => OTHER_NAMESPACES,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Metrics {
     pub image_pull_secret_failed: IntCounterVec,
@@ -29,6 +70,7 @@ pub struct Metrics {
     /// `request_duration` children of the four outcomes, resolved on first use (no label lookup
     /// per admission; an outcome never seen stays absent from `/metrics`, as before).
     durations: Arc<[OnceLock<Histogram>; 4]>,
+    namespaces: Arc<Namespaces>,
 }
 
 impl Metrics {
@@ -84,7 +126,27 @@ impl Metrics {
             )?,
             request_duration,
             durations: Arc::default(),
+            namespaces: Arc::new(Namespaces {
+                seen: RwLock::default(),
+                max: DEFAULT_MAX_NAMESPACES,
+            }),
         })
+    }
+
+    /// At most `max` distinct `namespace` label values (the first seen); the others are counted
+    /// as [`OTHER_NAMESPACES`].
+    pub fn with_namespace_limit(mut self, max: usize) -> Self {
+        self.namespaces = Arc::new(Namespaces {
+            seen: RwLock::default(),
+            max,
+        });
+        self
+    }
+
+    /// The `namespace` label value for `namespace`: itself, or [`OTHER_NAMESPACES`] once the
+    /// limit of distinct namespaces is reached.
+    pub fn namespace_label<'a>(&self, namespace: &'a str) -> &'a str {
+        self.namespaces.label(namespace)
     }
 
     /// Records the time to answer one admission with `outcome` (one of [`outcome`]'s values).
@@ -107,3 +169,26 @@ const OUTCOMES: [&str; 4] = [
     outcome::DENIED,
     outcome::INVALID,
 ];
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_are_bounded() {
+        let metrics = Metrics::register(&Registry::new())
+            .unwrap()
+            .with_namespace_limit(2);
+        assert_eq!(metrics.namespace_label("a"), "a");
+        assert_eq!(metrics.namespace_label("b"), "b");
+        assert_eq!(metrics.namespace_label("c"), OTHER_NAMESPACES);
+        assert_eq!(metrics.namespace_label("a"), "a", "the first ones stay");
+        for n in 0..10_000 {
+            assert_eq!(
+                metrics.namespace_label(&format!("invented-{n}")),
+                OTHER_NAMESPACES
+            );
+        }
+    }
+}

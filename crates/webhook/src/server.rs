@@ -2,6 +2,7 @@
 //! nothing of admission: whatever implements [`Handler`] answers the bodies posted to
 //! [`MUTATE_PATH`].
 
+pub mod conn;
 pub mod health;
 pub mod https;
 pub mod plain;
@@ -64,6 +65,18 @@ impl Running {
             let _ = task.await;
         }
     }
+
+    /// The shutdown a pod gets: not ready at once (so its endpoint is removed), still answering
+    /// for `delay` (requests the apiserver routed here before it saw the endpoint go), then
+    /// [`Running::shutdown`].
+    pub async fn terminate(self, delay: Duration) {
+        self.readiness.set_terminating();
+        if !delay.is_zero() {
+            tracing::info!(?delay, "Not ready; answering until the endpoint is gone");
+            tokio::time::sleep(delay).await;
+        }
+        self.shutdown().await;
+    }
 }
 
 /// Binds the three listeners and starts serving. Port 0 picks a free port (tests).
@@ -87,7 +100,7 @@ pub async fn start<H: Handler>(
     let health_addr = local(&health, addresses.health)?;
 
     let acceptor = TlsAcceptor::from(Arc::new(tls.server_config()?));
-    let readiness = Readiness::default();
+    let readiness = Readiness::new(tls.clone());
     let (shutdown, receiver) = watch::channel(false);
 
     let metrics_router: plain::Router =
@@ -133,26 +146,40 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
     }
 }
 
-/// Resolves when SIGTERM or SIGINT arrives.
-pub async fn termination() {
+/// The signal that ends the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// SIGTERM: the kubelet stopping the pod (its endpoint is being removed).
+    Terminate,
+    /// SIGINT or SIGHUP: a person at a terminal (Ctrl-C, the terminal closed).
+    Interrupt,
+}
+
+/// Resolves with the first of SIGTERM, SIGINT or SIGHUP.
+pub async fn termination() -> Termination {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
+        let (term, hangup) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        );
+        match (term, hangup) {
+            (Ok(mut term), Ok(mut hangup)) => tokio::select! {
+                _ = term.recv() => Termination::Terminate,
+                _ = hangup.recv() => Termination::Interrupt,
+                _ = tokio::signal::ctrl_c() => Termination::Interrupt,
+            },
+            _ => {
                 let _ = tokio::signal::ctrl_c().await;
+                Termination::Interrupt
             }
         }
     }
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+        Termination::Interrupt
     }
 }
 

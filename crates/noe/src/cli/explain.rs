@@ -106,7 +106,13 @@ async fn explain_file(config: config::Explain) -> Result<bool, Error> {
         .map_err(|error| Error::Setup(one_line(&error)))?;
     // The same admission flow as the server, with node-level credentials only (no cluster).
     let admission = app
-        .admission(policy, admission_deadline, std::time::Duration::ZERO, None)
+        .admission(
+            policy,
+            admission_deadline,
+            std::time::Duration::ZERO,
+            noe_webhook::metrics::DEFAULT_MAX_NAMESPACES,
+            None,
+        )
         .map_err(|error| Error::Setup(one_line(&error)))?;
     let mut denied = false;
     let mut stdout = std::io::stdout().lock();

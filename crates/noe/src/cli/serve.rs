@@ -8,12 +8,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::tls::{self, CertDir, Reloadable};
-use noe_webhook::server::{self, Limits, Running, CERT_POLL_INTERVAL};
+use noe_webhook::server::{self, Limits, Running, Termination, CERT_POLL_INTERVAL};
 
 use crate::app::App;
 use crate::config::{self, CertSource, ServerSettings};
 
-/// Serves until SIGTERM or SIGINT.
+/// Serves until SIGTERM, SIGINT or SIGHUP.
 pub async fn run(config: config::Serve) -> ExitCode {
     match serve(config, server::termination()).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -25,15 +25,20 @@ pub async fn run(config: config::Serve) -> ExitCode {
     }
 }
 
-/// Starts, serves until `shutdown` resolves, then drains.
+/// Starts, serves until `shutdown` resolves, then shuts down: after SIGTERM not ready at once,
+/// answering for `--shutdown-delay`, then draining; after SIGINT or SIGHUP draining at once.
 pub async fn serve(
     config: config::Serve,
-    shutdown: impl std::future::Future<Output = ()>,
+    shutdown: impl std::future::Future<Output = Termination>,
 ) -> anyhow::Result<()> {
+    let delay = config.server.shutdown_delay;
     let running = start(config).await?;
-    shutdown.await;
-    tracing::info!("Shutting down: draining connections");
-    running.shutdown().await;
+    let delay = match shutdown.await {
+        Termination::Terminate => delay,
+        Termination::Interrupt => Duration::ZERO,
+    };
+    tracing::info!(?delay, "Shutting down");
+    running.terminate(delay).await;
     Ok(())
 }
 
@@ -46,6 +51,8 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
                 addresses,
                 kubeconfig,
                 leader_elect,
+                shutdown_delay: _,
+                metrics_max_namespaces,
             },
         decision: config::Decision {
             policy,
@@ -63,8 +70,8 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
             Reloadable::new(key)
         }
         CertSource::Dir(dir) => {
-            let (watched, key) = CertDir::load(&dir)?;
-            let tls = Reloadable::new(key);
+            // Starts without one (not ready) when cert-manager has not written it yet.
+            let (watched, tls) = CertDir::open(&dir)?;
             tokio::spawn(watched.watch(tls.clone(), CERT_POLL_INTERVAL));
             tls
         }
@@ -78,7 +85,13 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
             None
         }
     };
-    let admission = app.admission(policy, admission_deadline, memo, pull_secrets)?;
+    let admission = app.admission(
+        policy,
+        admission_deadline,
+        memo,
+        metrics_max_namespaces,
+        pull_secrets,
+    )?;
     let limits = Limits {
         body_read_timeout: admission_deadline,
         drain_timeout: admission_deadline.saturating_add(Duration::from_secs(5)),

@@ -35,6 +35,22 @@ pub struct ServerArgs {
     #[arg(long, global = true, env = "NOE_KUBECONFIG", value_parser = super::parse::any_path)]
     pub kubeconfig: Option<PathBuf>,
 
+    /// After SIGTERM: report not ready at once, keep answering for this long (Go duration) while the
+    /// endpoint is removed, then drain. SIGINT and SIGHUP drain at once.
+    #[arg(long, global = true, env = "NOE_SHUTDOWN_DELAY", default_value = "5s",
+          value_parser = super::duration::parse)]
+    pub shutdown_delay: std::time::Duration,
+
+    /// Distinct `namespace` label values of the metrics at most; later namespaces are counted as
+    /// `_other`.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_METRICS_MAX_NAMESPACES",
+        default_value_t = 1000
+    )]
+    pub metrics_max_namespaces: usize,
+
     /// Accepted for noe compatibility; a logged no-op until the pod controller exists.
     #[arg(long, global = true, env = "NOE_LEADER_ELECT", action = ArgAction::Set, num_args = 0..=1,
           require_equals = true, default_value = "false", default_missing_value = "true",
@@ -62,6 +78,8 @@ impl ServerArgs {
                 .clone()
                 .filter(|path| !path.as_os_str().is_empty()),
             leader_elect: self.leader_elect,
+            shutdown_delay: self.shutdown_delay,
+            metrics_max_namespaces: self.metrics_max_namespaces,
         }
     }
 }

@@ -23,6 +23,7 @@ async fn serves_with_a_self_signed_cert_and_exits_on_sigterm() {
             &format!("--metrics-addr=127.0.0.1:{metrics}"),
             &format!("--health-probe-addr=127.0.0.1:{health}"),
             "--leader-elect=true",
+            "--shutdown-delay=100ms",
             "--kubeconfig=",
             "--log-format=text",
         ])

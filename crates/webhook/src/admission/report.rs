@@ -60,7 +60,7 @@ pub fn resolved(metrics: &Metrics, scope: &Scope<'_>, resolved: &Resolved) {
     if resolved.failed_pull_secrets > 0 {
         metrics
             .image_pull_secret_failed
-            .with_label_values(&[scope.namespace])
+            .with_label_values(&[metrics.namespace_label(scope.namespace)])
             .inc_by(u64::try_from(resolved.failed_pull_secrets).unwrap_or(u64::MAX));
     }
     for registry in &resolved.failed_registries {
@@ -113,7 +113,8 @@ pub fn answer(metrics: &Metrics, scope: &Scope<'_>, decision: Decision) -> (Answ
 }
 
 fn signals(metrics: &Metrics, scope: &Scope<'_>, signals: &[Signal]) {
-    let namespace = scope.namespace;
+    // Looked up only for the signals that carry it.
+    let namespace = || metrics.namespace_label(scope.namespace);
     for signal in signals {
         match signal {
             Signal::Skipped { reason } => metrics
@@ -122,19 +123,19 @@ fn signals(metrics: &Metrics, scope: &Scope<'_>, signals: &[Signal]) {
                 .inc(),
             Signal::ArchSelectorInjected { selector } => metrics
                 .arch_selector_injected
-                .with_label_values(&[namespace, selector])
+                .with_label_values(&[namespace(), selector])
                 .inc(),
             Signal::PreferredArchNotAvailable { arch } => {
                 let _span = scope.enter(Level::DEBUG);
                 tracing::debug!(%arch, "Preferred architecture not available");
                 metrics
                     .preferred_architecture_not_available
-                    .with_label_values(&[namespace])
+                    .with_label_values(&[namespace()])
                     .inc();
             }
             Signal::NodeMatchInjection { label } => metrics
                 .node_match_injections
-                .with_label_values(&[namespace, label])
+                .with_label_values(&[namespace(), label])
                 .inc(),
             Signal::LookupFailed { image, error } => {
                 // Counted per registry where the lookup failed (see `resolved`).

@@ -1,5 +1,6 @@
-//! The HTTPS admission listener: TLS handshake timeout, HTTP/1.1 header-read timeout, HTTP/2,
-//! a body size limit enforced while reading, graceful drain.
+//! The HTTPS admission listener: a bound on connections, a TLS handshake timeout, an HTTP/1.1
+//! header-read timeout, HTTP/2, a body size limit enforced while reading, a write timeout and an
+//! idle timeout per connection ([`super::conn`]), graceful drain.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -7,17 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, Method, Request, Response, StatusCode};
+use http::{header, Method, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use super::conn::{Activity, Watched};
 use super::health::Readiness;
 use super::plain::{not_found, text};
 
@@ -25,7 +27,7 @@ use super::plain::{not_found, text};
 /// review may carry the object and its old version (docs/architecture.md, "Limits").
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
-/// How long a connection whose body was refused may still flush its answer.
+/// How long an HTTP/1.1 connection whose body was refused may still flush its answer.
 const CLOSE_AFTER_REFUSAL: Duration = Duration::from_millis(500);
 
 /// The admission route.
@@ -46,8 +48,19 @@ pub struct Limits {
     pub handshake_timeout: Duration,
     pub header_read_timeout: Duration,
     pub body_read_timeout: Duration,
+    /// A write (the answer) that makes no progress for this long closes the connection: a
+    /// client that never reads does not hold its buffers for good.
+    pub write_timeout: Duration,
+    /// A connection with no request in flight and no byte moved for this long is closed
+    /// gracefully. Longer than the apiserver's own idle timeout for webhook connections (Go's
+    /// 90 s), so the client closes first and never races a request against our close.
+    pub idle_timeout: Duration,
     pub drain_timeout: Duration,
     pub max_body_bytes: usize,
+    /// Open connections at most; the listener stops accepting until one closes.
+    pub max_connections: usize,
+    /// Concurrent HTTP/2 streams per connection.
+    pub max_concurrent_streams: u32,
 }
 
 impl Default for Limits {
@@ -56,14 +69,18 @@ impl Default for Limits {
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
             drain_timeout: Duration::from_secs(15),
             max_body_bytes: MAX_BODY_BYTES,
+            max_connections: 1024,
+            max_concurrent_streams: 100,
         }
     }
 }
 
 /// Accepts connections until `shutdown` flips, then drains open connections within
-/// `limits.drain_timeout`.
+/// `limits.drain_timeout` (each is closed gracefully: HTTP/2 GOAWAY, HTTP/1.1 after its answer).
 pub async fn serve<H: Handler>(
     listener: TcpListener,
     acceptor: TlsAcceptor,
@@ -72,16 +89,30 @@ pub async fn serve<H: Handler>(
     readiness: Readiness,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(10));
     let builder = Arc::new(builder);
-    readiness.set(true);
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut connections = JoinSet::new();
+    readiness.set_serving(true);
     loop {
+        while connections.try_join_next().is_some() {}
+        let permit = tokio::select! {
+            _ = shutdown.changed() => break,
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
         let accepted = tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => accepted,
@@ -95,61 +126,119 @@ pub async fn serve<H: Handler>(
                 continue;
             }
         };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let handler = handler.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let tls =
-                match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(error)) => {
-                        tracing::debug!(%error, %peer, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        return;
-                    }
-                };
-            // Set when a body is refused: hyper would otherwise keep the connection open to
-            // read the rest of a body nobody wants.
-            let refused = Arc::new(Notify::new());
-            let refused_in_service = refused.clone();
-            let service = service_fn(move |request: Request<Incoming>| {
-                let handler = handler.clone();
-                let refused = refused_in_service.clone();
-                async move {
-                    let response = route::<_, Incoming>(request, &*handler, limits).await;
-                    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                        refused.notify_one();
-                    }
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            let connection = builder.serve_connection(TokioIo::new(tls), service);
-            tokio::select! {
-                result = watcher.watch(connection) => {
-                    if let Err(error) = result {
-                        tracing::debug!(%error, %peer, "Connection ended with an error");
-                    }
-                }
-                () = async {
-                    refused.notified().await;
-                    // Time to flush the 413 before the connection is dropped.
-                    tokio::time::sleep(CLOSE_AFTER_REFUSAL).await;
-                } => tracing::debug!(%peer, "Closed a connection after refusing its body"),
-            }
-        });
+        connections.spawn(connection(
+            tcp,
+            peer,
+            Peers {
+                acceptor: acceptor.clone(),
+                handler: handler.clone(),
+                builder: builder.clone(),
+                shutdown: shutdown.clone(),
+            },
+            limits,
+            permit,
+        ));
     }
-    readiness.set(false);
+    readiness.set_serving(false);
     drop(listener);
-    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("Connections still open after the drain timeout");
+    let drained = tokio::time::timeout(limits.drain_timeout, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            open = connections.len(),
+            "Connections still open after the drain timeout: closing them"
+        );
+        connections.abort_all();
+    }
+}
+
+/// What every connection shares.
+struct Peers<H> {
+    acceptor: TlsAcceptor,
+    handler: Arc<H>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// One connection, from the TLS handshake to its close; holds a connection slot meanwhile.
+async fn connection<H: Handler>(
+    tcp: TcpStream,
+    peer: std::net::SocketAddr,
+    peers: Peers<H>,
+    limits: Limits,
+    _slot: OwnedSemaphorePermit,
+) {
+    let Peers {
+        acceptor,
+        handler,
+        builder,
+        mut shutdown,
+    } = peers;
+    let _ = tcp.set_nodelay(true);
+    let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(error)) => {
+            tracing::debug!(%error, %peer, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    let activity = Activity::new();
+    // Set when an HTTP/1.1 body is refused: hyper would otherwise keep the connection open to
+    // read the rest of a body nobody wants. An HTTP/2 stream is reset alone; the connection and
+    // its other streams go on.
+    let refused = Arc::new(Notify::new());
+    let service = {
+        let (activity, refused) = (activity.clone(), refused.clone());
+        service_fn(move |request: Request<Incoming>| {
+            let (handler, refused) = (handler.clone(), refused.clone());
+            let in_flight = activity.request();
+            async move {
+                let http1 = request.version() < Version::HTTP_2;
+                let response = route::<_, Incoming>(request, &*handler, limits).await;
+                if http1 && response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    refused.notify_one();
+                }
+                drop(in_flight);
+                Ok::<_, Infallible>(response)
+            }
+        })
+    };
+    let io = Watched::new(tls, activity.clone(), limits.write_timeout);
+    let connection = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, %peer, "Connection ended with an error");
+                }
+                return;
+            }
+            _ = shutdown.changed(), if !closing => {
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            () = activity.idle_for(limits.idle_timeout), if !closing => {
+                tracing::debug!(%peer, "Closing an idle connection");
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            () = async {
+                refused.notified().await;
+                // Time to flush the 413 before the connection is dropped.
+                tokio::time::sleep(CLOSE_AFTER_REFUSAL).await;
+            } => {
+                tracing::debug!(%peer, "Closed a connection after refusing its body");
+                return;
+            }
+        }
     }
 }
 

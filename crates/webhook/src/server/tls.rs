@@ -78,37 +78,52 @@ pub fn certified_key(
 }
 
 /// A certificate resolver whose key can be swapped atomically while connections are accepted.
+/// It may start empty (the certificate not written yet): handshakes then fail until one is
+/// loaded.
 pub struct Reloadable {
-    current: RwLock<Arc<CertifiedKey>>,
+    current: RwLock<Option<Arc<CertifiedKey>>>,
 }
 
 impl fmt::Debug for Reloadable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Reloadable(<certified key>)")
+        f.debug_struct("Reloadable")
+            .field("has_certificate", &self.has_certificate())
+            .finish()
     }
 }
 
 impl Reloadable {
     pub fn new(key: CertifiedKey) -> Arc<Self> {
         Arc::new(Self {
-            current: RwLock::new(Arc::new(key)),
+            current: RwLock::new(Some(Arc::new(key))),
+        })
+    }
+
+    /// Without a certificate yet.
+    pub fn empty() -> Arc<Self> {
+        Arc::new(Self {
+            current: RwLock::new(None),
         })
     }
 
     /// Replaces the served certificate; handshakes already running keep the old one.
     pub fn swap(&self, key: CertifiedKey) {
-        let key = Arc::new(key);
+        let key = Some(Arc::new(key));
         match self.current.write() {
             Ok(mut guard) => *guard = key,
             Err(poisoned) => *poisoned.into_inner() = key,
         }
     }
 
-    pub fn current(&self) -> Arc<CertifiedKey> {
+    pub fn current(&self) -> Option<Arc<CertifiedKey>> {
         match self.current.read() {
             Ok(guard) => guard.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
+    }
+
+    pub fn has_certificate(&self) -> bool {
+        self.current().is_some()
     }
 
     /// A rustls server configuration serving this resolver's certificate (HTTP/2 and HTTP/1.1).
@@ -125,7 +140,7 @@ impl Reloadable {
 
 impl ResolvesServerCert for Reloadable {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current())
+        self.current()
     }
 }
 
@@ -138,6 +153,25 @@ pub struct CertDir {
 }
 
 impl CertDir {
+    /// Loads the pair when it is there; otherwise (cert-manager has not written the Secret yet,
+    /// the usual install race) an empty resolver that [`CertDir::watch`] fills once the files
+    /// appear. Errors other than missing files are returned: they will not fix themselves.
+    pub fn open(dir: &Path) -> Result<(Self, Arc<Reloadable>), Error> {
+        match Self::load(dir) {
+            Ok((watched, key)) => Ok((watched, Reloadable::new(key))),
+            Err(Error::Read { path, source }) if source.kind() == std::io::ErrorKind::NotFound => {
+                tracing::warn!(missing = %path.display(), "No serving certificate yet: not ready until it is written");
+                let watched = Self {
+                    cert: dir.join(CERT_FILE),
+                    key: dir.join(KEY_FILE),
+                    last: (Vec::new(), Vec::new()),
+                };
+                Ok((watched, Reloadable::empty()))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// Loads the pair once; the error names the file at fault.
     pub fn load(dir: &Path) -> Result<(Self, CertifiedKey), Error> {
         let cert = dir.join(CERT_FILE);

@@ -352,3 +352,186 @@ async fn kubelet_style_symlink_swap_is_picked_up() {
     }
     running.shutdown().await;
 }
+
+/// A raw TLS connection to the webhook port, trusting `ca`, offering `alpn`.
+async fn tls_connect(
+    running: &Running,
+    ca: &TestCa,
+    alpn: &[&[u8]],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let mut config = ca.client_config().unwrap();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(running.webhook_addr)
+        .await
+        .unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    connector.connect(name, tcp).await.unwrap()
+}
+
+fn post(body: &str) -> String {
+    format!(
+        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::with_name("ca").unwrap();
+    write_cert_dir(&ca, dir.path()).unwrap();
+    let limits = Limits {
+        idle_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let running = start(dir.path(), Arc::new(Echo::default()), limits).await;
+
+    // A connection that never sends a request, and one idle after its answer: both closed.
+    let mut silent = tls_connect(&running, &ca, &[b"http/1.1"]).await;
+    let mut used = tls_connect(&running, &ca, &[b"http/1.1"]).await;
+    used.write_all(post("{}").as_bytes()).await.unwrap();
+    for (name, stream) in [("silent", &mut silent), ("used", &mut used)] {
+        let mut seen = Vec::new();
+        // Well before the 10 s header-read timeout could close it.
+        let closed =
+            tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut seen)).await;
+        assert!(closed.is_ok(), "{name}: the idle connection stayed open");
+        if name == "used" {
+            assert!(
+                String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"),
+                "the answer came before the close"
+            );
+        }
+    }
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_is_closed_after_the_write_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::with_name("ca").unwrap();
+    write_cert_dir(&ca, dir.path()).unwrap();
+    let limits = Limits {
+        write_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let echo = Arc::new(Echo::default());
+    let running = start(dir.path(), echo.clone(), limits).await;
+
+    // Pipelined requests whose echoed answers (64 × 256 KiB) exceed what the socket buffers
+    // hold: the server's writes stall while the client reads nothing.
+    let body = " ".repeat(256 * 1024);
+    let requests = 64;
+    let mut stream = tls_connect(&running, &ca, &[b"http/1.1"]).await;
+    let (mut reader, mut writer) = tokio::io::split(&mut stream);
+    let send = async {
+        for _ in 0..requests {
+            if writer.write_all(post(&body).as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    };
+    // The writes may block on the server's unread answers; bound them.
+    let _ = tokio::time::timeout(Duration::from_secs(5), send).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Now read: the answers stop short of all 64 and the connection ends.
+    let mut seen = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match reader.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stalled connection was never closed");
+    assert!(
+        seen.len() < requests * body.len(),
+        "every answer was delivered: the writes never stalled"
+    );
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_oversized_http2_stream_is_refused_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::with_name("ca").unwrap();
+    write_cert_dir(&ca, dir.path()).unwrap();
+    let limits = Limits {
+        max_body_bytes: 64 * 1024,
+        ..Limits::default()
+    };
+    let running = start(dir.path(), Arc::new(Echo::default()), limits).await;
+    let tls = tls_connect(&running, &ca, &[b"h2"]).await;
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let request = |body: Vec<u8>| {
+        http::Request::post("https://localhost/mutate")
+            .body(http_body_util::Full::new(Bytes::from(body)))
+            .unwrap()
+    };
+    let big = sender.send_request(request(vec![b' '; 1024 * 1024]));
+    let small = sender
+        .clone()
+        .send_request(request(b"{\"small\":1}".to_vec()));
+    let (big, small) = tokio::join!(big, small);
+    assert_eq!(big.unwrap().status(), 413);
+    assert_eq!(small.unwrap().status(), 200);
+    // The same connection still answers, well after a refused HTTP/1.1 connection would close.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let again = sender.send_request(request(b"{}".to_vec())).await.unwrap();
+    assert_eq!(again.status(), 200);
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_certificate_written_after_start_makes_the_server_ready() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let (watched, tls) = CertDir::open(dir.path()).unwrap();
+    tokio::spawn(watched.watch(tls.clone(), Duration::from_millis(50)));
+    let running = server::start(
+        loopback(),
+        tls,
+        Arc::new(Echo::default()),
+        Limits::default(),
+        prometheus::Registry::new(),
+    )
+    .await
+    .unwrap();
+    let readyz = format!("http://{}/readyz", running.health_addr);
+    let status = reqwest::get(&readyz).await.unwrap().status();
+    assert_eq!(status, 503, "not ready without a certificate");
+
+    let ca = TestCa::with_name("late").unwrap();
+    let client = https_client(&[&ca]).unwrap();
+    assert!(
+        client.post(url(&running, "/mutate")).send().await.is_err(),
+        "no handshake without a certificate"
+    );
+    write_cert_dir(&ca, dir.path()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reqwest::get(&readyz).await.unwrap().status() != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "never ready after the certificate was written"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answer = client
+        .post(url(&running, "/mutate"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    running.shutdown().await;
+}
