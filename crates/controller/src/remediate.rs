@@ -1,0 +1,210 @@
+//! Pod remediation (noe's pod reconciler, safer): pods bound to a node whose platform none of an
+//! image supports get an Event and a metric; with `Evict`, pods with a controller owner are
+//! evicted through the Eviction API (PodDisruptionBudgets respected, `429` retried later), at
+//! most N per minute. The reflector watches only bound pods (`spec.nodeName!=`), trimmed to
+//! images, pull secret names, owner, node name and phase.
+
+mod act;
+mod bucket;
+mod judge;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+pub use bucket::Bucket;
+use futures::future::BoxFuture;
+use futures::StreamExt as _;
+pub use judge::{judge, note, screen, Misfit, Remedy, Skip, Verdict, MAX_NOTE};
+use kube::runtime::controller::{self, Action};
+use kube::runtime::{watcher, Controller as KController};
+use kube::Api;
+
+use crate::objects::PodRecord;
+use crate::runtime::{Context, Controller, Stop};
+use crate::{Config, Error, PodImages, PodPlatforms, Remediate};
+
+/// Re-check a pod whose node is not in the reflector yet after this.
+const NODE_WAIT: Duration = Duration::from_secs(30);
+/// Re-check a pod whose image lookups failed after this.
+const LOOKUP_RETRY: Duration = Duration::from_secs(300);
+/// Retry an eviction a PodDisruptionBudget refused after this.
+const BLOCKED_RETRY: Duration = Duration::from_secs(30);
+/// Retry after an API error.
+const ERROR_RETRY: Duration = Duration::from_secs(30);
+/// Pods judged at once.
+const CONCURRENCY: u16 = 8;
+/// Pods remembered as settled or reported (then the memory is cleared; the worst case is a
+/// second Event, which the recorder folds into a series).
+const MEMO: usize = 200_000;
+
+/// The remediation controller.
+pub(crate) struct Remediation {
+    state: Arc<Shared>,
+}
+
+/// What outlives one leadership term: the rate limit and what was already done.
+struct Shared {
+    platforms: Arc<dyn PodPlatforms>,
+    mode: Remediate,
+    bucket: Mutex<Bucket>,
+    /// UIDs that need nothing more (fit, reported, or evicted).
+    settled: Mutex<HashSet<String>>,
+    /// UIDs whose Event was written.
+    reported: Mutex<HashSet<String>>,
+}
+
+struct State {
+    ctx: Context,
+    shared: Arc<Shared>,
+}
+
+impl Remediation {
+    pub(crate) fn new(platforms: Arc<dyn PodPlatforms>, config: &Config) -> Self {
+        Self {
+            state: Arc::new(Shared {
+                platforms,
+                mode: config.remediate,
+                bucket: Mutex::new(Bucket::new(
+                    config.remediate_rate_per_minute,
+                    tokio::time::Instant::now(),
+                )),
+                settled: Mutex::default(),
+                reported: Mutex::default(),
+            }),
+        }
+    }
+}
+
+impl Controller for Remediation {
+    fn name(&self) -> &'static str {
+        "remediation"
+    }
+
+    fn run(&self, ctx: Context, stop: Stop) -> BoxFuture<'static, ()> {
+        let api: Api<PodRecord> = Api::all(ctx.client.clone());
+        let state = Arc::new(State {
+            ctx,
+            shared: self.state.clone(),
+        });
+        Box::pin(async move {
+            let metrics = state.ctx.metrics.clone();
+            KController::new(api, watcher::Config::default().fields("spec.nodeName!="))
+                .with_config(controller::Config::default().concurrency(CONCURRENCY))
+                .graceful_shutdown_on(stop)
+                .run(reconcile, error_policy, state)
+                .for_each(|result| {
+                    if let Err(controller::Error::QueueError(error)) = result {
+                        metrics.watch_errors.with_label_values(&["pods"]).inc();
+                        tracing::warn!(%error, "pod watch failed; retrying with backoff");
+                    }
+                    std::future::ready(())
+                })
+                .await;
+        })
+    }
+}
+
+fn remember(set: &Mutex<HashSet<String>>, uid: &str) -> bool {
+    let mut set = set.lock().unwrap_or_else(PoisonError::into_inner);
+    if set.len() >= MEMO {
+        set.clear();
+    }
+    set.insert(uid.to_owned())
+}
+
+fn known(set: &Mutex<HashSet<String>>, uid: &str) -> bool {
+    set.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .contains(uid)
+}
+
+async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Error> {
+    let State { ctx, shared } = &*state;
+    let checked = |result: &str| ctx.metrics.checked.with_label_values(&[result]).inc();
+    if known(&shared.settled, pod.uid()) {
+        return Ok(Action::await_change());
+    }
+    let node = ctx.nodes.node(&pod.node_name);
+    let platform = match screen(&pod, node.as_deref()) {
+        Ok(platform) => platform,
+        Err(Skip::NodeUnknown) => {
+            checked(Skip::NodeUnknown.label());
+            return Ok(Action::requeue(NODE_WAIT));
+        }
+        Err(skip) => {
+            checked(skip.label());
+            return Ok(Action::await_change());
+        }
+    };
+    let images = PodImages {
+        namespace: pod.namespace().to_owned(),
+        name: pod.name().to_owned(),
+        images: pod.images.clone(),
+        pull_secrets: pod.pull_secrets.clone(),
+    };
+    let lookups = shared.platforms.platforms(&images).await;
+    let (misfits, remedy) = match judge(&pod, &platform, &lookups, shared.mode) {
+        Verdict::Fits => {
+            checked("fits");
+            remember(&shared.settled, pod.uid());
+            return Ok(Action::await_change());
+        }
+        Verdict::LookupFailed => {
+            checked("lookup_failed");
+            return Ok(Action::requeue(LOOKUP_RETRY));
+        }
+        Verdict::Misplaced { misfits, remedy } => (misfits, remedy),
+    };
+    checked("misplaced");
+    if !known(&shared.reported, pod.uid()) {
+        let text = note(&pod.node_name, &platform, &misfits, remedy);
+        act::report(ctx, &pod, text, remedy).await?;
+        ctx.metrics
+            .misplaced
+            .with_label_values(&[ctx.metrics.namespace(pod.namespace())])
+            .inc();
+        remember(&shared.reported, pod.uid());
+    }
+    if remedy != Remedy::Evict {
+        remember(&shared.settled, pod.uid());
+        return Ok(Action::await_change());
+    }
+    let token = shared
+        .bucket
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take(tokio::time::Instant::now());
+    if let Err(wait) = token {
+        return Ok(Action::requeue(wait));
+    }
+    let namespace = ctx.metrics.namespace(pod.namespace());
+    let deletions = |status: &str| {
+        ctx.metrics
+            .deletions
+            .with_label_values(&[namespace, status])
+            .inc()
+    };
+    match act::evict(ctx, &pod).await {
+        Ok(act::Evicted::Done) => {
+            deletions("success");
+            remember(&shared.settled, pod.uid());
+            Ok(Action::await_change())
+        }
+        Ok(act::Evicted::Blocked) => {
+            deletions("blocked");
+            Ok(Action::requeue(BLOCKED_RETRY))
+        }
+        Err(error) => {
+            if !matches!(error, Error::NotLeader { .. }) {
+                deletions("failure");
+            }
+            Err(error)
+        }
+    }
+}
+
+fn error_policy(pod: Arc<PodRecord>, error: &Error, _state: Arc<State>) -> Action {
+    tracing::warn!(%error, kind = error.kind(), namespace = pod.namespace(), pod = pod.name(), "remediation failed; retrying");
+    Action::requeue(ERROR_RETRY)
+}
