@@ -49,6 +49,33 @@ impl LeaseConfig {
     }
 }
 
+/// When the controllers try again. The defaults suit clusters; tests shorten them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timings {
+    /// Re-check a pod whose node is not in the reflector yet.
+    pub node_wait: Duration,
+    /// Re-check a pod whose image lookups failed.
+    pub lookup_retry: Duration,
+    /// Retry an eviction a PodDisruptionBudget refused (429).
+    pub blocked_retry: Duration,
+    /// Retry after an API error (remediation and taints).
+    pub error_retry: Duration,
+    /// Look at every node's taints at least this often, even without changes.
+    pub taint_resync: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self {
+            node_wait: Duration::from_secs(30),
+            lookup_retry: Duration::from_secs(300),
+            blocked_retry: Duration::from_secs(30),
+            error_retry: Duration::from_secs(30),
+            taint_resync: Duration::from_secs(300),
+        }
+    }
+}
+
 /// Which controllers run and how. Every part is off by default.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -69,6 +96,8 @@ pub struct Config {
     pub instance: Option<String>,
     /// At most this many distinct `namespace` label values, then `_other`.
     pub metrics_max_namespaces: usize,
+    /// Retry intervals.
+    pub timings: Timings,
 }
 
 impl Default for Config {
@@ -82,12 +111,15 @@ impl Default for Config {
             controller_name: "noe".to_owned(),
             instance: None,
             metrics_max_namespaces: 1000,
+            timings: Timings::default(),
         }
     }
 }
 
 /// Lease timings below this are refused (the API stores whole seconds).
 const MIN_LEASE: Duration = Duration::from_secs(1);
+/// The longest retry interval accepted.
+const MAX_TIMING: Duration = Duration::from_secs(24 * 3600);
 /// Arch names are label values: at most 63 characters.
 const MAX_ARCH_LEN: usize = 63;
 
@@ -118,6 +150,26 @@ impl Config {
             if !valid {
                 return Err(Error::Config(format!(
                     "taint arch {arch:?} is not a valid label value"
+                )));
+            }
+        }
+        let Timings {
+            node_wait,
+            lookup_retry,
+            blocked_retry,
+            error_retry,
+            taint_resync,
+        } = self.timings;
+        for timing in [
+            node_wait,
+            lookup_retry,
+            blocked_retry,
+            error_retry,
+            taint_resync,
+        ] {
+            if timing.is_zero() || timing > MAX_TIMING {
+                return Err(Error::Config(format!(
+                    "retry intervals must be between 0 and 24 h (got {timing:?})"
                 )));
             }
         }

@@ -36,7 +36,7 @@ pub mod remediate;
 mod runtime;
 pub mod taints;
 
-pub use config::{Config, LeaseConfig, Remediate};
+pub use config::{Config, LeaseConfig, Remediate, Timings};
 pub use error::Error;
 pub use leader::Leadership;
 pub use metrics::{Metrics, OTHER_NAMESPACE};

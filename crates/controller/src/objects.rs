@@ -8,7 +8,7 @@ mod node;
 mod pod;
 
 pub use node::{NodeRecord, Taint};
-pub use pod::{Owner, Phase, PodRecord};
+pub use pod::{Owner, Phase, PodRecord, MAX_IMAGES};
 
 /// Label keys the node record keeps.
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";

@@ -10,7 +10,6 @@ mod judge;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 pub use bucket::Bucket;
 use futures::future::BoxFuture;
@@ -24,14 +23,6 @@ use crate::objects::PodRecord;
 use crate::runtime::{Context, Controller, Stop};
 use crate::{Config, Error, PodImages, PodPlatforms, Remediate};
 
-/// Re-check a pod whose node is not in the reflector yet after this.
-const NODE_WAIT: Duration = Duration::from_secs(30);
-/// Re-check a pod whose image lookups failed after this.
-const LOOKUP_RETRY: Duration = Duration::from_secs(300);
-/// Retry an eviction a PodDisruptionBudget refused after this.
-const BLOCKED_RETRY: Duration = Duration::from_secs(30);
-/// Retry after an API error.
-const ERROR_RETRY: Duration = Duration::from_secs(30);
 /// Pods judged at once.
 const CONCURRENCY: u16 = 8;
 /// Pods remembered as settled or reported (then the memory is cleared; the worst case is a
@@ -130,7 +121,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         Ok(platform) => platform,
         Err(Skip::NodeUnknown) => {
             checked(Skip::NodeUnknown.label());
-            return Ok(Action::requeue(NODE_WAIT));
+            return Ok(Action::requeue(ctx.config.timings.node_wait));
         }
         Err(skip) => {
             checked(skip.label());
@@ -152,7 +143,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         }
         Verdict::LookupFailed => {
             checked("lookup_failed");
-            return Ok(Action::requeue(LOOKUP_RETRY));
+            return Ok(Action::requeue(ctx.config.timings.lookup_retry));
         }
         Verdict::Misplaced { misfits, remedy } => (misfits, remedy),
     };
@@ -193,7 +184,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         }
         Ok(act::Evicted::Blocked) => {
             deletions("blocked");
-            Ok(Action::requeue(BLOCKED_RETRY))
+            Ok(Action::requeue(ctx.config.timings.blocked_retry))
         }
         Err(error) => {
             if !matches!(error, Error::NotLeader { .. }) {
@@ -204,7 +195,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
     }
 }
 
-fn error_policy(pod: Arc<PodRecord>, error: &Error, _state: Arc<State>) -> Action {
+fn error_policy(pod: Arc<PodRecord>, error: &Error, state: Arc<State>) -> Action {
     tracing::warn!(%error, kind = error.kind(), namespace = pod.namespace(), pod = pod.name(), "remediation failed; retrying");
-    Action::requeue(ERROR_RETRY)
+    Action::requeue(state.ctx.config.timings.error_retry)
 }

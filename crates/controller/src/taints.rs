@@ -8,7 +8,6 @@ mod plan;
 mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
@@ -21,11 +20,6 @@ pub use write::{converge, Converged, ATTEMPTS};
 use crate::objects::NodeRecord;
 use crate::runtime::{Context, Controller, Stop};
 use crate::Error;
-
-/// Wait before retrying a node whose write failed.
-const RETRY: Duration = Duration::from_secs(30);
-/// Look at every node at least this often even without changes.
-const RESYNC: Duration = Duration::from_secs(300);
 
 /// The taint controller.
 pub(crate) struct Taints;
@@ -49,6 +43,7 @@ impl Controller for Taints {
             let mut stop = stop;
             let api: Api<Node> = Api::all(ctx.client.clone());
             let arches = ctx.config.taint_arches.clone();
+            let timings = ctx.config.timings;
             let mut changes = ctx.nodes.changes();
             // Nodes whose last write failed, and when to try again.
             let mut backoff: BTreeMap<String, Instant> = BTreeMap::new();
@@ -92,12 +87,16 @@ impl Controller for Taints {
                         Err(error) => {
                             ctx.metrics.taint_writes.with_label_values(&["error"]).inc();
                             tracing::warn!(%error, node = node.name(), "could not converge the node taint; retrying later");
-                            backoff.insert(node.name().to_owned(), now + RETRY);
+                            backoff.insert(
+                                node.name().to_owned(),
+                                now.checked_add(timings.error_retry).unwrap_or(now),
+                            );
                         }
                     }
                 }
                 let next_retry = backoff.values().min().copied();
-                let wake = next_retry.map_or(now + RESYNC, |retry| retry.min(now + RESYNC));
+                let resync = now.checked_add(timings.taint_resync).unwrap_or(now);
+                let wake = next_retry.map_or(resync, |retry| retry.min(resync));
                 tokio::select! {
                     () = &mut stop => return,
                     changed = changes.changed() => if changed.is_err() { return },
