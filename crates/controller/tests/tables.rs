@@ -45,6 +45,7 @@ fn node(arch: Option<&str>, os: Option<&str>) -> NodeRecord {
 }
 
 #[test]
+#[allow(clippy::type_complexity)]
 fn screen_table() {
     let base = PodRecord::new("ns", "web", "n1", &["app:1"]);
     let arm = node(Some("arm64"), Some("linux"));
@@ -144,6 +145,7 @@ fn screen_table() {
 }
 
 #[test]
+#[allow(clippy::type_complexity)]
 fn judge_table() {
     let arm = Platform::new("linux", "arm64");
     let win = Platform::new("windows", "amd64");
