@@ -195,6 +195,12 @@ impl KubeApi {
             .collect()
     }
 
+    /// Every request answered from now on, as it is answered (a slow receiver misses some:
+    /// `RecvError::Lagged`).
+    pub fn subscribe_requests(&self) -> tokio::sync::broadcast::Receiver<RecordedRequest> {
+        lock(&self.state).recorded.subscribe()
+    }
+
     /// Forgets the recorded requests.
     pub fn reset_requests(&self) {
         lock(&self.state).requests.clear();

@@ -94,13 +94,17 @@ pub(crate) struct Inner {
     pub(crate) requests: VecDeque<RecordedRequest>,
     pub(crate) faults: Vec<Fault>,
     pub(crate) changes: broadcast::Sender<Change>,
+    /// Every recorded request, for whoever listens ([`crate::KubeApi::subscribe_requests`]).
+    pub(crate) recorded: broadcast::Sender<RecordedRequest>,
     pub(crate) uid: u64,
 }
 
 impl Inner {
     pub(crate) fn new() -> Self {
         let (changes, _) = broadcast::channel(FANOUT);
+        let (recorded, _) = broadcast::channel(FANOUT);
         Self {
+            recorded,
             rv: 1000,
             objects: BTreeMap::new(),
             history: VecDeque::new(),
@@ -237,6 +241,9 @@ impl Inner {
     pub(crate) fn record(&mut self, request: RecordedRequest) {
         if self.requests.len() >= MAX_RECORDED {
             self.requests.pop_front();
+        }
+        if self.recorded.receiver_count() > 0 {
+            let _ = self.recorded.send(request.clone());
         }
         self.requests.push_back(request);
     }
