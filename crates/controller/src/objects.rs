@@ -3,6 +3,38 @@
 //! become allocations that live), so 1,000 nodes and 20,000 pods fit in a few tens of MiB
 //! (docs/benchmarks.md, "Controllers").
 
+/// `kube::Resource` for a record of a core/v1 kind: `resource!(Record, "Kind", "plural", Scope)`.
+macro_rules! resource {
+    ($record:ty, $kind:literal, $plural:literal, $scope:ident) => {
+        impl kube::Resource for $record {
+            type DynamicType = ();
+            type Scope = kube::core::$scope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed($kind)
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed("")
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed("v1")
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed($plural)
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+use resource;
+
 mod meta;
 mod node;
 mod pod;

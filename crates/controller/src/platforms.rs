@@ -1,7 +1,7 @@
 //! The seam to the registry side: the composition root implements [`PodPlatforms`] with the
 //! webhook's resolver and the pod's pull secrets; the controllers never import the webhook.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use futures::future::BoxFuture;
 
@@ -89,4 +89,23 @@ pub struct PodImages {
 pub trait PodPlatforms: Send + Sync + 'static {
     /// One [`ImageLookup`] per image of `pod`, in any order.
     fn platforms<'a>(&'a self, pod: &'a PodImages) -> BoxFuture<'a, Vec<ImageLookup>>;
+}
+
+/// A fixed answer per image (overrides, tests, benches); an image not in the map is a failed
+/// lookup.
+impl PodPlatforms for HashMap<String, Support> {
+    fn platforms<'a>(&'a self, pod: &'a PodImages) -> BoxFuture<'a, Vec<ImageLookup>> {
+        let lookups = pod
+            .images
+            .iter()
+            .map(|image| ImageLookup {
+                image: image.clone(),
+                support: self.get(image).cloned().ok_or_else(|| LookupError {
+                    image: image.clone(),
+                    reason: "no platforms known for this image".to_owned(),
+                }),
+            })
+            .collect();
+        Box::pin(std::future::ready(lookups))
+    }
 }

@@ -12,41 +12,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use noe_controller::{
-    Config, Controllers, Deps, ImageLookup, LeaseConfig, Metrics, Platform, PodImages,
-    PodPlatforms, Remediate, Running, Support, Timings,
+    Config, Controllers, Deps, LeaseConfig, Metrics, Platform, PodPlatforms, Remediate, Running,
+    Support, Timings,
 };
 use noe_test_support::{
     lease_json, node_json, Fault, KubeApi, PodFixture, RecordedRequest, Resource,
 };
 use serde_json::Value;
 
-/// Image → what it runs on.
-struct Platforms(HashMap<String, Support>);
-
-impl PodPlatforms for Platforms {
-    fn platforms<'a>(&'a self, pod: &'a PodImages) -> BoxFuture<'a, Vec<ImageLookup>> {
-        Box::pin(async move {
-            pod.images
-                .iter()
-                .map(|image| ImageLookup {
-                    image: image.clone(),
-                    support: self.0.get(image).cloned().ok_or_else(|| {
-                        noe_controller::LookupError {
-                            image: image.clone(),
-                            reason: "not scripted".into(),
-                        }
-                    }),
-                })
-                .collect()
-        })
-    }
-}
-
 fn platforms() -> Arc<dyn PodPlatforms> {
     let only = |arch: &str| Support::Only([Platform::new("linux", arch)].into());
-    Arc::new(Platforms(HashMap::from([
+    Arc::new(HashMap::from([
         ("amd-only:1".to_owned(), only("amd64")),
         ("arm-only:1".to_owned(), only("arm64")),
         (
@@ -59,7 +36,7 @@ fn platforms() -> Arc<dyn PodPlatforms> {
                 .into(),
             ),
         ),
-    ])))
+    ]))
 }
 
 fn fast() -> Timings {
@@ -400,6 +377,16 @@ async fn taints_converge_through_a_conflict_and_follow_new_nodes() {
         .is_empty());
 }
 
+/// A 2 s lease renewed every 200 ms, given up after 1.5 s without renewal.
+fn short_lease() -> LeaseConfig {
+    LeaseConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(200),
+        ..LeaseConfig::new("noe-controller", "noe", "replica-a")
+    }
+}
+
 fn now_rfc3339() -> String {
     k8s_openapi::chrono::Utc::now()
         .to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Micros, true)
@@ -415,12 +402,7 @@ async fn leadership_is_acquired_renewed_and_lost_and_writes_stop() {
         "noe",
         lease_json("noe-controller", "replica-b", &now_rfc3339(), 1),
     );
-    let lease = LeaseConfig {
-        lease_duration: Duration::from_secs(2),
-        renew_deadline: Duration::from_millis(1500),
-        retry_period: Duration::from_millis(200),
-        ..LeaseConfig::new("noe-controller", "noe", "replica-a")
-    };
+    let lease = short_lease();
     let (running, registry) = start(
         &api,
         Config {
@@ -494,12 +476,7 @@ async fn leadership_is_acquired_renewed_and_lost_and_writes_stop() {
 #[tokio::test]
 async fn shutdown_releases_a_held_lease() {
     let api = KubeApi::start().await.unwrap();
-    let lease = LeaseConfig {
-        lease_duration: Duration::from_secs(2),
-        renew_deadline: Duration::from_millis(1500),
-        retry_period: Duration::from_millis(200),
-        ..LeaseConfig::new("noe-controller", "noe", "replica-a")
-    };
+    let lease = short_lease();
     let (running, _registry) = start(
         &api,
         Config {

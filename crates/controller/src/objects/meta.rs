@@ -16,6 +16,18 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// An object as it arrives: `metadata`, and the `spec` and `status` parts a record names.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "S: Default + Deserialize<'de>, T: Default + Deserialize<'de>"))]
+pub(crate) struct RawObject<S, T> {
+    #[serde(default)]
+    pub(crate) metadata: RawMeta,
+    #[serde(default, deserialize_with = "nullable")]
+    pub(crate) spec: S,
+    #[serde(default, deserialize_with = "nullable")]
+    pub(crate) status: T,
+}
+
 /// Identity fields of `metadata`, plus what the records turn into flags.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,11 +1,9 @@
 //! A Node as the node reflector stores it: name, arch/OS/Windows-build labels, taints, Ready.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
-use super::meta::{bounded, nullable, RawMeta};
+use super::meta::{bounded, nullable, RawObject};
 use super::{ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 use crate::Platform;
 
@@ -71,15 +69,7 @@ impl NodeRecord {
     }
 }
 
-#[derive(Deserialize)]
-struct RawNode {
-    #[serde(default)]
-    metadata: RawMeta,
-    #[serde(default, deserialize_with = "nullable")]
-    spec: RawSpec,
-    #[serde(default, deserialize_with = "nullable")]
-    status: RawStatus,
-}
+type RawNode = RawObject<RawSpec, RawStatus>;
 
 #[derive(Default, Deserialize)]
 struct RawSpec {
@@ -130,26 +120,4 @@ impl From<RawNode> for NodeRecord {
     }
 }
 
-impl kube::Resource for NodeRecord {
-    type DynamicType = ();
-    type Scope = kube::core::ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("Node")
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("")
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v1")
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("nodes")
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+super::resource!(NodeRecord, "Node", "nodes", ClusterResourceScope);

@@ -1,12 +1,10 @@
 //! A Pod as the remediation reflector stores it: identity, node, images, pull secret names,
 //! controller owner, phase, and the flags that make it out of scope.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
-use super::meta::{bounded, nullable, RawMeta};
+use super::meta::{bounded, nullable, RawObject};
 
 /// Pods with more distinct images than this are not judged (see [`PodRecord::too_many_images`]).
 pub const MAX_IMAGES: usize = 128;
@@ -120,15 +118,7 @@ impl PodRecord {
     }
 }
 
-#[derive(Deserialize)]
-struct RawPod {
-    #[serde(default)]
-    metadata: RawMeta,
-    #[serde(default, deserialize_with = "nullable")]
-    spec: RawSpec,
-    #[serde(default, deserialize_with = "nullable")]
-    status: RawStatus,
-}
+type RawPod = RawObject<RawSpec, RawStatus>;
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -232,26 +222,4 @@ impl From<RawPod> for PodRecord {
     }
 }
 
-impl kube::Resource for PodRecord {
-    type DynamicType = ();
-    type Scope = kube::core::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("Pod")
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("")
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v1")
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("pods")
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+super::resource!(PodRecord, "Pod", "pods", NamespaceResourceScope);

@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use noe_controller::{ImageLookup, Platform, PodImages, PodPlatforms, Support};
+use noe_controller::{Platform, PodPlatforms, Support};
 use noe_test_support::{node_json, KubeApi, PodFixture};
 
 /// Distinct images the pods draw from.
@@ -59,48 +58,23 @@ pub fn populate(api: &KubeApi, nodes: usize, pods: usize) {
     }
 }
 
-/// Answers every pool image as multi-arch and [`AMD_ONLY`] as amd64 only.
-pub struct Platforms {
-    known: HashMap<String, Support>,
-}
-
-impl Platforms {
-    pub fn shared() -> Arc<dyn PodPlatforms> {
-        let both: Support = Support::Only(
-            [
-                Platform::new("linux", "amd64"),
-                Platform::new("linux", "arm64"),
-            ]
-            .into(),
-        );
-        let mut known: HashMap<String, Support> = (0..IMAGE_POOL)
-            .map(|i| (pool_image(i), both.clone()))
-            .collect();
-        known.insert(
-            AMD_ONLY.to_owned(),
-            Support::Only([Platform::new("linux", "amd64")].into()),
-        );
-        Arc::new(Self { known })
-    }
-}
-
-impl PodPlatforms for Platforms {
-    fn platforms<'a>(&'a self, pod: &'a PodImages) -> BoxFuture<'a, Vec<ImageLookup>> {
-        Box::pin(async move {
-            pod.images
-                .iter()
-                .map(|image| ImageLookup {
-                    image: image.clone(),
-                    support: self.known.get(image).cloned().ok_or_else(|| {
-                        noe_controller::LookupError {
-                            image: image.clone(),
-                            reason: "unknown to the bench".to_owned(),
-                        }
-                    }),
-                })
-                .collect()
-        })
-    }
+/// What the controllers' lookup answers: every pool image multi-arch, [`AMD_ONLY`] amd64 only.
+pub fn platforms() -> Arc<dyn PodPlatforms> {
+    let both = Support::Only(
+        [
+            Platform::new("linux", "amd64"),
+            Platform::new("linux", "arm64"),
+        ]
+        .into(),
+    );
+    let mut known: HashMap<String, Support> = (0..IMAGE_POOL)
+        .map(|i| (pool_image(i), both.clone()))
+        .collect();
+    known.insert(
+        AMD_ONLY.to_owned(),
+        Support::Only([Platform::new("linux", "amd64")].into()),
+    );
+    Arc::new(known)
 }
 
 /// Sum of a counter family in `registry`.

@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _};
 use noe_controller::{Config, Controllers, Deps, Metrics, Remediate};
 use noe_test_support::{KubeApi, PodFixture};
 
-use crate::cluster::{arm_node, counter_sum, populate, Platforms, AMD_ONLY};
+use crate::cluster::{arm_node, counter_sum, platforms, populate, AMD_ONLY};
 
 /// `latency` options.
 #[derive(Clone, Debug, clap::Args)]
@@ -44,7 +44,7 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         api.client()?,
         config,
         Deps {
-            platforms: Some(Platforms::shared()),
+            platforms: Some(platforms()),
         },
         metrics,
     )?;

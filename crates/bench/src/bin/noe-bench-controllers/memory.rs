@@ -7,7 +7,7 @@ use noe_controller::{Config, Controllers, Deps, Metrics, Remediate};
 use noe_test_support::{KubeApi, Resource};
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::cluster::{counter_sum, populate, Platforms};
+use crate::cluster::{counter_sum, platforms, populate};
 
 /// `memory` options.
 #[derive(Clone, Debug, clap::Args)]
@@ -85,7 +85,7 @@ pub async fn child(options: &ChildOptions) -> anyhow::Result<()> {
         client,
         config,
         Deps {
-            platforms: Some(Platforms::shared()),
+            platforms: Some(platforms()),
         },
         metrics,
     )?;
