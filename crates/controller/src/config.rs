@@ -62,6 +62,8 @@ pub struct Timings {
     pub error_retry: Duration,
     /// Look at every node's taints at least this often, even without changes.
     pub taint_resync: Duration,
+    /// Judge a pod again after this even if it did not change (a tag may have moved).
+    pub recheck: Duration,
 }
 
 impl Default for Timings {
@@ -72,6 +74,7 @@ impl Default for Timings {
             blocked_retry: Duration::from_secs(30),
             error_retry: Duration::from_secs(30),
             taint_resync: Duration::from_secs(300),
+            recheck: Duration::from_secs(3600),
         }
     }
 }
@@ -159,6 +162,7 @@ impl Config {
             blocked_retry,
             error_retry,
             taint_resync,
+            recheck,
         } = self.timings;
         for timing in [
             node_wait,
@@ -166,6 +170,7 @@ impl Config {
             blocked_retry,
             error_retry,
             taint_resync,
+            recheck,
         ] {
             if timing.is_zero() || timing > MAX_TIMING {
                 return Err(Error::Config(format!(

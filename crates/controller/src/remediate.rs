@@ -8,8 +8,12 @@ mod act;
 mod bucket;
 mod judge;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::hash::{Hash as _, Hasher as _};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 pub use bucket::Bucket;
 use futures::future::BoxFuture;
@@ -26,7 +30,7 @@ use crate::{Config, Error, PodImages, PodPlatforms, Remediate};
 /// Pods judged at once.
 const CONCURRENCY: u16 = 8;
 /// Pods remembered as settled or reported (then the memory is cleared; the worst case is a
-/// second Event, which the recorder folds into a series).
+/// second lookup, or a second Event, which the recorder folds into a series).
 const MEMO: usize = 200_000;
 
 /// The remediation controller.
@@ -39,10 +43,11 @@ struct Shared {
     platforms: Arc<dyn PodPlatforms>,
     mode: Remediate,
     bucket: Mutex<Bucket>,
-    /// UIDs that need nothing more (fit, reported, or evicted).
-    settled: Mutex<HashSet<String>>,
+    /// Pods that need nothing more until they change or `recheck` passes (fit, reported, or
+    /// evicted): UID → (what was judged, when).
+    settled: Mutex<Memo>,
     /// UIDs whose Event was written.
-    reported: Mutex<HashSet<String>>,
+    reported: Mutex<Memo>,
 }
 
 struct State {
@@ -96,25 +101,38 @@ impl Controller for Remediation {
     }
 }
 
-fn remember(set: &Mutex<HashSet<String>>, uid: &str) -> bool {
-    let mut set = set.lock().unwrap_or_else(PoisonError::into_inner);
-    if set.len() >= MEMO {
-        set.clear();
-    }
-    set.insert(uid.to_owned())
+/// UID → (fingerprint of what was judged, when).
+type Memo = HashMap<String, (u64, Instant)>;
+
+/// What a verdict depends on: the node and the images (an image may be changed in place).
+fn fingerprint(pod: &PodRecord) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    pod.node_name.hash(&mut hasher);
+    pod.images.hash(&mut hasher);
+    hasher.finish()
 }
 
-fn known(set: &Mutex<HashSet<String>>, uid: &str) -> bool {
-    set.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .contains(uid)
+fn remember(memo: &Mutex<Memo>, pod: &PodRecord) {
+    let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+    if memo.len() >= MEMO {
+        memo.clear();
+    }
+    memo.insert(pod.uid().to_owned(), (fingerprint(pod), Instant::now()));
+}
+
+/// Whether `pod`, as it is now, was remembered less than `max_age` ago.
+fn known(memo: &Mutex<Memo>, pod: &PodRecord, max_age: Duration) -> bool {
+    let memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+    memo.get(pod.uid())
+        .is_some_and(|(seen, at)| *seen == fingerprint(pod) && at.elapsed() < max_age)
 }
 
 async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Error> {
     let State { ctx, shared } = &*state;
     let checked = |result: &str| ctx.metrics.checked.with_label_values(&[result]).inc();
-    if known(&shared.settled, pod.uid()) {
-        return Ok(Action::await_change());
+    let recheck = ctx.config.timings.recheck;
+    if known(&shared.settled, &pod, recheck) {
+        return Ok(Action::requeue(recheck));
     }
     let node = ctx.nodes.node(&pod.node_name);
     let platform = match screen(&pod, node.as_deref()) {
@@ -138,8 +156,9 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
     let (misfits, remedy) = match judge(&pod, &platform, &lookups, shared.mode) {
         Verdict::Fits => {
             checked("fits");
-            remember(&shared.settled, pod.uid());
-            return Ok(Action::await_change());
+            remember(&shared.settled, &pod);
+            // Tags move: look again later even if the pod does not change.
+            return Ok(Action::requeue(recheck));
         }
         Verdict::LookupFailed => {
             checked("lookup_failed");
@@ -148,18 +167,18 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         Verdict::Misplaced { misfits, remedy } => (misfits, remedy),
     };
     checked("misplaced");
-    if !known(&shared.reported, pod.uid()) {
+    if !known(&shared.reported, &pod, Duration::MAX) {
         let text = note(&pod.node_name, &platform, &misfits, remedy);
         act::report(ctx, &pod, text, remedy).await?;
         ctx.metrics
             .misplaced
             .with_label_values(&[ctx.metrics.namespace(pod.namespace())])
             .inc();
-        remember(&shared.reported, pod.uid());
+        remember(&shared.reported, &pod);
     }
     if remedy != Remedy::Evict {
-        remember(&shared.settled, pod.uid());
-        return Ok(Action::await_change());
+        remember(&shared.settled, &pod);
+        return Ok(Action::requeue(recheck));
     }
     let token = shared
         .bucket
@@ -179,7 +198,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
     match act::evict(ctx, &pod).await {
         Ok(act::Evicted::Done) => {
             deletions("success");
-            remember(&shared.settled, pod.uid());
+            remember(&shared.settled, &pod);
             Ok(Action::await_change())
         }
         Ok(act::Evicted::Blocked) => {

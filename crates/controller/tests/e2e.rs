@@ -47,6 +47,7 @@ fn fast() -> Timings {
         blocked_retry: short,
         error_retry: short,
         taint_resync: Duration::from_secs(60),
+        recheck: Duration::from_secs(3600),
     }
 }
 
@@ -580,5 +581,92 @@ async fn node_view_relists_after_gone_and_resumes_from_bookmarks() {
         .requests()
         .iter()
         .any(|r| r.status == 200 && r.query_param("watch").is_some()));
+    running.shutdown().await;
+}
+
+/// Platforms that a test can change (a tag moving in the registry).
+struct Moving(std::sync::Mutex<HashMap<String, Support>>);
+
+impl PodPlatforms for Moving {
+    fn platforms<'a>(
+        &'a self,
+        pod: &'a noe_controller::PodImages,
+    ) -> futures::future::BoxFuture<'a, Vec<noe_controller::ImageLookup>> {
+        let map = self.0.lock().unwrap().clone();
+        Box::pin(async move { map.platforms(pod).await })
+    }
+}
+
+#[tokio::test]
+async fn pods_are_judged_again_when_an_image_changes_or_a_tag_moves() {
+    let api = KubeApi::start().await.unwrap();
+    two_nodes(&api);
+    api.put_pod(PodFixture::new("shop", "web", "arm", &["multi:1"]).json());
+    api.put_pod(PodFixture::new("shop", "api", "arm", &["tag:latest"]).json());
+    let only = |arch: &str| Support::Only([Platform::new("linux", arch)].into());
+    let both = Support::Only(
+        [
+            Platform::new("linux", "amd64"),
+            Platform::new("linux", "arm64"),
+        ]
+        .into(),
+    );
+    let moving = Arc::new(Moving(std::sync::Mutex::new(HashMap::from([
+        ("multi:1".to_owned(), both.clone()),
+        ("amd-only:1".to_owned(), only("amd64")),
+        ("tag:latest".to_owned(), both),
+    ]))));
+    let registry = prometheus::Registry::new();
+    let config = Config {
+        remediate: Remediate::Report,
+        timings: Timings {
+            recheck: Duration::from_millis(300),
+            ..fast()
+        },
+        ..Config::default()
+    };
+    let running = Controllers::start(
+        api.client().unwrap(),
+        config,
+        Deps {
+            platforms: Some(moving.clone()),
+        },
+        Metrics::new(&registry, 10).unwrap(),
+    )
+    .unwrap();
+    eventually("both fit", || {
+        counter(
+            &registry,
+            "noe_controller_pods_checked_total",
+            &[("result", "fits")],
+        ) >= 2
+    })
+    .await;
+    assert!(writes_to(&api, "/events").is_empty());
+
+    // The image of a running pod is changed in place (kubectl set image on a bare pod).
+    let mut web = api.get(Resource::Pods, "shop", "web").unwrap();
+    web["spec"]["containers"][0]["image"] = "amd-only:1".into();
+    api.put_pod(web);
+    eventually("web reported", || {
+        writes_to(&api, "/events")
+            .iter()
+            .any(|e| e.body["regarding"]["name"] == "web")
+    })
+    .await;
+
+    // The tag moves to an amd64-only image: the next recheck finds it, with no pod change.
+    moving
+        .0
+        .lock()
+        .unwrap()
+        .insert("tag:latest".to_owned(), only("amd64"));
+    eventually("api reported", || {
+        writes_to(&api, "/events")
+            .iter()
+            .any(|e| e.body["regarding"]["name"] == "api")
+    })
+    .await;
+    assert_eq!(writes_to(&api, "/events").len(), 2);
     running.shutdown().await;
 }
