@@ -5,6 +5,7 @@
 //!   (`noe_test_support::KubeApi`, realistic JSON with managedFields, env, volumes, probes),
 //!   above the same process idle. The API server runs in this process; the controllers in a
 //!   child (this binary, `child`), so its RSS holds only what the controllers cost.
+//! - `nodeview`: nanoseconds per `NodeView::archs()` and `NodeView::node(name)` call.
 //! - `latency`: time from a wrong-arch pod appearing in the watch to its Event and its eviction
 //!   request arriving at the API server, over a bounded number of pods added one at a time.
 //!
@@ -13,6 +14,7 @@
 mod cluster;
 mod latency;
 mod memory;
+mod nodeview;
 
 use std::process::ExitCode;
 
@@ -35,6 +37,8 @@ enum Command {
     Memory(memory::Options),
     /// Time from a wrong-arch pod in the watch to its Event and eviction request.
     Latency(latency::Options),
+    /// What the admission path pays to read the node store.
+    Nodeview(nodeview::Options),
     /// (internal) The measured process of `memory`.
     Child(memory::ChildOptions),
 }
@@ -54,6 +58,10 @@ fn main() -> ExitCode {
             Command::Memory(options) => memory::run(&options).await,
             Command::Latency(options) => latency::run(&options).await,
             Command::Child(options) => memory::child(&options).await,
+            Command::Nodeview(options) => {
+                nodeview::run(&options);
+                Ok(())
+            }
         }
     });
     match result {
