@@ -17,6 +17,8 @@
 //! - [`FakeRegistry`]: an in-process HTTP server scripted per path for what a real registry
 //!   will not do (hang, trickle, 500, 429 + `Retry-After`, garbage, oversized bodies, digest
 //!   mismatch, a redirect to a second host that records whether `Authorization` arrived).
+//! - [`KubeApi`]: a scripted Kubernetes API server (nodes, pods, leases, events: list, watch
+//!   with bookmarks and `410 Gone`, conflicts, evictions) for kube's real `Client`.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -48,6 +50,7 @@ mod fake;
 mod fixtures;
 mod htpasswd;
 mod image;
+mod kube_api;
 mod push;
 mod registry;
 mod review;
@@ -66,6 +69,9 @@ pub use htpasswd::htpasswd;
 pub use image::{
     attestation_entry, build_attestation, build_image, build_index, media_types, platform_json,
     BuiltImage, Descriptor, Flavor, IndexEntry,
+};
+pub use kube_api::{
+    lease_json, node_json, pod_json, Fault, KubeApi, PodFixture, RecordedRequest, Resource,
 };
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};

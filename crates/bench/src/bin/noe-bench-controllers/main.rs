@@ -1,0 +1,74 @@
+//! `noe-bench-controllers`: the controller measurements of docs/benchmarks.md ("Controllers").
+//!
+//! - `memory`: RSS of a process running the node and pod reflectors (remediation in `report`
+//!   mode) over 1,000 nodes and 20,000 pods served by the scripted API server
+//!   (`noe_test_support::KubeApi`, realistic JSON with managedFields, env, volumes, probes),
+//!   above the same process idle. The API server runs in this process; the controllers in a
+//!   child (this binary, `child`), so its RSS holds only what the controllers cost.
+//! - `nodeview`: nanoseconds per `NodeView::archs()` and `NodeView::node(name)` call.
+//! - `latency`: time from a wrong-arch pod appearing in the watch to its Event and its eviction
+//!   request arriving at the API server, over a bounded number of pods added one at a time.
+//!
+//! Not a test: it measures and prints markdown, it asserts nothing about timing.
+
+mod cluster;
+mod latency;
+mod memory;
+mod nodeview;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// noe-rs controller benchmarks.
+#[derive(Debug, Parser)]
+#[command(name = "noe-bench-controllers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Reflector memory: RSS above idle with N nodes and M pods.
+    Memory(memory::Options),
+    /// Time from a wrong-arch pod in the watch to its Event and eviction request.
+    Latency(latency::Options),
+    /// What the admission path pays to read the node store.
+    Nodeview(nodeview::Options),
+    /// (internal) The measured process of `memory`.
+    Child(memory::ChildOptions),
+}
+
+fn main() -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("noe-bench-controllers: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Memory(options) => memory::run(&options).await,
+            Command::Latency(options) => latency::run(&options).await,
+            Command::Child(options) => memory::child(&options).await,
+            Command::Nodeview(options) => {
+                nodeview::run(&options);
+                Ok(())
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("noe-bench-controllers: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! Typed configuration of the controllers (the command line builds it; no clap here).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::Error;
+
+/// What pod remediation does with a pod bound to a node its images cannot run on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Remediate {
+    /// Pods are not looked at (no pod reflector).
+    #[default]
+    Off,
+    /// An Event on the pod and a metric.
+    Report,
+    /// Report, then evict through the Eviction API (PodDisruptionBudgets respected) when the pod
+    /// has a controller owner, at most `remediate_rate_per_minute` per minute.
+    Evict,
+}
+
+/// Leader election on a `coordination.k8s.io/v1` Lease (client-go's timing model).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseConfig {
+    /// Lease name.
+    pub name: String,
+    /// Lease namespace.
+    pub namespace: String,
+    /// This replica's identity (its pod name; unique among replicas).
+    pub identity: String,
+    /// How long others wait after the last observed renewal before taking the lease.
+    pub lease_duration: Duration,
+    /// The leader stops writing when it could not renew for this long (< `lease_duration`).
+    pub renew_deadline: Duration,
+    /// Time between attempts to acquire or renew (< `renew_deadline`).
+    pub retry_period: Duration,
+}
+
+impl LeaseConfig {
+    /// client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry period.
+    pub fn new(name: &str, namespace: &str, identity: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// When the controllers try again. The defaults suit clusters; tests shorten them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timings {
+    /// Re-check a pod whose node is not in the reflector yet.
+    pub node_wait: Duration,
+    /// Re-check a pod whose image lookups failed.
+    pub lookup_retry: Duration,
+    /// Retry an eviction a PodDisruptionBudget refused (429).
+    pub blocked_retry: Duration,
+    /// Retry after an API error (remediation and taints).
+    pub error_retry: Duration,
+    /// Look at every node's taints at least this often, even without changes.
+    pub taint_resync: Duration,
+    /// Judge a pod again after this even if it did not change (a tag may have moved).
+    pub recheck: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self {
+            node_wait: Duration::from_secs(30),
+            lookup_retry: Duration::from_secs(300),
+            blocked_retry: Duration::from_secs(30),
+            error_retry: Duration::from_secs(30),
+            taint_resync: Duration::from_secs(300),
+            recheck: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Which controllers run and how. Every part is off by default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Keep a Node reflector for the admission side ([`crate::NodeView`]). Remediation and
+    /// taints turn it on too.
+    pub watch_nodes: bool,
+    /// Pod remediation.
+    pub remediate: Remediate,
+    /// Evictions per minute at most (a token bucket with this burst).
+    pub remediate_rate_per_minute: u32,
+    /// Arches whose nodes carry `arch.noe.adevinta.com/arch=<arch>:NoSchedule`.
+    pub taint_arches: BTreeSet<String>,
+    /// `None`: this replica always writes (one replica). `Some`: only the Lease holder writes.
+    pub leader_election: Option<LeaseConfig>,
+    /// The `reportingController` of our Events and the field manager of our writes.
+    pub controller_name: String,
+    /// The `reportingInstance` of our Events (the pod name; defaults to the host name).
+    pub instance: Option<String>,
+    /// At most this many distinct `namespace` label values, then `_other`.
+    pub metrics_max_namespaces: usize,
+    /// Retry intervals.
+    pub timings: Timings,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            watch_nodes: false,
+            remediate: Remediate::Off,
+            remediate_rate_per_minute: 10,
+            taint_arches: BTreeSet::new(),
+            leader_election: None,
+            controller_name: "noe".to_owned(),
+            instance: None,
+            metrics_max_namespaces: 1000,
+            timings: Timings::default(),
+        }
+    }
+}
+
+/// Lease timings below this are refused (the API stores whole seconds).
+const MIN_LEASE: Duration = Duration::from_secs(1);
+/// The longest retry interval accepted.
+const MAX_TIMING: Duration = Duration::from_secs(24 * 3600);
+/// Arch names are label values: at most 63 characters.
+const MAX_ARCH_LEN: usize = 63;
+
+impl Config {
+    /// Whether the Node reflector runs.
+    pub fn needs_nodes(&self) -> bool {
+        self.watch_nodes || self.remediate != Remediate::Off || !self.taint_arches.is_empty()
+    }
+
+    /// Whether anything runs at all.
+    pub fn is_enabled(&self) -> bool {
+        self.needs_nodes()
+    }
+
+    /// Refuses configurations that cannot work, naming the setting.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.remediate == Remediate::Evict && self.remediate_rate_per_minute == 0 {
+            return Err(Error::Config(
+                "remediate=evict needs a rate of at least 1 eviction per minute".into(),
+            ));
+        }
+        for arch in &self.taint_arches {
+            let valid = !arch.is_empty()
+                && arch.len() <= MAX_ARCH_LEN
+                && arch
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+            if !valid {
+                return Err(Error::Config(format!(
+                    "taint arch {arch:?} is not a valid label value"
+                )));
+            }
+        }
+        let Timings {
+            node_wait,
+            lookup_retry,
+            blocked_retry,
+            error_retry,
+            taint_resync,
+            recheck,
+        } = self.timings;
+        for timing in [
+            node_wait,
+            lookup_retry,
+            blocked_retry,
+            error_retry,
+            taint_resync,
+            recheck,
+        ] {
+            if timing.is_zero() || timing > MAX_TIMING {
+                return Err(Error::Config(format!(
+                    "retry intervals must be between 0 and 24 h (got {timing:?})"
+                )));
+            }
+        }
+        if let Some(lease) = &self.leader_election {
+            if lease.name.is_empty() || lease.namespace.is_empty() || lease.identity.is_empty() {
+                return Err(Error::Config(
+                    "leader election needs a lease name, a namespace and an identity".into(),
+                ));
+            }
+            if lease.retry_period.is_zero()
+                || lease.renew_deadline <= lease.retry_period
+                || lease.lease_duration <= lease.renew_deadline
+                || lease.lease_duration < MIN_LEASE
+            {
+                return Err(Error::Config(format!(
+                    "leader election needs lease duration > renew deadline > retry period > 0 and a lease of at least 1 s (got {:?} > {:?} > {:?})",
+                    lease.lease_duration, lease.renew_deadline, lease.retry_period
+                )));
+            }
+        }
+        Ok(())
+    }
+}

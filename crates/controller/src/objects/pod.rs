@@ -1,0 +1,225 @@
+//! A Pod as the remediation reflector stores it: identity, node, images, pull secret names,
+//! controller owner, phase, and the flags that make it out of scope.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+use super::meta::{bounded, nullable, RawObject};
+
+/// Pods with more distinct images than this are not judged (see [`PodRecord::too_many_images`]).
+pub const MAX_IMAGES: usize = 128;
+/// At most this many pull secret names are kept.
+const MAX_PULL_SECRETS: usize = 32;
+/// The annotation the kubelet puts on mirror pods of static pods.
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// `status.phase`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Phase {
+    /// Pending.
+    Pending,
+    /// Running.
+    Running,
+    /// Succeeded (finished).
+    Succeeded,
+    /// Failed (finished).
+    Failed,
+    /// Unknown or missing.
+    #[default]
+    Unknown,
+}
+
+impl Phase {
+    fn parse(text: &str) -> Self {
+        match text {
+            "Pending" => Self::Pending,
+            "Running" => Self::Running,
+            "Succeeded" => Self::Succeeded,
+            "Failed" => Self::Failed,
+            _ => Self::Unknown,
+        }
+    }
+
+    /// Succeeded or Failed: nothing runs any more.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+/// The owner reference with `controller: true`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// `ReplicaSet`, `StatefulSet`, `DaemonSet`, `Job`, `Node` (mirror pods), ...
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// What pod remediation knows of a pod.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(from = "RawPod")]
+pub struct PodRecord {
+    metadata: ObjectMeta,
+    /// `spec.nodeName`.
+    pub node_name: String,
+    /// Container, init container and image volume references, deduplicated, in pod order.
+    pub images: Vec<String>,
+    /// More than [`MAX_IMAGES`] distinct images: the list above is cut and must not be judged.
+    pub too_many_images: bool,
+    /// `spec.imagePullSecrets` names.
+    pub pull_secrets: Vec<String>,
+    /// The controller owner.
+    pub owner: Option<Owner>,
+    /// `status.phase`.
+    pub phase: Phase,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// A mirror pod of a static pod (annotation `kubernetes.io/config.mirror`).
+    pub mirror: bool,
+}
+
+impl PodRecord {
+    /// Name.
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// Namespace.
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    /// UID.
+    pub fn uid(&self) -> &str {
+        self.metadata.uid.as_deref().unwrap_or_default()
+    }
+
+    /// A record built in code (tests, benches): a Running pod with a ReplicaSet owner.
+    pub fn new(namespace: &str, name: &str, node: &str, images: &[&str]) -> Self {
+        Self {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                uid: Some(format!("uid-{namespace}-{name}")),
+                ..ObjectMeta::default()
+            },
+            node_name: node.to_owned(),
+            images: images.iter().map(|image| (*image).to_owned()).collect(),
+            too_many_images: false,
+            pull_secrets: Vec::new(),
+            owner: Some(Owner {
+                kind: "ReplicaSet".to_owned(),
+                name: format!("{name}-rs"),
+            }),
+            phase: Phase::Running,
+            deleting: false,
+            mirror: false,
+        }
+    }
+}
+
+type RawPod = RawObject<RawSpec, RawStatus>;
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawSpec {
+    #[serde(default, deserialize_with = "nullable")]
+    node_name: String,
+    #[serde(default, deserialize_with = "nullable")]
+    containers: Vec<RawContainer>,
+    #[serde(default, deserialize_with = "nullable")]
+    init_containers: Vec<RawContainer>,
+    #[serde(default, deserialize_with = "nullable")]
+    volumes: Vec<RawVolume>,
+    #[serde(default, deserialize_with = "nullable")]
+    image_pull_secrets: Vec<RawName>,
+}
+
+#[derive(Default, Deserialize)]
+struct RawContainer {
+    #[serde(default, deserialize_with = "nullable")]
+    image: String,
+}
+
+#[derive(Default, Deserialize)]
+struct RawVolume {
+    #[serde(default, deserialize_with = "nullable")]
+    image: RawImageVolume,
+}
+
+#[derive(Default, Deserialize)]
+struct RawImageVolume {
+    #[serde(default, deserialize_with = "nullable")]
+    reference: String,
+}
+
+#[derive(Default, Deserialize)]
+struct RawName {
+    #[serde(default, deserialize_with = "nullable")]
+    name: String,
+}
+
+#[derive(Default, Deserialize)]
+struct RawStatus {
+    #[serde(default, deserialize_with = "nullable")]
+    phase: String,
+}
+
+impl From<RawPod> for PodRecord {
+    fn from(raw: RawPod) -> Self {
+        let RawSpec {
+            node_name,
+            containers,
+            init_containers,
+            volumes,
+            image_pull_secrets,
+        } = raw.spec;
+        let written = containers
+            .into_iter()
+            .chain(init_containers)
+            .map(|container| container.image)
+            .chain(volumes.into_iter().map(|volume| volume.image.reference))
+            .filter(|image| !image.is_empty());
+        let mut images: Vec<String> = Vec::new();
+        let mut too_many_images = false;
+        for image in written {
+            if images.contains(&image) {
+                continue;
+            }
+            if images.len() == MAX_IMAGES {
+                too_many_images = true;
+                break;
+            }
+            images.push(bounded(&image));
+        }
+        let pull_secrets = image_pull_secrets
+            .into_iter()
+            .map(|secret| secret.name)
+            .filter(|name| !name.is_empty())
+            .take(MAX_PULL_SECRETS)
+            .map(|name| bounded(&name))
+            .collect();
+        let owner = raw
+            .metadata
+            .owner_references
+            .iter()
+            .find(|owner| owner.controller)
+            .map(|owner| Owner {
+                kind: bounded(&owner.kind),
+                name: bounded(&owner.name),
+            });
+        Self {
+            node_name: bounded(&node_name),
+            images,
+            too_many_images,
+            pull_secrets,
+            mirror: raw.metadata.annotations.contains_key(MIRROR_ANNOTATION),
+            deleting: raw.metadata.deletion_timestamp.is_some(),
+            owner,
+            phase: Phase::parse(&raw.status.phase),
+            metadata: raw.metadata.identity(),
+        }
+    }
+}
+
+super::resource!(PodRecord, "Pod", "pods", NamespaceResourceScope);

@@ -1,0 +1,220 @@
+//! Pod remediation (noe's pod reconciler, safer): pods bound to a node whose platform none of an
+//! image supports get an Event and a metric; with `Evict`, pods with a controller owner are
+//! evicted through the Eviction API (PodDisruptionBudgets respected, `429` retried later), at
+//! most N per minute. The reflector watches only bound pods (`spec.nodeName!=`), trimmed to
+//! images, pull secret names, owner, node name and phase.
+
+mod act;
+mod bucket;
+mod judge;
+
+use std::collections::HashMap;
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use bucket::Bucket;
+use futures::future::BoxFuture;
+use futures::StreamExt as _;
+pub use judge::{judge, note, screen, Misfit, Remedy, Skip, Verdict, MAX_NOTE};
+use kube::runtime::controller::{self, Action};
+use kube::runtime::{watcher, Controller as KController};
+use kube::Api;
+
+use crate::objects::PodRecord;
+use crate::runtime::{Context, Controller, Stop};
+use crate::{Config, Error, PodImages, PodPlatforms, Remediate};
+
+/// Pods judged at once.
+const CONCURRENCY: u16 = 8;
+/// Pods remembered as settled or reported (then the memory is cleared; the worst case is a
+/// second lookup, or a second Event, which the recorder folds into a series).
+const MEMO: usize = 200_000;
+
+/// The remediation controller.
+pub(crate) struct Remediation {
+    state: Arc<Shared>,
+}
+
+/// What outlives one leadership term: the rate limit and what was already done.
+struct Shared {
+    platforms: Arc<dyn PodPlatforms>,
+    mode: Remediate,
+    bucket: Mutex<Bucket>,
+    /// Pods that need nothing more until they change or `recheck` passes (fit, reported, or
+    /// evicted): UID → (what was judged, when).
+    settled: Mutex<Memo>,
+    /// UIDs whose Event was written.
+    reported: Mutex<Memo>,
+}
+
+struct State {
+    ctx: Context,
+    shared: Arc<Shared>,
+}
+
+impl Remediation {
+    pub(crate) fn new(platforms: Arc<dyn PodPlatforms>, config: &Config) -> Self {
+        Self {
+            state: Arc::new(Shared {
+                platforms,
+                mode: config.remediate,
+                bucket: Mutex::new(Bucket::new(
+                    config.remediate_rate_per_minute,
+                    tokio::time::Instant::now(),
+                )),
+                settled: Mutex::default(),
+                reported: Mutex::default(),
+            }),
+        }
+    }
+}
+
+impl Controller for Remediation {
+    fn name(&self) -> &'static str {
+        "remediation"
+    }
+
+    fn run(&self, ctx: Context, stop: Stop) -> BoxFuture<'static, ()> {
+        let api: Api<PodRecord> = Api::all(ctx.client.clone());
+        let state = Arc::new(State {
+            ctx,
+            shared: self.state.clone(),
+        });
+        Box::pin(async move {
+            let metrics = state.ctx.metrics.clone();
+            KController::new(api, watcher::Config::default().fields("spec.nodeName!="))
+                .with_config(controller::Config::default().concurrency(CONCURRENCY))
+                .graceful_shutdown_on(stop)
+                .run(reconcile, error_policy, state)
+                .for_each(|result| {
+                    if let Err(controller::Error::QueueError(error)) = result {
+                        metrics.watch_errors.with_label_values(&["pods"]).inc();
+                        tracing::warn!(%error, "pod watch failed; retrying with backoff");
+                    }
+                    std::future::ready(())
+                })
+                .await;
+        })
+    }
+}
+
+/// UID → (fingerprint of what was judged, when).
+type Memo = HashMap<String, (u64, Instant)>;
+
+/// What a verdict depends on: the node and the images (an image may be changed in place).
+fn fingerprint(pod: &PodRecord) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    pod.node_name.hash(&mut hasher);
+    pod.images.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn remember(memo: &Mutex<Memo>, pod: &PodRecord) {
+    let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+    if memo.len() >= MEMO {
+        memo.clear();
+    }
+    memo.insert(pod.uid().to_owned(), (fingerprint(pod), Instant::now()));
+}
+
+/// Whether `pod`, as it is now, was remembered less than `max_age` ago.
+fn known(memo: &Mutex<Memo>, pod: &PodRecord, max_age: Duration) -> bool {
+    let memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+    memo.get(pod.uid())
+        .is_some_and(|(seen, at)| *seen == fingerprint(pod) && at.elapsed() < max_age)
+}
+
+async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Error> {
+    let State { ctx, shared } = &*state;
+    let checked = |result: &str| ctx.metrics.checked.with_label_values(&[result]).inc();
+    let recheck = ctx.config.timings.recheck;
+    if known(&shared.settled, &pod, recheck) {
+        return Ok(Action::requeue(recheck));
+    }
+    let node = ctx.nodes.node(&pod.node_name);
+    let platform = match screen(&pod, node.as_deref()) {
+        Ok(platform) => platform,
+        Err(Skip::NodeUnknown) => {
+            checked(Skip::NodeUnknown.label());
+            return Ok(Action::requeue(ctx.config.timings.node_wait));
+        }
+        Err(skip) => {
+            checked(skip.label());
+            return Ok(Action::await_change());
+        }
+    };
+    let images = PodImages {
+        namespace: pod.namespace().to_owned(),
+        name: pod.name().to_owned(),
+        images: pod.images.clone(),
+        pull_secrets: pod.pull_secrets.clone(),
+    };
+    let lookups = shared.platforms.platforms(&images).await;
+    let (misfits, remedy) = match judge(&pod, &platform, &lookups, shared.mode) {
+        Verdict::Fits => {
+            checked("fits");
+            remember(&shared.settled, &pod);
+            // Tags move: look again later even if the pod does not change.
+            return Ok(Action::requeue(recheck));
+        }
+        Verdict::LookupFailed => {
+            checked("lookup_failed");
+            return Ok(Action::requeue(ctx.config.timings.lookup_retry));
+        }
+        Verdict::Misplaced { misfits, remedy } => (misfits, remedy),
+    };
+    checked("misplaced");
+    if !known(&shared.reported, &pod, Duration::MAX) {
+        let text = note(&pod.node_name, &platform, &misfits, remedy);
+        act::report(ctx, &pod, text, remedy).await?;
+        ctx.metrics
+            .misplaced
+            .with_label_values(&[ctx.metrics.namespace(pod.namespace())])
+            .inc();
+        remember(&shared.reported, &pod);
+    }
+    if remedy != Remedy::Evict {
+        remember(&shared.settled, &pod);
+        return Ok(Action::requeue(recheck));
+    }
+    let token = shared
+        .bucket
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take(tokio::time::Instant::now());
+    if let Err(wait) = token {
+        return Ok(Action::requeue(wait));
+    }
+    let namespace = ctx.metrics.namespace(pod.namespace());
+    let deletions = |status: &str| {
+        ctx.metrics
+            .deletions
+            .with_label_values(&[namespace, status])
+            .inc()
+    };
+    match act::evict(ctx, &pod).await {
+        Ok(act::Evicted::Done) => {
+            deletions("success");
+            remember(&shared.settled, &pod);
+            Ok(Action::await_change())
+        }
+        Ok(act::Evicted::Blocked) => {
+            deletions("blocked");
+            Ok(Action::requeue(ctx.config.timings.blocked_retry))
+        }
+        Err(error) => {
+            if !matches!(error, Error::NotLeader { .. }) {
+                deletions("failure");
+            }
+            Err(error)
+        }
+    }
+}
+
+fn error_policy(pod: Arc<PodRecord>, error: &Error, state: Arc<State>) -> Action {
+    tracing::warn!(%error, kind = error.kind(), namespace = pod.namespace(), pod = pod.name(), "remediation failed; retrying");
+    Action::requeue(state.ctx.config.timings.error_retry)
+}

@@ -1,0 +1,230 @@
+//! The small runtime controllers plug into: one shared `kube::Client`, the node reflector,
+//! leadership, an Event recorder, metrics and shutdown. A controller is a type implementing
+//! [`Controller`]; adding one is a module and one line in [`Controllers::start`].
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::leader::{self, Leadership};
+use crate::nodes::{self, NodeView};
+use crate::{remediate, taints, Config, Error, Metrics, PodPlatforms, Remediate};
+
+/// A clonable shutdown signal.
+#[derive(Clone, Debug)]
+pub(crate) struct Shutdown(watch::Receiver<bool>);
+
+impl Shutdown {
+    /// Resolves once shutdown was asked (or the runtime is gone).
+    pub(crate) async fn wait(&mut self) {
+        while !*self.0.borrow_and_update() {
+            if self.0.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// What every controller gets.
+#[derive(Clone)]
+pub(crate) struct Context {
+    pub(crate) client: kube::Client,
+    pub(crate) config: Arc<Config>,
+    pub(crate) leadership: Leadership,
+    pub(crate) nodes: NodeView,
+    pub(crate) recorder: Recorder,
+    pub(crate) metrics: Metrics,
+}
+
+impl Context {
+    /// `Err(NotLeader)` unless this replica may write now: call right before every write.
+    pub(crate) fn check_leader(&self, action: impl FnOnce() -> String) -> Result<(), Error> {
+        if self.leadership.is_leader() {
+            Ok(())
+        } else {
+            Err(Error::NotLeader { action: action() })
+        }
+    }
+}
+
+/// Resolves when a controller must stop (leadership lost or shutdown).
+pub(crate) type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>;
+
+/// A writing controller. It runs only while this replica leads: `run` is called when
+/// leadership starts and must return soon after `stop` resolves (leadership lost or shutdown).
+pub(crate) trait Controller: Send + Sync + 'static {
+    /// For logs.
+    fn name(&self) -> &'static str;
+    /// Runs until `stop` resolves.
+    fn run(&self, ctx: Context, stop: Stop) -> BoxFuture<'static, ()>;
+}
+
+/// What the composition root hands in.
+#[derive(Clone, Default)]
+pub struct Deps {
+    /// Required with remediation: what each pod's images can run on.
+    pub platforms: Option<Arc<dyn PodPlatforms>>,
+}
+
+impl std::fmt::Debug for Deps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deps")
+            .field("platforms", &self.platforms.is_some())
+            .finish()
+    }
+}
+
+/// Entry point.
+#[derive(Debug)]
+pub struct Controllers;
+
+/// The running controllers.
+pub struct Running {
+    nodes: Option<NodeView>,
+    leadership: Leadership,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("nodes", &self.nodes)
+            .field("tasks", &self.tasks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controllers {
+    /// Starts what `config` enables (nothing when nothing is). Must be called within a tokio
+    /// runtime. Admission serving never waits on anything started here.
+    pub fn start(
+        client: kube::Client,
+        config: Config,
+        deps: Deps,
+        metrics: Metrics,
+    ) -> Result<Running, Error> {
+        config.validate()?;
+        let (stop, stopped) = watch::channel(false);
+        let shutdown = Shutdown(stopped);
+        let mut tasks = JoinSet::new();
+        let leadership = match &config.leader_election {
+            Some(lease) => {
+                let (writer, leadership) = Leadership::elected();
+                let run = leader::run_elector(
+                    client.clone(),
+                    lease.clone(),
+                    writer,
+                    metrics.clone(),
+                    shutdown.clone(),
+                );
+                tasks.spawn(run);
+                leadership
+            }
+            None => {
+                metrics.leader.set(1);
+                Leadership::always()
+            }
+        };
+        if !config.needs_nodes() {
+            return Ok(Running {
+                nodes: None,
+                leadership,
+                stop,
+                tasks,
+            });
+        }
+        let (nodes, reflect) = nodes::reflector(client.clone(), metrics.clone(), shutdown.clone());
+        tasks.spawn(reflect);
+        let reporter = Reporter {
+            controller: config.controller_name.clone(),
+            instance: config.instance.clone(),
+        };
+        let ctx = Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            config: Arc::new(config.clone()),
+            leadership: leadership.clone(),
+            nodes: nodes.clone(),
+            metrics,
+        };
+        if config.remediate != Remediate::Off {
+            let platforms = deps.platforms.ok_or_else(|| {
+                Error::Config("pod remediation needs the image platform lookup".into())
+            })?;
+            spawn_leading(
+                &mut tasks,
+                &ctx,
+                &shutdown,
+                remediate::Remediation::new(platforms, &config),
+            );
+        }
+        if !config.taint_arches.is_empty() {
+            spawn_leading(&mut tasks, &ctx, &shutdown, taints::Taints);
+        }
+        Ok(Running {
+            nodes: Some(nodes),
+            leadership,
+            stop,
+            tasks,
+        })
+    }
+}
+
+/// Runs `controller` whenever this replica leads, until shutdown.
+fn spawn_leading<C: Controller>(
+    tasks: &mut JoinSet<()>,
+    ctx: &Context,
+    shutdown: &Shutdown,
+    controller: C,
+) {
+    let ctx = ctx.clone();
+    let mut shutdown = shutdown.clone();
+    tasks.spawn(async move {
+        let mut leadership = ctx.leadership.clone();
+        loop {
+            tokio::select! {
+                () = leadership.leading() => {}
+                () = shutdown.wait() => return,
+            }
+            tracing::info!(
+                controller = controller.name(),
+                "leading: controller started"
+            );
+            let mut lost = leadership.clone();
+            let mut quit = shutdown.clone();
+            let stop: Stop = Box::pin(async move {
+                tokio::select! {
+                    () = lost.lost() => {}
+                    () = quit.wait() => {}
+                }
+            });
+            controller.run(ctx.clone(), stop).await;
+            tracing::info!(controller = controller.name(), "controller stopped");
+            if *shutdown.0.borrow() {
+                return;
+            }
+        }
+    });
+}
+
+impl Running {
+    /// The node store's read side (when node awareness, remediation or taints are on).
+    pub fn node_view(&self) -> Option<NodeView> {
+        self.nodes.clone()
+    }
+
+    /// Whether this replica may write now.
+    pub fn leadership(&self) -> Leadership {
+        self.leadership.clone()
+    }
+
+    /// Stops every controller and reflector, releases a held lease, and waits for them.
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+}

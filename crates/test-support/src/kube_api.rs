@@ -1,0 +1,208 @@
+//! A scripted Kubernetes API server on `127.0.0.1:0` (plain HTTP, or TLS from a [`TestCa`]) for
+//! kube's real `Client`: no kube-apiserver can run here. It speaks the few REST paths noe-rs
+//! uses, answering JSON written from the Kubernetes API reference:
+//!
+//! - `v1` nodes and pods, `coordination.k8s.io/v1` leases, `events.k8s.io/v1` events;
+//! - list with `limit`/`continue` pages and the list `resourceVersion`; field selectors
+//!   `spec.nodeName!=`, `spec.nodeName=X`, `metadata.name=X` (label selectors are ignored);
+//! - watch (`?watch=1`): newline-delimited `ADDED`/`MODIFIED`/`DELETED` events from the
+//!   requested resource version, `BOOKMARK`s with `allowWatchBookmarks` ([`KubeApi::bookmark`]),
+//!   `timeoutSeconds`, and an `ERROR` event with `410 Gone` when the version is older than the
+//!   history ([`KubeApi::compact`]), after which clients relist;
+//! - get, create (`409 AlreadyExists`), replace and merge patch with a `metadata.resourceVersion`
+//!   precondition (`409 Conflict`), delete with a `uid` precondition;
+//! - `POST pods/NAME/eviction` (deletes the pod; a PodDisruptionBudget's `429` is scripted with
+//!   [`Fault::pdb_blocks_eviction`]);
+//! - scripted [`Fault`]s for any method and path; every request recorded ([`KubeApi::requests`]).
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use noe_test_support::{node_json, KubeApi};
+//! let api = KubeApi::start().await?;
+//! api.put_node(node_json("n1", "arm64", "linux"));
+//! let client = api.client()?; // kube::Client pointed at it
+//! # Ok(()) }
+//! ```
+
+mod fault;
+mod handler;
+mod objects;
+mod store;
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+use crate::serve::{Handler, Server};
+use crate::TestCa;
+pub use fault::{Fault, RecordedRequest};
+use handler::{lock, Shared};
+pub use objects::{lease_json, node_json, pod_json, PodFixture};
+use store::Inner;
+pub use store::Resource;
+
+/// The scripted API server; dropping it stops it.
+pub struct KubeApi {
+    server: Server,
+    state: Shared,
+    tls: Option<TestCa>,
+}
+
+impl std::fmt::Debug for KubeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeApi")
+            .field("addr", &self.server.addr())
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeApi {
+    /// Starts on `127.0.0.1:0` over plain HTTP.
+    pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with(None).await
+    }
+
+    /// Starts on `127.0.0.1:0` over TLS with a loopback certificate from `ca`.
+    pub async fn start_tls(ca: &TestCa) -> anyhow::Result<Self> {
+        Self::start_with(Some(ca.clone())).await
+    }
+
+    async fn start_with(tls: Option<TestCa>) -> anyhow::Result<Self> {
+        let state: Shared = Arc::new(Mutex::new(Inner::new()));
+        let config = match &tls {
+            Some(ca) => Some(ca.loopback_cert()?.server_config()?),
+            None => None,
+        };
+        let shared = state.clone();
+        let handler: Handler = Arc::new(move |request, _local| {
+            let state = shared.clone();
+            Box::pin(handler::handle(state, request))
+        });
+        let server = Server::start(config, handler).await?;
+        Ok(Self { server, state, tls })
+    }
+
+    /// `http://127.0.0.1:PORT` or `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.server.addr())
+    }
+
+    /// A `kube::Config` for this server (trusting the test CA over TLS), namespace `default`.
+    pub fn config(&self) -> anyhow::Result<kube::Config> {
+        let url = self.url().parse().context("server URL")?;
+        let mut config = kube::Config::new(url);
+        if let Some(ca) = &self.tls {
+            config.root_cert = Some(vec![ca.cert_der().to_vec()]);
+        }
+        Ok(config)
+    }
+
+    /// kube's real `Client` for this server.
+    pub fn client(&self) -> anyhow::Result<kube::Client> {
+        kube::Client::try_from(self.config()?).context("building the kube client")
+    }
+
+    /// A kubeconfig file's YAML pointing at this server (plain HTTP only).
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: scripted\n  cluster:\n    server: {}\ncontexts:\n- name: scripted\n  context:\n    cluster: scripted\n    user: scripted\n    namespace: default\ncurrent-context: scripted\nusers:\n- name: scripted\n  user: {{}}\n",
+            self.url()
+        )
+    }
+
+    /// Creates or replaces a Node; watches see `ADDED` or `MODIFIED`.
+    pub fn put_node(&self, node: Value) {
+        self.put(Resource::Nodes, "", node);
+    }
+
+    /// Creates or replaces a Pod in `metadata.namespace` (default `default`).
+    pub fn put_pod(&self, pod: Value) {
+        let namespace = pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_owned();
+        self.put(Resource::Pods, &namespace, pod);
+    }
+
+    /// Creates or replaces any object (stamping a new `resourceVersion`).
+    pub fn put(&self, resource: Resource, namespace: &str, object: Value) {
+        if let Err(message) = lock(&self.state).put(resource, namespace, object) {
+            tracing::warn!(%message, "scripted object refused");
+        }
+    }
+
+    /// Deletes an object; watches see `DELETED`. Returns whether it existed.
+    pub fn delete(&self, resource: Resource, namespace: &str, name: &str) -> bool {
+        lock(&self.state)
+            .delete(resource, &(namespace.to_owned(), name.to_owned()))
+            .is_some()
+    }
+
+    /// The stored object.
+    pub fn get(&self, resource: Resource, namespace: &str, name: &str) -> Option<Value> {
+        lock(&self.state)
+            .get(resource, &(namespace.to_owned(), name.to_owned()))
+            .and_then(|stored| serde_json::from_slice(&stored.json).ok())
+    }
+
+    /// How many objects of `resource` are stored.
+    pub fn count(&self, resource: Resource) -> usize {
+        lock(&self.state)
+            .objects
+            .get(&resource)
+            .map_or(0, std::collections::BTreeMap::len)
+    }
+
+    /// Sends a `BOOKMARK` at the current resource version to watches of `resource` that allow
+    /// bookmarks.
+    pub fn bookmark(&self, resource: Resource) {
+        lock(&self.state).bookmark(resource);
+    }
+
+    /// Forgets the change history and ends every watch: clients resuming from an older
+    /// resource version get `410 Gone` and must relist.
+    pub fn compact(&self) {
+        let mut inner = lock(&self.state);
+        inner.compact();
+        inner.end_watches();
+    }
+
+    /// Ends every open watch (clients resume from their last resource version).
+    pub fn end_watches(&self) {
+        lock(&self.state).end_watches();
+    }
+
+    /// Scripts a fault.
+    pub fn fault(&self, fault: Fault) {
+        lock(&self.state).faults.push(fault);
+    }
+
+    /// Every request answered so far, oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.state).requests.iter().cloned().collect()
+    }
+
+    /// The requests that were not GETs (creates, replaces, patches, deletes, evictions).
+    pub fn writes(&self) -> Vec<RecordedRequest> {
+        lock(&self.state)
+            .requests
+            .iter()
+            .filter(|request| request.is_write())
+            .cloned()
+            .collect()
+    }
+
+    /// Every request answered from now on, as it is answered (a slow receiver misses some:
+    /// `RecvError::Lagged`).
+    pub fn subscribe_requests(&self) -> tokio::sync::broadcast::Receiver<RecordedRequest> {
+        lock(&self.state).recorded.subscribe()
+    }
+
+    /// Forgets the recorded requests.
+    pub fn reset_requests(&self) {
+        lock(&self.state).requests.clear();
+    }
+}

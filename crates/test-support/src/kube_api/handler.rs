@@ -1,0 +1,521 @@
+//! Routing and answers of the scripted API server: list (with `limit`/`continue` pages), watch
+//! (newline-delimited events, bookmarks, `410 Gone` below the history), get, create, replace
+//! and merge-patch with `resourceVersion` preconditions (`409`), delete with a `uid`
+//! precondition, and the pod eviction subresource.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::stream::{self, StreamExt as _};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::fault::{reason, status_body, RecordedRequest};
+use super::store::{Change, Inner, Key, Resource, Stored};
+use crate::serve::{read_body, response, ResBody};
+
+/// Request bodies larger than this are read as empty (the apiserver's own cap is 3 MiB).
+const BODY_LIMIT: usize = 4 * 1024 * 1024;
+/// The longest watch when the client asks for none.
+const DEFAULT_WATCH: Duration = Duration::from_secs(290);
+/// The largest page (`limit`) served.
+const MAX_PAGE: usize = 5000;
+
+pub(crate) type Shared = Arc<Mutex<Inner>>;
+
+pub(crate) fn lock(state: &Shared) -> MutexGuard<'_, Inner> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a path names.
+#[derive(Debug)]
+struct Target {
+    resource: Resource,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+fn parse_path(path: &str) -> Option<Target> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, "v1", rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => {
+            (Some((*namespace).to_owned()), rest)
+        }
+        rest => (None, rest),
+    };
+    let (plural, name, subresource) = match rest {
+        [plural] => (*plural, None, None),
+        [plural, name] => (*plural, Some((*name).to_owned()), None),
+        [plural, name, sub] => (*plural, Some((*name).to_owned()), Some((*sub).to_owned())),
+        _ => return None,
+    };
+    let resource = match (group, plural) {
+        ("", "nodes") => Resource::Nodes,
+        ("", "pods") => Resource::Pods,
+        ("coordination.k8s.io", "leases") => Resource::Leases,
+        ("events.k8s.io", "events") => Resource::Events,
+        _ => return None,
+    };
+    if resource.namespaced() == namespace.is_none() && name.is_some() {
+        return None;
+    }
+    Some(Target {
+        resource,
+        namespace,
+        name,
+        subresource,
+    })
+}
+
+/// The field selectors we understand.
+#[derive(Clone, Debug, PartialEq)]
+enum Selector {
+    All,
+    NodeNameSet,
+    NodeName(String),
+    Name(String),
+}
+
+fn parse_selector(text: Option<&str>) -> Result<Selector, String> {
+    match text.unwrap_or_default() {
+        "" => Ok(Selector::All),
+        "spec.nodeName!=" => Ok(Selector::NodeNameSet),
+        other => {
+            if let Some(node) = other.strip_prefix("spec.nodeName=") {
+                Ok(Selector::NodeName(node.to_owned()))
+            } else if let Some(name) = other.strip_prefix("metadata.name=") {
+                Ok(Selector::Name(name.to_owned()))
+            } else {
+                Err(format!("field selector {other:?} is not scripted"))
+            }
+        }
+    }
+}
+
+impl Selector {
+    fn matches(&self, key: &Key, stored: &Stored) -> bool {
+        match self {
+            Self::All => true,
+            Self::NodeNameSet => !stored.node_name.is_empty(),
+            Self::NodeName(node) => stored.node_name == *node,
+            Self::Name(name) => key.1 == *name,
+        }
+    }
+}
+
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(query: &str) -> Self {
+        Self(
+            url::form_urlencoded::parse(query.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    fn flag(&self, name: &str) -> bool {
+        matches!(self.get(name), Some("1" | "true"))
+    }
+}
+
+/// Answers one request and records it.
+pub(crate) async fn handle(
+    state: Shared,
+    request: http::Request<Incoming>,
+) -> http::Response<ResBody> {
+    let (parts, body) = request.into_parts();
+    let method = parts.method.as_str().to_owned();
+    let path = parts.uri.path().to_owned();
+    let query = parts.uri.query().unwrap_or_default().to_owned();
+    let content_type = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let body = read_body(body, BODY_LIMIT).await;
+    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut record = RecordedRequest {
+        method,
+        path,
+        query,
+        content_type,
+        body: json,
+        status: 0,
+    };
+    let response = answer(&state, &record);
+    record.status = response.status().as_u16();
+    lock(&state).record(record);
+    response
+}
+
+fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> {
+    if let Some(fault) = lock(state).take_fault(&request.method, &request.path) {
+        return status(fault.status, &fault.message);
+    }
+    let Some(target) = parse_path(&request.path) else {
+        return status(404, &format!("the server could not find {}", request.path));
+    };
+    let query = Query::parse(&request.query);
+    match (
+        request.method.as_str(),
+        &target.name,
+        target.subresource.as_deref(),
+    ) {
+        ("GET", None, None) if query.flag("watch") => watch(state, &target, &query),
+        ("GET", None, None) => list(state, &target, &query),
+        ("GET", Some(name), None) => get(state, &target, name),
+        ("POST", None, None) => create(state, &target, &request.body),
+        ("POST", Some(name), Some("eviction")) if target.resource == Resource::Pods => {
+            evict(state, &target, name, &request.body)
+        }
+        ("PUT", Some(name), None) => replace(state, &target, name, &request.body),
+        ("PATCH", Some(name), None) => patch(state, &target, name, request),
+        ("DELETE", Some(name), None) => delete(state, &target, name, &request.body),
+        _ => status(405, "method not scripted"),
+    }
+}
+
+fn json_response(code: u16, body: impl Into<Bytes>) -> http::Response<ResBody> {
+    response(code, &[("content-type", "application/json")], body)
+}
+
+fn status(code: u16, message: &str) -> http::Response<ResBody> {
+    json_response(code, status_body(code, reason(code), message).to_string())
+}
+
+fn key_of(target: &Target, name: &str) -> Key {
+    (
+        target.namespace.clone().unwrap_or_default(),
+        name.to_owned(),
+    )
+}
+
+fn list(state: &Shared, target: &Target, query: &Query) -> http::Response<ResBody> {
+    let selector = match parse_selector(query.get("fieldSelector")) {
+        Ok(selector) => selector,
+        Err(message) => return status(400, &message),
+    };
+    let limit = query
+        .get("limit")
+        .and_then(|limit| limit.parse::<usize>().ok())
+        .filter(|limit| *limit > 0)
+        .unwrap_or(MAX_PAGE)
+        .min(MAX_PAGE);
+    let offset = query
+        .get("continue")
+        .and_then(|token| token.parse::<usize>().ok())
+        .unwrap_or(0);
+    let inner = lock(state);
+    let mut body = BytesMut::new();
+    let mut count = 0usize;
+    let mut more = false;
+    body.extend_from_slice(b"[");
+    if let Some(objects) = inner.objects.get(&target.resource) {
+        let matching = objects.iter().filter(|(key, stored)| {
+            target.namespace.as_ref().is_none_or(|ns| key.0 == *ns) && selector.matches(key, stored)
+        });
+        for (_, stored) in matching.skip(offset) {
+            if count == limit {
+                more = true;
+                break;
+            }
+            if count > 0 {
+                body.extend_from_slice(b",");
+            }
+            body.extend_from_slice(&stored.json);
+            count = count.saturating_add(1);
+        }
+    }
+    body.extend_from_slice(b"]");
+    let continue_token = if more {
+        offset.saturating_add(count).to_string()
+    } else {
+        String::new()
+    };
+    let head = serde_json::json!({
+        "kind": format!("{}List", target.resource.kind()),
+        "apiVersion": target.resource.api_version(),
+        "metadata": {"resourceVersion": inner.rv.to_string(), "continue": continue_token},
+    })
+    .to_string();
+    drop(inner);
+    // `{"kind":...,"metadata":{...}` + `,"items":[...]}`
+    let mut out = BytesMut::with_capacity(head.len().saturating_add(body.len()).saturating_add(16));
+    out.extend_from_slice(head.strip_suffix('}').unwrap_or(&head).as_bytes());
+    out.extend_from_slice(b",\"items\":");
+    out.extend_from_slice(&body);
+    out.extend_from_slice(b"}");
+    json_response(200, out.freeze())
+}
+
+fn get(state: &Shared, target: &Target, name: &str) -> http::Response<ResBody> {
+    match lock(state).get(target.resource, &key_of(target, name)) {
+        Some(stored) => json_response(200, stored.json.clone()),
+        None => status(
+            404,
+            &format!("{} {name:?} not found", target.resource.kind()),
+        ),
+    }
+}
+
+fn create(state: &Shared, target: &Target, body: &Value) -> http::Response<ResBody> {
+    let Some(name) = body["metadata"]["name"].as_str() else {
+        return status(422, "metadata.name: Required value");
+    };
+    let key = key_of(target, name);
+    let mut inner = lock(state);
+    if inner.get(target.resource, &key).is_some() {
+        drop(inner);
+        return json_response(
+            409,
+            status_body(409, "AlreadyExists", &format!("{name:?} already exists")).to_string(),
+        );
+    }
+    let mut object = body.clone();
+    if let Some(map) = object["metadata"].as_object_mut() {
+        map.remove("resourceVersion");
+    }
+    match inner.put(target.resource, &key.0, object) {
+        Ok(stored) => json_response(201, stored.json),
+        Err(message) => status(422, &message),
+    }
+}
+
+fn precondition_failed(current: &Stored, wanted: &Value) -> bool {
+    let Some(wanted) = wanted.as_str().filter(|rv| !rv.is_empty()) else {
+        return false;
+    };
+    let current: Value = serde_json::from_slice(&current.json).unwrap_or(Value::Null);
+    current["metadata"]["resourceVersion"].as_str() != Some(wanted)
+}
+
+fn conflict(kind: &str, name: &str) -> http::Response<ResBody> {
+    status(
+        409,
+        &format!(
+            "Operation cannot be fulfilled on {kind} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
+        ),
+    )
+}
+
+fn replace(state: &Shared, target: &Target, name: &str, body: &Value) -> http::Response<ResBody> {
+    let key = key_of(target, name);
+    let mut inner = lock(state);
+    let Some(current) = inner.get(target.resource, &key) else {
+        drop(inner);
+        return status(404, &format!("{name:?} not found"));
+    };
+    if precondition_failed(current, &body["metadata"]["resourceVersion"]) {
+        drop(inner);
+        return conflict(target.resource.kind(), name);
+    }
+    match inner.put(target.resource, &key.0, body.clone()) {
+        Ok(stored) => json_response(200, stored.json),
+        Err(message) => status(422, &message),
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(fields) => {
+            if !target.is_object() {
+                *target = Value::Object(serde_json::Map::new());
+            }
+            for (key, value) in fields {
+                if value.is_null() {
+                    if let Some(map) = target.as_object_mut() {
+                        map.remove(key);
+                    }
+                } else {
+                    merge(&mut target[key.as_str()], value);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+fn patch(
+    state: &Shared,
+    target: &Target,
+    name: &str,
+    request: &RecordedRequest,
+) -> http::Response<ResBody> {
+    let merge_type = matches!(
+        request.content_type.as_deref(),
+        Some("application/merge-patch+json" | "application/strategic-merge-patch+json")
+    );
+    if !merge_type {
+        return status(415, "only merge patches are scripted");
+    }
+    let key = key_of(target, name);
+    let mut inner = lock(state);
+    let Some(current) = inner.get(target.resource, &key) else {
+        drop(inner);
+        return status(404, &format!("{name:?} not found"));
+    };
+    if precondition_failed(current, &request.body["metadata"]["resourceVersion"]) {
+        drop(inner);
+        return conflict(target.resource.kind(), name);
+    }
+    let mut object: Value = serde_json::from_slice(&current.json).unwrap_or(Value::Null);
+    merge(&mut object, &request.body);
+    match inner.put(target.resource, &key.0, object) {
+        Ok(stored) => json_response(200, stored.json),
+        Err(message) => status(422, &message),
+    }
+}
+
+fn delete(state: &Shared, target: &Target, name: &str, options: &Value) -> http::Response<ResBody> {
+    let key = key_of(target, name);
+    let mut inner = lock(state);
+    let Some(current) = inner.get(target.resource, &key) else {
+        drop(inner);
+        return status(404, &format!("{name:?} not found"));
+    };
+    if let Some(uid) = options["preconditions"]["uid"].as_str() {
+        let object: Value = serde_json::from_slice(&current.json).unwrap_or(Value::Null);
+        if object["metadata"]["uid"].as_str() != Some(uid) {
+            drop(inner);
+            return status(
+                409,
+                "Precondition failed: UID in precondition does not match",
+            );
+        }
+    }
+    match inner.delete(target.resource, &key) {
+        Some(stored) => json_response(200, stored.json),
+        None => status(404, &format!("{name:?} not found")),
+    }
+}
+
+/// The eviction subresource: the pod is deleted (honouring `deleteOptions.preconditions.uid`);
+/// PodDisruptionBudget refusals are scripted with [`super::Fault::pdb_blocks_eviction`].
+fn evict(state: &Shared, target: &Target, name: &str, body: &Value) -> http::Response<ResBody> {
+    if body["kind"].as_str() != Some("Eviction") || body["metadata"]["name"].as_str() != Some(name)
+    {
+        return status(400, "the body must be a policy/v1 Eviction naming the pod");
+    }
+    let answer = delete(state, target, name, &body["deleteOptions"]);
+    if answer.status() == http::StatusCode::OK {
+        return json_response(201, status_body(201, "", "").to_string());
+    }
+    answer
+}
+
+fn watch(state: &Shared, target: &Target, query: &Query) -> http::Response<ResBody> {
+    let selector = match parse_selector(query.get("fieldSelector")) {
+        Ok(selector) => selector,
+        Err(message) => return status(400, &message),
+    };
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|seconds| seconds.parse::<u64>().ok())
+        .map_or(DEFAULT_WATCH, Duration::from_secs)
+        .min(DEFAULT_WATCH);
+    let from = query
+        .get("resourceVersion")
+        .and_then(|rv| rv.parse::<u64>().ok())
+        .unwrap_or(0);
+    let resource = target.resource;
+    let namespace = target.namespace.clone();
+    let wanted = move |change: &Change| {
+        change.resource == resource
+            && (change.kind == "BOOKMARK" && bookmarks
+                || change.kind != "BOOKMARK"
+                    && namespace.as_ref().is_none_or(|ns| change.namespace == *ns)
+                    && selector.matches(
+                        &(change.namespace.clone(), change.name.clone()),
+                        &change.object,
+                    ))
+    };
+    let inner = lock(state);
+    if from != 0 && from < inner.oldest {
+        drop(inner);
+        let gone = status_body(410, "Expired", &format!("too old resource version: {from}"));
+        let line = format!("{}\n", serde_json::json!({"type": "ERROR", "object": gone}));
+        return json_response(200, line);
+    }
+    let replay: Vec<Change> = if from == 0 {
+        // Unset or "0": synthetic ADDED events for what exists now.
+        inner
+            .objects
+            .get(&resource)
+            .into_iter()
+            .flat_map(|objects| objects.iter())
+            .map(|(key, stored)| Change {
+                resource,
+                rv: inner.rv,
+                kind: "ADDED",
+                namespace: key.0.clone(),
+                name: key.1.clone(),
+                object: stored.clone(),
+            })
+            .filter(|change| wanted(change))
+            .collect()
+    } else {
+        inner
+            .history
+            .iter()
+            .filter(|change| change.rv > from && wanted(change))
+            .cloned()
+            .collect()
+    };
+    let receiver = inner.changes.subscribe();
+    drop(inner);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let live = stream::unfold(receiver, move |mut receiver| {
+        let wanted = wanted.clone();
+        async move {
+            loop {
+                let next = tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => return None,
+                    next = receiver.recv() => next,
+                };
+                match next {
+                    Ok(change) if change.kind == "RESET" => return None,
+                    Ok(change) if wanted(&change) => return Some((change, receiver)),
+                    Ok(_) => continue,
+                    Err(
+                        broadcast::error::RecvError::Lagged(_)
+                        | broadcast::error::RecvError::Closed,
+                    ) => return None,
+                }
+            }
+        }
+    });
+    let events = stream::iter(replay).chain(live).map(|change| {
+        let mut line = BytesMut::with_capacity(change.object.json.len().saturating_add(32));
+        line.extend_from_slice(b"{\"type\":\"");
+        line.extend_from_slice(change.kind.as_bytes());
+        line.extend_from_slice(b"\",\"object\":");
+        line.extend_from_slice(&change.object.json);
+        line.extend_from_slice(b"}\n");
+        Ok::<_, std::convert::Infallible>(Frame::data(line.freeze()))
+    });
+    let mut answer = http::Response::new(BodyExt::boxed(StreamBody::new(events)));
+    answer.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    answer
+}

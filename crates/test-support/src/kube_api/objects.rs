@@ -1,0 +1,307 @@
+//! Nodes, Pods and Leases as the apiserver returns them, written from the Kubernetes API
+//! reference (core/v1 Node and Pod, coordination.k8s.io/v1 Lease), with the bulk real objects
+//! carry (managedFields, env, volumes, probes, node images) so memory measurements see it.
+
+use serde_json::{json, Value};
+
+/// A Node named `name` with `kubernetes.io/arch` and `kubernetes.io/os` labels, Ready, no taints.
+pub fn node_json(name: &str, arch: &str, os: &str) -> Value {
+    let images: Vec<Value> = (0..20)
+        .map(|i| {
+            json!({
+                "names": [
+                    format!("registry.example.com/team{i}/service@sha256:{:064x}", i),
+                    format!("registry.example.com/team{i}/service:v1.{i}.0"),
+                ],
+                "sizeBytes": 50_000_000 + i * 1_000_000,
+            })
+        })
+        .collect();
+    let condition = |kind: &str, status: &str, reason: &str| {
+        json!({
+            "type": kind, "status": status, "reason": reason,
+            "message": format!("kubelet reports {kind}={status}"),
+            "lastHeartbeatTime": "2026-11-01T10:00:00Z",
+            "lastTransitionTime": "2026-10-01T10:00:00Z",
+        })
+    };
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "beta.kubernetes.io/arch": arch,
+                "beta.kubernetes.io/os": os,
+                "kubernetes.io/arch": arch,
+                "kubernetes.io/os": os,
+                "kubernetes.io/hostname": name,
+                "node.kubernetes.io/instance-type": "m7g.xlarge",
+                "topology.kubernetes.io/region": "eu-west-1",
+                "topology.kubernetes.io/zone": "eu-west-1a",
+                "node-role.kubernetes.io/worker": "",
+            },
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                "csi.volume.kubernetes.io/nodeid": format!("{{\"ebs.csi.aws.com\":\"i-{name}\"}}"),
+            },
+            "managedFields": [
+                {"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+                 "time": "2026-11-01T10:00:00Z", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/arch": {}, "f:kubernetes.io/os": {}, "f:kubernetes.io/hostname": {}}},
+                              "f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:lastHeartbeatTime": {}, "f:status": {}}}, "f:images": {}}}},
+            ],
+        },
+        "spec": {
+            "podCIDR": "10.0.1.0/24",
+            "podCIDRs": ["10.0.1.0/24"],
+            "providerID": format!("aws:///eu-west-1a/i-{name}"),
+        },
+        "status": {
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"},
+            "allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "110", "ephemeral-storage": "95Gi"},
+            "conditions": [
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+                condition("Ready", "True", "KubeletReady"),
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": "10.0.1.10"},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": "0123456789abcdef0123456789abcdef",
+                "systemUUID": "ec2a0000-0000-0000-0000-000000000000",
+                "bootID": "0f0f0f0f-0000-0000-0000-000000000000",
+                "kernelVersion": "6.1.0-27",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "containerRuntimeVersion": "containerd://1.7.24",
+                "kubeletVersion": "v1.33.1",
+                "kubeProxyVersion": "v1.33.1",
+                "operatingSystem": os,
+                "architecture": arch,
+            },
+            "images": images,
+        },
+    })
+}
+
+/// What [`pod_json`] builds.
+#[derive(Clone, Debug)]
+pub struct PodFixture {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.nodeName` (empty: not bound).
+    pub node: String,
+    /// One container per image (the first three get env, ports, probes and mounts).
+    pub images: Vec<String>,
+    /// Init container images.
+    pub init_images: Vec<String>,
+    /// `spec.imagePullSecrets` names.
+    pub pull_secrets: Vec<String>,
+    /// The controller owner `(kind, name)`, e.g. `("ReplicaSet", "web-5d8f")`.
+    pub owner: Option<(String, String)>,
+    /// `status.phase`.
+    pub phase: String,
+    /// `metadata.annotations` beyond the usual ones (e.g. `kubernetes.io/config.mirror`).
+    pub annotations: Vec<(String, String)>,
+}
+
+impl PodFixture {
+    /// A running pod of a ReplicaSet on `node` with one container per image.
+    pub fn new(namespace: &str, name: &str, node: &str, images: &[&str]) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            node: node.to_owned(),
+            images: images.iter().map(|image| (*image).to_owned()).collect(),
+            init_images: Vec::new(),
+            pull_secrets: Vec::new(),
+            owner: Some(("ReplicaSet".to_owned(), format!("{name}-rs"))),
+            phase: "Running".to_owned(),
+            annotations: Vec::new(),
+        }
+    }
+
+    /// The JSON.
+    pub fn json(&self) -> Value {
+        pod_json(self)
+    }
+}
+
+fn container(index: usize, image: &str) -> Value {
+    let mut container = json!({
+        "name": format!("c{index}"),
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "volumeMounts": [
+            {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true},
+        ],
+    });
+    if index < 3 {
+        let env: Vec<Value> = (0..10)
+            .map(|i| json!({"name": format!("SETTING_{i}"), "value": format!("value-of-setting-number-{i}")}))
+            .collect();
+        container["env"] = Value::from(env);
+        container["ports"] =
+            json!([{"containerPort": 8080 + index, "name": "http", "protocol": "TCP"}]);
+        container["livenessProbe"] = json!({"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+            "periodSeconds": 10, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3});
+        container["readinessProbe"] = container["livenessProbe"].clone();
+        if let Some(mounts) = container["volumeMounts"].as_array_mut() {
+            mounts.push(json!({"name": "config", "mountPath": "/etc/app"}));
+            mounts.push(json!({"name": "cache", "mountPath": "/cache"}));
+        }
+    }
+    container
+}
+
+/// A Pod as the apiserver returns it.
+pub fn pod_json(pod: &PodFixture) -> Value {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(
+        "kubectl.kubernetes.io/restartedAt".into(),
+        "2026-11-01T09:00:00Z".into(),
+    );
+    for (key, value) in &pod.annotations {
+        annotations.insert(key.clone(), Value::from(value.as_str()));
+    }
+    let owner_references: Vec<Value> = pod
+        .owner
+        .iter()
+        .map(|(kind, name)| {
+            json!({"apiVersion": if kind == "Node" { "v1" } else { "apps/v1" }, "kind": kind,
+                   "name": name, "uid": format!("owner-{name}"), "controller": true, "blockOwnerDeletion": true})
+        })
+        .collect();
+    let containers: Vec<Value> = pod
+        .images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| container(i, image))
+        .collect();
+    let init_containers: Vec<Value> = pod
+        .init_images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| {
+            let mut init = container(i.saturating_add(100), image);
+            init["name"] = Value::from(format!("init{i}"));
+            init
+        })
+        .collect();
+    let statuses: Vec<Value> = pod
+        .images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| {
+            json!({"name": format!("c{i}"), "image": image, "imageID": format!("{image}@sha256:{:064x}", i),
+                   "containerID": format!("containerd://{:064x}", i), "ready": true, "restartCount": 0,
+                   "started": true, "state": {"running": {"startedAt": "2026-11-01T09:00:05Z"}}})
+        })
+        .collect();
+    let pull_secrets: Vec<Value> = pod
+        .pull_secrets
+        .iter()
+        .map(|name| json!({"name": name}))
+        .collect();
+    let mut spec = json!({
+        "containers": containers,
+        "dnsPolicy": "ClusterFirst",
+        "enableServiceLinks": true,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "priority": 0,
+        "restartPolicy": "Always",
+        "schedulerName": "default-scheduler",
+        "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+        "serviceAccount": "default",
+        "serviceAccountName": "default",
+        "terminationGracePeriodSeconds": 30,
+        "tolerations": [
+            {"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists", "tolerationSeconds": 300},
+            {"effect": "NoExecute", "key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300},
+        ],
+        "volumes": [
+            {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+            ]}},
+            {"name": "config", "configMap": {"name": format!("{}-config", pod.name), "defaultMode": 420}},
+            {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+    });
+    if !pod.node.is_empty() {
+        spec["nodeName"] = Value::from(pod.node.as_str());
+    }
+    if !init_containers.is_empty() {
+        spec["initContainers"] = Value::from(init_containers);
+    }
+    if !pull_secrets.is_empty() {
+        spec["imagePullSecrets"] = Value::from(pull_secrets);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod.name,
+            "generateName": format!("{}-", pod.name),
+            "namespace": pod.namespace,
+            "labels": {"app.kubernetes.io/name": pod.name, "pod-template-hash": "5d8f9c7b6d"},
+            "annotations": annotations,
+            "ownerReferences": owner_references,
+            "managedFields": [
+                {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+                 "time": "2026-11-01T09:00:00Z", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:app.kubernetes.io/name": {}},
+                               "f:ownerReferences": {".": {}, "k:{\"uid\":\"owner\"}": {}}},
+                              "f:spec": {"f:containers": {"k:{\"name\":\"c0\"}": {".": {}, "f:env": {}, "f:image": {}, "f:name": {}, "f:ports": {}, "f:resources": {}}},
+                                         "f:dnsPolicy": {}, "f:restartPolicy": {}, "f:volumes": {}}}},
+                {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "subresource": "status",
+                 "time": "2026-11-01T09:00:06Z", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:status": {"f:conditions": {}, "f:containerStatuses": {}, "f:hostIP": {}, "f:phase": {}, "f:podIP": {}, "f:startTime": {}}}},
+            ],
+        },
+        "spec": spec,
+        "status": {
+            "phase": pod.phase,
+            "conditions": [
+                {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-11-01T09:00:01Z"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T09:00:06Z"},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": "2026-11-01T09:00:06Z"},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-01T09:00:00Z"},
+            ],
+            "hostIP": "10.0.1.10",
+            "podIP": "10.0.1.77",
+            "podIPs": [{"ip": "10.0.1.77"}],
+            "qosClass": "Burstable",
+            "startTime": "2026-11-01T09:00:01Z",
+            "containerStatuses": statuses,
+        },
+    })
+}
+
+/// A `coordination.k8s.io/v1` Lease held by `holder`, renewed at `renew_time` (RFC 3339 with
+/// microseconds) for `duration_seconds`.
+pub fn lease_json(name: &str, holder: &str, renew_time: &str, duration_seconds: i32) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": duration_seconds,
+            "acquireTime": renew_time,
+            "renewTime": renew_time,
+            "leaseTransitions": 3,
+        },
+    })
+}

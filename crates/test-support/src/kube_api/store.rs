@@ -1,0 +1,265 @@
+//! The scripted API server's state: objects per resource, a resource version counter, a bounded
+//! history of changes for watches, recorded requests and scripted faults.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::fault::{Fault, RecordedRequest};
+
+/// How many changes are kept for watches to resume from; older resource versions get `410 Gone`.
+pub(crate) const HISTORY: usize = 200_000;
+/// Changes buffered per watch before a slow watch is ended (it resumes from the history).
+const FANOUT: usize = 8192;
+/// How many requests are recorded (the oldest are dropped).
+pub(crate) const MAX_RECORDED: usize = 100_000;
+
+/// A resource the server knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Resource {
+    /// `v1` Node (cluster scoped).
+    Nodes,
+    /// `v1` Pod.
+    Pods,
+    /// `coordination.k8s.io/v1` Lease.
+    Leases,
+    /// `events.k8s.io/v1` Event.
+    Events,
+}
+
+impl Resource {
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Self::Nodes => "Node",
+            Self::Pods => "Pod",
+            Self::Leases => "Lease",
+            Self::Events => "Event",
+        }
+    }
+
+    pub(crate) fn api_version(self) -> &'static str {
+        match self {
+            Self::Nodes | Self::Pods => "v1",
+            Self::Leases => "coordination.k8s.io/v1",
+            Self::Events => "events.k8s.io/v1",
+        }
+    }
+
+    pub(crate) fn namespaced(self) -> bool {
+        !matches!(self, Self::Nodes)
+    }
+}
+
+/// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
+pub(crate) type Key = (String, String);
+
+/// A stored object: its JSON and the field a field selector may ask about.
+#[derive(Clone, Debug)]
+pub(crate) struct Stored {
+    pub(crate) json: Bytes,
+    /// `spec.nodeName` (empty when unset).
+    pub(crate) node_name: String,
+}
+
+impl Stored {
+    fn new(json: Bytes, object: &Value) -> Self {
+        let node_name = object["spec"]["nodeName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        Self { json, node_name }
+    }
+}
+
+/// One change, as a watch sends it.
+#[derive(Clone, Debug)]
+pub(crate) struct Change {
+    pub(crate) resource: Resource,
+    pub(crate) rv: u64,
+    /// `ADDED`, `MODIFIED`, `DELETED`, or `BOOKMARK` (sent to every watch of the resource).
+    pub(crate) kind: &'static str,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) object: Stored,
+}
+
+pub(crate) struct Inner {
+    pub(crate) rv: u64,
+    pub(crate) objects: BTreeMap<Resource, BTreeMap<Key, Stored>>,
+    pub(crate) history: VecDeque<Change>,
+    /// Watches from a resource version below this get `410 Gone`.
+    pub(crate) oldest: u64,
+    pub(crate) requests: VecDeque<RecordedRequest>,
+    pub(crate) faults: Vec<Fault>,
+    pub(crate) changes: broadcast::Sender<Change>,
+    /// Every recorded request, for whoever listens ([`crate::KubeApi::subscribe_requests`]).
+    pub(crate) recorded: broadcast::Sender<RecordedRequest>,
+    pub(crate) uid: u64,
+}
+
+impl Inner {
+    pub(crate) fn new() -> Self {
+        let (changes, _) = broadcast::channel(FANOUT);
+        let (recorded, _) = broadcast::channel(FANOUT);
+        Self {
+            recorded,
+            rv: 1000,
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            oldest: 0,
+            requests: VecDeque::new(),
+            faults: Vec::new(),
+            changes,
+            uid: 0,
+        }
+    }
+
+    pub(crate) fn next_rv(&mut self) -> u64 {
+        self.rv = self.rv.saturating_add(1);
+        self.rv
+    }
+
+    /// Stamps `resourceVersion` (and `uid`, `namespace`, `creationTimestamp` when missing) into
+    /// the object, stores it and tells the watches. Returns the stored JSON.
+    pub(crate) fn put(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        mut object: Value,
+    ) -> Result<Stored, String> {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .filter(|name| !name.is_empty())
+            .ok_or("metadata.name is required")?
+            .to_owned();
+        let key = (namespace.to_owned(), name);
+        let existed = self
+            .objects
+            .get(&resource)
+            .is_some_and(|objects| objects.contains_key(&key));
+        let rv = self.next_rv();
+        if !object["metadata"]["uid"].is_string() {
+            self.uid = self.uid.saturating_add(1);
+            object["metadata"]["uid"] = Value::from(format!("uid-{:012}", self.uid));
+        }
+        if !object["metadata"]["creationTimestamp"].is_string() {
+            object["metadata"]["creationTimestamp"] = Value::from("2026-11-01T00:00:00Z");
+        }
+        if resource.namespaced() {
+            object["metadata"]["namespace"] = Value::from(namespace);
+        }
+        object["metadata"]["resourceVersion"] = Value::from(rv.to_string());
+        object["kind"] = Value::from(resource.kind());
+        object["apiVersion"] = Value::from(resource.api_version());
+        let stored = Stored::new(Bytes::from(object.to_string()), &object);
+        self.objects
+            .entry(resource)
+            .or_default()
+            .insert(key.clone(), stored.clone());
+        self.record_change(Change {
+            resource,
+            rv,
+            kind: if existed { "MODIFIED" } else { "ADDED" },
+            namespace: namespace.to_owned(),
+            name: key.1.clone(),
+            object: stored.clone(),
+        });
+        Ok(stored)
+    }
+
+    /// Removes an object and tells the watches (the DELETED event carries a new resource version).
+    pub(crate) fn delete(&mut self, resource: Resource, key: &Key) -> Option<Stored> {
+        let old = self.objects.get_mut(&resource)?.remove(key)?;
+        let rv = self.next_rv();
+        let mut object: Value = serde_json::from_slice(&old.json).unwrap_or(Value::Null);
+        object["metadata"]["resourceVersion"] = Value::from(rv.to_string());
+        let stored = Stored::new(Bytes::from(object.to_string()), &object);
+        self.record_change(Change {
+            resource,
+            rv,
+            kind: "DELETED",
+            namespace: key.0.clone(),
+            name: key.1.clone(),
+            object: stored.clone(),
+        });
+        Some(stored)
+    }
+
+    pub(crate) fn get(&self, resource: Resource, key: &Key) -> Option<&Stored> {
+        self.objects.get(&resource)?.get(key)
+    }
+
+    fn record_change(&mut self, change: Change) {
+        if self.history.len() >= HISTORY {
+            if let Some(dropped) = self.history.pop_front() {
+                self.oldest = dropped.rv.saturating_add(1);
+            }
+        }
+        self.history.push_back(change.clone());
+        // No receiver is fine: nobody watches.
+        let _ = self.changes.send(change);
+    }
+
+    /// Forgets the history: every watch from an older resource version gets `410 Gone`.
+    pub(crate) fn compact(&mut self) {
+        self.history.clear();
+        self.oldest = self.rv.saturating_add(1);
+    }
+
+    /// Sends a BOOKMARK at the current resource version to every watch of `resource`.
+    pub(crate) fn bookmark(&mut self, resource: Resource) {
+        let rv = self.rv;
+        let object = serde_json::json!({
+            "kind": resource.kind(),
+            "apiVersion": resource.api_version(),
+            "metadata": {"resourceVersion": rv.to_string()},
+        });
+        let _ = self.changes.send(Change {
+            resource,
+            rv,
+            kind: "BOOKMARK",
+            namespace: String::new(),
+            name: String::new(),
+            object: Stored::new(Bytes::from(object.to_string()), &Value::Null),
+        });
+    }
+
+    /// Ends every open watch (clients resume from their last resource version).
+    pub(crate) fn end_watches(&mut self) {
+        let _ = self.changes.send(Change {
+            resource: Resource::Nodes,
+            rv: self.rv,
+            kind: "RESET",
+            namespace: String::new(),
+            name: String::new(),
+            object: Stored::new(Bytes::new(), &Value::Null),
+        });
+    }
+
+    pub(crate) fn record(&mut self, request: RecordedRequest) {
+        if self.requests.len() >= MAX_RECORDED {
+            self.requests.pop_front();
+        }
+        if self.recorded.receiver_count() > 0 {
+            let _ = self.recorded.send(request.clone());
+        }
+        self.requests.push_back(request);
+    }
+
+    /// The first scripted fault matching this request, consumed.
+    pub(crate) fn take_fault(&mut self, method: &str, path: &str) -> Option<Fault> {
+        let index = self
+            .faults
+            .iter()
+            .position(|fault| fault.matches(method, path))?;
+        let fault = self.faults.get_mut(index)?;
+        fault.times = fault.times.saturating_sub(1);
+        let taken = fault.clone();
+        if fault.times == 0 {
+            self.faults.remove(index);
+        }
+        Some(taken)
+    }
+}
