@@ -343,3 +343,21 @@ fn display_object_and_proxies() {
         "registry-1.docker.io"
     );
 }
+
+#[test]
+fn the_length_limit_applies_to_the_path_alone() {
+    // distribution/reference v0.6.0: 255 characters of repository path, host not counted.
+    let path = format!("team/{}", "a".repeat(250));
+    assert_eq!(path.len(), 255);
+    let long_host = format!("registry.example.com:5000/{path}:tag");
+    let r = Reference::parse(&long_host).unwrap();
+    assert_eq!(r.repository, path);
+    let hub = Reference::parse(&format!("{path}:1")).unwrap();
+    assert_eq!(hub.registry, "docker.io");
+    // `library/` counts: it is part of the path that is fetched.
+    assert!(Reference::parse(&"a".repeat(247)).is_ok());
+    assert!(Reference::parse(&"a".repeat(248)).is_err());
+    let too_long = format!("registry.example.com/{path}b");
+    let err = Reference::parse(&too_long).unwrap_err();
+    assert!(err.to_string().contains("255"), "{err}");
+}
