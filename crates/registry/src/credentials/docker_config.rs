@@ -15,8 +15,11 @@ use tokio::io::AsyncReadExt;
 pub use helper::{CredentialHelpers, HelperError};
 
 use super::exec::ExecLimits;
-use super::matching::{config_key_matches, helper_server_url, image_host, normalize_config_key};
+use super::matching::{
+    config_key_matches, helper_server_url, image_host, is_docker_hub, normalize_config_key,
+};
 use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
+use crate::reference::DOCKER_HUB;
 use crate::{Credential, CredentialCandidate};
 
 /// Largest docker config file we read.
@@ -120,9 +123,11 @@ pub(crate) fn entry_credential(value: serde_json::Value) -> Result<Option<Creden
     entry.credential()
 }
 
-/// Decode a docker `auth` field: base64 of `user:password` (padding optional, whitespace ignored).
+/// Decode a docker `auth` field: base64 of `user:password` (padding optional). Line breaks are
+/// ignored, as Go's decoder ignores them; any other whitespace makes the field unusable, as it
+/// does for the kubelet.
 fn decode_auth(auth: &str) -> Result<Credential, ()> {
-    let cleaned: String = auth.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let cleaned: String = auth.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(&cleaned)
         .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(&cleaned))
@@ -240,8 +245,17 @@ impl DockerConfig {
     }
 
     /// The `auths` credentials that apply to `image`, most specific key first (as the kubelet
-    /// orders them), each named `source`. No helper is run.
+    /// orders them), each named `source`. No helper is run. Docker Hub's host names in `image`
+    /// (`index.docker.io/...`) mean `docker.io`, as they do in keys.
     pub fn auth_candidates(&self, image: &str, source: &str) -> Vec<CredentialCandidate> {
+        let host = image_host(image);
+        let hub_image;
+        let image = if is_docker_hub(host) && host != DOCKER_HUB {
+            hub_image = format!("{DOCKER_HUB}{}", &image[host.len()..]);
+            hub_image.as_str()
+        } else {
+            image
+        };
         let mut matched: Vec<(String, &Credential)> = self
             .auths
             .iter()
@@ -448,7 +462,8 @@ impl DockerConfigSource {
         out
     }
 
-    /// The candidates of one parsed config (helpers included).
+    /// The candidates of one parsed config (helpers included). As with docker, a host that has a
+    /// `credHelpers` entry is never looked up in `credsStore`.
     pub async fn config_candidates(
         &self,
         config: &DockerConfig,
@@ -457,17 +472,16 @@ impl DockerConfigSource {
     ) -> Vec<CredentialCandidate> {
         let server = helper_server_url(image_host(image));
         let mut out = Vec::new();
-        if let Some(name) = config.cred_helper_for(image) {
+        let helper = config.cred_helper_for(image);
+        if let Some(name) = helper {
             if let Some(candidate) = self.helper_candidate(name, &server).await {
                 out.push(candidate);
             }
         }
         out.extend(config.auth_candidates(image, source));
-        if let Some(name) = config.creds_store() {
-            if config.cred_helper_for(image) != Some(name) {
-                if let Some(candidate) = self.helper_candidate(name, &server).await {
-                    out.push(candidate);
-                }
+        if let (Some(name), None) = (config.creds_store(), helper) {
+            if let Some(candidate) = self.helper_candidate(name, &server).await {
+                out.push(candidate);
             }
         }
         out

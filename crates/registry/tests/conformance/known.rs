@@ -88,11 +88,6 @@ pub const DIFFERENCES: &[(&str, &str, &str)] = &[
         "an unbracketed IPv6 address is not a registry host (image references write [::1])",
     ),
     (
-        "docker-cli-config",
-        "TestGetAllCredentialsCredHelperOverridesDefaultStore: example.com/app",
-        "to fix: a host with a credHelper never reaches credsStore",
-    ),
-    (
         "docker-cli-convert-to-hostname",
         "TestConvertToHostname: unix:///var/run/docker.sock",
         "config keys with a scheme other than http(s) are kept as written, as the kubelet keyring keeps them",
@@ -106,16 +101,6 @@ pub const DIFFERENCES: &[(&str, &str, &str)] = &[
         "docker-cli-convert-to-hostname",
         "TestConvertToHostname: https://::1:6555/v2/",
         "an unbracketed IPv6 host in a config key is kept as written (write [::1]:6555)",
-    ),
-    (
-        "kubelet-docker-config",
-        "TestDecodeDockerConfigFieldAuth: Zm9vOmJhcg==  -> x.example.com/app",
-        "to fix: only line breaks are ignored in base64 auth fields",
-    ),
-    (
-        "kubelet-keyring",
-        "TestKeyringHitWithQualifiedDockerHub: https://index.docker.io/v1/ <- index.docker.io/v1//google/do... (73 chars)",
-        "to fix: Docker Hub's host names in an image mean docker.io",
     ),
     (
         "kubelet-provider-config",

@@ -35,13 +35,31 @@ fn parses_config_shapes() {
             vec![basic_cred("user", "pa:ss")],
         ),
         (
-            // Unpadded base64 with whitespace.
+            // Unpadded base64 with line breaks (Go's decoder ignores them).
             format!(
-                r#"{{"auths":{{"ghcr.io":{{"auth":" {} "}}}}}}"#,
+                r#"{{"auths":{{"ghcr.io":{{"auth":"\r\n{}\n"}}}}}}"#,
                 b64("ab:c").trim_end_matches('=')
             ),
             "ghcr.io/o/a:1",
             vec![basic_cred("ab", "c")],
+        ),
+        // Spaces are not base64: the entry is unusable, as for the kubelet.
+        (
+            format!(
+                r#"{{"auths":{{"ghcr.io":{{"auth":" {} "}}}}}}"#,
+                b64("ab:c")
+            ),
+            "ghcr.io/o/a:1",
+            vec![],
+        ),
+        // Docker Hub's other names in an image mean docker.io.
+        (
+            format!(
+                r#"{{"auths":{{"https://index.docker.io/v1/":{{"auth":"{}"}}}}}}"#,
+                b64("hub:pw")
+            ),
+            "index.docker.io/library/nginx:1",
+            vec![basic_cred("hub", "pw")],
         ),
         (
             r#"{"auths":{"ghcr.io":{"username":"u","password":"p","email":"x@y"}}}"#.into(),
@@ -308,10 +326,7 @@ async fn source_reads_files_in_order_with_helpers() {
                 format!("docker-config:{}", first.display()),
                 basic_cred("file", "pw")
             ),
-            (
-                "docker-credential-helper:store".to_owned(),
-                basic_cred("store", "storepw")
-            ),
+            // ghcr.io has a credHelper: credsStore is not asked (as with docker).
             (
                 format!("docker-config:{}", legacy.display()),
                 basic_cred("legacy", "pw")
