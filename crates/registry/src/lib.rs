@@ -37,6 +37,7 @@ mod client;
 pub mod config;
 pub mod credential;
 pub mod credentials;
+pub mod duration;
 pub mod error;
 pub mod hosts;
 pub mod manifest;

@@ -3,7 +3,6 @@
 //! cached per `cacheKeyType` and `cacheDuration`.
 
 mod config;
-mod duration;
 mod response;
 
 use std::collections::HashMap;
@@ -15,7 +14,6 @@ pub use config::{
     parse_provider_config, ConfigError, CredentialProviderConfig, ProviderConfig, ProviderSkip,
     CONFIG_API_VERSIONS, EXEC_API_VERSIONS,
 };
-pub use duration::parse_go_duration;
 pub use response::{parse_response, request_body, CacheKeyType, ProviderResponse, ResponseError};
 
 use super::exec::{self, ExecError, ExecLimits};

@@ -4,8 +4,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::duration::parse_go_duration;
-
 /// Config API versions the kubelet accepts for `CredentialProviderConfig`.
 pub const CONFIG_API_VERSIONS: &[&str] = &[
     "kubelet.config.k8s.io/v1",
@@ -164,9 +162,9 @@ fn validate(raw: RawProvider) -> Result<ProviderConfig, ProviderSkip> {
     }
     let default_cache_duration = match raw.default_cache_duration.as_deref() {
         None => Duration::ZERO,
-        Some(text) => match parse_go_duration(text) {
-            Some(duration) => duration,
-            None => return Err(ProviderSkip::InvalidCacheDuration { name }),
+        Some(text) => match crate::duration::parse(text) {
+            Ok(duration) => duration,
+            Err(_) => return Err(ProviderSkip::InvalidCacheDuration { name }),
         },
     };
     if !EXEC_API_VERSIONS.contains(&raw.api_version.as_str()) {
