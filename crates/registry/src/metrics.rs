@@ -5,7 +5,6 @@ use prometheus::{
     GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
 };
 
-use crate::proxies::glob_match;
 use crate::{Config, Error};
 
 /// Public registries that may appear as a `registry` label value (globs on the host).
@@ -245,7 +244,7 @@ pub fn registry_label(host: &str, configured: &[String]) -> String {
         .iter()
         .map(String::as_str)
         .chain(PUBLIC_REGISTRIES.iter().copied())
-        .any(|pattern| glob_match(pattern, host));
+        .any(|pattern| crate::glob::matches_ignore_case(pattern, host));
     if known {
         host.to_ascii_lowercase()
     } else {

@@ -14,7 +14,7 @@ pub use hosts::{
 };
 
 use super::docker_config::entry_credential;
-use super::matching::{config_key_matches, glob_match, image_host, normalize_config_key};
+use super::matching::{config_key_matches, image_host, normalize_config_key};
 use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
 use crate::{Credential, CredentialCandidate};
 
@@ -168,7 +168,7 @@ fn expand_import(dir: &Path, pattern: &str) -> Vec<PathBuf> {
                 .filter(|e| {
                     e.file_name()
                         .to_str()
-                        .is_some_and(|file| glob_match(name, file))
+                        .is_some_and(|file| crate::glob::matches(name, file))
                 })
                 .map(|e| e.path())
                 .collect()
