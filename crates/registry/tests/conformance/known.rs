@@ -104,31 +104,6 @@ pub const DIFFERENCES: &[(&str, &str, &str)] = &[
     ),
     (
         "kubelet-provider-config",
-        "Test_readCredentialProviderConfig: config with invalid typo",
-        "to fix: unknown provider fields",
-    ),
-    (
-        "kubelet-provider-config",
-        "Test_validateCredentialProviderConfig: no default cache duration provided",
-        "to fix: defaultCacheDuration is required",
-    ),
-    (
-        "kubelet-provider-config",
-        "Test_validateCredentialProviderConfig: name contains spaces",
-        "to fix: provider names",
-    ),
-    (
-        "kubelet-provider-config",
-        "Test_validateCredentialProviderConfig: duplicate names",
-        "to fix: duplicate provider names",
-    ),
-    (
-        "kubelet-provider-config",
-        "Test_validateCredentialProviderConfig: invalid match image",
-        "to fix: matchImages validation",
-    ),
-    (
-        "kubelet-provider-config",
         "Test_validateCredentialProviderConfig: valid config with KubeletServiceAccountTokenForCredentialProviders feature gate enabled",
         "providers needing a service-account token (tokenAttributes) are skipped: the webhook has no pod service account to request one for",
     ),
