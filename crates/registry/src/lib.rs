@@ -39,6 +39,7 @@ pub mod credential;
 pub mod credentials;
 pub mod duration;
 pub mod error;
+pub mod files;
 pub mod glob;
 pub mod hosts;
 pub mod manifest;
