@@ -31,7 +31,9 @@ pub const DEFAULT_CONTAINERD_CONFIG_PATH: &str = "/etc/containerd";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("--image-credential-provider-bin-dir and --image-credential-provider-config must be given together")]
+    #[error(
+        "the credential provider plugin directory and configuration file must be given together"
+    )]
     ProviderFlags,
     #[error(transparent)]
     Provider(#[from] provider::Error),

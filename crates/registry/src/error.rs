@@ -19,7 +19,7 @@ pub enum Error {
     Config { reason: String },
 
     /// The host resolves to an address refused by the metadata/link-local guard.
-    #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked (see --allow-registry-cidrs)")]
+    #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked unless an allowed CIDR covers them")]
     Blocked { host: String, address: IpAddr },
 
     /// Every credential (and anonymous access, when allowed) was refused.
@@ -64,10 +64,12 @@ pub enum Error {
     },
 
     /// Connection, TLS or protocol failure.
-    #[error("{reference}: cannot reach {registry}")]
+    #[error("{reference}: cannot reach {registry}{detail}")]
     Transport {
         reference: String,
         registry: String,
+        /// What the failure was when known (`: TLS: ...`), else empty; fixed phrases only.
+        detail: &'static str,
         #[source]
         source: Arc<reqwest::Error>,
     },
@@ -119,6 +121,65 @@ pub enum Error {
     /// The image declares no usable platform.
     #[error("{reference}: no platform found in the manifest from {registry}")]
     NoPlatforms { reference: String, registry: String },
+}
+
+/// [`Error::Transport`] detail: the registry asked for a TLS client certificate and had none.
+pub(crate) const CLIENT_CERT_REQUIRED: &str =
+    ": TLS: the registry requires a client certificate (hosts.toml client, certs.d *.cert/*.key)";
+/// [`Error::Transport`] detail: the registry refused the TLS client certificate presented.
+pub(crate) const CLIENT_CERT_REFUSED: &str = ": TLS: the registry refused our client certificate";
+
+/// What a transport failure was, when the cause says it plainly (`: TLS: ...`); empty otherwise.
+/// Bounded: fixed phrases only, never the peer's text.
+pub(crate) fn transport_detail(source: &reqwest::Error) -> &'static str {
+    use rustls::AlertDescription as Alert;
+    let alert_detail = |alert: Alert| match alert {
+        Alert::CertificateRequired | Alert::HandshakeFailure => Some(CLIENT_CERT_REQUIRED),
+        Alert::BadCertificate
+        | Alert::UnknownCA
+        | Alert::CertificateUnknown
+        | Alert::CertificateExpired
+        | Alert::CertificateRevoked
+        | Alert::AccessDenied => Some(CLIENT_CERT_REFUSED),
+        _ => None,
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source);
+    while let Some(error) = cause {
+        let inner = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        for candidate in [Some(error), inner].into_iter().flatten() {
+            match candidate.downcast_ref::<rustls::Error>() {
+                Some(rustls::Error::AlertReceived(alert)) => {
+                    return alert_detail(*alert).unwrap_or(": TLS handshake failed")
+                }
+                Some(rustls::Error::InvalidCertificate(_)) => {
+                    return ": TLS: the registry's certificate is not trusted (add its CA)"
+                }
+                Some(_) => return ": TLS handshake failed",
+                None => {}
+            }
+            // An alert after the handshake reaches us as rustls's message in an io::Error.
+            let text = candidate.to_string();
+            for alert in [
+                Alert::CertificateRequired,
+                Alert::HandshakeFailure,
+                Alert::BadCertificate,
+                Alert::UnknownCA,
+                Alert::CertificateUnknown,
+                Alert::CertificateExpired,
+                Alert::CertificateRevoked,
+                Alert::AccessDenied,
+            ] {
+                if text == rustls::Error::AlertReceived(alert).to_string() {
+                    return alert_detail(alert).unwrap_or(": TLS handshake failed");
+                }
+            }
+        }
+        cause = error.source();
+    }
+    ""
 }
 
 impl Error {

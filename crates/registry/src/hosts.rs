@@ -9,6 +9,7 @@
 
 use futures::future::BoxFuture;
 
+pub use crate::credentials::containerd::host_tls::{ClientCert, TlsFiles};
 pub use crate::credentials::containerd::hosts::{Capabilities, Endpoint, HostsConfig};
 use crate::credentials::containerd::ContainerdSource;
 

@@ -298,7 +298,7 @@ impl Resolver {
             .http
             .guard()
             .check_host(base.host_str().unwrap_or_default())?;
-        let http = inner.http.for_host(&endpoint.ca, endpoint.skip_verify)?;
+        let http = inner.http.for_host(endpoint)?;
         let headers = header_map(endpoint);
         let name = endpoint.credential_image(&resolved.name());
         let private = inner

@@ -2,6 +2,7 @@
 //! `auth` sections (config version 1, 2 and containerd 2.x), `imports` drop-ins, and the
 //! `config_path` directories holding `hosts.toml` files (see [`hosts`]).
 
+pub mod host_tls;
 pub mod hosts;
 
 use std::collections::BTreeMap;
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use host_tls::{ClientCert, TlsFiles};
 pub use hosts::{
     default_server, host_dir, load_hosts, Capabilities, Endpoint, HostsConfig, HostsError,
 };

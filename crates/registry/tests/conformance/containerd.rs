@@ -98,21 +98,28 @@ fn endpoint_matches(endpoint: &Endpoint, want: &Value) -> Result<(), String> {
         .map(|map| map.iter().map(|(k, v)| (k.clone(), strings(v))).collect())
         .unwrap_or_default();
     same("header", headers, want_headers)?;
-    same(
-        "dial_timeout",
-        dial_timeout(endpoint),
-        want["dial_timeout"].as_str().map(str::to_owned),
-    )
+    let want_dial = match want["dial_timeout"].as_str() {
+        Some(text) => Some(noe_registry::duration::parse(text).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    same("dial_timeout", endpoint.dial_timeout, want_dial)
 }
 
 /// `client` as `(certificate, key or "")` paths.
-fn client_pairs(_endpoint: &Endpoint) -> Vec<(String, String)> {
-    Vec::new()
-}
-
-/// `dial_timeout` as containerd prints it.
-fn dial_timeout(_endpoint: &Endpoint) -> Option<String> {
-    None
+fn client_pairs(endpoint: &Endpoint) -> Vec<(String, String)> {
+    endpoint
+        .client
+        .iter()
+        .map(|pair| {
+            (
+                pair.cert.display().to_string(),
+                pair.key
+                    .as_ref()
+                    .map(|key| key.display().to_string())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect()
 }
 
 /// `[[cert, key], ...]` as written (`""` for no key).

@@ -24,41 +24,6 @@ pub const DIFFERENCES: &[(&str, &str, &str)] = &[
     ),
     (
         "containerd-hosts",
-        "TestParseHostFile: host 3 https://test-1.registry/v2",
-        "to fix: hosts.toml client certificates",
-    ),
-    (
-        "containerd-hosts",
-        "TestParseHostFile: host 4 https://test-2.registry/v2",
-        "to fix: hosts.toml client certificates",
-    ),
-    (
-        "containerd-hosts",
-        "TestParseHostFile: host 5 https://test-3.registry/v2",
-        "to fix: hosts.toml client certificates",
-    ),
-    (
-        "containerd-hosts",
-        "TestParseHostFile: host 6 https://no-referrers.registry/v2",
-        "to fix: hosts.toml client certificates",
-    ),
-    (
-        "containerd-hosts",
-        "TestParseHostFile: host 10 https://dial-timeout.registry/v2",
-        "to fix: hosts.toml dial_timeout",
-    ),
-    (
-        "containerd-hosts",
-        "TestLoadCertFiles: crt and cert pair",
-        "to fix: certs.d client.cert/client.key",
-    ),
-    (
-        "containerd-hosts",
-        "TestLoadCertFiles: cert pair only",
-        "to fix: certs.d client.cert/client.key",
-    ),
-    (
-        "containerd-hosts",
         "TestHTTPFallback: localhost:8080",
         "no plain-HTTP fallback after a failed TLS handshake: plain HTTP is opt-in per host (--insecure-registries)",
     ),
