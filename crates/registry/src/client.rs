@@ -86,7 +86,8 @@ struct Shared {
     guard: Guard,
     timeout: Duration,
     metrics: Metrics,
-    extra_ca_pem: Option<Vec<u8>>,
+    /// The roots of every connection (system roots read once).
+    roots: Arc<rustls::RootCertStore>,
     variants: Mutex<HashMap<TlsKey, reqwest::Client>>,
 }
 
@@ -119,7 +120,8 @@ fn build_client(
 impl Http {
     pub fn new(config: &Config, metrics: Metrics) -> Result<Self, Error> {
         let guard = Guard::new(config.allow_cidrs.clone());
-        let tls = tls::client_config(config.extra_ca_pem.as_deref())?;
+        let roots = tls::shared_roots(config.extra_ca_pem.as_deref())?;
+        let tls = tls::client_config(&roots)?;
         let client = build_client(tls, &guard, config.request_timeout)?;
         Ok(Self {
             client,
@@ -128,7 +130,7 @@ impl Http {
                 guard,
                 timeout: config.request_timeout,
                 metrics,
-                extra_ca_pem: config.extra_ca_pem.clone(),
+                roots,
                 variants: Mutex::new(HashMap::new()),
             }),
         })
@@ -164,7 +166,7 @@ impl Http {
         let shared = &self.shared;
         let none = TlsFiles::default();
         let files = key.files.as_deref().unwrap_or(&none);
-        let tls = tls::host_config(shared.extra_ca_pem.as_deref(), files, key.skip_verify)?;
+        let tls = tls::host_config(&shared.roots, files, key.skip_verify)?;
         let connect = key
             .dial_timeout
             .map_or(shared.timeout, |dial| dial.min(shared.timeout));
@@ -393,9 +395,7 @@ impl Http {
         let files = host.and_then(|h| h.files.as_deref()).unwrap_or(&none);
         let skip_verify = host.is_some_and(|h| h.skip_verify);
         let shared = &self.shared;
-        let Ok((tls, asked)) =
-            tls::probe_config(shared.extra_ca_pem.as_deref(), files, skip_verify)
-        else {
+        let Ok((tls, asked)) = tls::probe_config(&shared.roots, files, skip_verify) else {
             return false;
         };
         let Ok(client) = build_client(tls, &shared.guard, shared.timeout) else {

@@ -205,6 +205,29 @@ impl Error {
         }
     }
 
+    /// The registry host the error is about (after proxies, or the mirror that failed); `None`
+    /// for an invalid reference or configuration. For a metric label, use
+    /// [`crate::Resolver::error_label`], which bounds it.
+    pub fn registry(&self) -> Option<&str> {
+        match self {
+            Self::InvalidReference { .. } | Self::Config { .. } => None,
+            Self::Blocked { host, .. } => Some(host),
+            Self::Unauthorized { registry, .. }
+            | Self::NoCredentials { registry, .. }
+            | Self::Token { registry, .. }
+            | Self::NotFound { registry, .. }
+            | Self::Status { registry, .. }
+            | Self::Timeout { registry, .. }
+            | Self::Transport { registry, .. }
+            | Self::TooLarge { registry, .. }
+            | Self::DigestMismatch { registry, .. }
+            | Self::InvalidContent { registry, .. }
+            | Self::UnsupportedMediaType { registry, .. }
+            | Self::TooDeep { registry, .. }
+            | Self::NoPlatforms { registry, .. } => Some(registry),
+        }
+    }
+
     /// True when another credential might succeed (401/403 from the registry or its token realm).
     pub fn is_auth(&self) -> bool {
         match self {

@@ -104,6 +104,23 @@ impl Resolver {
         })
     }
 
+    /// The bounded `registry` metric label value of a registry host: the host when the
+    /// configuration names it (proxies, insecure and private registries, the hosts provider's
+    /// hosts and mirrors) or it is a big public registry, the provider's domain for hosts under
+    /// a provider wildcard (`azurecr.io`), a configured glob as written, else `other`.
+    pub fn registry_label(&self, host: &str) -> String {
+        self.inner.metrics.registry_label(host)
+    }
+
+    /// The bounded `registry` label value of a failed lookup, from the error itself (the host
+    /// it names, see [`Error::registry`]); `other` when it names none.
+    pub fn error_label(&self, error: &Error) -> String {
+        error.registry().map_or_else(
+            || crate::metrics::labels::OTHER.to_owned(),
+            |host| self.registry_label(host),
+        )
+    }
+
     /// The reference after normalization and proxies: what [`Resolver::resolve`] will contact.
     /// Callers use it to pick credentials for the host actually contacted.
     pub fn target(&self, image: &str) -> Result<Reference, Error> {
@@ -186,6 +203,12 @@ impl Resolver {
     /// The host configuration of `target`'s registry: the provider's, else the default server.
     async fn hosts(&self, target: &Reference) -> Result<Arc<HostsConfig>, Error> {
         let inner = &*self.inner;
+        if let Some(provider) = inner.config.hosts.as_ref() {
+            if inner.metrics.configured_hosts_due() {
+                let hosts = provider.configured_hosts().await;
+                inner.metrics.set_configured_hosts(hosts);
+            }
+        }
         if let Some(hosts) = inner.hosts.get(&target.registry).await {
             return Ok(hosts);
         }
@@ -193,6 +216,11 @@ impl Resolver {
             Some(provider) => provider.hosts(&target.registry).await,
             None => None,
         };
+        if let Some(provided) = &provided {
+            // Mirrors are configured hosts (a `_default` server is the pod's registry: not one).
+            let mirrors = provided.endpoints().iter().filter(|e| e.mirror);
+            inner.metrics.add_mirror_hosts(mirrors.map(Endpoint::host));
+        }
         let hosts = match provided {
             Some(hosts) => hosts,
             None => {

@@ -14,50 +14,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use crate::hosts::TlsFiles;
 use crate::Error;
 
-/// Builds the TLS configuration shared by every registry connection.
-pub fn client_config(extra_ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, Error> {
-    host_config(extra_ca_pem, &TlsFiles::default(), false)
-}
-
-/// The TLS configuration of one containerd host: the shared roots plus the host's `ca` files,
-/// or, with `skip_verify`, any certificate (signatures are still checked); and the host's
-/// client certificates, when it has some.
-pub fn host_config(
-    extra_ca_pem: Option<&[u8]>,
-    files: &TlsFiles,
-    skip_verify: bool,
-) -> Result<rustls::ClientConfig, Error> {
-    build(extra_ca_pem, files, skip_verify, None)
-}
-
-/// The configuration of [`host_config`] presenting no client certificate and recording, in the
-/// flag returned, whether the server asked for one: a diagnosis after a connection failed, on a
-/// connection of its own, so the answer is that server's.
-pub fn probe_config(
-    extra_ca_pem: Option<&[u8]>,
-    files: &TlsFiles,
-    skip_verify: bool,
-) -> Result<(rustls::ClientConfig, Arc<AtomicBool>), Error> {
-    let asked = Arc::new(AtomicBool::new(false));
-    let recorder = Arc::new(RecordsCertificateRequest(Arc::clone(&asked)));
-    Ok((
-        build(extra_ca_pem, files, skip_verify, Some(recorder))?,
-        asked,
-    ))
-}
-
-fn build(
-    extra_ca_pem: Option<&[u8]>,
-    files: &TlsFiles,
-    skip_verify: bool,
-    probe: Option<Arc<RecordsCertificateRequest>>,
-) -> Result<rustls::ClientConfig, Error> {
-    if let Some(reason) = &files.error {
-        return Err(Error::Config {
-            reason: reason.clone(),
-        });
-    }
-    let host_cas = files.ca.as_slice();
+/// The roots every registry connection trusts: webpki's, the system's (read once, here), and
+/// the extra CA bundle.
+pub fn shared_roots(extra_ca_pem: Option<&[u8]>) -> Result<Arc<RootCertStore>, Error> {
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     let native = rustls_native_certs::load_native_certs();
@@ -82,7 +41,51 @@ fn build(
             });
         }
     }
-    for pem in host_cas {
+    Ok(Arc::new(roots))
+}
+
+/// Builds the TLS configuration shared by every registry connection.
+pub fn client_config(roots: &RootCertStore) -> Result<rustls::ClientConfig, Error> {
+    host_config(roots, &TlsFiles::default(), false)
+}
+
+/// The TLS configuration of one containerd host: the shared roots plus the host's `ca` files,
+/// or, with `skip_verify`, any certificate (signatures are still checked); and the host's
+/// client certificates, when it has some.
+pub fn host_config(
+    roots: &RootCertStore,
+    files: &TlsFiles,
+    skip_verify: bool,
+) -> Result<rustls::ClientConfig, Error> {
+    build(roots, files, skip_verify, None)
+}
+
+/// The configuration of [`host_config`] presenting no client certificate and recording, in the
+/// flag returned, whether the server asked for one: a diagnosis after a connection failed, on a
+/// connection of its own, so the answer is that server's.
+pub fn probe_config(
+    roots: &RootCertStore,
+    files: &TlsFiles,
+    skip_verify: bool,
+) -> Result<(rustls::ClientConfig, Arc<AtomicBool>), Error> {
+    let asked = Arc::new(AtomicBool::new(false));
+    let recorder = Arc::new(RecordsCertificateRequest(Arc::clone(&asked)));
+    Ok((build(roots, files, skip_verify, Some(recorder))?, asked))
+}
+
+fn build(
+    roots: &RootCertStore,
+    files: &TlsFiles,
+    skip_verify: bool,
+    probe: Option<Arc<RecordsCertificateRequest>>,
+) -> Result<rustls::ClientConfig, Error> {
+    if let Some(reason) = &files.error {
+        return Err(Error::Config {
+            reason: reason.clone(),
+        });
+    }
+    let mut roots = roots.clone();
+    for pem in &files.ca {
         for cert in CertificateDer::pem_slice_iter(pem) {
             let cert = cert.map_err(|e| Error::Config {
                 reason: format!("hosts.toml ca file is not valid PEM: {e}"),
@@ -270,12 +273,9 @@ mod tests {
             b"not pem",
             b"-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n",
         ] {
-            assert!(matches!(
-                client_config(Some(pem)),
-                Err(Error::Config { .. })
-            ));
+            assert!(matches!(shared_roots(Some(pem)), Err(Error::Config { .. })));
         }
-        assert!(client_config(None).is_ok());
+        assert!(client_config(&shared_roots(None).unwrap()).is_ok());
     }
 
     #[test]
@@ -292,14 +292,14 @@ mod tests {
                 b"no key here",
             ),
         ] {
-            let error = host_config(None, &files(cert, key), false).unwrap_err();
+            let error = host_config(&RootCertStore::empty(), &files(cert, key), false).unwrap_err();
             assert!(matches!(error, Error::Config { .. }), "{error:?}");
         }
         let unread = TlsFiles {
             error: Some("client certificate: /x does not exist".into()),
             ..TlsFiles::default()
         };
-        let error = host_config(None, &unread, false).unwrap_err();
+        let error = host_config(&RootCertStore::empty(), &unread, false).unwrap_err();
         assert!(error.to_string().contains("/x does not exist"), "{error}");
     }
 }

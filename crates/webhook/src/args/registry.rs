@@ -169,7 +169,6 @@ impl RegistryArgs {
             cache_ttl: self.cache_ttl,
             cache_max_entries: self.cache_max_entries,
             private_registries: non_empty(&self.private_registries),
-            configured_hosts: self.configured_hosts(),
             hosts: None,
         })
     }
@@ -213,9 +212,10 @@ impl RegistryArgs {
             })
             .await
             .map_err(|error| error.to_string())?;
-        // containerd's certs.d hosts.toml mirrors apply to the registry after proxies.
+        // containerd's certs.d hosts.toml mirrors apply to the registry after proxies; every
+        // source's hosts are `registry` label values.
         let config = noe_registry::Config {
-            hosts: Some(std::sync::Arc::new(sources.containerd().clone())),
+            hosts: Some(std::sync::Arc::new(sources.clone())),
             ..self.resolver_config()?
         };
         let resolver =

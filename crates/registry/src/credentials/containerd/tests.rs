@@ -344,14 +344,20 @@ fn load_hosts_reads_the_tls_files_it_names() {
         &host.join("hosts.toml"),
         "ca = \"ca.pem\"\nclient = [[\"c.cert\", \"c.key\"]]\n[host.\"https://m.corp\"]\n  client = \"missing.pem\"\n",
     );
-    let hosts = load_hosts(&[tmp.path().to_owned()], "r.io").unwrap().unwrap();
+    let hosts = load_hosts(&[tmp.path().to_owned()], "r.io")
+        .unwrap()
+        .unwrap();
     let server_files = hosts.server().unwrap().tls_files.clone().unwrap();
     assert_eq!(server_files.ca, [b"CA".to_vec()]);
     assert_eq!(server_files.client, [(b"CERT".to_vec(), b"KEY".to_vec())]);
     assert!(server_files.error.is_none());
     // A file that cannot be read makes its endpoint fail when used, naming the file.
     let mirror_files = hosts.endpoints()[0].tls_files.clone().unwrap();
-    assert!(mirror_files.error.as_deref().unwrap().contains("missing.pem"));
+    assert!(mirror_files
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("missing.pem"));
 }
 
 fn write(path: &Path, text: &str) {
