@@ -11,7 +11,7 @@ use std::sync::Arc;
 #[non_exhaustive]
 pub enum Error {
     /// The image reference does not follow the distribution reference grammar.
-    #[error("invalid image reference {reference:?}: {reason}")]
+    #[error("invalid image reference {}: {}", quoted(reference), escaped(reason))]
     InvalidReference { reference: String, reason: String },
 
     /// The resolver configuration is unusable (bad CA bundle, bad proxy rule, ...).
@@ -94,7 +94,7 @@ pub enum Error {
     },
 
     /// The manifest, index or config cannot be understood.
-    #[error("{reference}: invalid {what} from {registry}: {reason}")]
+    #[error("{reference}: invalid {what} from {registry}: {}", escaped(reason))]
     InvalidContent {
         reference: String,
         registry: String,
@@ -103,7 +103,10 @@ pub enum Error {
     },
 
     /// A media type this resolver does not handle (schema1, artifacts, ...).
-    #[error("{reference}: unsupported media type {media_type:?} from {registry}")]
+    #[error(
+        "{reference}: unsupported media type {} from {registry}",
+        quoted(media_type)
+    )]
     UnsupportedMediaType {
         reference: String,
         registry: String,
@@ -121,6 +124,28 @@ pub enum Error {
     /// The image declares no usable platform.
     #[error("{reference}: no platform found in the manifest from {registry}")]
     NoPlatforms { reference: String, registry: String },
+}
+
+/// Longest text from the wire or the user shown in a message.
+const SHOWN_MAX: usize = 160;
+
+/// `text` with control characters (and quotes) escaped, cut to 160 characters: what a registry
+/// or a pod author wrote never reaches a log line or a terminal raw or unbounded.
+fn escaped(text: &str) -> String {
+    let mut shown: String = text
+        .chars()
+        .take(SHOWN_MAX)
+        .flat_map(char::escape_debug)
+        .collect();
+    if text.chars().nth(SHOWN_MAX).is_some() {
+        shown.push_str("...");
+    }
+    shown
+}
+
+/// [`escaped`], in double quotes.
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", escaped(text))
 }
 
 /// [`Error::Transport`] detail: the registry asked for a TLS client certificate and had none.
@@ -242,5 +267,37 @@ impl Error {
             reference: reference.to_owned(),
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_and_user_text_is_escaped_and_bounded() {
+        let hostile = format!("application/x\u{1b}[31m\nred{}", "a".repeat(10_000));
+        let error = Error::UnsupportedMediaType {
+            reference: "r.io/app:1".into(),
+            registry: "r.io".into(),
+            media_type: hostile.clone(),
+        };
+        let message = error.to_string();
+        assert!(message.len() < 300, "{message}");
+        assert!(!message.chars().any(char::is_control), "{message:?}");
+        assert!(message.contains("\\u{1b}[31m\\nred"), "{message}");
+        let error = Error::InvalidContent {
+            reference: "r.io/app:1".into(),
+            registry: "r.io".into(),
+            what: "manifest",
+            reason: hostile.clone(),
+        };
+        assert!(!error.to_string().chars().any(char::is_control));
+        let error = Error::invalid_reference(&hostile, "invalid");
+        let message = error.to_string();
+        assert!(message.len() < 300 && !message.chars().any(char::is_control));
+        // Ordinary text is shown as it is.
+        assert_eq!(escaped("linux/arm64"), "linux/arm64");
+        assert_eq!(quoted("nginx"), "\"nginx\"");
     }
 }

@@ -32,11 +32,23 @@ pub struct Resolution {
     pub digest: String,
     /// Media type of the top-level manifest.
     pub media_type: String,
-    /// `CredentialCandidate::source` of the credential used; `None` for anonymous access.
+    /// `CredentialCandidate::source` of the credential used; `None` for anonymous access,
+    /// serialized as `"anonymous"` (what `noe inspect` prints).
+    #[serde(serialize_with = "source_or_anonymous")]
     pub credential_source: Option<String>,
     /// Sorted, deduplicated.
     #[serde(serialize_with = "platform_strings")]
     pub platforms: Vec<Platform>,
+}
+
+/// What [`Resolution::credential_source`] says of anonymous access.
+pub const ANONYMOUS: &str = "anonymous";
+
+fn source_or_anonymous<S: serde::Serializer>(
+    source: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(source.as_deref().unwrap_or(ANONYMOUS))
 }
 
 fn platform_strings<S: serde::Serializer>(platforms: &[Platform], s: S) -> Result<S::Ok, S::Error> {
@@ -494,7 +506,7 @@ mod tests {
         };
         let json = serde_json::to_value(&resolution).unwrap();
         assert_eq!(json["mediaType"], manifest::OCI_INDEX);
-        assert_eq!(json["credentialSource"], serde_json::Value::Null);
+        assert_eq!(json["credentialSource"], "anonymous");
         assert_eq!(json["platforms"], serde_json::json!(["linux/arm/v7"]));
     }
 

@@ -318,10 +318,9 @@ fn invalid_references_are_refused_with_the_reference_named() {
             .unwrap_or_else(|| panic!("{input:?} parsed"));
         let message = err.to_string();
         assert!(message.contains(reason), "{input:?}: {message}");
-        assert!(
-            message.contains(&format!("{input:?}")),
-            "{input:?}: {message}"
-        );
+        // Named as written (escaped, and cut after 160 characters).
+        let named: String = input.chars().take(100).collect();
+        assert!(message.contains(&named), "{input:?}: {message}");
         assert_eq!(err.kind(), "invalid_reference");
     }
 }
