@@ -34,7 +34,6 @@ pub struct App {
     pub metrics: prometheus::Registry,
     pub resolver: Resolver,
     pub sources: Arc<Sources>,
-    configured_hosts: Vec<String>,
 }
 
 impl App {
@@ -42,18 +41,17 @@ impl App {
         let RegistrySettings { resolver, sources } = settings;
         let metrics = prometheus::Registry::new();
         let sources = Sources::new(sources).await.map_err(Error::Sources)?;
-        // containerd's certs.d hosts.toml mirrors apply to the registry after proxies.
+        // containerd's certs.d hosts.toml mirrors apply to the registry after proxies; every
+        // source's hosts are `registry` label values.
         let config = noe_registry::Config {
-            hosts: Some(Arc::new(sources.containerd().clone())),
+            hosts: Some(Arc::new(sources.clone())),
             ..resolver
         };
-        let configured_hosts = config.configured_hosts.clone();
         let resolver = Resolver::new(config, &metrics).map_err(Error::Resolver)?;
         Ok(Self {
             metrics,
             resolver,
             sources: Arc::new(sources),
-            configured_hosts,
         })
     }
 
@@ -78,7 +76,7 @@ impl App {
         max_namespaces: usize,
         pull_secrets: Option<PullSecrets>,
     ) -> Result<Admission, Error> {
-        let lookup = RegistryLookup::new(self.resolver.clone(), self.configured_hosts.clone());
+        let lookup = RegistryLookup::new(self.resolver.clone());
         let resolve = Resolve::new(
             Arc::new(lookup),
             Arc::new(self.credentials(pull_secrets)),

@@ -6,7 +6,6 @@
 //! the subcommand does not use is refused rather than ignored. Each group turns into the typed
 //! configuration of what it configures ([`Run`]); nothing below the command line sees a flag.
 
-pub mod duration;
 pub mod explain;
 pub mod go_flags;
 pub mod inspect;

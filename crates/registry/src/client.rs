@@ -5,7 +5,6 @@
 mod tls;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +13,7 @@ use http::header::{AUTHORIZATION, CONTENT_LENGTH, LOCATION, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use url::Url;
 
+use crate::hosts::{Endpoint, TlsFiles};
 use crate::metrics::{Kind, Metrics};
 use crate::ssrf::{BlockedAddress, Guard};
 use crate::{Config, Error};
@@ -60,11 +60,13 @@ pub struct Request {
     pub kind: Kind,
 }
 
-/// Extra trust for one containerd host: its `ca` files and `skip_verify`.
+/// What one containerd host changes: its `ca` and `client` files' contents, `skip_verify` and
+/// `dial_timeout`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct TlsKey {
-    ca: Vec<PathBuf>,
+    files: Option<Arc<TlsFiles>>,
     skip_verify: bool,
+    dial_timeout: Option<Duration>,
 }
 
 /// Bound on distinct per-host TLS configurations kept.
@@ -75,6 +77,8 @@ const MAX_TLS_VARIANTS: usize = 64;
 pub struct Http {
     client: reqwest::Client,
     shared: Arc<Shared>,
+    /// The containerd host configuration this client was built for, if any.
+    host: Option<Arc<TlsKey>>,
 }
 
 #[derive(Debug)]
@@ -82,7 +86,8 @@ struct Shared {
     guard: Guard,
     timeout: Duration,
     metrics: Metrics,
-    extra_ca_pem: Option<Vec<u8>>,
+    /// The roots of every connection (system roots read once).
+    roots: Arc<rustls::RootCertStore>,
     variants: Mutex<HashMap<TlsKey, reqwest::Client>>,
 }
 
@@ -96,13 +101,13 @@ const POOL_MAX_IDLE_PER_HOST: usize = 16;
 fn build_client(
     tls: rustls::ClientConfig,
     guard: &Guard,
-    timeout: Duration,
+    connect_timeout: Duration,
 ) -> Result<reqwest::Client, Error> {
     reqwest::Client::builder()
         .use_preconfigured_tls(tls)
         .dns_resolver(guard.resolver())
         .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(timeout)
+        .connect_timeout(connect_timeout)
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
         .user_agent(concat!("noe-rs/", env!("CARGO_PKG_VERSION")))
@@ -115,55 +120,67 @@ fn build_client(
 impl Http {
     pub fn new(config: &Config, metrics: Metrics) -> Result<Self, Error> {
         let guard = Guard::new(config.allow_cidrs.clone());
-        let tls = tls::client_config(config.extra_ca_pem.as_deref())?;
+        let roots = tls::shared_roots(config.extra_ca_pem.as_deref())?;
+        let tls = tls::client_config(&roots)?;
         let client = build_client(tls, &guard, config.request_timeout)?;
         Ok(Self {
             client,
+            host: None,
             shared: Arc::new(Shared {
                 guard,
                 timeout: config.request_timeout,
                 metrics,
-                extra_ca_pem: config.extra_ca_pem.clone(),
+                roots,
                 variants: Mutex::new(HashMap::new()),
             }),
         })
     }
 
-    /// This client, trusting the `ca` files (PEM) of one containerd host too, or any
-    /// certificate with `skip_verify`. The configurations are built once and kept.
-    pub fn for_host(&self, ca: &[PathBuf], skip_verify: bool) -> Result<Self, Error> {
-        if ca.is_empty() && !skip_verify {
+    /// This client as one containerd host configures it: trusting its `ca` files too (or any
+    /// certificate with `skip_verify`), presenting its `client` certificates, connecting within
+    /// its `dial_timeout`. Built once per distinct configuration and kept; no file is read here
+    /// (the host configuration carries the files' contents).
+    pub fn for_host(&self, endpoint: &Endpoint) -> Result<Self, Error> {
+        let files = if endpoint.ca.is_empty() && endpoint.client.is_empty() {
+            None
+        } else {
+            Some(endpoint.tls_files.clone().ok_or_else(|| Error::Config {
+                reason: format!("the TLS files of {} were not read", endpoint.host()),
+            })?)
+        };
+        if files.is_none() && !endpoint.skip_verify && endpoint.dial_timeout.is_none() {
             return Ok(self.clone());
         }
         let key = TlsKey {
-            ca: ca.to_vec(),
-            skip_verify,
+            files,
+            skip_verify: endpoint.skip_verify,
+            dial_timeout: endpoint.dial_timeout,
         };
         if let Some(client) = self.variants().and_then(|v| v.get(&key).cloned()) {
             return Ok(Self {
                 client,
                 shared: self.shared.clone(),
+                host: Some(Arc::new(key)),
             });
         }
-        let mut pems = Vec::with_capacity(ca.len());
-        for path in ca {
-            let pem = std::fs::read(path).map_err(|e| Error::Config {
-                reason: format!("cannot read hosts.toml ca file {}: {e}", path.display()),
-            })?;
-            pems.push(pem);
-        }
         let shared = &self.shared;
-        let tls = tls::host_config(shared.extra_ca_pem.as_deref(), &pems, skip_verify)?;
-        let client = build_client(tls, &shared.guard, shared.timeout)?;
+        let none = TlsFiles::default();
+        let files = key.files.as_deref().unwrap_or(&none);
+        let tls = tls::host_config(&shared.roots, files, key.skip_verify)?;
+        let connect = key
+            .dial_timeout
+            .map_or(shared.timeout, |dial| dial.min(shared.timeout));
+        let client = build_client(tls, &shared.guard, connect)?;
         if let Some(mut variants) = self.variants() {
             if variants.len() >= MAX_TLS_VARIANTS {
                 variants.clear();
             }
-            variants.insert(key, client.clone());
+            variants.insert(key.clone(), client.clone());
         }
         Ok(Self {
             client,
             shared: self.shared.clone(),
+            host: Some(Arc::new(key)),
         })
     }
 
@@ -301,7 +318,9 @@ impl Http {
                     limit: BODY_LIMIT,
                 })
             }
-            Ok(Err(ReadError::Http(error))) => return Err(self.transport_error(ctx, host, error)),
+            Ok(Err(ReadError::Http(error))) => {
+                return Err(self.transport_error(ctx, url, error).await)
+            }
             Ok(Ok(response)) => response,
         };
         metrics
@@ -320,7 +339,8 @@ impl Http {
         }
     }
 
-    fn transport_error(&self, ctx: &Context, host: &str, error: reqwest::Error) -> Error {
+    async fn transport_error(&self, ctx: &Context, url: &Url, error: reqwest::Error) -> Error {
+        let host = url.host_str().unwrap_or_default();
         if error.is_timeout() {
             return self.timeout_error(ctx);
         }
@@ -334,11 +354,60 @@ impl Http {
             }
             source = current.source();
         }
+        let mut detail = crate::error::transport_detail(&error);
+        if detail == crate::error::CLIENT_CERT_REFUSED && !self.has_client_certificate() {
+            // Older servers answer a missing certificate with bad_certificate.
+            detail = crate::error::CLIENT_CERT_REQUIRED;
+        }
+        if detail.is_empty() && self.asks_for_a_client_certificate(url).await {
+            detail = if self.has_client_certificate() {
+                crate::error::CLIENT_CERT_REFUSED
+            } else {
+                crate::error::CLIENT_CERT_REQUIRED
+            };
+        }
         Error::Transport {
             reference: ctx.reference.clone(),
             registry: ctx.registry.clone(),
+            detail,
             source: std::sync::Arc::new(error),
         }
+    }
+
+    /// Whether this client presents a client certificate (containerd `client` files).
+    fn has_client_certificate(&self) -> bool {
+        self.host
+            .as_deref()
+            .and_then(|h| h.files.as_deref())
+            .is_some_and(|f| !f.client.is_empty())
+    }
+
+    /// After an HTTPS connection failed without saying why: whether the server asks for a
+    /// client certificate. Over HTTP/2 a TLS 1.3 server's refusal arrives after the handshake
+    /// and is lost with the connection, so one more connection, presenting nothing and noting a
+    /// CertificateRequest, tells.
+    async fn asks_for_a_client_certificate(&self, url: &Url) -> bool {
+        let host = self.host.as_deref();
+        if url.scheme() != "https" {
+            return false;
+        }
+        let none = TlsFiles::default();
+        let files = host.and_then(|h| h.files.as_deref()).unwrap_or(&none);
+        let skip_verify = host.is_some_and(|h| h.skip_verify);
+        let shared = &self.shared;
+        let Ok((tls, asked)) = tls::probe_config(&shared.roots, files, skip_verify) else {
+            return false;
+        };
+        let Ok(client) = build_client(tls, &shared.guard, shared.timeout) else {
+            return false;
+        };
+        // A HEAD of the API root: no body, and no registry counts it as a pull.
+        let mut root = url.clone();
+        root.set_path("/v2/");
+        root.set_query(None);
+        let probe = client.head(root).timeout(shared.timeout).send();
+        let _ = tokio::time::timeout(shared.timeout, probe).await;
+        asked.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -24,10 +24,10 @@ pub struct Config {
     pub cache_max_entries: u64,
     /// kubelet `matchImages` patterns of images never tried anonymously.
     pub private_registries: Vec<String>,
-    /// Extra hosts allowed as `registry` metric label values.
-    pub configured_hosts: Vec<String>,
     /// containerd-style host configuration (mirrors, per-host TLS and headers) of the registry
-    /// after proxies; `None`: every registry is reached at its default server.
+    /// after proxies; `None`: every registry is reached at its default server. The hosts it
+    /// names ([`HostsProvider::configured_hosts`]) are `registry` metric label values, with the
+    /// proxies, insecure and private registries above: the resolver computes that set itself.
     pub hosts: Option<Arc<dyn HostsProvider>>,
 }
 
@@ -42,7 +42,6 @@ impl Default for Config {
             cache_ttl: Duration::from_secs(3600),
             cache_max_entries: 100_000,
             private_registries: Vec::new(),
-            configured_hosts: Vec::new(),
             hosts: None,
         }
     }

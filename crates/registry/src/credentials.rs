@@ -12,10 +12,12 @@ pub mod provider;
 mod reload;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use matching::image_matches;
 pub use reload::DEFAULT_RELOAD_INTERVAL;
 
+use crate::files::FileReader;
 use crate::CredentialCandidate;
 use containerd::ContainerdSource;
 use docker_config::{CredentialHelpers, DockerConfigSource};
@@ -29,7 +31,9 @@ pub const DEFAULT_CONTAINERD_CONFIG_PATH: &str = "/etc/containerd";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("--image-credential-provider-bin-dir and --image-credential-provider-config must be given together")]
+    #[error(
+        "the credential provider plugin directory and configuration file must be given together"
+    )]
     ProviderFlags,
     #[error(transparent)]
     Provider(#[from] provider::Error),
@@ -50,6 +54,9 @@ pub struct SourcesConfig {
     pub helper_dirs: Option<Vec<PathBuf>>,
     /// Bounds on each helper or plugin run.
     pub exec_limits: ExecLimits,
+    /// Bound on each read of a configuration file (a FIFO or a hung mount never blocks longer);
+    /// `None`: [`crate::files::DEFAULT_TIMEOUT`].
+    pub file_read_timeout: Option<Duration>,
 }
 
 /// All the node-level credential sources.
@@ -72,11 +79,13 @@ impl Sources {
             provider_config,
             helper_dirs,
             exec_limits,
+            file_read_timeout,
         } = config;
+        let files = FileReader::new(file_read_timeout.unwrap_or(crate::files::DEFAULT_TIMEOUT));
         let providers = match (provider_bin_dir, provider_config) {
             (None, None) => None,
             (Some(bin_dir), Some(config)) => {
-                Some(ProviderSource::load(bin_dir, &config, exec_limits).await?)
+                Some(ProviderSource::load_with(&files, bin_dir, &config, exec_limits).await?)
             }
             _ => return Err(Error::ProviderFlags),
         };
@@ -84,17 +93,24 @@ impl Sources {
             helper_dirs.unwrap_or_else(CredentialHelpers::dirs_from_env),
             exec_limits,
         );
-        Ok(Self {
+        let sources = Self {
             providers,
-            containerd: ContainerdSource::new(
+            containerd: ContainerdSource::with_options(
                 containerd_config_paths
                     .unwrap_or_else(|| vec![PathBuf::from(DEFAULT_CONTAINERD_CONFIG_PATH)]),
+                DEFAULT_RELOAD_INTERVAL,
+                files.clone(),
             ),
-            docker: DockerConfigSource::new(
+            docker: DockerConfigSource::with_options(
                 docker_config_paths.unwrap_or_else(docker_config::default_paths),
                 helpers,
+                DEFAULT_RELOAD_INTERVAL,
+                files,
             ),
-        })
+        };
+        // Read the files now (each bounded), so the first admission finds them loaded.
+        futures::join!(sources.containerd.warm(), sources.docker.warm());
+        Ok(sources)
     }
 
     /// No source at all (tests, or a deliberately anonymous setup).
@@ -120,6 +136,22 @@ impl Sources {
         push_unique(&mut out, self.containerd.candidates(image).await);
         push_unique(&mut out, self.docker.candidates(image).await);
         out
+    }
+
+    /// The registry hosts the credential sources name (kubelet plugin `matchImages`, containerd
+    /// `auth` keys, mirrors and `certs.d` directories, docker config `auths` and `credHelpers`
+    /// keys), from their last good load. Globs are kept as written (`*.dkr.ecr.*.amazonaws.com`).
+    pub async fn configured_hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = self
+            .providers
+            .as_ref()
+            .map(ProviderSource::configured_hosts)
+            .unwrap_or_default();
+        hosts.extend(self.containerd.configured_hosts().await);
+        hosts.extend(self.docker.configured_hosts().await);
+        hosts.sort();
+        hosts.dedup();
+        hosts
     }
 
     /// The containerd source (for its `hosts.toml` mirrors).

@@ -11,7 +11,7 @@ use std::sync::Arc;
 #[non_exhaustive]
 pub enum Error {
     /// The image reference does not follow the distribution reference grammar.
-    #[error("invalid image reference {reference:?}: {reason}")]
+    #[error("invalid image reference {}: {}", quoted(reference), escaped(reason))]
     InvalidReference { reference: String, reason: String },
 
     /// The resolver configuration is unusable (bad CA bundle, bad proxy rule, ...).
@@ -19,7 +19,7 @@ pub enum Error {
     Config { reason: String },
 
     /// The host resolves to an address refused by the metadata/link-local guard.
-    #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked (see --allow-registry-cidrs)")]
+    #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked unless an allowed CIDR covers them")]
     Blocked { host: String, address: IpAddr },
 
     /// Every credential (and anonymous access, when allowed) was refused.
@@ -64,10 +64,12 @@ pub enum Error {
     },
 
     /// Connection, TLS or protocol failure.
-    #[error("{reference}: cannot reach {registry}")]
+    #[error("{reference}: cannot reach {registry}{detail}")]
     Transport {
         reference: String,
         registry: String,
+        /// What the failure was when known (`: TLS: ...`), else empty; fixed phrases only.
+        detail: &'static str,
         #[source]
         source: Arc<reqwest::Error>,
     },
@@ -92,7 +94,7 @@ pub enum Error {
     },
 
     /// The manifest, index or config cannot be understood.
-    #[error("{reference}: invalid {what} from {registry}: {reason}")]
+    #[error("{reference}: invalid {what} from {registry}: {}", escaped(reason))]
     InvalidContent {
         reference: String,
         registry: String,
@@ -101,7 +103,10 @@ pub enum Error {
     },
 
     /// A media type this resolver does not handle (schema1, artifacts, ...).
-    #[error("{reference}: unsupported media type {media_type:?} from {registry}")]
+    #[error(
+        "{reference}: unsupported media type {} from {registry}",
+        quoted(media_type)
+    )]
     UnsupportedMediaType {
         reference: String,
         registry: String,
@@ -119,6 +124,87 @@ pub enum Error {
     /// The image declares no usable platform.
     #[error("{reference}: no platform found in the manifest from {registry}")]
     NoPlatforms { reference: String, registry: String },
+}
+
+/// Longest text from the wire or the user shown in a message.
+const SHOWN_MAX: usize = 160;
+
+/// `text` with control characters (and quotes) escaped, cut to 160 characters: what a registry
+/// or a pod author wrote never reaches a log line or a terminal raw or unbounded.
+fn escaped(text: &str) -> String {
+    let mut shown: String = text
+        .chars()
+        .take(SHOWN_MAX)
+        .flat_map(char::escape_debug)
+        .collect();
+    if text.chars().nth(SHOWN_MAX).is_some() {
+        shown.push_str("...");
+    }
+    shown
+}
+
+/// [`escaped`], in double quotes.
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", escaped(text))
+}
+
+/// [`Error::Transport`] detail: the registry asked for a TLS client certificate and had none.
+pub(crate) const CLIENT_CERT_REQUIRED: &str =
+    ": TLS: the registry requires a client certificate (hosts.toml client, certs.d *.cert/*.key)";
+/// [`Error::Transport`] detail: the registry refused the TLS client certificate presented.
+pub(crate) const CLIENT_CERT_REFUSED: &str = ": TLS: the registry refused our client certificate";
+
+/// What a transport failure was, when the cause says it plainly (`: TLS: ...`); empty otherwise.
+/// Bounded: fixed phrases only, never the peer's text.
+pub(crate) fn transport_detail(source: &reqwest::Error) -> &'static str {
+    use rustls::AlertDescription as Alert;
+    let alert_detail = |alert: Alert| match alert {
+        Alert::CertificateRequired | Alert::HandshakeFailure => Some(CLIENT_CERT_REQUIRED),
+        Alert::BadCertificate
+        | Alert::UnknownCA
+        | Alert::CertificateUnknown
+        | Alert::CertificateExpired
+        | Alert::CertificateRevoked
+        | Alert::AccessDenied => Some(CLIENT_CERT_REFUSED),
+        _ => None,
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source);
+    while let Some(error) = cause {
+        let inner = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        for candidate in [Some(error), inner].into_iter().flatten() {
+            match candidate.downcast_ref::<rustls::Error>() {
+                Some(rustls::Error::AlertReceived(alert)) => {
+                    return alert_detail(*alert).unwrap_or(": TLS handshake failed")
+                }
+                Some(rustls::Error::InvalidCertificate(_)) => {
+                    return ": TLS: the registry's certificate is not trusted (add its CA)"
+                }
+                Some(_) => return ": TLS handshake failed",
+                None => {}
+            }
+            // An alert after the handshake reaches us as rustls's message in an io::Error.
+            let text = candidate.to_string();
+            for alert in [
+                Alert::CertificateRequired,
+                Alert::HandshakeFailure,
+                Alert::BadCertificate,
+                Alert::UnknownCA,
+                Alert::CertificateUnknown,
+                Alert::CertificateExpired,
+                Alert::CertificateRevoked,
+                Alert::AccessDenied,
+            ] {
+                if text == rustls::Error::AlertReceived(alert).to_string() {
+                    return alert_detail(alert).unwrap_or(": TLS handshake failed");
+                }
+            }
+        }
+        cause = error.source();
+    }
+    ""
 }
 
 impl Error {
@@ -144,6 +230,29 @@ impl Error {
         }
     }
 
+    /// The registry host the error is about (after proxies, or the mirror that failed); `None`
+    /// for an invalid reference or configuration. For a metric label, use
+    /// [`crate::Resolver::error_label`], which bounds it.
+    pub fn registry(&self) -> Option<&str> {
+        match self {
+            Self::InvalidReference { .. } | Self::Config { .. } => None,
+            Self::Blocked { host, .. } => Some(host),
+            Self::Unauthorized { registry, .. }
+            | Self::NoCredentials { registry, .. }
+            | Self::Token { registry, .. }
+            | Self::NotFound { registry, .. }
+            | Self::Status { registry, .. }
+            | Self::Timeout { registry, .. }
+            | Self::Transport { registry, .. }
+            | Self::TooLarge { registry, .. }
+            | Self::DigestMismatch { registry, .. }
+            | Self::InvalidContent { registry, .. }
+            | Self::UnsupportedMediaType { registry, .. }
+            | Self::TooDeep { registry, .. }
+            | Self::NoPlatforms { registry, .. } => Some(registry),
+        }
+    }
+
     /// True when another credential might succeed (401/403 from the registry or its token realm).
     pub fn is_auth(&self) -> bool {
         match self {
@@ -158,5 +267,37 @@ impl Error {
             reference: reference.to_owned(),
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_and_user_text_is_escaped_and_bounded() {
+        let hostile = format!("application/x\u{1b}[31m\nred{}", "a".repeat(10_000));
+        let error = Error::UnsupportedMediaType {
+            reference: "r.io/app:1".into(),
+            registry: "r.io".into(),
+            media_type: hostile.clone(),
+        };
+        let message = error.to_string();
+        assert!(message.len() < 300, "{message}");
+        assert!(!message.chars().any(char::is_control), "{message:?}");
+        assert!(message.contains("\\u{1b}[31m\\nred"), "{message}");
+        let error = Error::InvalidContent {
+            reference: "r.io/app:1".into(),
+            registry: "r.io".into(),
+            what: "manifest",
+            reason: hostile.clone(),
+        };
+        assert!(!error.to_string().chars().any(char::is_control));
+        let error = Error::invalid_reference(&hostile, "invalid");
+        let message = error.to_string();
+        assert!(message.len() < 300 && !message.chars().any(char::is_control));
+        // Ordinary text is shown as it is.
+        assert_eq!(escaped("linux/arm64"), "linux/arm64");
+        assert_eq!(quoted("nginx"), "\"nginx\"");
     }
 }

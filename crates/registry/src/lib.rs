@@ -25,6 +25,13 @@
 //! the HTTP with timeouts, the 4 MiB body cap, one retry on 429/5xx and hand-followed redirects
 //! that drop `Authorization` across hosts; [`ssrf`] refuses metadata and link-local addresses.
 //!
+//! Around it: [`credentials`] reads docker, containerd and kubelet plugin configuration through
+//! [`files`] (bounded reads off the async workers, reloaded in the background); [`hosts`] carries
+//! each host's TLS files (`ca`, mTLS `client`); [`glob`] is the one pattern matcher, [`duration`]
+//! the one Go-duration parser; [`metrics`] keeps every label bounded, the `registry` label from
+//! the configured hosts the resolver computes itself ([`Resolver::error_label`] gives a failed
+//! lookup's).
+//!
 //! Credentials are data: callers pick the candidates for the host actually contacted, which
 //! [`Resolver::target`] gives (after proxies), so a proxy never receives another host's secrets;
 //! [`Resolver::route`] lists the mirrors too, whose own candidates are passed marked with
@@ -37,7 +44,10 @@ mod client;
 pub mod config;
 pub mod credential;
 pub mod credentials;
+pub mod duration;
 pub mod error;
+pub mod files;
+pub mod glob;
 pub mod hosts;
 pub mod manifest;
 pub mod metrics;

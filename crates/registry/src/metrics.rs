@@ -1,26 +1,20 @@
 //! Registry and cache metrics, registered on a caller-provided `prometheus::Registry`.
-//! Names follow DESIGN.md §1; every label value comes from a bounded set.
+//! Names and label values are listed in docs/configuration.md; every label value comes from a
+//! bounded set ([`labels`] for `registry`).
+
+pub mod labels;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
 
 use prometheus::{
     GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
 };
 
-use crate::proxies::glob_match;
-use crate::{Config, Error};
+pub use labels::ConfiguredHosts;
 
-/// Public registries that may appear as a `registry` label value (globs on the host).
-const PUBLIC_REGISTRIES: &[&str] = &[
-    "docker.io",
-    "ghcr.io",
-    "quay.io",
-    "gcr.io",
-    "*.gcr.io",
-    "registry.k8s.io",
-    "public.ecr.aws",
-    "*.pkg.dev",
-    "*.amazonaws.com",
-    "*.azurecr.io",
-];
+use crate::{Config, Error};
 
 /// What an HTTP exchange was for (the `kind` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +50,63 @@ pub struct Metrics {
     pub request_duration: HistogramVec,
     pub cache_entries: IntGauge,
     labels: RegistryLabels,
+}
+
+/// The configured hosts of the `registry` label: those of the [`Config`], fixed, plus those the
+/// hosts provider names (refreshed about every 10 s) and the mirrors its host configurations
+/// list (at most 256).
+#[derive(Clone, Debug)]
+struct RegistryLabels {
+    fixed: Arc<ConfiguredHosts>,
+    current: Arc<RwLock<Arc<ConfiguredHosts>>>,
+    provided: Arc<Mutex<Provided>>,
+}
+
+#[derive(Debug, Default)]
+struct Provided {
+    refreshed: Option<tokio::time::Instant>,
+    configured: Vec<String>,
+    mirrors: BTreeSet<String>,
+}
+
+/// How often the provider's hosts are taken again.
+const CONFIGURED_HOSTS_REFRESH: Duration = Duration::from_secs(10);
+/// Most mirror hosts kept as label values.
+const MAX_MIRROR_LABELS: usize = 256;
+
+impl RegistryLabels {
+    fn new(config: &Config) -> Self {
+        let mut fixed = ConfiguredHosts::default();
+        fixed.extend(
+            config
+                .proxies
+                .iter()
+                .flat_map(|(pattern, replacement)| [pattern, replacement]),
+        );
+        fixed.extend(&config.insecure_registries);
+        fixed.extend(&config.private_registries);
+        let fixed = Arc::new(fixed);
+        Self {
+            current: Arc::new(RwLock::new(Arc::clone(&fixed))),
+            fixed,
+            provided: Arc::default(),
+        }
+    }
+
+    fn current(&self) -> Arc<ConfiguredHosts> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn provided(&self) -> std::sync::MutexGuard<'_, Provided> {
+        self.provided.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn rebuild(&self, provided: &Provided) {
+        let mut hosts = (*self.fixed).clone();
+        hosts.extend(&provided.configured);
+        hosts.extend(&provided.mirrors);
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(hosts);
+    }
 }
 
 impl Metrics {
@@ -160,9 +211,45 @@ impl Metrics {
         Ok(metrics)
     }
 
-    /// The bounded `registry` label value for a registry host.
+    /// The bounded `registry` label value for a registry host (see [`labels`]).
     pub fn registry_label(&self, host: &str) -> String {
-        self.labels.label(host)
+        self.labels.current().label(host)
+    }
+
+    /// Whether the hosts provider's hosts are due to be taken again (about every 10 s); a
+    /// `true` answer counts as taking them (concurrent callers get `false`).
+    pub fn configured_hosts_due(&self) -> bool {
+        let mut provided = self.labels.provided();
+        let due = provided
+            .refreshed
+            .is_none_or(|at| at.elapsed() >= CONFIGURED_HOSTS_REFRESH);
+        if due {
+            provided.refreshed = Some(tokio::time::Instant::now());
+        }
+        due
+    }
+
+    /// Sets the hosts the hosts provider (credential sources, containerd) names now, on top of
+    /// the configuration's own, as label values.
+    pub fn set_configured_hosts(&self, hosts: Vec<String>) {
+        let mut provided = self.labels.provided();
+        provided.configured = hosts;
+        self.labels.rebuild(&provided);
+    }
+
+    /// Adds containerd mirror hosts as label values (at most 256 are kept).
+    pub fn add_mirror_hosts(&self, hosts: impl IntoIterator<Item = String>) {
+        let mut provided = self.labels.provided();
+        let mut added = false;
+        for host in hosts {
+            if provided.mirrors.len() >= MAX_MIRROR_LABELS {
+                break;
+            }
+            added |= provided.mirrors.insert(host);
+        }
+        if added {
+            self.labels.rebuild(&provided);
+        }
     }
 
     /// Records Docker Hub style `ratelimit-limit: 100;w=21600` / `ratelimit-remaining: 76;w=21600`.
@@ -201,64 +288,13 @@ fn config_error(error: prometheus::Error) -> Error {
     }
 }
 
-/// Which hosts may be a label value: configured ones and the big public registries.
-#[derive(Clone, Debug)]
-struct RegistryLabels {
-    configured: Vec<String>,
-}
-
-impl RegistryLabels {
-    fn new(config: &Config) -> Self {
-        let mut configured: Vec<String> = config.configured_hosts.clone();
-        for (pattern, replacement) in &config.proxies {
-            configured.push(pattern.clone());
-            configured.push(replacement.clone());
-        }
-        configured.extend(config.insecure_registries.iter().cloned());
-        configured.extend(
-            config
-                .private_registries
-                .iter()
-                .map(|p| p.split('/').next().unwrap_or_default().to_owned()),
-        );
-        configured.retain(|h| !h.is_empty());
-        Self { configured }
-    }
-
-    fn label(&self, host: &str) -> String {
-        registry_label(host, &self.configured)
-    }
-}
-
-/// The bounded `registry` label value of a registry host: the host itself when it matches one of
-/// `configured` (globs allowed) or one of the big public registries, else `other`. Docker Hub's
-/// endpoint is reported as `docker.io`.
-pub fn registry_label(host: &str, configured: &[String]) -> String {
-    let host = if host.eq_ignore_ascii_case(crate::reference::DOCKER_HUB_ENDPOINT)
-        || host.eq_ignore_ascii_case("index.docker.io")
-    {
-        crate::reference::DOCKER_HUB
-    } else {
-        host
-    };
-    let known = configured
-        .iter()
-        .map(String::as_str)
-        .chain(PUBLIC_REGISTRIES.iter().copied())
-        .any(|pattern| glob_match(pattern, host));
-    if known {
-        host.to_ascii_lowercase()
-    } else {
-        "other".to_owned()
-    }
-}
-
-/// The bounded `registry` label value of an image reference (see [`registry_label`]); a reference
-/// that does not parse is `other`.
+/// The bounded `registry` label value of an image reference's registry (see [`labels`]), for
+/// callers holding only the image; a reference that does not parse is `other`. A failed lookup
+/// gives its label directly: [`crate::Resolver::error_label`].
 pub fn image_registry_label(image: &str, configured: &[String]) -> String {
     match crate::Reference::parse(image) {
-        Ok(reference) => registry_label(&reference.registry, configured),
-        Err(_) => "other".to_owned(),
+        Ok(reference) => ConfiguredHosts::new(configured).label(&reference.registry),
+        Err(_) => labels::OTHER.to_owned(),
     }
 }
 
@@ -276,12 +312,9 @@ mod tests {
             ("docker.io/library/nginx", "docker.io"),
             ("index.docker.io/x/y", "docker.io"),
             ("ghcr.io/org/app:1", "ghcr.io"),
-            ("eu.gcr.io/p/app:1", "eu.gcr.io"),
-            ("europe-docker.pkg.dev/p/r/i", "europe-docker.pkg.dev"),
-            (
-                "1234.dkr.ecr.eu-west-1.amazonaws.com/app",
-                "1234.dkr.ecr.eu-west-1.amazonaws.com",
-            ),
+            ("eu.gcr.io/p/app:1", "gcr.io"),
+            ("europe-docker.pkg.dev/p/r/i", "pkg.dev"),
+            ("1234.dkr.ecr.eu-west-1.amazonaws.com/app", "amazonaws.com"),
             ("127.0.0.1:5000/a:1", "127.0.0.1:5000"),
             ("registry.corp/team/app", "registry.corp"),
             ("random.example.com/app", "other"),
@@ -299,23 +332,26 @@ mod tests {
             proxies: vec![("docker.io".into(), "proxy.corp".into())],
             insecure_registries: vec!["127.0.0.1:5000".into()],
             private_registries: vec!["*.private.corp/team".into()],
-            configured_hosts: vec!["harbor.corp".into()],
             ..Config::default()
         };
         let metrics = Metrics::new(&prometheus::Registry::new(), &config).unwrap();
+        assert_eq!(metrics.registry_label("harbor.corp"), "other");
+        metrics.set_configured_hosts(vec!["harbor.corp".to_owned()]);
+        metrics.add_mirror_hosts(["mirror.corp:5000".to_owned()]);
+        assert_eq!(
+            metrics.registry_label("mirror.corp:5000"),
+            "mirror.corp:5000"
+        );
         let cases = [
             ("docker.io", "docker.io"),
             ("registry-1.docker.io", "docker.io"),
             ("ghcr.io", "ghcr.io"),
-            ("europe-docker.pkg.dev", "europe-docker.pkg.dev"),
-            (
-                "123.dkr.ecr.eu-west-1.amazonaws.com",
-                "123.dkr.ecr.eu-west-1.amazonaws.com",
-            ),
-            ("x.azurecr.io", "x.azurecr.io"),
+            ("europe-docker.pkg.dev", "pkg.dev"),
+            ("123.dkr.ecr.eu-west-1.amazonaws.com", "amazonaws.com"),
+            ("x.azurecr.io", "azurecr.io"),
             ("proxy.corp", "proxy.corp"),
             ("127.0.0.1:5000", "127.0.0.1:5000"),
-            ("a.private.corp", "a.private.corp"),
+            ("a.private.corp", "*.private.corp"),
             ("harbor.corp", "harbor.corp"),
             ("evil.example", "other"),
             ("127.0.0.1:5001", "other"),

@@ -31,9 +31,13 @@ impl Platform {
     }
 }
 
+/// `os/architecture[/variant]`; without an OS (some registries omit it), `architecture[/variant]`.
 impl fmt::Display for Platform {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.os, self.architecture)?;
+        if !self.os.is_empty() {
+            write!(f, "{}/", self.os)?;
+        }
+        write!(f, "{}", self.architecture)?;
         if let Some(variant) = &self.variant {
             write!(f, "/{variant}")?;
         }
@@ -59,5 +63,7 @@ mod tests {
             Platform::new("windows", "amd64", None).to_string(),
             "windows/amd64"
         );
+        assert_eq!(Platform::new("", "amd64", None).to_string(), "amd64");
+        assert_eq!(Platform::new("", "arm", Some("v7")).to_string(), "arm/v7");
     }
 }

@@ -62,8 +62,9 @@ impl Reference {
         let (registry, repository) = split_registry(name);
         validate_registry(&registry).map_err(|reason| bad(&reason))?;
         validate_repository(&repository).map_err(|reason| bad(&reason))?;
-        if registry.len() + 1 + repository.len() > NAME_MAX {
-            return Err(bad("repository name longer than 255 characters"));
+        // Since distribution/reference v0.6.0 the limit applies to the path alone.
+        if repository.len() > NAME_MAX {
+            return Err(bad("repository path longer than 255 characters"));
         }
         let tag = match (tag, &digest) {
             (None, None) => Some("latest".to_owned()),

@@ -32,11 +32,23 @@ pub struct Resolution {
     pub digest: String,
     /// Media type of the top-level manifest.
     pub media_type: String,
-    /// `CredentialCandidate::source` of the credential used; `None` for anonymous access.
+    /// `CredentialCandidate::source` of the credential used; `None` for anonymous access,
+    /// serialized as `"anonymous"` (what `noe inspect` prints).
+    #[serde(serialize_with = "source_or_anonymous")]
     pub credential_source: Option<String>,
     /// Sorted, deduplicated.
     #[serde(serialize_with = "platform_strings")]
     pub platforms: Vec<Platform>,
+}
+
+/// What [`Resolution::credential_source`] says of anonymous access.
+pub const ANONYMOUS: &str = "anonymous";
+
+fn source_or_anonymous<S: serde::Serializer>(
+    source: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(source.as_deref().unwrap_or(ANONYMOUS))
 }
 
 fn platform_strings<S: serde::Serializer>(platforms: &[Platform], s: S) -> Result<S::Ok, S::Error> {
@@ -102,6 +114,23 @@ impl Resolver {
                     .build(),
             }),
         })
+    }
+
+    /// The bounded `registry` metric label value of a registry host: the host when the
+    /// configuration names it (proxies, insecure and private registries, the hosts provider's
+    /// hosts and mirrors) or it is a big public registry, the provider's domain for hosts under
+    /// a provider wildcard (`azurecr.io`), a configured glob as written, else `other`.
+    pub fn registry_label(&self, host: &str) -> String {
+        self.inner.metrics.registry_label(host)
+    }
+
+    /// The bounded `registry` label value of a failed lookup, from the error itself (the host
+    /// it names, see [`Error::registry`]); `other` when it names none.
+    pub fn error_label(&self, error: &Error) -> String {
+        error.registry().map_or_else(
+            || crate::metrics::labels::OTHER.to_owned(),
+            |host| self.registry_label(host),
+        )
     }
 
     /// The reference after normalization and proxies: what [`Resolver::resolve`] will contact.
@@ -186,6 +215,12 @@ impl Resolver {
     /// The host configuration of `target`'s registry: the provider's, else the default server.
     async fn hosts(&self, target: &Reference) -> Result<Arc<HostsConfig>, Error> {
         let inner = &*self.inner;
+        if let Some(provider) = inner.config.hosts.as_ref() {
+            if inner.metrics.configured_hosts_due() {
+                let hosts = provider.configured_hosts().await;
+                inner.metrics.set_configured_hosts(hosts);
+            }
+        }
         if let Some(hosts) = inner.hosts.get(&target.registry).await {
             return Ok(hosts);
         }
@@ -193,6 +228,11 @@ impl Resolver {
             Some(provider) => provider.hosts(&target.registry).await,
             None => None,
         };
+        if let Some(provided) = &provided {
+            // Mirrors are configured hosts (a `_default` server is the pod's registry: not one).
+            let mirrors = provided.endpoints().iter().filter(|e| e.mirror);
+            inner.metrics.add_mirror_hosts(mirrors.map(Endpoint::host));
+        }
         let hosts = match provided {
             Some(hosts) => hosts,
             None => {
@@ -298,7 +338,7 @@ impl Resolver {
             .http
             .guard()
             .check_host(base.host_str().unwrap_or_default())?;
-        let http = inner.http.for_host(&endpoint.ca, endpoint.skip_verify)?;
+        let http = inner.http.for_host(endpoint)?;
         let headers = header_map(endpoint);
         let name = endpoint.credential_image(&resolved.name());
         let private = inner
@@ -466,7 +506,7 @@ mod tests {
         };
         let json = serde_json::to_value(&resolution).unwrap();
         assert_eq!(json["mediaType"], manifest::OCI_INDEX);
-        assert_eq!(json["credentialSource"], serde_json::Value::Null);
+        assert_eq!(json["credentialSource"], "anonymous");
         assert_eq!(json["platforms"], serde_json::json!(["linux/arm/v7"]));
     }
 

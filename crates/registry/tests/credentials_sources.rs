@@ -62,6 +62,7 @@ async fn plugins_then_containerd_then_docker_config() {
             timeout: Duration::from_secs(2),
             max_output: 1 << 16,
         },
+        file_read_timeout: None,
     })
     .await
     .unwrap();

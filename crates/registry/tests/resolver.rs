@@ -6,6 +6,7 @@ mod resolver {
     pub mod auth;
     pub mod faults;
     pub mod fixtures;
+    pub mod mtls;
     pub mod shapes;
     pub mod support;
     pub mod tls;

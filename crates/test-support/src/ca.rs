@@ -10,7 +10,7 @@ use rcgen::{
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// A test certificate authority (ECDSA P-256) that issues server certificates.
+/// A test certificate authority (ECDSA P-256) that issues server and client certificates.
 ///
 /// ```no_run
 /// # fn main() -> anyhow::Result<()> {
@@ -89,6 +89,13 @@ impl TestCa {
     /// IP SANs, everything else DNS SANs. The first name is also the common name.
     pub fn server_cert(&self, sans: &[&str]) -> anyhow::Result<ServerCert> {
         self.issue(sans, false)
+    }
+
+    /// Issues a client certificate (TLS client authentication, mTLS) with `common_name` as its
+    /// common name and only SAN. Certificates of this CA serve both ends: [`ServerCert`] holds
+    /// the chain and key either way.
+    pub fn client_cert(&self, common_name: &str) -> anyhow::Result<ServerCert> {
+        self.issue(&[common_name], false)
     }
 
     /// Like [`TestCa::server_cert`] but valid only during the year 2000 (for rejection tests).

@@ -3,12 +3,13 @@
 //! - [`Registry`]: the real CNCF distribution registry (`docker-registry serve`, Debian package
 //!   `docker-registry`) on a free `127.0.0.1` port with a generated config in a temp dir. Plain
 //!   HTTP, htpasswd Basic auth, Bearer token auth against a [`TokenServer`], TLS from a
-//!   [`TestCa`]; modes combine. Its access log is parsed so tests can count the requests it
+//!   [`TestCa`], TLS requiring client certificates of another [`TestCa`] (mTLS); modes combine. Its access log is parsed so tests can count the requests it
 //!   answered ([`Registry::requests`], [`Registry::reset_requests`]).
 //! - [`TokenServer`]: an in-process Docker token server (GET with or without Basic, POST
 //!   `refresh_token` / `password` grants) signing ES256 JWTs the registry trusts; it records
 //!   every request and can hang.
-//! - [`TestCa`]: an rcgen CA issuing server certificates for given SANs.
+//! - [`TestCa`]: an rcgen CA issuing server certificates for given SANs, and client
+//!   certificates.
 //! - [`Pusher`], [`push_image`], [`push_index`], [`push_standard_fixtures`]: images pushed
 //!   through the registry's HTTP API; [`Fixtures`] knows each fixture's reference, digest and
 //!   expected platforms.

@@ -57,7 +57,12 @@ pub fn sha256_digest(bytes: &[u8]) -> String {
 }
 
 /// A reqwest client trusting `ca_pem` (or the webpki roots when None), no proxy, 30 s timeout.
-pub(crate) fn http_client(ca_pem: Option<&str>) -> anyhow::Result<reqwest::Client> {
+/// A client trusting `ca_pem` (else the built-in roots) and presenting `identity_pem` (a
+/// certificate chain and its key, PEM) to servers that ask for a client certificate.
+pub(crate) fn http_client(
+    ca_pem: Option<&str>,
+    identity_pem: Option<&str>,
+) -> anyhow::Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(30))
@@ -66,6 +71,9 @@ pub(crate) fn http_client(ca_pem: Option<&str>) -> anyhow::Result<reqwest::Clien
         builder = builder
             .tls_built_in_root_certs(false)
             .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes())?);
+    }
+    if let Some(pem) = identity_pem {
+        builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes())?);
     }
     Ok(builder.build()?)
 }
@@ -81,8 +89,19 @@ pub struct Pusher {
 impl Pusher {
     /// A pusher for `base_url`, trusting `ca_pem` when given.
     pub fn new(base_url: &str, ca_pem: Option<&str>, auth: PushAuth) -> anyhow::Result<Self> {
+        Self::with_identity(base_url, ca_pem, None, auth)
+    }
+
+    /// [`Pusher::new`], presenting the client certificate `identity_pem` (chain and key, PEM)
+    /// to a registry that requires one.
+    pub fn with_identity(
+        base_url: &str,
+        ca_pem: Option<&str>,
+        identity_pem: Option<&str>,
+        auth: PushAuth,
+    ) -> anyhow::Result<Self> {
         Ok(Self {
-            client: http_client(ca_pem)?,
+            client: http_client(ca_pem, identity_pem)?,
             base_url: base_url.trim_end_matches('/').to_owned(),
             auth,
         })

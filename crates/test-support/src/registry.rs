@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 
 pub use access_log::RegistryRequest;
-use config::{AuthConfig, TokenConfig};
+use config::{AuthConfig, Tls, TokenConfig};
 
 use crate::push::{PushAuth, Pusher};
 use crate::{TestCa, TokenServer, TokenSigner};
@@ -60,6 +60,8 @@ pub struct Registry {
     pid: u32,
     port: u16,
     tls: Option<TestCa>,
+    /// With a client-certificate requirement: the admin's certificate and key (PEM).
+    client_identity: Option<String>,
     admin: PushAuth,
     cursor: Mutex<usize>,
     // Dropped after the child is killed (field order), removing storage and logs.
@@ -71,15 +73,18 @@ impl std::fmt::Debug for Registry {
         f.debug_struct("Registry")
             .field("host", &self.host())
             .field("tls", &self.tls.is_some())
+            .field("mtls", &self.client_identity.is_some())
             .field("dir", &self.dir.path())
             .finish_non_exhaustive()
     }
 }
 
-/// Chooses how a [`Registry`] is started; modes combine (token auth + TLS, htpasswd + TLS).
+/// Chooses how a [`Registry`] is started; modes combine (token auth + TLS, htpasswd + TLS,
+/// TLS + client certificates).
 #[derive(Default)]
 pub struct RegistryBuilder {
     tls: Option<TestCa>,
+    client_ca: Option<TestCa>,
     users: Vec<(String, String)>,
     token: Option<TokenServerAuth>,
 }
@@ -89,6 +94,7 @@ impl std::fmt::Debug for RegistryBuilder {
         let users: Vec<&str> = self.users.iter().map(|(u, _)| u.as_str()).collect();
         f.debug_struct("RegistryBuilder")
             .field("tls", &self.tls.is_some())
+            .field("client_ca", &self.client_ca.is_some())
             .field("users", &users)
             .field("token", &self.token)
             .finish()
@@ -105,6 +111,14 @@ impl RegistryBuilder {
     /// Serve HTTPS with a certificate for `127.0.0.1`/`localhost` issued by `ca`.
     pub fn tls(mut self, ca: &TestCa) -> Self {
         self.tls = Some(ca.clone());
+        self
+    }
+
+    /// Require a TLS client certificate issued by `client_ca` (`http.tls.clientcas`: the
+    /// registry refuses the handshake without one). Needs [`RegistryBuilder::tls`]. The harness's
+    /// own probe and [`Registry::pusher`] present [`Registry::client_identity_pem`].
+    pub fn require_client_cert(mut self, client_ca: &TestCa) -> Self {
+        self.client_ca = Some(client_ca.clone());
         self
     }
 
@@ -155,6 +169,20 @@ impl RegistryBuilder {
             std::fs::write(dir.path().join("tls.crt"), &cert.cert_pem)?;
             std::fs::write(dir.path().join("tls.key"), &cert.key_pem)?;
         }
+        let tls = match (&self.tls, &self.client_ca) {
+            (None, Some(_)) => bail!("require_client_cert needs tls"),
+            (None, None) => Tls::Off,
+            (Some(_), None) => Tls::On,
+            (Some(_), Some(_)) => Tls::RequireClientCert,
+        };
+        let client_identity = match &self.client_ca {
+            Some(client_ca) => {
+                std::fs::write(dir.path().join("client-ca.crt"), client_ca.cert_pem())?;
+                let admin = client_ca.client_cert("noe-test-admin")?;
+                Some(format!("{}{}", admin.cert_pem, admin.key_pem))
+            }
+            None => None,
+        };
         let admin = if let Some(token) = &self.token {
             PushAuth::Signer(token.signer.clone())
         } else if let Some((user, password)) = self.users.first() {
@@ -166,7 +194,7 @@ impl RegistryBuilder {
         let mut last_error = None;
         for _attempt in 0..5 {
             let port = free_port()?;
-            let yaml = config::render(dir.path(), port, &auth, self.tls.is_some());
+            let yaml = config::render(dir.path(), port, &auth, tls);
             match spawn(dir.path(), port, &yaml) {
                 Ok((mut child, pid)) => {
                     let registry = Registry {
@@ -175,6 +203,7 @@ impl RegistryBuilder {
                         pid,
                         port,
                         tls: self.tls.clone(),
+                        client_identity: client_identity.clone(),
                         admin: admin.clone(),
                         cursor: Mutex::new(0),
                         dir,
@@ -332,17 +361,25 @@ impl Registry {
         self.dir.path()
     }
 
-    /// A reqwest client that trusts this registry's CA (no proxy, 30 s timeout).
+    /// The admin's client certificate chain and key (PEM, one file) when the registry requires
+    /// client certificates.
+    pub fn client_identity_pem(&self) -> Option<&str> {
+        self.client_identity.as_deref()
+    }
+
+    /// A reqwest client that trusts this registry's CA (no proxy, 30 s timeout) and presents
+    /// [`Registry::client_identity_pem`] when there is one.
     pub fn http_client(&self) -> anyhow::Result<reqwest::Client> {
-        crate::push::http_client(self.ca_pem().as_deref())
+        crate::push::http_client(self.ca_pem().as_deref(), self.client_identity_pem())
     }
 
     /// A pusher authenticated as the registry's admin: the first htpasswd user, or a token
     /// minted with the token server's key granting pull and push.
     pub fn pusher(&self) -> anyhow::Result<Pusher> {
-        Pusher::new(
+        Pusher::with_identity(
             &self.base_url(),
             self.ca_pem().as_deref(),
+            self.client_identity_pem(),
             self.admin.clone(),
         )
     }

@@ -71,16 +71,11 @@ pub trait PlatformLookup: Send + Sync + 'static {
 #[derive(Clone, Debug)]
 pub struct RegistryLookup {
     resolver: noe_registry::Resolver,
-    /// Hosts allowed as `registry` label values besides the big public registries.
-    configured_hosts: Arc<[String]>,
 }
 
 impl RegistryLookup {
-    pub fn new(resolver: noe_registry::Resolver, configured_hosts: Vec<String>) -> Self {
-        Self {
-            resolver,
-            configured_hosts: configured_hosts.into(),
-        }
+    pub fn new(resolver: noe_registry::Resolver) -> Self {
+        Self { resolver }
     }
 }
 
@@ -96,13 +91,18 @@ impl PlatformLookup for RegistryLookup {
                 .await
                 .map_err(|error| LookupError::Registry {
                     message: one_line(&error),
-                    registry: self.registry_label(image),
+                    registry: self.resolver.error_label(&error),
                 })
         })
     }
 
+    /// The label of the registry actually contacted (after proxies); `other` for a reference
+    /// that does not parse.
     fn registry_label(&self, image: &str) -> String {
-        noe_registry::metrics::image_registry_label(image, &self.configured_hosts)
+        match self.resolver.target(image) {
+            Ok(target) => self.resolver.registry_label(&target.registry),
+            Err(error) => self.resolver.error_label(&error),
+        }
     }
 
     fn count_reused(&self, n: usize) {

@@ -2,6 +2,7 @@
 //! that parses but cannot run.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// A command line that parses but cannot run, as one line naming the flags at fault.
 #[derive(Debug, thiserror::Error)]
@@ -44,4 +45,36 @@ pub fn non_empty(items: &[String]) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+/// A Go duration (`5s`, `1m30s`, `1.5h`, `0`), as Go's `flag` parses it.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    noe_registry::duration::parse(text).map_err(|error| error.to_string())
+}
+
+/// A Go duration above zero (timeouts and deadlines).
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = duration(text)?;
+    if duration.is_zero() {
+        return Err(format!("{text:?} must be above zero"));
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(duration("0").unwrap(), Duration::ZERO);
+        assert!(duration("5").is_err());
+        assert!(positive_duration("0s").is_err());
+        assert_eq!(
+            positive_duration("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+    }
 }

@@ -8,7 +8,6 @@ use noe_webhook::decide::{
     parse_arch_tolerations, OnLookupError, Policy, PolicyError, PreferenceMode,
 };
 
-use super::duration;
 use super::parse::{non_empty, non_empty_path, ConfigError};
 use crate::config::Decision;
 
@@ -74,7 +73,7 @@ pub struct PolicyArgs {
 
     /// The whole admission answers within this (Go duration); keep it below the webhook's timeoutSeconds.
     #[arg(long, global = true, env = "NOE_ADMISSION_DEADLINE", default_value = "8s",
-          value_parser = duration::positive)]
+          value_parser = super::parse::positive_duration)]
     pub admission_deadline: Duration,
 
     /// YAML map `arch -> [toleration]` added for the archs a pod may run on.

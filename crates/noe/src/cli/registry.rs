@@ -7,7 +7,6 @@ use clap::Args;
 
 use noe_registry::credentials::SourcesConfig;
 
-use super::duration;
 use super::parse::{non_empty, non_empty_path, ConfigError};
 use crate::config::RegistrySettings;
 
@@ -71,7 +70,7 @@ pub struct RegistryArgs {
     pub registry_ca_file: Option<PathBuf>,
 
     /// Timeout of one registry request (Go duration).
-    #[arg(long, global = true, env = "NOE_REGISTRY_TIMEOUT", default_value = "5s", value_parser = duration::positive)]
+    #[arg(long, global = true, env = "NOE_REGISTRY_TIMEOUT", default_value = "5s", value_parser = super::parse::positive_duration)]
     pub registry_timeout: Duration,
 
     /// CIDRs exempted from the metadata-address guard, comma separated.
@@ -79,7 +78,7 @@ pub struct RegistryArgs {
     pub allow_registry_cidrs: Vec<Option<ipnet::IpNet>>,
 
     /// Platform cache TTL for tags (Go duration).
-    #[arg(long, global = true, env = "NOE_CACHE_TTL", default_value = "1h", value_parser = duration::parse)]
+    #[arg(long, global = true, env = "NOE_CACHE_TTL", default_value = "1h", value_parser = super::parse::duration)]
     pub cache_ttl: Duration,
 
     /// Maximum number of entries of the platform cache.
@@ -189,7 +188,6 @@ impl RegistryArgs {
             cache_ttl: self.cache_ttl,
             cache_max_entries: self.cache_max_entries,
             private_registries: non_empty(&self.private_registries),
-            configured_hosts: self.configured_hosts(),
             hosts: None,
         };
         let sources = SourcesConfig {
@@ -200,25 +198,5 @@ impl RegistryArgs {
             ..Default::default()
         };
         Ok(RegistrySettings { resolver, sources })
-    }
-
-    /// Registry hosts named by the flags (allowed as `registry` metric label values).
-    fn configured_hosts(&self) -> Vec<String> {
-        let mut hosts: Vec<String> = non_empty(&self.insecure_registries);
-        for (from, to) in self.proxies() {
-            hosts.push(to);
-            if !from.contains(['*', '?', '[']) {
-                hosts.push(from);
-            }
-        }
-        for pattern in non_empty(&self.private_registries) {
-            let host = pattern.split('/').next().unwrap_or_default();
-            if !host.is_empty() && !host.contains(['*', '?', '[']) {
-                hosts.push(host.to_owned());
-            }
-        }
-        hosts.sort();
-        hosts.dedup();
-        hosts
     }
 }

@@ -38,7 +38,7 @@ pub struct ServerArgs {
     /// After SIGTERM: report not ready at once, keep answering for this long (Go duration) while the
     /// endpoint is removed, then drain. SIGINT and SIGHUP drain at once.
     #[arg(long, global = true, env = "NOE_SHUTDOWN_DELAY", default_value = "5s",
-          value_parser = super::duration::parse)]
+          value_parser = super::parse::duration)]
     pub shutdown_delay: std::time::Duration,
 
     /// Distinct `namespace` label values of the metrics at most; later namespaces are counted as

@@ -39,7 +39,7 @@ async fn inspect_prints_every_fixture() {
         assert_eq!(line["mediaType"], fixture.media_type.as_str());
         assert_eq!(line["resolved"], fixture.reference().as_str());
         assert_eq!(line["image"], fixture.reference().as_str());
-        assert!(line["credentialSource"].is_null());
+        assert_eq!(line["credentialSource"], "anonymous");
         let keys: Vec<&String> = line.as_object().unwrap().keys().collect();
         assert_eq!(keys.len(), 6, "{line}");
     }

@@ -2,6 +2,7 @@
 //! `auth` sections (config version 1, 2 and containerd 2.x), `imports` drop-ins, and the
 //! `config_path` directories holding `hosts.toml` files (see [`hosts`]).
 
+pub mod host_tls;
 pub mod hosts;
 
 use std::collections::BTreeMap;
@@ -9,13 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use host_tls::{ClientCert, TlsFiles};
 pub use hosts::{
     default_server, host_dir, load_hosts, Capabilities, Endpoint, HostsConfig, HostsError,
 };
 
 use super::docker_config::entry_credential;
-use super::matching::{config_key_matches, glob_match, image_host, normalize_config_key};
+use super::matching::{config_key_matches, image_host, normalize_config_key};
 use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
+use crate::files::FileReader;
 use crate::{Credential, CredentialCandidate};
 
 /// The CRI plugin sections that carry `registry` settings: containerd 1.x config version 2,
@@ -132,21 +135,17 @@ pub fn parse_containerd_config(text: &str) -> Result<ContainerdConfig, Error> {
     Ok(config)
 }
 
-fn read_small(path: &Path) -> std::io::Result<Option<String>> {
-    use std::io::Read;
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+/// A config file's text (runs inside [`FileReader::run`]); `Ok(None)` when missing.
+fn read_small(path: &Path) -> Result<Option<String>, crate::files::Error> {
+    let Some(bytes) = crate::files::read_blocking(path, MAX_FILE_BYTES)? else {
+        return Ok(None);
     };
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(std::io::Error::other("file too large"));
-    }
     String::from_utf8(bytes)
         .map(Some)
-        .map_err(|_| std::io::Error::other("not UTF-8"))
+        .map_err(|_| crate::files::Error::Io {
+            path: path.to_owned(),
+            source: Arc::new(std::io::Error::other("not UTF-8")),
+        })
 }
 
 /// Expand one `imports` entry (relative to `dir`; `*`, `?`, `[...]` allowed in the file name).
@@ -168,7 +167,7 @@ fn expand_import(dir: &Path, pattern: &str) -> Vec<PathBuf> {
                 .filter(|e| {
                     e.file_name()
                         .to_str()
-                        .is_some_and(|file| glob_match(name, file))
+                        .is_some_and(|file| crate::glob::matches(name, file))
                 })
                 .map(|e| e.path())
                 .collect()
@@ -187,6 +186,8 @@ struct Loaded {
     host_roots: Vec<PathBuf>,
     /// Deprecated CRI mirrors, later files overriding earlier ones per host.
     mirrors: BTreeMap<String, Vec<String>>,
+    /// Registry hosts with a directory under a `certs.d`-style root (`_port` read as `:port`).
+    host_dirs: Vec<String>,
 }
 
 /// One top-level path: the main file, then its imports (later files override earlier ones per
@@ -260,16 +261,52 @@ fn load_one(path: &Path, loaded: &mut Loaded) {
     }
     for root in config_path {
         if !loaded.host_roots.contains(&root) {
+            loaded.host_dirs.extend(host_dir_names(&root));
             loaded.host_roots.push(root);
         }
     }
 }
 
+/// Bound on the host directories listed per `certs.d` root.
+const MAX_HOST_DIRS: usize = 1024;
+
+/// The registry hosts of a `certs.d` root's directories (`_default` excluded, `host_port` as
+/// `host:port`).
+fn host_dir_names(root: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|name| name != "_default")
+        .map(|name| match name.rsplit_once('_') {
+            Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+                format!("{host}:{port}")
+            }
+            _ => name,
+        })
+        .take(MAX_HOST_DIRS)
+        .collect()
+}
+
+/// Registries whose host configuration is remembered (each reloaded in the background).
+const MAX_HOSTS_ENTRIES: u64 = 4096;
+
 /// Credentials and host configuration from containerd configuration files or directories.
+///
+/// Every file is read off the async workers with a timeout ([`FileReader`]) and reloaded in the
+/// background: lookups use the last good configuration and never wait for a file, except the
+/// very first time (at most twice the read timeout).
 #[derive(Clone)]
 pub struct ContainerdSource {
     paths: Arc<Vec<PathBuf>>,
+    files: FileReader,
+    every: Duration,
     loaded: Arc<Reloading<Loaded>>,
+    /// `hosts.toml` per registry host.
+    hosts: moka::future::Cache<String, Arc<Reloading<Option<HostsConfig>>>>,
 }
 
 impl std::fmt::Debug for ContainerdSource {
@@ -288,27 +325,57 @@ impl ContainerdSource {
     }
 
     pub fn with_reload_interval(paths: Vec<PathBuf>, every: Duration) -> Self {
+        Self::with_options(paths, every, FileReader::default())
+    }
+
+    /// Reads with `files` (its timeout bounds each read), reloading every `every`.
+    pub fn with_options(paths: Vec<PathBuf>, every: Duration, files: FileReader) -> Self {
+        let first_wait = files.timeout().saturating_mul(2);
         Self {
             paths: Arc::new(paths),
-            loaded: Arc::new(Reloading::new(every)),
+            loaded: Arc::new(Reloading::new(every, first_wait)),
+            files,
+            every,
+            hosts: moka::future::Cache::builder()
+                .max_capacity(MAX_HOSTS_ENTRIES)
+                .build(),
         }
     }
 
     async fn loaded(&self) -> Arc<Loaded> {
         let paths = Arc::clone(&self.paths);
+        let files = self.files.clone();
         self.loaded
-            .get(|| async move {
-                tokio::task::spawn_blocking(move || {
-                    let mut loaded = Loaded::default();
-                    for path in paths.iter() {
-                        load_one(path, &mut loaded);
+            .get(|previous| async move {
+                let label = paths
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| PathBuf::from("containerd configuration"));
+                let read = Arc::clone(&paths);
+                let result = files
+                    .run(&label, move || {
+                        let mut loaded = Loaded::default();
+                        for path in read.iter() {
+                            load_one(path, &mut loaded);
+                        }
+                        loaded
+                    })
+                    .await;
+                match result {
+                    Ok(loaded) => loaded,
+                    Err(error) => {
+                        tracing::warn!(%error, "containerd configuration not read again; keeping what was read before");
+                        previous.map(|p| (*p).clone()).unwrap_or_default()
                     }
-                    loaded
-                })
-                .await
-                .unwrap_or_default()
+                }
             })
             .await
+    }
+
+    /// Reads the configuration now (bounded by twice the read timeout), so the first lookup
+    /// finds it loaded.
+    pub async fn warm(&self) {
+        self.loaded().await;
     }
 
     /// Credentials whose registry host matches `image`'s, named `containerd:FILE`.
@@ -331,8 +398,25 @@ impl ContainerdSource {
         self.loaded().await.host_roots.clone()
     }
 
+    /// The registry hosts this configuration names: CRI `auth` keys, deprecated mirror hosts, and
+    /// the `certs.d` directories (`host` or `host_port`) present at the last load.
+    pub async fn configured_hosts(&self) -> Vec<String> {
+        let loaded = self.loaded().await;
+        let mut hosts: Vec<String> = loaded
+            .auths
+            .iter()
+            .map(|(_, host, _)| image_host(&normalize_config_key(host)).to_owned())
+            .chain(loaded.mirrors.keys().cloned())
+            .chain(loaded.host_dirs.iter().cloned())
+            .collect();
+        hosts.sort();
+        hosts.dedup();
+        hosts
+    }
+
     /// The host configuration of `registry` (`docker.io`, `127.0.0.1:5000`), if a `hosts.toml`
-    /// (or `_default`) applies; unreadable files are logged and ignored.
+    /// (or `_default`, or a docker-style directory of certificates) applies; unreadable files
+    /// are logged and the last good configuration kept.
     ///
     /// Without any `config_path` directory, the deprecated CRI `registry.mirrors` apply instead
     /// (the registry's own entry, else `"*"`): their endpoints in order, then the registry's
@@ -352,18 +436,35 @@ impl ContainerdSource {
                 }
             };
         }
+        let first_wait = self.files.timeout().saturating_mul(2);
+        let every = self.every;
+        let entry = self
+            .hosts
+            .get_with(registry.to_owned(), async move {
+                Arc::new(Reloading::new(every, first_wait))
+            })
+            .await;
         let roots = loaded.host_roots.clone();
-        let registry_owned = registry.to_owned();
-        let result = tokio::task::spawn_blocking(move || load_hosts(&roots, &registry_owned))
-            .await
-            .ok()?;
-        match result {
-            Ok(hosts) => hosts,
-            Err(error) => {
-                tracing::warn!(registry, %error, "ignoring containerd hosts.toml");
-                None
-            }
-        }
+        let files = self.files.clone();
+        let owned = registry.to_owned();
+        let hosts = entry
+            .get(|previous| async move {
+                let label = roots.first().map(|root| root.join(&owned)).unwrap_or_default();
+                let registry = owned.clone();
+                match files.run(&label, move || load_hosts(&roots, &registry)).await {
+                    Ok(Ok(hosts)) => hosts,
+                    Ok(Err(error)) => {
+                        tracing::warn!(registry = %owned, %error, "ignoring containerd hosts.toml");
+                        None
+                    }
+                    Err(error) => {
+                        tracing::warn!(registry = %owned, %error, "containerd hosts.toml not read again; keeping what was read before");
+                        previous.and_then(|p| (*p).clone())
+                    }
+                }
+            })
+            .await;
+        (*hosts).clone()
     }
 }
 

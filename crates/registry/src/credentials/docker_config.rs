@@ -10,13 +10,16 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use serde::Deserialize;
-use tokio::io::AsyncReadExt;
 
 pub use helper::{CredentialHelpers, HelperError};
 
 use super::exec::ExecLimits;
-use super::matching::{config_key_matches, helper_server_url, image_host, normalize_config_key};
+use super::matching::{
+    config_key_matches, helper_server_url, image_host, is_docker_hub, normalize_config_key,
+};
 use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
+use crate::files::FileReader;
+use crate::reference::DOCKER_HUB;
 use crate::{Credential, CredentialCandidate};
 
 /// Largest docker config file we read.
@@ -32,12 +35,8 @@ pub enum Error {
     NotAnObject,
     #[error("docker config is larger than {max} bytes")]
     TooLarge { max: u64 },
-    #[error("could not read docker config {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("could not read docker config")]
+    Read(#[from] crate::files::Error),
 }
 
 /// A parsed docker config: credentials per registry key, and the credential helpers to ask.
@@ -120,9 +119,11 @@ pub(crate) fn entry_credential(value: serde_json::Value) -> Result<Option<Creden
     entry.credential()
 }
 
-/// Decode a docker `auth` field: base64 of `user:password` (padding optional, whitespace ignored).
+/// Decode a docker `auth` field: base64 of `user:password` (padding optional). Line breaks are
+/// ignored, as Go's decoder ignores them; any other whitespace makes the field unusable, as it
+/// does for the kubelet.
 fn decode_auth(auth: &str) -> Result<Credential, ()> {
-    let cleaned: String = auth.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let cleaned: String = auth.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(&cleaned)
         .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(&cleaned))
@@ -221,6 +222,12 @@ impl DockerConfig {
         self.auths.iter().map(|(k, _)| k.as_str())
     }
 
+    /// The `auths` and `credHelpers` keys.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.auth_keys()
+            .chain(self.cred_helpers.keys().map(String::as_str))
+    }
+
     /// `credsStore`, if set.
     pub fn creds_store(&self) -> Option<&str> {
         self.creds_store.as_deref()
@@ -240,8 +247,17 @@ impl DockerConfig {
     }
 
     /// The `auths` credentials that apply to `image`, most specific key first (as the kubelet
-    /// orders them), each named `source`. No helper is run.
+    /// orders them), each named `source`. No helper is run. Docker Hub's host names in `image`
+    /// (`index.docker.io/...`) mean `docker.io`, as they do in keys.
     pub fn auth_candidates(&self, image: &str, source: &str) -> Vec<CredentialCandidate> {
+        let host = image_host(image);
+        let hub_image;
+        let image = if is_docker_hub(host) && host != DOCKER_HUB {
+            hub_image = format!("{DOCKER_HUB}{}", &image[host.len()..]);
+            hub_image.as_str()
+        } else {
+            image
+        };
         let mut matched: Vec<(String, &Credential)> = self
             .auths
             .iter()
@@ -294,65 +310,32 @@ pub fn default_paths_from(docker_config: Option<&Path>, home: Option<&Path>) -> 
     unique
 }
 
-/// Read a docker config file, blocking. A missing file is `Ok(None)`; an empty one an empty
-/// config.
-pub fn read_config_file_blocking(path: &Path) -> Result<Option<DockerConfig>, Error> {
-    use std::io::Read;
-    let read_error = |source| Error::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(read_error(source)),
-    };
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(Error::TooLarge {
-            max: MAX_CONFIG_BYTES,
-        });
+/// Read a docker config file off the async workers, bounded by `files`' timeout. A missing file
+/// is `Ok(None)`; an empty one an empty config.
+pub async fn read_config_file(
+    files: &FileReader,
+    path: &Path,
+) -> Result<Option<DockerConfig>, Error> {
+    match files.read(path, MAX_CONFIG_BYTES).await {
+        Ok(Some(bytes)) => parse_docker_config(&bytes).map(Some),
+        Ok(None) => Ok(None),
+        Err(crate::files::Error::TooLarge { max, .. }) => Err(Error::TooLarge { max }),
+        Err(error) => Err(Error::Read(error)),
     }
-    parse_docker_config(&bytes).map(Some)
-}
-
-/// Read a docker config file. A missing file is `Ok(None)`; an empty one an empty config.
-pub async fn read_config_file(path: &Path) -> Result<Option<DockerConfig>, Error> {
-    let file = match tokio::fs::File::open(path).await {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(Error::Read {
-                path: path.to_owned(),
-                source,
-            })
-        }
-    };
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .await
-        .map_err(|source| Error::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(Error::TooLarge {
-            max: MAX_CONFIG_BYTES,
-        });
-    }
-    parse_docker_config(&bytes).map(Some)
 }
 
 /// Credentials from docker config files and the credential helpers they name.
+///
+/// The files are read off the async workers, each with a timeout ([`FileReader`]), and reloaded
+/// in the background: lookups use the last good contents and never wait for a file, except the
+/// very first time (at most twice the read timeout). A file that cannot be read again keeps its
+/// last good contents.
 #[derive(Clone)]
 pub struct DockerConfigSource {
     paths: Arc<Vec<PathBuf>>,
     helpers: CredentialHelpers,
-    files: Arc<Reloading<Vec<(PathBuf, DockerConfig)>>>,
+    files: FileReader,
+    loaded: Arc<Reloading<Vec<(PathBuf, DockerConfig)>>>,
 }
 
 impl std::fmt::Debug for DockerConfigSource {
@@ -364,11 +347,17 @@ impl std::fmt::Debug for DockerConfigSource {
     }
 }
 
-/// Read every file; unreadable or malformed ones are logged (without content) and skipped.
-fn load_files(paths: &[PathBuf]) -> Vec<(PathBuf, DockerConfig)> {
+/// Read every file, concurrently; unreadable or malformed ones are logged (without content) and
+/// skipped, or keep their `previous` contents when they could not be read at all.
+async fn load_files(
+    files: &FileReader,
+    paths: &[PathBuf],
+    previous: Option<&[(PathBuf, DockerConfig)]>,
+) -> Vec<(PathBuf, DockerConfig)> {
+    let reads = futures::future::join_all(paths.iter().map(|p| read_config_file(files, p))).await;
     let mut out = Vec::new();
-    for path in paths {
-        match read_config_file_blocking(path) {
+    for (path, read) in paths.iter().zip(reads) {
+        match read {
             Ok(Some(config)) => {
                 if !config.skipped().is_empty() {
                     tracing::warn!(
@@ -380,6 +369,13 @@ fn load_files(paths: &[PathBuf]) -> Vec<(PathBuf, DockerConfig)> {
                 out.push((path.clone(), config));
             }
             Ok(None) => {}
+            Err(Error::Read(error)) => {
+                let kept = previous
+                    .and_then(|files| files.iter().find(|(p, _)| p == path))
+                    .cloned();
+                tracing::warn!(path = %path.display(), %error, kept_previous = kept.is_some(), "docker config file not read");
+                out.extend(kept);
+            }
             Err(error) => {
                 tracing::warn!(path = %path.display(), %error, "skipping docker config file");
             }
@@ -400,10 +396,22 @@ impl DockerConfigSource {
         helpers: CredentialHelpers,
         every: std::time::Duration,
     ) -> Self {
+        Self::with_options(paths, helpers, every, FileReader::default())
+    }
+
+    /// Reads with `files` (its timeout bounds each read), reloading every `every`.
+    pub fn with_options(
+        paths: Vec<PathBuf>,
+        helpers: CredentialHelpers,
+        every: std::time::Duration,
+        files: FileReader,
+    ) -> Self {
+        let first_wait = files.timeout().saturating_mul(2);
         Self {
             paths: Arc::new(paths),
             helpers,
-            files: Arc::new(Reloading::new(every)),
+            files,
+            loaded: Arc::new(Reloading::new(every, first_wait)),
         }
     }
 
@@ -424,15 +432,7 @@ impl DockerConfigSource {
     /// `credHelpers` helper, then matching `auths` entries (most specific first), then `credsStore`.
     /// Unreadable or malformed files are skipped with a warning.
     pub async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
-        let paths = Arc::clone(&self.paths);
-        let files = self
-            .files
-            .get(|| async move {
-                tokio::task::spawn_blocking(move || load_files(&paths))
-                    .await
-                    .unwrap_or_default()
-            })
-            .await;
+        let files = self.loaded().await;
         let mut out = Vec::new();
         for (path, config) in files.iter() {
             let source = format!("docker-config:{}", path.display());
@@ -448,7 +448,40 @@ impl DockerConfigSource {
         out
     }
 
-    /// The candidates of one parsed config (helpers included).
+    /// The parsed files, in order (the last good contents).
+    async fn loaded(&self) -> Arc<Vec<(PathBuf, DockerConfig)>> {
+        let paths = Arc::clone(&self.paths);
+        let files = self.files.clone();
+        self.loaded
+            .get(|previous| async move {
+                load_files(&files, &paths, previous.as_deref().map(Vec::as_slice)).await
+            })
+            .await
+    }
+
+    /// Reads the files now (bounded by twice the read timeout), so the first lookup finds them
+    /// loaded.
+    pub async fn warm(&self) {
+        self.loaded().await;
+    }
+
+    /// The registry hosts the files name: `auths` and `credHelpers` keys (normalized, without
+    /// path). `credsStore` names no host.
+    pub async fn configured_hosts(&self) -> Vec<String> {
+        let loaded = self.loaded().await;
+        let mut hosts: Vec<String> = loaded
+            .iter()
+            .flat_map(|(_, config)| config.keys())
+            .map(|key| image_host(&normalize_config_key(key)).to_owned())
+            .filter(|host| !host.is_empty())
+            .collect();
+        hosts.sort();
+        hosts.dedup();
+        hosts
+    }
+
+    /// The candidates of one parsed config (helpers included). As with docker, a host that has a
+    /// `credHelpers` entry is never looked up in `credsStore`.
     pub async fn config_candidates(
         &self,
         config: &DockerConfig,
@@ -457,17 +490,16 @@ impl DockerConfigSource {
     ) -> Vec<CredentialCandidate> {
         let server = helper_server_url(image_host(image));
         let mut out = Vec::new();
-        if let Some(name) = config.cred_helper_for(image) {
+        let helper = config.cred_helper_for(image);
+        if let Some(name) = helper {
             if let Some(candidate) = self.helper_candidate(name, &server).await {
                 out.push(candidate);
             }
         }
         out.extend(config.auth_candidates(image, source));
-        if let Some(name) = config.creds_store() {
-            if config.cred_helper_for(image) != Some(name) {
-                if let Some(candidate) = self.helper_candidate(name, &server).await {
-                    out.push(candidate);
-                }
+        if let (Some(name), None) = (config.creds_store(), helper) {
+            if let Some(candidate) = self.helper_candidate(name, &server).await {
+                out.push(candidate);
             }
         }
         out

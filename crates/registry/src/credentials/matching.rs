@@ -3,7 +3,7 @@
 //!
 //! A pattern is a scheme-less URL: `host[:port][/path]`. It matches an image reference when
 //! - the hosts have the same number of DNS labels and each label of the pattern, which may be a
-//!   glob (`*`, `?`, `[a-z]`), matches the image's label at the same position (so `*.k8s.io` matches
+//!   glob ([`crate::glob`]: `*`, `?`, `[a-z]`), matches the image's label at the same position (so `*.k8s.io` matches
 //!   `registry.k8s.io` but `*.io` does not: a glob never spans a dot);
 //! - the ports are equal (a pattern without port only matches an image without port);
 //! - the pattern's path is a string prefix of the image's path (the image may carry a tag or a
@@ -36,7 +36,7 @@ pub fn image_matches(pattern: &str, image: &str) -> bool {
     pattern_labels
         .iter()
         .zip(&image_labels)
-        .all(|(glob, label)| glob_match(glob, label))
+        .all(|(glob, label)| crate::glob::matches_ignore_case(glob, label))
 }
 
 /// The registry host (with port) of a normalized image reference: everything before the first `/`.
@@ -144,138 +144,6 @@ fn split_host_port(authority: &str) -> (&str, &str) {
         Some((host, port)) if !port.contains(':') => (host, port),
         _ => (authority, ""),
     }
-}
-
-/// Shell-style glob on one DNS label, as Go's `filepath.Match`: `*` any run of characters, `?` one
-/// character, `[...]` a class (`^` negates, `a-z` ranges), `\` escapes. A malformed pattern
-/// matches nothing. Case-insensitive (ASCII).
-pub(crate) fn glob_match(glob: &str, text: &str) -> bool {
-    let glob: Vec<char> = glob.chars().map(|c| c.to_ascii_lowercase()).collect();
-    let text: Vec<char> = text.chars().map(|c| c.to_ascii_lowercase()).collect();
-    glob_match_chars(&glob, &text).unwrap_or(false)
-}
-
-/// `None` when the glob is malformed.
-fn glob_match_chars(glob: &[char], text: &[char]) -> Option<bool> {
-    // Iterative matcher with single-star backtracking: linear in practice, no recursion.
-    let (mut g, mut t) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    loop {
-        if g < glob.len() {
-            match glob[g] {
-                '*' => {
-                    star = Some((g, t));
-                    g += 1;
-                    continue;
-                }
-                '?' if t < text.len() => {
-                    g += 1;
-                    t += 1;
-                    continue;
-                }
-                '[' if t < text.len() => {
-                    let (matched, next) = match_class(glob, g, text[t])?;
-                    if matched {
-                        g = next;
-                        t += 1;
-                        continue;
-                    }
-                }
-                '\\' => {
-                    let escaped = *glob.get(g + 1)?;
-                    if t < text.len() && text[t] == escaped {
-                        g += 2;
-                        t += 1;
-                        continue;
-                    }
-                }
-                c if t < text.len() && c == text[t] => {
-                    g += 1;
-                    t += 1;
-                    continue;
-                }
-                '[' => {
-                    // Validate the class even at the end of the text, as Go does.
-                    match_class(glob, g, ' ')?;
-                }
-                _ => {}
-            }
-        } else if t == text.len() {
-            return Some(true);
-        }
-        // Mismatch: let the last star eat one more character, or fail.
-        match star {
-            Some((star_g, star_t)) if star_t < text.len() => {
-                star = Some((star_g, star_t + 1));
-                g = star_g + 1;
-                t = star_t + 1;
-            }
-            _ => {
-                // Check the rest of the glob is well formed so errors surface consistently.
-                return validate(&glob[g.min(glob.len())..]).map(|()| false);
-            }
-        }
-    }
-}
-
-/// Match `c` against the class starting at `glob[start] == '['`; returns (matched, index after `]`).
-fn match_class(glob: &[char], start: usize, c: char) -> Option<(bool, usize)> {
-    let mut i = start + 1;
-    let negated = matches!(glob.get(i), Some('^'));
-    if negated {
-        i += 1;
-    }
-    let mut matched = false;
-    let mut first = true;
-    loop {
-        let ch = *glob.get(i)?;
-        if ch == ']' && !first {
-            return Some((matched != negated, i + 1));
-        }
-        first = false;
-        let (lo, next) = class_char(glob, i)?;
-        i = next;
-        let hi = if glob.get(i) == Some(&'-') && glob.get(i + 1) != Some(&']') {
-            let (hi, next) = class_char(glob, i + 1)?;
-            i = next;
-            hi
-        } else {
-            lo
-        };
-        if lo > hi {
-            return None;
-        }
-        if lo <= c && c <= hi {
-            matched = true;
-        }
-    }
-}
-
-fn class_char(glob: &[char], i: usize) -> Option<(char, usize)> {
-    match *glob.get(i)? {
-        '\\' => Some((*glob.get(i + 1)?, i + 2)),
-        // Go rejects an unescaped `-` or `]` where a class character is expected.
-        '-' | ']' => None,
-        c => Some((c, i + 1)),
-    }
-}
-
-fn validate(glob: &[char]) -> Option<()> {
-    let mut i = 0;
-    while i < glob.len() {
-        match glob[i] {
-            '\\' => {
-                glob.get(i + 1)?;
-                i += 2;
-            }
-            '[' => {
-                let (_, next) = match_class(glob, i, ' ')?;
-                i = next;
-            }
-            _ => i += 1,
-        }
-    }
-    Some(())
 }
 
 #[cfg(test)]
@@ -390,34 +258,6 @@ mod tests {
         assert!(!image_matches("registry.io", "registry.io:5000/app"));
         // noe only looks at the first path segment of the pattern.
         assert!(!image_matches("quay.io/team/app", "quay.io/team/other"));
-    }
-
-    #[test]
-    fn glob_table() {
-        // Go's filepath.Match on one label.
-        let cases: &[(&str, &str, bool)] = &[
-            ("*", "", true),
-            ("*", "anything", true),
-            ("a*", "a", true),
-            ("a*", "b", false),
-            ("*a*b", "xaxb", true),
-            ("*a*b", "xaxbx", false),
-            ("a*b*c", "axxbyyc", true),
-            ("a*b*c", "abc", true),
-            ("a*b*c", "acb", false),
-            ("??", "ab", true),
-            ("??", "a", false),
-            ("[a-c]x", "bx", true),
-            ("[a-c]x", "dx", false),
-            ("[^a-c]x", "dx", true),
-            ("[ab-]x", "-x", false),
-            ("[\\-]x", "-x", true),
-            ("x[", "x", false),
-            ("x\\", "x", false),
-        ];
-        for (glob, text, expected) in cases {
-            assert_eq!(glob_match(glob, text), *expected, "{glob:?} {text:?}");
-        }
     }
 
     #[test]

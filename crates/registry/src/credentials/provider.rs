@@ -3,7 +3,6 @@
 //! cached per `cacheKeyType` and `cacheDuration`.
 
 mod config;
-mod duration;
 mod response;
 
 use std::collections::HashMap;
@@ -15,11 +14,11 @@ pub use config::{
     parse_provider_config, ConfigError, CredentialProviderConfig, ProviderConfig, ProviderSkip,
     CONFIG_API_VERSIONS, EXEC_API_VERSIONS,
 };
-pub use duration::parse_go_duration;
 pub use response::{parse_response, request_body, CacheKeyType, ProviderResponse, ResponseError};
 
 use super::exec::{self, ExecError, ExecLimits};
 use super::matching::{image_host, image_matches};
+use crate::files::FileReader;
 use crate::{Credential, CredentialCandidate};
 
 /// Largest provider config file we read.
@@ -37,8 +36,10 @@ pub enum Error {
     Read {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: crate::files::Error,
     },
+    #[error("credential provider config {path} does not exist")]
+    Missing { path: PathBuf },
     #[error("credential provider config {path} is larger than {max} bytes")]
     TooLarge { path: PathBuf, max: u64 },
     #[error("invalid credential provider config {path}")]
@@ -147,31 +148,52 @@ impl ProviderSource {
         config_path: &Path,
         limits: ExecLimits,
     ) -> Result<Self, Error> {
-        use tokio::io::AsyncReadExt;
-        let read_error = |source| Error::Read {
-            path: config_path.to_owned(),
-            source,
+        Self::load_with(&FileReader::default(), bin_dir, config_path, limits).await
+    }
+
+    /// [`ProviderSource::load`], reading off the async workers with `files`' timeout.
+    pub async fn load_with(
+        files: &FileReader,
+        bin_dir: PathBuf,
+        config_path: &Path,
+        limits: ExecLimits,
+    ) -> Result<Self, Error> {
+        let bytes = match files.read(config_path, MAX_CONFIG_BYTES).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => {
+                return Err(Error::Missing {
+                    path: config_path.to_owned(),
+                })
+            }
+            Err(crate::files::Error::TooLarge { .. }) => {
+                return Err(Error::TooLarge {
+                    path: config_path.to_owned(),
+                    max: MAX_CONFIG_BYTES,
+                })
+            }
+            Err(source) => {
+                return Err(Error::Read {
+                    path: config_path.to_owned(),
+                    source,
+                })
+            }
         };
-        let file = tokio::fs::File::open(config_path)
-            .await
-            .map_err(read_error)?;
-        let mut bytes = Vec::new();
-        file.take(MAX_CONFIG_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(read_error)?;
-        if bytes.len() as u64 > MAX_CONFIG_BYTES {
-            return Err(Error::TooLarge {
-                path: config_path.to_owned(),
-                max: MAX_CONFIG_BYTES,
-            });
-        }
         let text = String::from_utf8_lossy(&bytes);
         let config = parse_provider_config(&text).map_err(|source| Error::Config {
             path: config_path.to_owned(),
             source,
         })?;
         Ok(Self::new(bin_dir, config, limits))
+    }
+
+    /// The registry hosts the providers' `matchImages` name (globs kept, paths dropped).
+    pub fn configured_hosts(&self) -> Vec<String> {
+        self.providers
+            .iter()
+            .flat_map(|p| p.config.match_images.iter())
+            .map(|pattern| image_host(pattern).to_owned())
+            .filter(|host| !host.is_empty())
+            .collect()
     }
 
     /// Names of the usable providers, in order.

@@ -1,78 +1,160 @@
-//! A value re-read from disk at most once per interval: readers share the current value without
-//! waiting; one caller reloads when it is stale.
+//! A value loaded from disk and reloaded in the background: readers get the last good value at
+//! once and never wait for a reload, so a configuration file that blocks on read (a FIFO, a hung
+//! mount) never sits on the admission path. Only the very first read of a value waits for its
+//! load, and at most `first_wait` (then it gets the empty value; the load goes on and later
+//! readers see its result).
 
 use std::future::Future;
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// How often configuration files are read again by default.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
 
+type Loaded<T> = Option<(Instant, Arc<T>)>;
+
 pub struct Reloading<T> {
-    current: RwLock<Option<(Instant, Arc<T>)>>,
-    reloading: tokio::sync::Mutex<()>,
+    current: watch::Sender<Loaded<T>>,
+    /// A load is running (at most one at a time).
+    loading: Arc<AtomicBool>,
+    /// A reader has already waited for the first load: later ones do not.
+    waited: AtomicBool,
     every: Duration,
+    first_wait: Duration,
 }
 
-impl<T> Reloading<T> {
-    pub fn new(every: Duration) -> Self {
+/// Clears the `loading` flag when a load ends, however it ends.
+struct LoadingFlag(Arc<AtomicBool>);
+
+impl Drop for LoadingFlag {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl<T: Default + Send + Sync + 'static> Reloading<T> {
+    /// Reloads at most every `every`; a first read waits at most `first_wait`.
+    pub fn new(every: Duration, first_wait: Duration) -> Self {
         Self {
-            current: RwLock::new(None),
-            reloading: tokio::sync::Mutex::new(()),
+            current: watch::Sender::new(None),
+            loading: Arc::new(AtomicBool::new(false)),
+            waited: AtomicBool::new(false),
             every,
+            first_wait,
         }
     }
 
-    fn fresh(&self) -> Option<Arc<T>> {
-        let current = self
-            .current
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        current
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() < self.every)
-            .map(|(_, value)| Arc::clone(value))
-    }
-
-    /// The current value, loading it with `load` when absent or older than the interval.
+    /// The current value. When it is older than the interval, a reload with `load` starts in the
+    /// background (unless one is running) and the current value is returned. When there is none
+    /// yet, the load starts and the first readers wait for it at most `first_wait`; after that,
+    /// readers get the empty value at once until a load ends.
+    ///
+    /// `load` gets the current value, if any: what it cannot read again it keeps from there.
     pub async fn get<F, Fut>(&self, load: F) -> Arc<T>
     where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = T>,
+        F: FnOnce(Option<Arc<T>>) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
     {
-        if let Some(value) = self.fresh() {
-            return value;
+        let current = self.current.borrow().clone();
+        match current {
+            Some((at, value)) => {
+                if at.elapsed() >= self.every {
+                    self.reload(load);
+                }
+                value
+            }
+            None => {
+                let mut updates = self.current.subscribe();
+                self.reload(load);
+                if self.waited.load(Ordering::Acquire) {
+                    return Arc::new(T::default());
+                }
+                let first =
+                    tokio::time::timeout(self.first_wait, updates.wait_for(Option::is_some)).await;
+                self.waited.store(true, Ordering::Release);
+                match first {
+                    Ok(Ok(loaded)) => loaded
+                        .as_ref()
+                        .map_or_else(|| Arc::new(T::default()), |(_, v)| Arc::clone(v)),
+                    _ => Arc::new(T::default()),
+                }
+            }
         }
-        let _reloading = self.reloading.lock().await;
-        if let Some(value) = self.fresh() {
-            return value;
+    }
+
+    /// Starts a load in the background unless one is running.
+    fn reload<F, Fut>(&self, load: F)
+    where
+        F: FnOnce(Option<Arc<T>>) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        if self.loading.swap(true, Ordering::AcqRel) {
+            return;
         }
-        let value = Arc::new(load().await);
-        *self
-            .current
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
-            Some((Instant::now(), Arc::clone(&value)));
-        value
+        let flag = LoadingFlag(Arc::clone(&self.loading));
+        let current = self.current.clone();
+        let previous = current.borrow().as_ref().map(|(_, v)| Arc::clone(v));
+        let future = load(previous);
+        tokio::spawn(async move {
+            let _flag = flag;
+            let value = future.await;
+            current.send_replace(Some((Instant::now(), Arc::new(value))));
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
-    #[tokio::test]
-    async fn loads_once_per_interval() {
-        let loads = AtomicUsize::new(0);
-        let value = Reloading::new(Duration::from_millis(200));
-        let load = || async {
-            loads.fetch_add(1, Ordering::SeqCst);
-            loads.load(Ordering::SeqCst)
+    #[tokio::test(start_paused = true)]
+    async fn reloads_in_the_background_once_per_interval() {
+        let loads = Arc::new(AtomicUsize::new(0));
+        let value = Reloading::new(Duration::from_secs(10), Duration::from_secs(1));
+        let load = |_previous| {
+            let loads = Arc::clone(&loads);
+            async move { loads.fetch_add(1, Ordering::SeqCst) + 1 }
         };
+        assert_eq!(
+            *value.get(load).await,
+            1,
+            "the first read waits for its load"
+        );
         assert_eq!(*value.get(load).await, 1);
+        tokio::time::advance(Duration::from_secs(11)).await;
+        // Stale: the old value at once, the reload in the background.
         assert_eq!(*value.get(load).await, 1);
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::task::yield_now().await;
         assert_eq!(*value.get(load).await, 2);
+        assert_eq!(loads.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_load_that_never_ends_costs_readers_nothing_but_the_first_wait() {
+        let value: Reloading<Vec<u8>> =
+            Reloading::new(Duration::from_secs(10), Duration::from_secs(2));
+        let started = Arc::new(AtomicUsize::new(0));
+        let hang = |_previous| {
+            let started = Arc::clone(&started);
+            async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                std::future::pending::<Vec<u8>>().await
+            }
+        };
+        assert!(
+            value.get(hang).await.is_empty(),
+            "empty after the first wait"
+        );
+        // Later readers do not wait, and no second load starts while the first runs.
+        for _ in 0..3 {
+            let read = tokio::time::timeout(Duration::from_millis(1), value.get(hang)).await;
+            assert!(read.is_ok_and(|v| v.is_empty()));
+        }
+        assert_eq!(started.load(Ordering::SeqCst), 1);
     }
 }

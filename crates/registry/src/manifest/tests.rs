@@ -141,7 +141,7 @@ fn platforms_from_configs_never_default() {
             r#"{"architecture":"amd64","os":"windows","os.version":"10.0"}"#,
             Some("windows/amd64"),
         ),
-        (r#"{"architecture":"riscv64"}"#, Some("/riscv64")),
+        (r#"{"architecture":"riscv64"}"#, Some("riscv64")),
         (r#"{"os":"linux"}"#, None),
         (r#"{"architecture":""}"#, None),
         ("not json", None),

@@ -27,8 +27,17 @@ fn quote_path(path: &Path) -> String {
     quote(&path.to_string_lossy())
 }
 
+/// How the registry serves TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tls {
+    Off,
+    On,
+    /// TLS that requires a client certificate issued by `client-ca.crt` (`http.tls.clientcas`).
+    RequireClientCert,
+}
+
 /// Renders the configuration. `dir` holds the storage, htpasswd, token root and TLS files.
-pub(crate) fn render(dir: &Path, port: u16, auth: &AuthConfig, tls: bool) -> String {
+pub(crate) fn render(dir: &Path, port: u16, auth: &AuthConfig, tls: Tls) -> String {
     let mut yaml = format!(
         "version: 0.1
 log:
@@ -54,11 +63,17 @@ http:
         storage = quote_path(&dir.join("storage")),
         addr = quote(&format!("127.0.0.1:{port}")),
     );
-    if tls {
+    if tls != Tls::Off {
         yaml.push_str(&format!(
             "  tls:\n    certificate: {}\n    key: {}\n",
             quote_path(&dir.join("tls.crt")),
             quote_path(&dir.join("tls.key")),
+        ));
+    }
+    if tls == Tls::RequireClientCert {
+        yaml.push_str(&format!(
+            "    clientcas:\n      - {}\n",
+            quote_path(&dir.join("client-ca.crt")),
         ));
     }
     match auth {

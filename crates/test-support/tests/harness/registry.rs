@@ -238,6 +238,49 @@ async fn tls_registry_is_trusted_through_the_test_ca_only() {
 }
 
 #[tokio::test]
+async fn mtls_registry_answers_only_clients_with_a_certificate_of_its_client_ca() {
+    let ca = TestCa::new().unwrap();
+    let client_ca = TestCa::with_name("client CA").unwrap();
+    let registry = Registry::builder()
+        .tls(&ca)
+        .require_client_cert(&client_ca)
+        .start()
+        .await
+        .unwrap();
+    // The harness's own client presents the admin certificate: pushing works.
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    let response = get_manifest(&registry, &fixtures.oci_index, ACCEPT_ALL).await;
+    assert_eq!(response.status(), 200);
+
+    let url = format!("{}/v2/", registry.base_url());
+    let client = |identity: Option<String>| {
+        let mut builder = reqwest::Client::builder()
+            .no_proxy()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(ca.cert_pem().as_bytes()).unwrap(),
+            );
+        if let Some(pem) = identity {
+            builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap());
+        }
+        builder.build().unwrap()
+    };
+    // Without a certificate, or with one of another CA: refused.
+    assert!(client(None).get(&url).send().await.is_err());
+    let stranger = TestCa::with_name("stranger")
+        .unwrap()
+        .client_cert("x")
+        .unwrap();
+    let identity = format!("{}{}", stranger.cert_pem, stranger.key_pem);
+    assert!(client(Some(identity)).get(&url).send().await.is_err());
+    // With one of the client CA: answered.
+    let good = client_ca.client_cert("noe").unwrap();
+    let identity = format!("{}{}", good.cert_pem, good.key_pem);
+    let response = client(Some(identity)).get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
 async fn dropping_the_registry_stops_it_and_removes_its_dir() {
     let registry = Registry::start().await.unwrap();
     let dir = registry.dir().to_owned();

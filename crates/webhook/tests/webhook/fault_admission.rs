@@ -194,7 +194,7 @@ async fn registry_faults_through_the_webhook() {
         .unwrap();
         let admission = Admission::new(
             Resolve::new(
-                Arc::new(RegistryLookup::new(resolver, Vec::new())),
+                Arc::new(RegistryLookup::new(resolver)),
                 Arc::new(Anonymous),
                 DEADLINE,
             ),
@@ -296,7 +296,7 @@ async fn slowloris_does_not_delay_other_clients() {
     let resolver = Resolver::new(Config::default(), &metrics).unwrap();
     let admission = Admission::new(
         Resolve::new(
-            Arc::new(RegistryLookup::new(resolver, Vec::new())),
+            Arc::new(RegistryLookup::new(resolver)),
             Arc::new(Anonymous),
             DEADLINE,
         ),

@@ -3,11 +3,14 @@
 
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::super::matching::is_docker_hub;
+use super::host_tls::{docker_cert_dir, read_tls_files, ClientCert, SharedTlsFiles};
 
 /// Why a `hosts.toml` cannot be used. Never carries the file's content.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -17,6 +20,12 @@ pub enum HostsError {
     Malformed,
     #[error("hosts.toml names an invalid host URL {url:?}")]
     InvalidUrl { url: String },
+    #[error("hosts.toml has an invalid client entry (a path, or a [certificate, key] pair)")]
+    InvalidClient,
+    #[error("hosts.toml has an invalid dial_timeout {value:?}")]
+    InvalidDialTimeout { value: String },
+    #[error("hosts.toml cannot be read: {reason}")]
+    Unreadable { reason: String },
 }
 
 /// What a host may be used for (containerd `capabilities`).
@@ -56,6 +65,13 @@ pub struct Endpoint {
     pub override_path: bool,
     /// Extra CA files (PEM) trusted for this host.
     pub ca: Vec<PathBuf>,
+    /// Client certificates presented to this host (mTLS).
+    pub client: Vec<ClientCert>,
+    /// Bound on connecting to this host (capped by the request timeout).
+    pub dial_timeout: Option<Duration>,
+    /// The contents of the `ca` and `client` files, read with the host configuration; `None`
+    /// until read ([`load_hosts`] reads them).
+    pub tls_files: Option<SharedTlsFiles>,
     pub skip_verify: bool,
     /// Header values sent as they are, to this host only. May hold secrets: not in `Debug`.
     pub headers: Vec<(String, Vec<String>)>,
@@ -70,6 +86,9 @@ impl std::fmt::Debug for Endpoint {
             .field("capabilities", &self.capabilities)
             .field("override_path", &self.override_path)
             .field("ca", &self.ca)
+            .field("client", &self.client)
+            .field("dial_timeout", &self.dial_timeout)
+            .field("tls_files", &self.tls_files)
             .field("skip_verify", &self.skip_verify)
             .field(
                 "headers",
@@ -165,6 +184,10 @@ struct RawHost {
     skip_verify: Option<bool>,
     #[serde(default)]
     override_path: Option<bool>,
+    #[serde(default)]
+    client: Option<toml::Value>,
+    #[serde(default)]
+    dial_timeout: Option<String>,
     #[serde(default, deserialize_with = "ordered_map")]
     header: Vec<(String, OneOrMany)>,
 }
@@ -218,8 +241,57 @@ where
     deserializer.deserialize_map(Ordered(PhantomData))
 }
 
-fn endpoint(url: url::Url, raw: RawHost, mirror: bool, base: &Path) -> Endpoint {
-    Endpoint {
+/// containerd's `client`: `"both.pem"`, `["a.pem", "b.pem"]` or `[["cert", "key"], ...]` (a
+/// pair's key may be `""`: the key is in the certificate file). Relative paths are resolved
+/// against `base`.
+fn client_certs(value: Option<toml::Value>, base: &Path) -> Result<Vec<ClientCert>, HostsError> {
+    use toml::Value;
+    let single = |path: &str| ClientCert {
+        cert: base.join(path),
+        key: None,
+    };
+    match value {
+        None => Ok(Vec::new()),
+        Some(Value::String(path)) => Ok(vec![single(&path)]),
+        Some(Value::Array(entries)) => entries
+            .into_iter()
+            .map(|entry| match entry {
+                Value::String(path) => Ok(single(&path)),
+                Value::Array(pair) if (1..=2).contains(&pair.len()) => {
+                    let cert = pair[0].as_str().ok_or(HostsError::InvalidClient)?;
+                    let key = match pair.get(1) {
+                        None => None,
+                        Some(key) => Some(key.as_str().ok_or(HostsError::InvalidClient)?),
+                    };
+                    Ok(ClientCert {
+                        cert: base.join(cert),
+                        key: key.filter(|k| !k.is_empty()).map(|k| base.join(k)),
+                    })
+                }
+                _ => Err(HostsError::InvalidClient),
+            })
+            .collect(),
+        Some(_) => Err(HostsError::InvalidClient),
+    }
+}
+
+fn endpoint(
+    url: url::Url,
+    raw: RawHost,
+    mirror: bool,
+    base: &Path,
+) -> Result<Endpoint, HostsError> {
+    let dial_timeout = match raw.dial_timeout {
+        None => None,
+        Some(text) => {
+            Some(
+                crate::duration::parse(&text).map_err(|_| HostsError::InvalidDialTimeout {
+                    value: text.chars().take(64).collect(),
+                })?,
+            )
+        }
+    };
+    Ok(Endpoint {
         url,
         capabilities: raw
             .capabilities
@@ -233,6 +305,9 @@ fn endpoint(url: url::Url, raw: RawHost, mirror: bool, base: &Path) -> Endpoint 
             .into_iter()
             .map(|ca| base.join(ca))
             .collect(),
+        client: client_certs(raw.client, base)?,
+        dial_timeout,
+        tls_files: None,
         skip_verify: raw.skip_verify.unwrap_or(false),
         headers: raw
             .header
@@ -240,7 +315,7 @@ fn endpoint(url: url::Url, raw: RawHost, mirror: bool, base: &Path) -> Endpoint 
             .map(|(k, v)| (k, v.into_vec()))
             .collect(),
         mirror,
-    }
+    })
 }
 
 impl HostsConfig {
@@ -249,7 +324,7 @@ impl HostsConfig {
         let url = parse_url(&default_server(registry))?;
         Ok(Self {
             registry: registry.to_owned(),
-            endpoints: vec![endpoint(url, RawHost::default(), false, Path::new(""))],
+            endpoints: vec![endpoint(url, RawHost::default(), false, Path::new(""))?],
         })
     }
 
@@ -264,10 +339,15 @@ impl HostsConfig {
             let is_server = url.host_str() == server.host_str()
                 && url.port_or_known_default() == server.port_or_known_default();
             has_server |= is_server;
-            out.push(endpoint(url, RawHost::default(), !is_server, Path::new("")));
+            out.push(endpoint(
+                url,
+                RawHost::default(),
+                !is_server,
+                Path::new(""),
+            )?);
         }
         if !has_server {
-            out.push(endpoint(server, RawHost::default(), false, Path::new("")));
+            out.push(endpoint(server, RawHost::default(), false, Path::new(""))?);
         }
         Ok(Self {
             registry: registry.to_owned(),
@@ -281,13 +361,13 @@ impl HostsConfig {
         let raw: RawHosts = toml::from_str(text).map_err(|_| HostsError::Malformed)?;
         let mut endpoints = Vec::with_capacity(raw.host.len() + 1);
         for (url, host) in raw.host {
-            endpoints.push(endpoint(parse_url(&url)?, host, true, dir));
+            endpoints.push(endpoint(parse_url(&url)?, host, true, dir)?);
         }
         let server = match raw.server.as_deref().filter(|s| !s.is_empty()) {
             Some(server) => parse_url(server)?,
             None => parse_url(&default_server(registry))?,
         };
-        endpoints.push(endpoint(server, raw.top, false, dir));
+        endpoints.push(endpoint(server, raw.top, false, dir)?);
         Ok(Self {
             registry: registry.to_owned(),
             endpoints,
@@ -317,6 +397,17 @@ impl HostsConfig {
     pub fn server(&self) -> Option<&Endpoint> {
         self.endpoints.last()
     }
+
+    /// Reads the `ca` and `client` files of every endpoint that names some (blocking: only
+    /// inside [`crate::files::FileReader::run`]). A file that cannot be read makes its endpoint
+    /// fail with the reason when used.
+    pub fn read_tls_files(&mut self) {
+        for endpoint in &mut self.endpoints {
+            if !endpoint.ca.is_empty() || !endpoint.client.is_empty() {
+                endpoint.tls_files = Some(Arc::new(read_tls_files(&endpoint.ca, &endpoint.client)));
+            }
+        }
+    }
 }
 
 /// The directory holding the host configuration of `registry` under the `certs.d`-style roots:
@@ -339,38 +430,39 @@ pub fn host_dir(roots: &[PathBuf], registry: &str) -> Option<PathBuf> {
         })
 }
 
-/// The host configuration for `registry` from `certs.d`-style roots. `Ok(None)` when no directory
-/// applies. A directory without `hosts.toml` (docker's layout) contributes its `*.crt` files as
-/// CAs of the server.
+/// Largest `hosts.toml` read.
+const MAX_HOSTS_TOML_BYTES: u64 = 1 << 20;
+
+/// The host configuration for `registry` from `certs.d`-style roots, with the contents of the
+/// TLS files it names. `Ok(None)` when no directory applies. A directory without `hosts.toml`
+/// (docker's layout) contributes its `*.crt` files as CAs of the server and its `*.cert` files
+/// (with the `*.key` of the same name) as client certificates. Blocking: only inside
+/// [`crate::files::FileReader::run`].
 pub fn load_hosts(roots: &[PathBuf], registry: &str) -> Result<Option<HostsConfig>, HostsError> {
     let Some(dir) = host_dir(roots, registry) else {
         return Ok(None);
     };
     let file = dir.join("hosts.toml");
-    match std::fs::read(&file) {
-        Ok(bytes) => {
-            if bytes.len() > (1 << 20) {
-                return Err(HostsError::Malformed);
-            }
+    let mut config = match crate::files::read_blocking(&file, MAX_HOSTS_TOML_BYTES) {
+        Ok(Some(bytes)) => {
             let text = String::from_utf8(bytes).map_err(|_| HostsError::Malformed)?;
-            HostsConfig::parse(registry, &text, &dir).map(Some)
+            HostsConfig::parse(registry, &text, &dir)?
         }
-        Err(_) => {
+        Ok(None) => {
             let mut config = HostsConfig::default_for(registry)?;
-            let mut cas: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .map(|entries| {
-                    entries
-                        .filter_map(Result::ok)
-                        .map(|e| e.path())
-                        .filter(|p| p.extension().is_some_and(|x| x == "crt"))
-                        .collect()
-                })
-                .unwrap_or_default();
-            cas.sort();
+            let (ca, client) = docker_cert_dir(&dir);
             if let Some(server) = config.endpoints.last_mut() {
-                server.ca = cas;
+                server.ca = ca;
+                server.client = client;
             }
-            Ok(Some(config))
+            config
         }
-    }
+        Err(error) => {
+            return Err(HostsError::Unreadable {
+                reason: error.to_string(),
+            })
+        }
+    };
+    config.read_tls_files();
+    Ok(Some(config))
 }

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use base64::Engine as _;
 
 use super::*;
@@ -280,6 +282,82 @@ fn hosts_toml_defaults_and_errors() {
         HostsConfig::parse("x.io", "server = \"ftp://x.io\"", Path::new("/d")),
         Err(HostsError::InvalidUrl { .. })
     ));
+}
+
+#[test]
+fn hosts_toml_client_certificates_and_dial_timeout() {
+    let dir = Path::new("/etc/containerd/certs.d/r.io");
+    let hosts = HostsConfig::parse(
+        "r.io",
+        r#"
+client = [["c.cert", "c.key"], ["both.pem", ""], "/abs/other.pem"]
+dial_timeout = "1.5s"
+[host."https://m.corp"]
+  client = "m.pem"
+"#,
+        dir,
+    )
+    .unwrap();
+    let pair = |cert: PathBuf, key: Option<PathBuf>| ClientCert { cert, key };
+    assert_eq!(hosts.endpoints()[0].client, [pair(dir.join("m.pem"), None)]);
+    assert_eq!(hosts.endpoints()[0].dial_timeout, None);
+    let server = hosts.server().unwrap();
+    assert_eq!(
+        server.client,
+        [
+            pair(dir.join("c.cert"), Some(dir.join("c.key"))),
+            pair(dir.join("both.pem"), None),
+            pair(PathBuf::from("/abs/other.pem"), None),
+        ]
+    );
+    assert_eq!(server.dial_timeout, Some(Duration::from_millis(1500)));
+    // Parsing reads nothing; the files' contents come with load_hosts.
+    assert!(server.tls_files.is_none());
+
+    for bad in [
+        "client = 5",
+        "client = [5]",
+        "client = [[\"a\", \"b\", \"c\"]]",
+        "client = [[]]",
+        "client = [[\"a\", 5]]",
+    ] {
+        assert_eq!(
+            HostsConfig::parse("r.io", bad, dir),
+            Err(HostsError::InvalidClient),
+            "{bad}"
+        );
+    }
+    assert!(matches!(
+        HostsConfig::parse("r.io", "dial_timeout = \"soon\"", dir),
+        Err(HostsError::InvalidDialTimeout { .. })
+    ));
+}
+
+#[test]
+fn load_hosts_reads_the_tls_files_it_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let host = tmp.path().join("r.io");
+    write(&host.join("ca.pem"), "CA");
+    write(&host.join("c.cert"), "CERT");
+    write(&host.join("c.key"), "KEY");
+    write(
+        &host.join("hosts.toml"),
+        "ca = \"ca.pem\"\nclient = [[\"c.cert\", \"c.key\"]]\n[host.\"https://m.corp\"]\n  client = \"missing.pem\"\n",
+    );
+    let hosts = load_hosts(&[tmp.path().to_owned()], "r.io")
+        .unwrap()
+        .unwrap();
+    let server_files = hosts.server().unwrap().tls_files.clone().unwrap();
+    assert_eq!(server_files.ca, [b"CA".to_vec()]);
+    assert_eq!(server_files.client, [(b"CERT".to_vec(), b"KEY".to_vec())]);
+    assert!(server_files.error.is_none());
+    // A file that cannot be read makes its endpoint fail when used, naming the file.
+    let mirror_files = hosts.endpoints()[0].tls_files.clone().unwrap();
+    assert!(mirror_files
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("missing.pem"));
 }
 
 fn write(path: &Path, text: &str) {

@@ -1,10 +1,9 @@
 //! `CredentialProviderConfig` (`kubelet.config.k8s.io/v1`, `v1beta1`, `v1alpha1`), YAML or JSON.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
-
-use super::duration::parse_go_duration;
 
 /// Config API versions the kubelet accepts for `CredentialProviderConfig`.
 pub const CONFIG_API_VERSIONS: &[&str] = &[
@@ -30,6 +29,8 @@ pub enum ConfigError {
     ApiVersion { found: String },
     #[error("credential provider config has kind {found:?}, expected CredentialProviderConfig")]
     Kind { found: String },
+    #[error("credential provider config has an unknown field {field:?}")]
+    UnknownField { field: String },
 }
 
 /// Why one provider entry is skipped.
@@ -38,8 +39,16 @@ pub enum ConfigError {
 pub enum ProviderSkip {
     #[error("provider name {name:?} is not a file name")]
     InvalidName { name: String },
+    #[error("provider name {name:?} is used by more than one provider")]
+    DuplicateName { name: String },
+    #[error("provider {name} has an unknown field {field:?}")]
+    UnknownField { name: String, field: String },
     #[error("provider {name} has no matchImages")]
     NoMatchImages { name: String },
+    #[error("provider {name} has an invalid matchImages entry {pattern:?}")]
+    InvalidMatchImage { name: String, pattern: String },
+    #[error("provider {name} has no defaultCacheDuration")]
+    NoCacheDuration { name: String },
     #[error("provider {name} has an invalid defaultCacheDuration")]
     InvalidCacheDuration { name: String },
     #[error("provider {name} speaks unsupported apiVersion {api_version:?}")]
@@ -57,6 +66,9 @@ struct RawConfig {
     kind: String,
     #[serde(default)]
     providers: Vec<RawProvider>,
+    /// Fields the kubelet does not know either (it decodes strictly).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, serde_yaml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -76,6 +88,8 @@ struct RawProvider {
     env: Vec<RawEnv>,
     #[serde(default)]
     token_attributes: Option<serde_yaml::Value>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, serde_yaml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -136,8 +150,21 @@ pub fn parse_provider_config(text: &str) -> Result<CredentialProviderConfig, Con
     if raw.kind != "CredentialProviderConfig" {
         return Err(ConfigError::Kind { found: raw.kind });
     }
+    if let Some(field) = raw.unknown.into_keys().next() {
+        return Err(ConfigError::UnknownField {
+            field: bounded(&field),
+        });
+    }
     let mut config = CredentialProviderConfig::default();
+    let names: Vec<String> = raw.providers.iter().map(|p| p.name.clone()).collect();
     for provider in raw.providers {
+        // The kubelet refuses a config naming a plugin twice: neither entry is used.
+        if names.iter().filter(|n| **n == provider.name).count() > 1 {
+            config.skipped.push(ProviderSkip::DuplicateName {
+                name: bounded(&provider.name),
+            });
+            continue;
+        }
         match validate(provider) {
             Ok(provider) => config.providers.push(provider),
             Err(skip) => config.skipped.push(skip),
@@ -146,10 +173,54 @@ pub fn parse_provider_config(text: &str) -> Result<CredentialProviderConfig, Con
     Ok(config)
 }
 
+/// At most 128 characters of a name or field quoted in a skip reason.
+fn bounded(text: &str) -> String {
+    text.chars().take(128).collect()
+}
+
+/// A `matchImages` entry the kubelet accepts: `host[:port][/path]` without spaces or control
+/// characters, `%` only as an escape, a numeric port, and well-formed globs in the host.
+fn valid_match_image(pattern: &str) -> bool {
+    let bytes = pattern.as_bytes();
+    let escapes_ok = bytes.iter().enumerate().all(|(i, b)| {
+        *b != b'%'
+            || (bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    });
+    if pattern.is_empty()
+        || !escapes_ok
+        || pattern.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return false;
+    }
+    let authority = pattern.split('/').next().unwrap_or_default();
+    let host = match authority.rsplit_once(':') {
+        Some((host, port)) if !authority.starts_with('[') => {
+            if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+                return false;
+            }
+            host
+        }
+        _ => authority,
+    };
+    !host.is_empty() && host.split('.').all(crate::glob::is_valid)
+}
+
 fn validate(raw: RawProvider) -> Result<ProviderConfig, ProviderSkip> {
-    let name = raw.name;
-    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {
+    let name = bounded(&raw.name);
+    if name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.contains(['/', '\\'])
+        || name.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
         return Err(ProviderSkip::InvalidName { name });
+    }
+    if let Some(field) = raw.unknown.into_keys().next() {
+        return Err(ProviderSkip::UnknownField {
+            name,
+            field: bounded(&field),
+        });
     }
     if raw.token_attributes.is_some() {
         return Err(ProviderSkip::NeedsServiceAccountToken { name });
@@ -162,11 +233,17 @@ fn validate(raw: RawProvider) -> Result<ProviderConfig, ProviderSkip> {
     if match_images.is_empty() {
         return Err(ProviderSkip::NoMatchImages { name });
     }
+    if let Some(pattern) = match_images.iter().find(|p| !valid_match_image(p)) {
+        return Err(ProviderSkip::InvalidMatchImage {
+            name,
+            pattern: bounded(pattern),
+        });
+    }
     let default_cache_duration = match raw.default_cache_duration.as_deref() {
-        None => Duration::ZERO,
-        Some(text) => match parse_go_duration(text) {
-            Some(duration) => duration,
-            None => return Err(ProviderSkip::InvalidCacheDuration { name }),
+        None => return Err(ProviderSkip::NoCacheDuration { name }),
+        Some(text) => match crate::duration::parse(text) {
+            Ok(duration) => duration,
+            Err(_) => return Err(ProviderSkip::InvalidCacheDuration { name }),
         },
     };
     if !EXEC_API_VERSIONS.contains(&raw.api_version.as_str()) {
@@ -296,6 +373,30 @@ providers:
     matchImages: ["gcr.io"]
     defaultCacheDuration: 1m
     apiVersion: credentialprovider.kubelet.k8s.io/v1
+  - name: twice
+    matchImages: ["a.io"]
+    defaultCacheDuration: 1m
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+  - name: twice
+    matchImages: ["b.io"]
+    defaultCacheDuration: 1m
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+  - name: typo
+    matchImage: ["gcr.io"]
+    matchImages: ["gcr.io"]
+    defaultCacheDuration: 1m
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+  - name: with space
+    matchImages: ["gcr.io"]
+    defaultCacheDuration: 1m
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+  - name: bad-pattern
+    matchImages: ["gcr.io", "%zz%.io"]
+    defaultCacheDuration: 1m
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+  - name: no-duration
+    matchImages: ["gcr.io"]
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
 "#;
         let config = parse_provider_config(yaml).unwrap();
         assert_eq!(
@@ -314,7 +415,50 @@ providers:
                 ProviderSkip::InvalidCacheDuration { .. },
                 ProviderSkip::ApiVersion { .. },
                 ProviderSkip::NeedsServiceAccountToken { .. },
+                ProviderSkip::DuplicateName { .. },
+                ProviderSkip::DuplicateName { .. },
+                ProviderSkip::UnknownField { .. },
+                ProviderSkip::InvalidName { .. },
+                ProviderSkip::InvalidMatchImage { .. },
+                ProviderSkip::NoCacheDuration { .. },
             ]
+        ));
+    }
+
+    #[test]
+    fn match_image_validity() {
+        for good in [
+            "gcr.io",
+            "*.gcr.io",
+            "registry.io:8080/team",
+            "*.dkr.ecr.*.amazonaws.com",
+            "reg[0-9].io",
+            "registry.io/%41pp",
+            "127.0.0.1:5000",
+        ] {
+            assert!(valid_match_image(good), "{good}");
+        }
+        for bad in [
+            "",
+            "%invalid%",
+            "gcr .io",
+            "gcr.io:",
+            "gcr.io:80a",
+            "reg[.io",
+            "a\u{7}.io",
+            "/path-only",
+        ] {
+            assert!(!valid_match_image(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_top_level_fields_refuse_the_config() {
+        let yaml =
+            "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nprovider: []\n";
+        assert!(matches!(
+            parse_provider_config(yaml),
+            Err(ConfigError::UnknownField { field }) if field == "provider"
         ));
     }
 }

@@ -6,7 +6,6 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::config::EXEC_API_VERSIONS;
-use super::duration::parse_go_duration;
 use crate::Credential;
 
 /// What the cached answer of a plugin is keyed by.
@@ -122,7 +121,7 @@ pub fn parse_response(bytes: &[u8]) -> Result<ProviderResponse, ResponseError> {
     };
     let cache_duration = match raw.cache_duration.as_deref() {
         None => None,
-        Some(text) => Some(parse_go_duration(text).ok_or(ResponseError::CacheDuration)?),
+        Some(text) => Some(crate::duration::parse(text).map_err(|_| ResponseError::CacheDuration)?),
     };
     let mut auth = Vec::new();
     for (pattern, value) in raw.auth.unwrap_or_default() {
