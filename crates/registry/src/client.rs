@@ -241,8 +241,10 @@ impl Http {
             return Ok(response);
         }
         let wait = retry_after(&response.headers).unwrap_or(DEFAULT_RETRY_WAIT);
-        // Retry only when the wait still fits in this request's time budget.
-        if started.elapsed() + wait >= self.shared.timeout {
+        // Retry only when the wait fits in what is left of this request's time budget. The
+        // header is the registry's: any number, compared, never added to an instant.
+        let remaining = self.shared.timeout.saturating_sub(started.elapsed());
+        if wait >= remaining {
             return Ok(response);
         }
         tracing::debug!(registry = %ctx.registry, status = %response.status, ?wait, "retrying registry request");
@@ -365,7 +367,7 @@ async fn read_capped(mut response: reqwest::Response) -> Result<Bytes, ReadError
     }
     let mut body = BytesMut::new();
     while let Some(chunk) = response.chunk().await? {
-        if body.len() + chunk.len() > BODY_LIMIT {
+        if body.len().saturating_add(chunk.len()) > BODY_LIMIT {
             return Err(ReadError::TooLarge);
         }
         body.extend_from_slice(&chunk);

@@ -399,3 +399,27 @@ async fn redirect_to_another_host_drops_authorization() {
     );
     h.assert_healthy("redirect").await;
 }
+
+/// Defect 1: a 503 with `Retry-After: 18446744073709551615` (u64::MAX seconds) after a response
+/// that took more than a second overflowed `elapsed + wait` and panicked the lookup. The wait is
+/// compared with what is left of the request's budget: no retry, a clean `http_status` error.
+#[tokio::test]
+async fn an_absurd_retry_after_after_a_slow_response_is_not_waited_for() {
+    let mut h = Harness::start().await;
+    let fake = h.fake.host();
+    h.fake.route(
+        "/v2/absurd/app/manifests/1",
+        Behavior::retry_after(503, "18446744073709551615").delayed(Duration::from_millis(1100)),
+    );
+    let error = h
+        .resolver
+        .resolve(&format!("{fake}/absurd/app:1"), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, noe_registry::Error::Status { status: 503, .. }),
+        "{error:?}"
+    );
+    assert_eq!(h.fake.requests_to("/v2/absurd/app/manifests/1").len(), 1);
+    h.assert_healthy("absurd Retry-After").await;
+}

@@ -298,7 +298,15 @@ impl State {
         self.answer(behavior).await
     }
 
-    async fn answer(&self, behavior: Behavior) -> http::Response<ResBody> {
+    fn answer(
+        &self,
+        behavior: Behavior,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = http::Response<ResBody>> + Send + '_>>
+    {
+        Box::pin(self.answer_now(behavior))
+    }
+
+    async fn answer_now(&self, behavior: Behavior) -> http::Response<ResBody> {
         match behavior {
             Behavior::Respond {
                 status,
@@ -328,6 +336,11 @@ impl State {
             Behavior::RedirectToOther { path } => {
                 let base = self.other_base_url.get().cloned().unwrap_or_default();
                 response(307, &[("location", &format!("{base}{path}"))], "")
+            }
+            Behavior::Redirect { location } => response(307, &[("location", &location)], ""),
+            Behavior::Delayed { delay, then } => {
+                tokio::time::sleep(delay).await;
+                self.answer(*then).await
             }
             Behavior::Sequence(_) => response(500, &[], "nested sequence"),
         }
