@@ -17,7 +17,9 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::challenge::{self, Challenge};
-use crate::client::{basic_header, bearer_header, Context, Http, Request, Response};
+use crate::client::{
+    basic_header, bearer_header, is_insecure_target, Context, Http, Request, Response,
+};
 use crate::credential::fingerprint;
 use crate::metrics::{Kind, Metrics};
 use crate::{Config, Credential, CredentialCandidate, Error};
@@ -148,6 +150,9 @@ impl Auth {
         if response.status != StatusCode::UNAUTHORIZED {
             return forbidden_check(session, response);
         }
+        // Only the registry's own challenge counts: a host it redirected to is not asked with
+        // its credentials, and what that host says is not remembered for the registry.
+        foreign_check(session, &response)?;
         let values = response
             .headers
             .get_all(WWW_AUTHENTICATE)
@@ -185,6 +190,7 @@ impl Auth {
             )
             .await?;
         if response.status == StatusCode::UNAUTHORIZED {
+            foreign_check(session, &response)?;
             return Err(unauthorized(session, 401));
         }
         forbidden_check(session, response)
@@ -355,15 +361,7 @@ impl Auth {
 
     /// Credentials may travel to `url`: HTTPS, or a host listed as an insecure registry.
     fn secure(&self, url: &Url) -> bool {
-        if url.scheme() == "https" {
-            return true;
-        }
-        let host = match (url.host_str(), url.port()) {
-            (Some(host), Some(port)) => format!("{host}:{port}"),
-            (Some(host), None) => host.to_owned(),
-            _ => return false,
-        };
-        self.insecure.iter().any(|i| i.eq_ignore_ascii_case(&host))
+        url.scheme() == "https" || is_insecure_target(&self.insecure, url)
     }
 }
 
@@ -406,6 +404,18 @@ fn unauthorized(session: &Session<'_>, status: u16) -> Error {
         registry: session.ctx.registry.clone(),
         status,
     }
+}
+
+/// Refuses a 401 that came from another origin than the registry's (after a redirect).
+fn foreign_check(session: &Session<'_>, response: &Response) -> Result<(), Error> {
+    if response.url.origin() == session.base.origin() {
+        return Ok(());
+    }
+    Err(Error::RedirectedChallenge {
+        reference: session.ctx.reference.clone(),
+        registry: session.ctx.registry.clone(),
+        host: crate::client::authority(&response.url),
+    })
 }
 
 fn forbidden_check(session: &Session<'_>, response: Response) -> Result<Response, Error> {

@@ -35,6 +35,8 @@ pub struct Context {
 /// A fully read response.
 #[derive(Debug)]
 pub struct Response {
+    /// The URL that answered: the request's, or the last redirect target.
+    pub url: Url,
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
@@ -80,6 +82,8 @@ pub struct Http {
 #[derive(Debug)]
 struct Shared {
     guard: Guard,
+    /// `insecure_registries`: the only hosts an HTTPS redirect may send us to over plain HTTP.
+    insecure: Vec<String>,
     timeout: Duration,
     metrics: Metrics,
     extra_ca_pem: Option<Vec<u8>>,
@@ -121,6 +125,7 @@ impl Http {
             client,
             shared: Arc::new(Shared {
                 guard,
+                insecure: config.insecure_registries.clone(),
                 timeout: config.request_timeout,
                 metrics,
                 extra_ca_pem: config.extra_ca_pem.clone(),
@@ -176,7 +181,8 @@ impl Http {
     }
 
     /// Sends `request`, following up to 5 redirects (GET only); `Authorization` is dropped as
-    /// soon as a redirect leaves the original scheme, host and port.
+    /// soon as a redirect leaves the original scheme, host and port. A redirect from HTTPS to
+    /// plain HTTP is refused unless its target is an insecure registry.
     pub async fn send(&self, ctx: &Context, request: Request) -> Result<Response, Error> {
         let Request {
             mut url,
@@ -204,12 +210,14 @@ impl Http {
             let Some(location) = location else {
                 return Ok(response);
             };
-            url = url.join(location).map_err(|e| Error::InvalidContent {
+            let next = url.join(location).map_err(|e| Error::InvalidContent {
                 reference: ctx.reference.clone(),
                 registry: ctx.registry.clone(),
                 what: "redirect",
                 reason: format!("bad Location header ({e})"),
             })?;
+            self.check_redirect(ctx, &url, &next)?;
+            url = next;
             if url.origin() != origin {
                 headers.remove(AUTHORIZATION);
                 for name in origin_headers.keys() {
@@ -223,6 +231,31 @@ impl Http {
             what: "redirect",
             reason: format!("more than {MAX_REDIRECTS} redirects"),
         })
+    }
+
+    /// A redirect may go from `from` to `to`: HTTP(S) only, and never from HTTPS down to plain
+    /// HTTP unless `to` is an insecure registry (a tag has no digest to check content against).
+    fn check_redirect(&self, ctx: &Context, from: &Url, to: &Url) -> Result<(), Error> {
+        let downgrade = match (from.scheme(), to.scheme()) {
+            (_, "https") | ("http", "http") => false,
+            ("https", "http") => true,
+            (_, other) => {
+                return Err(Error::InvalidContent {
+                    reference: ctx.reference.clone(),
+                    registry: ctx.registry.clone(),
+                    what: "redirect",
+                    reason: format!("unsupported scheme {:?}", crate::error::bounded(other, 16)),
+                })
+            }
+        };
+        if downgrade && !is_insecure_target(&self.shared.insecure, to) {
+            return Err(Error::InsecureRedirect {
+                reference: ctx.reference.clone(),
+                registry: ctx.registry.clone(),
+                target: authority(to),
+            });
+        }
+        Ok(())
     }
 
     async fn send_with_retry(
@@ -287,6 +320,7 @@ impl Http {
             let headers = response.headers().clone();
             let body = read_capped(response).await?;
             Ok::<_, ReadError>(Response {
+                url: url.clone(),
                 status,
                 headers,
                 body,
@@ -375,6 +409,22 @@ async fn read_capped(mut response: reqwest::Response) -> Result<Bytes, ReadError
     Ok(body.freeze())
 }
 
+/// `host[:port]` of `url`, the form `insecure_registries` entries take (port only when given).
+pub fn authority(url: &Url) -> String {
+    match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// True when `url`'s host is listed in `insecure` (as `host:port`, or as `host` alone when the
+/// URL names no port).
+pub fn is_insecure_target(insecure: &[String], url: &Url) -> bool {
+    let target = authority(url);
+    !target.is_empty() && insecure.iter().any(|i| i.eq_ignore_ascii_case(&target))
+}
+
 /// `Retry-After` in seconds (the HTTP-date form is treated as absent).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
@@ -414,6 +464,24 @@ mod tests {
             HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
         );
         assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn insecure_targets_match_host_and_port_as_listed() {
+        let insecure = vec!["registry.local:5000".to_owned(), "plain.local".to_owned()];
+        let cases = [
+            ("http://registry.local:5000/v2/", true),
+            ("http://REGISTRY.local:5000/x", true),
+            ("http://registry.local/v2/", false),
+            ("http://registry.local:5001/v2/", false),
+            ("http://plain.local/v2/", true),
+            ("http://plain.local:8080/v2/", false),
+            ("http://other.local:5000/", false),
+        ];
+        for (url, expected) in cases {
+            let url = Url::parse(url).unwrap();
+            assert_eq!(is_insecure_target(&insecure, &url), expected, "{url}");
+        }
     }
 
     #[test]

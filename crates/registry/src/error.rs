@@ -19,7 +19,7 @@ pub enum Error {
     Config { reason: String },
 
     /// The host resolves to an address refused by the metadata/link-local guard.
-    #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked (see --allow-registry-cidrs)")]
+    #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked (not in the allowed CIDRs)")]
     Blocked { host: String, address: IpAddr },
 
     /// Every credential (and anonymous access, when allowed) was refused.
@@ -116,6 +116,32 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A host the registry redirected to answered 401: the registry's credentials are not
+    /// sent there, and its challenge is not taken as the registry's.
+    #[error("{reference}: {registry} redirected to {host}, which asks for credentials (HTTP 401); credentials for {registry} are never sent there")]
+    RedirectedChallenge {
+        reference: String,
+        registry: String,
+        host: String,
+    },
+
+    /// An HTTPS registry redirected to plain HTTP on a host that is not an insecure registry.
+    #[error("{reference}: {registry} redirected from HTTPS to plain HTTP at {target}, which is not an insecure registry")]
+    InsecureRedirect {
+        reference: String,
+        registry: String,
+        target: String,
+    },
+
+    /// The lookup needs more requests than one image may cost (nested or platform-less index
+    /// entries, redirects, retries and token requests all count).
+    #[error("{reference}: resolving it on {registry} needs more than {limit} requests")]
+    RequestBudget {
+        reference: String,
+        registry: String,
+        limit: usize,
+    },
+
     /// The image declares no usable platform.
     #[error("{reference}: no platform found in the manifest from {registry}")]
     NoPlatforms { reference: String, registry: String },
@@ -141,6 +167,9 @@ impl Error {
             Self::UnsupportedMediaType { .. } => "unsupported_media_type",
             Self::TooDeep { .. } => "too_deep",
             Self::NoPlatforms { .. } => "no_platforms",
+            Self::RedirectedChallenge { .. } => "redirected_challenge",
+            Self::InsecureRedirect { .. } => "insecure_redirect",
+            Self::RequestBudget { .. } => "request_budget",
         }
     }
 
@@ -157,6 +186,56 @@ impl Error {
         Self::InvalidReference {
             reference: reference.to_owned(),
             reason: reason.into(),
+        }
+    }
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary, `…` appended when cut), for
+/// registry-supplied strings quoted in messages: a hostile registry controls their length.
+pub fn bounded(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &text[..end]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_cuts_on_a_character_boundary() {
+        assert_eq!(bounded("amd64", 8), "amd64");
+        assert_eq!(bounded("abcdefgh", 4), "abcd…");
+        // 'é' is two bytes: a cut inside it backs off to before it.
+        assert_eq!(bounded("aé", 2), "a…");
+        assert_eq!(bounded("", 0), "");
+    }
+
+    #[test]
+    fn messages_name_no_command_line_flag() {
+        let errors = [
+            Error::Blocked {
+                host: "meta.test".into(),
+                address: IpAddr::from([169, 254, 169, 254]),
+            },
+            Error::Timeout {
+                reference: "r".into(),
+                registry: "h".into(),
+                timeout_ms: 1,
+            },
+            Error::InsecureRedirect {
+                reference: "r".into(),
+                registry: "h".into(),
+                target: "t".into(),
+            },
+        ];
+        for error in errors {
+            assert!(!error.to_string().contains("--"), "{error}");
         }
     }
 }

@@ -9,8 +9,11 @@
 use std::time::{Duration, Instant};
 
 use noe_registry::manifest::{OCI_CONFIG, OCI_INDEX, OCI_MANIFEST};
+use noe_registry::Error;
 use noe_registry::{Config, Credential, CredentialCandidate, Resolver};
-use noe_test_support::{push_image, sha256_digest, Behavior, FakeRegistry, Flavor, Registry};
+use noe_test_support::{
+    push_image, sha256_digest, Behavior, FakeRegistry, Flavor, Listener, Registry, TestCa,
+};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -417,9 +420,123 @@ async fn an_absurd_retry_after_after_a_slow_response_is_not_waited_for() {
         .await
         .unwrap_err();
     assert!(
-        matches!(error, noe_registry::Error::Status { status: 503, .. }),
+        matches!(error, Error::Status { status: 503, .. }),
         "{error:?}"
     );
     assert_eq!(h.fake.requests_to("/v2/absurd/app/manifests/1").len(), 1);
     h.assert_healthy("absurd Retry-After").await;
+}
+
+/// Defect 2: registry R redirects a manifest GET to host H, and H answers 401 with its own
+/// Bearer realm. That challenge is H's: R's credentials never go to H's realm, nothing is
+/// remembered under R, and a later repository on R gets R's own challenge answered.
+#[tokio::test]
+async fn a_challenge_from_a_host_the_registry_redirected_to_is_not_the_registry_s() {
+    let mut h = Harness::start().await;
+    let fake = h.fake.host();
+    let foreign_realm = format!("{}/foreign-token", h.fake.other_base_url());
+    h.fake.route(
+        "/v2/moved/app/manifests/1",
+        Behavior::redirect_to_other("/elsewhere/manifest"),
+    );
+    h.fake.route(
+        "/elsewhere/manifest",
+        Behavior::bearer_challenge(&foreign_realm, "foreign"),
+    );
+    h.fake.route(
+        "/foreign-token",
+        Behavior::json(200, &json!({"token": "foreign-token"})),
+    );
+    h.fake.route(
+        "/v2/later/app/manifests/1",
+        Behavior::Sequence(vec![
+            Behavior::basic_challenge("fake"),
+            Behavior::manifest(OCI_INDEX, index_body("mips64le")),
+        ]),
+    );
+    let credentials = [CredentialCandidate::new(
+        "test",
+        Credential::Basic {
+            username: "user".into(),
+            password: "secret".into(),
+        },
+    )];
+    let error = h
+        .resolver
+        .resolve(&format!("{fake}/moved/app:1"), &credentials)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::RedirectedChallenge { host, .. } if *host == h.fake.other_host()),
+        "{error:?}"
+    );
+    assert_eq!(error.kind(), "redirected_challenge");
+    let later = h
+        .resolver
+        .resolve(&format!("{fake}/later/app:1"), &credentials)
+        .await
+        .unwrap();
+    assert_eq!(later.platforms[0].architecture, "mips64le");
+    assert!(
+        h.fake.requests_to("/foreign-token").is_empty(),
+        "the foreign realm was asked for a token"
+    );
+    let sent_elsewhere: Vec<_> = h
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.listener == Listener::Other && r.has_authorization())
+        .collect();
+    assert!(sent_elsewhere.is_empty(), "{sent_elsewhere:?}");
+    let later = h.fake.requests_to("/v2/later/app/manifests/1");
+    assert_eq!(later.len(), 2, "R's own Basic challenge, then Basic");
+    assert!(later[1]
+        .header("authorization")
+        .is_some_and(|a| a.starts_with("Basic ")));
+    h.assert_healthy("redirected challenge").await;
+}
+
+/// Defect 7: an HTTPS registry's redirect to plain `http://` is refused (a tag has no digest
+/// to check the content against), unless the target is an insecure registry.
+#[tokio::test]
+async fn an_https_redirect_to_plain_http_is_refused_unless_the_target_is_insecure() {
+    let ca = TestCa::new().unwrap();
+    let secure = FakeRegistry::start_tls(&ca).await.unwrap();
+    let plain = FakeRegistry::start().await.unwrap();
+    secure.route(
+        "/v2/app/manifests/1",
+        Behavior::redirect(&format!("{}/v2/app/manifests/1", plain.base_url())),
+    );
+    plain.route(
+        "/v2/app/manifests/1",
+        Behavior::manifest(OCI_INDEX, index_body("loong64")),
+    );
+    let image = format!("{}/app:1", secure.host());
+    let resolver = |insecure: Vec<String>| {
+        let config = Config {
+            insecure_registries: insecure,
+            extra_ca_pem: Some(ca.cert_pem().into_bytes()),
+            request_timeout: TIMEOUT,
+            ..Config::default()
+        };
+        Resolver::new(config, &prometheus::Registry::new()).unwrap()
+    };
+
+    let error = resolver(Vec::new()).resolve(&image, &[]).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::InsecureRedirect { target, .. } if *target == plain.host()),
+        "{error:?}"
+    );
+    assert_eq!(
+        plain.request_count(),
+        0,
+        "the plain HTTP target was contacted"
+    );
+
+    let resolution = resolver(vec![plain.host()])
+        .resolve(&image, &[])
+        .await
+        .unwrap();
+    assert_eq!(resolution.platforms[0].architecture, "loong64");
+    assert_eq!(plain.request_count(), 1);
 }
