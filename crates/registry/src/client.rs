@@ -6,6 +6,7 @@ mod tls;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,13 +24,57 @@ pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
 const MAX_REDIRECTS: usize = 5;
 const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(200);
 
-/// What a request is about, for error messages and metric labels.
+/// Requests one image lookup may send in all: every endpoint, credential, challenge probe,
+/// token request, redirect and retry counts. A single image costs 2 to 4, an index with 8
+/// platform-less entries 17 plus auth; a nested fan-out stops here.
+pub const MAX_REQUESTS_PER_LOOKUP: usize = 32;
+
+/// What a request is about, for error messages and metric labels, and the request budget of the
+/// lookup it belongs to.
 #[derive(Clone, Debug)]
 pub struct Context {
     /// The image reference as the user wrote it, normalized.
     pub reference: String,
     /// The registry host (after proxies).
     pub registry: String,
+    /// Shared by every request of one lookup.
+    pub budget: Budget,
+}
+
+/// The requests a lookup may still send; clones share the count.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    left: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl Budget {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            left: Arc::new(AtomicUsize::new(limit)),
+            limit,
+        }
+    }
+
+    /// Takes one request; false when none is left.
+    fn take(&self) -> bool {
+        self.left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.left.load(Ordering::Relaxed)
+    }
+
+    /// The error of a lookup that ran out of requests.
+    pub fn exhausted(&self, ctx: &Context) -> Error {
+        Error::RequestBudget {
+            reference: ctx.reference.clone(),
+            registry: ctx.registry.clone(),
+            limit: self.limit,
+        }
+    }
 }
 
 /// A fully read response.
@@ -94,7 +139,7 @@ struct Shared {
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Idle connections kept per registry host. A burst of lookups (a pod with 100 uncached images)
 /// opens one connection each; keeping them all would hold their buffers (tens of KiB each) long
-/// after the burst (DESIGN.md §5: memory).
+/// after the burst (docs/benchmarks.md, Memory).
 const POOL_MAX_IDLE_PER_HOST: usize = 16;
 
 fn build_client(
@@ -303,6 +348,9 @@ impl Http {
         } = &*self.shared;
         let timeout = *timeout;
         guard.check_host(host)?;
+        if !ctx.budget.take() {
+            return Err(ctx.budget.exhausted(ctx));
+        }
         let label = metrics.registry_label(&ctx.registry);
         let timer = metrics
             .request_duration

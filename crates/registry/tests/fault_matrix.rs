@@ -17,6 +17,8 @@ use noe_test_support::{
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
+/// Fresh healthy images pushed for the checks after each fault (one per check).
+const HEALTHY_IMAGES: usize = 32;
 
 fn index_body(arch: &str) -> Vec<u8> {
     serde_json::to_vec(&json!({
@@ -31,6 +33,25 @@ fn index_body(arch: &str) -> Vec<u8> {
     }))
     .unwrap()
 }
+
+/// An index of `n` platforms with distinct architectures.
+fn platforms_index(n: usize) -> Vec<u8> {
+    let manifests: Vec<_> = (0..n)
+        .map(|i| {
+            json!({
+                "mediaType": OCI_MANIFEST,
+                "digest": sha256_digest(format!("{i}").as_bytes()),
+                "size": 100,
+                "platform": {"os": "linux", "architecture": format!("arch{i}")},
+            })
+        })
+        .collect();
+    serde_json::to_vec(&json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}))
+        .unwrap()
+}
+
+/// Requests one lookup may send (`noe_registry`'s bound; the fault matrix documents it).
+const MAX_REQUESTS_PER_LOOKUP: usize = 32;
 
 /// Sum of `noe_registry_errors_total` over `kinds`.
 fn errors(metrics: &prometheus::Registry, kinds: &[&str]) -> f64 {
@@ -79,7 +100,7 @@ impl Harness {
         let aux = FakeRegistry::start().await.unwrap();
         let real = Registry::start().await.unwrap();
         let pusher = real.pusher().unwrap();
-        for i in 0..16 {
+        for i in 0..HEALTHY_IMAGES {
             push_image(
                 &pusher,
                 "healthy/app",
@@ -90,7 +111,7 @@ impl Harness {
             .await
             .unwrap();
         }
-        for i in 0..16 {
+        for i in 0..HEALTHY_IMAGES {
             fake.route(
                 &format!("/v2/healthy/app/manifests/h{i}"),
                 Behavior::manifest(OCI_INDEX, index_body("s390x")),
@@ -239,6 +260,30 @@ async fn registry_fault_matrix() {
     );
     h.aux.route("/token", Behavior::Hang);
 
+    // Hostile registry (issue 10).
+    h.fake.route(
+        "/v2/huge-arch/app/manifests/1",
+        Behavior::huge_platform_index("architecture", 4_000_000, 1),
+    );
+    h.fake.route(
+        "/v2/huge-variant/app/manifests/1",
+        Behavior::huge_platform_index("variant", 100_000, 2),
+    );
+    h.fake.route(
+        "/v2/huge-os-version/app/manifests/1",
+        Behavior::huge_platform_index("os.version", 10_000, 3),
+    );
+    route(
+        "many-platforms/app",
+        Behavior::manifest(OCI_INDEX, platforms_index(65)),
+    );
+    h.fake.script_fan_out("fan-out/app", "1", 8, 4);
+    route(
+        "absurd-retry/app",
+        Behavior::retry_after(503, "18446744073709551615").delayed(Duration::from_millis(1100)),
+    );
+    h.fake.script_foreign_challenge("foreign/app", "1");
+
     let fault = |name, image: String, kinds, host: &str| Fault {
         name,
         image,
@@ -298,6 +343,48 @@ async fn registry_fault_matrix() {
             &["timeout", "token"],
             &aux,
         ),
+        fault(
+            "4 MB architecture string",
+            image("huge-arch/app"),
+            &["invalid_content"],
+            &fake,
+        ),
+        fault(
+            "100 kB variant",
+            image("huge-variant/app"),
+            &["invalid_content"],
+            &fake,
+        ),
+        fault(
+            "10 kB os.version",
+            image("huge-os-version/app"),
+            &["invalid_content"],
+            &fake,
+        ),
+        fault(
+            "65 distinct platforms",
+            image("many-platforms/app"),
+            &["invalid_content"],
+            &fake,
+        ),
+        fault(
+            "nested fan-out, 8 entries per level, 4 levels",
+            image("fan-out/app"),
+            &["request_budget"],
+            &fake,
+        ),
+        fault(
+            "Retry-After: u64::MAX after a 1 s answer",
+            image("absurd-retry/app"),
+            &["http_status"],
+            &fake,
+        ),
+        fault(
+            "redirect to a host that challenges with its own realm",
+            image("foreign/app"),
+            &["redirected_challenge"],
+            &fake,
+        ),
     ];
     for f in &faults {
         h.assert_fault(f).await;
@@ -318,6 +405,18 @@ async fn registry_fault_matrix() {
     );
     // The hanging token endpoint was asked once; the cached failure did not ask again.
     assert_eq!(h.aux.requests_to("/token").len(), 1);
+    // The foreign realm was never asked; the fan-out stopped within the lookup's budget.
+    assert!(h.fake.requests_to("/foreign/token").is_empty());
+    let fan_out = h
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/v2/fan-out/"))
+        .count();
+    assert!(
+        fan_out <= MAX_REQUESTS_PER_LOOKUP,
+        "fan-out cost {fan_out} requests"
+    );
 }
 
 #[tokio::test]
@@ -434,19 +533,7 @@ async fn an_absurd_retry_after_after_a_slow_response_is_not_waited_for() {
 async fn a_challenge_from_a_host_the_registry_redirected_to_is_not_the_registry_s() {
     let mut h = Harness::start().await;
     let fake = h.fake.host();
-    let foreign_realm = format!("{}/foreign-token", h.fake.other_base_url());
-    h.fake.route(
-        "/v2/moved/app/manifests/1",
-        Behavior::redirect_to_other("/elsewhere/manifest"),
-    );
-    h.fake.route(
-        "/elsewhere/manifest",
-        Behavior::bearer_challenge(&foreign_realm, "foreign"),
-    );
-    h.fake.route(
-        "/foreign-token",
-        Behavior::json(200, &json!({"token": "foreign-token"})),
-    );
+    let realm = h.fake.script_foreign_challenge("moved/app", "1");
     h.fake.route(
         "/v2/later/app/manifests/1",
         Behavior::Sequence(vec![
@@ -478,7 +565,7 @@ async fn a_challenge_from_a_host_the_registry_redirected_to_is_not_the_registry_
         .unwrap();
     assert_eq!(later.platforms[0].architecture, "mips64le");
     assert!(
-        h.fake.requests_to("/foreign-token").is_empty(),
+        h.fake.requests_to(&realm).is_empty(),
         "the foreign realm was asked for a token"
     );
     let sent_elsewhere: Vec<_> = h
@@ -539,4 +626,99 @@ async fn an_https_redirect_to_plain_http_is_refused_unless_the_target_is_insecur
         .unwrap();
     assert_eq!(resolution.platforms[0].architecture, "loong64");
     assert_eq!(plain.request_count(), 1);
+}
+
+/// Defect 5: nested indexes whose entries lack platforms (8 per level, 4 levels: 4,681
+/// indexes) cost a naive client 8,776 requests for one image. A lookup sends at most
+/// `MAX_REQUESTS_PER_LOOKUP` requests, counted across nesting, and a level that would exceed
+/// them fails before it is sent.
+#[tokio::test]
+async fn a_nested_fan_out_costs_a_bounded_number_of_requests() {
+    let mut h = Harness::start().await;
+    let fake = h.fake.host();
+    let fan_out = h.fake.script_fan_out("fan/app", "1", 8, 4);
+    assert_eq!(fan_out.indexes, 1 + 8 + 64 + 512 + 4096);
+    h.fake.reset_requests();
+    let error = h
+        .resolver
+        .resolve(&format!("{fake}/fan/app:1"), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::RequestBudget {
+                limit: MAX_REQUESTS_PER_LOOKUP,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    // The top index and its 8 children; the 64 grandchildren were never asked for.
+    assert_eq!(h.fake.request_count(), 1 + 8);
+    assert!(
+        h.fake.max_in_flight() <= 4,
+        "{} at once",
+        h.fake.max_in_flight()
+    );
+    h.assert_healthy("fan-out").await;
+}
+
+/// Defect 5: entries naming the same child digest are fetched once, manifests sharing a config
+/// blob fetch it once, and a lookup fetches at most 4 children at a time.
+#[tokio::test]
+async fn identical_children_are_fetched_once_and_a_few_at_a_time() {
+    let mut h = Harness::start().await;
+    let fake = h.fake.host();
+    let mut entries = Vec::new();
+    for (arch, seeds) in [("arm64", 0..3), ("riscv64", 3..6)] {
+        let config = serde_json::to_vec(&json!({"os": "linux", "architecture": arch})).unwrap();
+        let config_digest = h.fake.script_blob("dedupe/app", &config);
+        for seed in seeds {
+            let manifest = serde_json::to_vec(&json!({
+                "schemaVersion": 2,
+                "mediaType": OCI_MANIFEST,
+                "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": config.len()},
+                "layers": [],
+                "annotations": {"seed": seed.to_string()},
+            }))
+            .unwrap();
+            let digest = sha256_digest(&manifest);
+            h.fake.route(
+                &format!("/v2/dedupe/app/manifests/{digest}"),
+                Behavior::manifest(OCI_MANIFEST, manifest).delayed(Duration::from_millis(200)),
+            );
+            // Each listed twice, without a platform.
+            for _ in 0..2 {
+                entries.push(json!({"mediaType": OCI_MANIFEST, "digest": digest, "size": 1}));
+            }
+        }
+    }
+    h.fake.route(
+        "/v2/dedupe/app/manifests/1",
+        Behavior::manifest(
+            OCI_INDEX,
+            serde_json::to_vec(
+                &json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}),
+            )
+            .unwrap(),
+        ),
+    );
+    h.fake.reset_requests();
+    let resolution = h
+        .resolver
+        .resolve(&format!("{fake}/dedupe/app:1"), &[])
+        .await
+        .unwrap();
+    let archs: Vec<_> = resolution
+        .platforms
+        .iter()
+        .map(|p| p.architecture.as_str())
+        .collect();
+    assert_eq!(archs, ["arm64", "riscv64"]);
+    // The index, 6 distinct manifests, 2 distinct configs.
+    assert_eq!(h.fake.request_count(), 1 + 6 + 2);
+    let at_once = h.fake.max_in_flight();
+    assert!((2..=4).contains(&at_once), "{at_once} requests at once");
+    h.assert_healthy("dedupe").await;
 }

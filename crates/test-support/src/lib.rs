@@ -15,8 +15,10 @@
 //! - [`DockerConfig`]: docker `config.json` / pull-secret payloads (`auth`, `identitytoken`,
 //!   `registrytoken`).
 //! - [`FakeRegistry`]: an in-process HTTP server scripted per path for what a real registry
-//!   will not do (hang, trickle, 500, 429 + `Retry-After`, garbage, oversized bodies, digest
-//!   mismatch, a redirect to a second host that records whether `Authorization` arrived).
+//!   will not do (hang, trickle, late answers, 500, 429 + `Retry-After` of any text, garbage,
+//!   oversized bodies, digest mismatch, a redirect to a second host that records whether
+//!   `Authorization` arrived or to any URL such as plain HTTP) and for a hostile registry (huge
+//!   platform strings, nested fan-out, a redirect to a host that challenges with its own realm).
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -56,15 +58,17 @@ mod token_server;
 
 pub use ca::{ServerCert, TestCa};
 pub use docker_config::DockerConfig;
-pub use fake::{blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, Listener};
+pub use fake::{
+    blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, FanOut, Generator, Listener,
+};
 pub use fixtures::{
     push_attestation, push_built, push_image, push_index, push_standard_fixtures,
     push_standard_fixtures_with, Fixture, Fixtures,
 };
 pub use htpasswd::htpasswd;
 pub use image::{
-    attestation_entry, build_attestation, build_image, build_index, media_types, platform_json,
-    BuiltImage, Descriptor, Flavor, IndexEntry,
+    attestation_entry, build_artifact, build_attestation, build_image, build_image_with_config,
+    build_index, media_types, platform_json, BuiltImage, Descriptor, Flavor, IndexEntry, OCI_EMPTY,
 };
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};

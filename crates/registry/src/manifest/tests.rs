@@ -46,7 +46,7 @@ fn index_entries_and_attestations() {
     let platforms: Vec<String> = entries
         .iter()
         .filter(|e| !e.is_attestation())
-        .filter_map(Descriptor::platform)
+        .filter_map(|e| e.platform().unwrap())
         .map(|p| p.to_string())
         .collect();
     assert_eq!(platforms, ["linux/amd64", "linux/arm/v7"]);

@@ -64,6 +64,8 @@ pub enum Behavior {
     },
     /// The n-th request gets the n-th behavior; the last one repeats.
     Sequence(Vec<Behavior>),
+    /// A behavior built when the request arrives ([`Behavior::generated`]).
+    Generated(super::hostile::Generator),
 }
 
 impl Behavior {
@@ -182,7 +184,8 @@ impl Behavior {
         }
     }
 
-    /// Adds a header (ignored by `Hang`, the redirects and `Sequence`; passed on by `Delayed`).
+    /// Adds a header (ignored by `Hang`, the redirects, `Sequence` and `Generated`; passed on by
+    /// `Delayed`).
     pub fn with_header(mut self, name: &str, value: &str) -> Self {
         match &mut self {
             Self::Respond { headers, .. }
@@ -197,7 +200,8 @@ impl Behavior {
             Self::Hang
             | Self::RedirectToOther { .. }
             | Self::Redirect { .. }
-            | Self::Sequence(_) => {}
+            | Self::Sequence(_)
+            | Self::Generated(_) => {}
         }
         self
     }
