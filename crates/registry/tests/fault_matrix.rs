@@ -722,3 +722,45 @@ async fn identical_children_are_fetched_once_and_a_few_at_a_time() {
     assert!((2..=4).contains(&at_once), "{at_once} requests at once");
     h.assert_healthy("dedupe").await;
 }
+
+/// A token realm answering a token longer than any registry accepts (or a 4 MiB one) does not
+/// get it cached: the lookup fails with invalid content, quoting nothing of it.
+#[tokio::test]
+async fn an_overlong_token_is_refused() {
+    let fake = FakeRegistry::start().await.unwrap();
+    fake.route(
+        "/v2/app/manifests/1",
+        Behavior::bearer_challenge(&format!("{}/token", fake.base_url()), "fake"),
+    );
+    let token = "t".repeat(20 * 1024);
+    fake.route(
+        "/token",
+        Behavior::json(200, &json!({"token": token, "expires_in": u64::MAX})),
+    );
+    let config = Config {
+        insecure_registries: vec![fake.host()],
+        request_timeout: TIMEOUT,
+        ..Config::default()
+    };
+    let resolver = Resolver::new(config, &prometheus::Registry::new()).unwrap();
+    let error = resolver
+        .resolve(&format!("{}/app:1", fake.host()), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            Error::InvalidContent {
+                what: "token realm",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(!error.to_string().contains("ttttttttttt"), "{error}");
+    // The manifest was asked once (the probe): no request carried the token.
+    assert!(fake
+        .requests_to("/v2/app/manifests/1")
+        .iter()
+        .all(|r| !r.has_authorization()));
+}
