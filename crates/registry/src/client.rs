@@ -16,7 +16,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use url::Url;
 
 use crate::metrics::{Kind, Metrics};
-use crate::ssrf::{BlockedAddress, Guard};
+use crate::ssrf::{BlockedAddress, Guard, NameRefused};
 use crate::{Config, Error};
 
 /// Largest manifest, config blob or token response we read (distribution's manifest limit).
@@ -124,9 +124,44 @@ pub struct Http {
     shared: Arc<Shared>,
 }
 
+/// The URL schemes reqwest sends through a proxy, from the environment it reads
+/// (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, upper or lower case). `NO_PROXY` is not consulted:
+/// a host it exempts is checked here and again by the resolving connector, which costs one more
+/// name lookup and changes nothing.
+#[derive(Clone, Copy, Debug, Default)]
+struct Proxied {
+    http: bool,
+    https: bool,
+}
+
+impl Proxied {
+    fn from_env() -> Self {
+        let set = |names: &[&str]| {
+            names
+                .iter()
+                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+        };
+        let all = set(&["ALL_PROXY", "all_proxy"]);
+        Self {
+            http: all || set(&["HTTP_PROXY", "http_proxy"]),
+            https: all || set(&["HTTPS_PROXY", "https_proxy"]),
+        }
+    }
+
+    fn applies(self, url: &Url) -> bool {
+        match url.scheme() {
+            "https" => self.https,
+            "http" => self.http,
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     guard: Guard,
+    /// Schemes that go through a proxy: their host names are resolved and checked first.
+    proxied: Proxied,
     /// `insecure_registries`: the only hosts an HTTPS redirect may send us to over plain HTTP.
     insecure: Vec<String>,
     timeout: Duration,
@@ -170,6 +205,7 @@ impl Http {
             client,
             shared: Arc::new(Shared {
                 guard,
+                proxied: Proxied::from_env(),
                 insecure: config.insecure_registries.clone(),
                 timeout: config.request_timeout,
                 metrics,
@@ -351,6 +387,7 @@ impl Http {
         if !ctx.budget.take() {
             return Err(ctx.budget.exhausted(ctx));
         }
+        self.check_before_proxy(url, timeout).await?;
         let label = metrics.registry_label(&ctx.registry);
         let timer = metrics
             .request_duration
@@ -394,6 +431,32 @@ impl Http {
             .inc();
         metrics.record_rate_limit(&ctx.registry, &response.headers);
         Ok(response)
+    }
+
+    /// A proxy resolves the names it is given itself, so the guard's resolver never sees them:
+    /// when `url` goes through one, its host is resolved and checked here first.
+    async fn check_before_proxy(&self, url: &Url, timeout: Duration) -> Result<(), Error> {
+        let Shared { guard, proxied, .. } = &*self.shared;
+        let Some(url::Host::Domain(name)) = url.host() else {
+            // IP literals were checked by `check_host`.
+            return Ok(());
+        };
+        if !proxied.applies(url) {
+            return Ok(());
+        }
+        let port = url.port_or_known_default().unwrap_or(443);
+        guard
+            .check_name(name, port, timeout)
+            .await
+            .map_err(|refused| match refused {
+                NameRefused::Unresolved => Error::Unresolvable {
+                    host: name.to_owned(),
+                },
+                NameRefused::Blocked(address) => Error::Blocked {
+                    host: name.to_owned(),
+                    address,
+                },
+            })
     }
 
     fn timeout_error(&self, ctx: &Context) -> Error {

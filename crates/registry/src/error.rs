@@ -22,6 +22,11 @@ pub enum Error {
     #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked (not in the allowed CIDRs)")]
     Blocked { host: String, address: IpAddr },
 
+    /// An HTTP(S) proxy is configured for this request and the host does not resolve here, so
+    /// its addresses cannot be checked before the proxy connects to them.
+    #[error("refusing to send {host} to the HTTP proxy: it does not resolve here, so its addresses cannot be checked (list it in NO_PROXY if it is reached directly)")]
+    Unresolvable { host: String },
+
     /// Every credential (and anonymous access, when allowed) was refused.
     #[error("{reference}: access denied by {registry} (HTTP {status})")]
     Unauthorized {
@@ -154,6 +159,7 @@ impl Error {
             Self::InvalidReference { .. } => "invalid_reference",
             Self::Config { .. } => "config",
             Self::Blocked { .. } => "blocked",
+            Self::Unresolvable { .. } => "unresolvable",
             Self::Unauthorized { .. } => "unauthorized",
             Self::NoCredentials { .. } => "no_credentials",
             Self::Token { .. } => "token",

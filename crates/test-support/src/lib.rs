@@ -32,6 +32,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! - [`ConnectProxy`]: a loopback HTTP `CONNECT` proxy (corporate egress) that records the
+//!   names it is asked to reach and tunnels them to loopback.
+//!
 //! Everything binds `127.0.0.1` only; every server loop, stream and hang is bounded.
 //!
 //! Requirements: the `docker-registry` binary (Debian: `apt-get install docker-registry`, 2.8.x)
@@ -45,6 +48,7 @@
 //! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
 
 mod ca;
+mod connect_proxy;
 mod docker_config;
 mod fake;
 mod fixtures;
@@ -57,6 +61,7 @@ mod serve;
 mod token_server;
 
 pub use ca::{ServerCert, TestCa};
+pub use connect_proxy::ConnectProxy;
 pub use docker_config::DockerConfig;
 pub use fake::{
     blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, FanOut, Generator, Listener,
