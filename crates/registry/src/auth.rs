@@ -518,7 +518,7 @@ fn foreign_check(session: &Session<'_>, response: &Response) -> Result<(), Error
     Err(Error::RedirectedChallenge {
         reference: session.ctx.reference.clone(),
         registry: session.ctx.registry.clone(),
-        host: crate::client::authority(&response.url),
+        host: crate::error::host_for_message(&crate::client::authority(&response.url)),
     })
 }
 

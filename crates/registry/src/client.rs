@@ -15,6 +15,7 @@ use http::header::{AUTHORIZATION, CONTENT_LENGTH, LOCATION, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use url::Url;
 
+use crate::error::host_for_message;
 use crate::metrics::{Kind, Metrics};
 use crate::ssrf::{BlockedAddress, Guard, NameRefused};
 use crate::{Config, Error};
@@ -333,7 +334,7 @@ impl Http {
             return Err(Error::InsecureRedirect {
                 reference: ctx.reference.clone(),
                 registry: ctx.registry.clone(),
-                target: authority(to),
+                target: host_for_message(&authority(to)),
             });
         }
         Ok(())
@@ -450,10 +451,10 @@ impl Http {
             .await
             .map_err(|refused| match refused {
                 NameRefused::Unresolved => Error::Unresolvable {
-                    host: name.to_owned(),
+                    host: host_for_message(name),
                 },
                 NameRefused::Blocked(address) => Error::Blocked {
-                    host: name.to_owned(),
+                    host: host_for_message(name),
                     address,
                 },
             })
@@ -475,7 +476,7 @@ impl Http {
         while let Some(current) = source {
             if let Some(blocked) = current.downcast_ref::<BlockedAddress>() {
                 return Error::Blocked {
-                    host: host.to_owned(),
+                    host: host_for_message(host),
                     address: blocked.address,
                 };
             }

@@ -196,6 +196,14 @@ impl Error {
     }
 }
 
+/// Longest host quoted in a message (a DNS name has at most 253 bytes, plus `:port`).
+const MAX_HOST_IN_MESSAGE: usize = 260;
+
+/// A host from a URL the registry chose (a redirect target), cut for a message.
+pub(crate) fn host_for_message(host: &str) -> String {
+    bounded(host, MAX_HOST_IN_MESSAGE).into_owned()
+}
+
 /// `text` cut to at most `max` bytes (on a character boundary, `…` appended when cut), for
 /// registry-supplied strings quoted in messages: a hostile registry controls their length.
 pub fn bounded(text: &str, max: usize) -> std::borrow::Cow<'_, str> {

@@ -81,7 +81,7 @@ impl Guard {
         if let Ok(ip) = literal.parse::<IpAddr>() {
             if self.is_blocked(ip) {
                 return Err(Error::Blocked {
-                    host: host.to_owned(),
+                    host: crate::error::host_for_message(host),
                     address: ip,
                 });
             }

@@ -32,6 +32,8 @@
 //! # Ok(()) }
 //! ```
 //!
+//! - [`StalledClient`]: a TCP or TLS client that sends requests and never reads the answers
+//!   (for the webhook server's write timeouts).
 //! - [`ConnectProxy`]: a loopback HTTP `CONNECT` proxy (corporate egress) that records the
 //!   names it is asked to reach and tunnels them to loopback.
 //!
@@ -58,6 +60,7 @@ mod push;
 mod registry;
 mod review;
 mod serve;
+mod stalled_client;
 mod token_server;
 
 pub use ca::{ServerCert, TestCa};
@@ -78,6 +81,7 @@ pub use image::{
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
 pub use review::{admission_review, pod_review};
+pub use stalled_client::StalledClient;
 pub use token_server::{
     decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,
 };
