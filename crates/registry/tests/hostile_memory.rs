@@ -12,8 +12,8 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
-/// Issue 10, defect 3: 100 entries whose index carried one ~4 MB architecture string grew RSS
-/// from 22 MB to 534 MB, and it stayed. Platform fields are validated (at most 32 bytes), so
+/// Issue 10, defect 3: entries whose index carried a ~4 MB architecture string stayed in memory
+/// (docs/benchmarks.md, Memory after 100 hostile lookups). Platform fields are validated, so
 /// each lookup fails cleanly and keeps nothing of the string.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_hostile_lookups_leave_memory_where_it_was() {
@@ -77,9 +77,8 @@ async fn hundred_hostile_lookups_leave_memory_where_it_was() {
         1,
         "only the warm-up image is cached"
     );
-    // The chart's limit is 256 MiB; before the fix the first round alone grew RSS by about
-    // 400 MiB and the second by as much again. What remains is the system allocator keeping
-    // freed buffers for reuse, which moves by tens of MiB from run to run.
+    // The chart's limit is 256 MiB. What remains is the system allocator keeping freed buffers
+    // for reuse, which moves from run to run (docs/benchmarks.md has the figures).
     let grown = after[0].saturating_sub(start);
     assert!(grown < 96 * 1024 * 1024, "RSS grew by {grown} bytes");
     let again = after[1].saturating_sub(after[0]);

@@ -1,6 +1,6 @@
 //! A client that sends requests and then never reads the answers, for server tests: the
 //! response side of a slowloris. A server without a write timeout keeps every such connection,
-//! its buffers and the response it is trying to send (30 such clients held 93 MB of one).
+//! its buffers and the response it is trying to send.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
