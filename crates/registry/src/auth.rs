@@ -168,9 +168,9 @@ impl Auth {
                 .max_capacity(TOKEN_CACHE_MAX_BYTES)
                 .weigher(|key: &TokenKey, token: &Arc<Token>| {
                     let bytes = std::mem::size_of::<Token>()
-                        + token.value.len()
-                        + key.host.len()
-                        + key.repository.len();
+                        .saturating_add(token.value.len())
+                        .saturating_add(key.host.len())
+                        .saturating_add(key.repository.len());
                     u32::try_from(bytes).unwrap_or(u32::MAX)
                 })
                 .expire_after(TokenExpiry)

@@ -133,7 +133,8 @@ impl PlatformCache {
             failures: moka::future::Cache::builder()
                 .max_capacity(FAILURE_MAX_BYTES)
                 .weigher(|_key: &Key, error: &Error| {
-                    let bytes = std::mem::size_of::<Error>() + error.to_string().len();
+                    let bytes =
+                        std::mem::size_of::<Error>().saturating_add(error.to_string().len());
                     u32::try_from(bytes).unwrap_or(u32::MAX)
                 })
                 .time_to_live(FAILURE_TTL.min(config.cache_ttl.max(Duration::from_millis(1))))

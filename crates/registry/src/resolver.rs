@@ -11,11 +11,13 @@ use url::Url;
 
 use crate::auth::{Auth, Session};
 use crate::cache::{Entry, Key, PlatformCache};
-use crate::client::{Budget, Context, Http, MAX_REQUESTS_PER_LOOKUP};
+pub use crate::client::MAX_REQUESTS_PER_LOOKUP;
+use crate::client::{Budget, Context, Http};
 use crate::credential::fingerprint;
 use crate::hosts::{Endpoint, HostsConfig};
 use crate::metrics::Metrics;
 use crate::walk::Fetcher;
+pub use crate::walk::{MAX_CONCURRENT_FETCHES, MAX_DEPTH, MAX_UNPLATFORMED};
 use crate::{manifest, proxies, Config, CredentialCandidate, Error, Platform, Reference};
 
 /// What an image resolves to. Serializes as `noe inspect --output json` prints it.
