@@ -1,14 +1,17 @@
 //! The registry auth flow: a 401 gives a challenge (cached per registry, so later repositories
-//! skip the probe); Bearer challenges are answered with a token from the realm (Basic credentials,
-//! an OAuth2 refresh-token POST for identity tokens, or anonymously), cached per
+//! skip the probe; concurrent first lookups on one registry wait for one probe instead of each
+//! sending theirs); Bearer challenges are answered with a token from the realm (Basic
+//! credentials, an OAuth2 refresh-token POST for identity tokens, or anonymously), cached per
 //! (registry, repository, identity); Basic challenges with Basic credentials; registry tokens are
 //! sent as Bearer directly. Credentials only go to the registry and the realm its own challenge
-//! named, and only over HTTPS unless the host is an insecure registry.
+//! named (a 401 from a host it redirected to is not its challenge), and only over HTTPS unless
+//! the host is an insecure registry. Registries are many and hostile: the challenge store, the
+//! token cache and each token are bounded.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::header::{ACCEPT, AUTHORIZATION, WWW_AUTHENTICATE};
@@ -17,14 +20,24 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::challenge::{self, Challenge};
-use crate::client::{basic_header, bearer_header, Context, Http, Request, Response};
+use crate::client::{
+    basic_header, bearer_header, is_insecure_target, Context, Http, Request, Response,
+};
 use crate::credential::fingerprint;
 use crate::metrics::{Kind, Metrics};
 use crate::{Config, Credential, CredentialCandidate, Error};
 
 const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(60);
+/// A token is kept at most this long whatever `expires_in` says (a realm cannot pin one).
+pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 const TOKEN_MARGIN: Duration = Duration::from_secs(10);
-const TOKEN_CACHE_MAX: u64 = 10_000;
+/// Longest token accepted. Real ones (JWTs of Docker Hub, GHCR, Harbor, ACR) are a few KiB,
+/// and registries behind common proxies refuse headers much longer than 8 KiB.
+pub const MAX_TOKEN_LEN: usize = 16 * 1024;
+/// Bound on the bytes of cached tokens (with their keys).
+const TOKEN_CACHE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// Registry hosts whose challenge is remembered (any pod author can name new hosts).
+const MAX_KNOWN_HOSTS: usize = 4096;
 const CLIENT_ID: &str = "noe";
 
 /// Who is asking, against which repository of which registry.
@@ -97,9 +110,20 @@ struct TokenResponse {
     expires_in: Option<u64>,
 }
 
-/// Challenge and token caches.
+/// What a registry host answered to a request without credentials.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Known {
+    /// A 401 with this challenge.
+    Challenge(Challenge),
+    /// Something else: it does not ask (at least not for that repository).
+    Open,
+}
+
+/// Challenge and token caches, and the probes in flight.
 pub struct Auth {
-    challenges: RwLock<HashMap<String, Challenge>>,
+    known: quick_cache::sync::Cache<String, Known>,
+    /// One entry per host whose first request is in flight; later first requests wait on it.
+    probes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     tokens: moka::future::Cache<TokenKey, Arc<Token>>,
     insecure: Vec<String>,
     metrics: Metrics,
@@ -113,17 +137,74 @@ impl fmt::Debug for Auth {
     }
 }
 
+/// Held by the request that probes a host for the others; dropping it (after the answer was
+/// recorded, or on failure or cancellation) lets them go.
+struct Probe<'a> {
+    auth: &'a Auth,
+    host: String,
+    gate: Arc<tokio::sync::Mutex<()>>,
+    _held: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for Probe<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut probes) = self.auth.probes.lock() {
+            if probes
+                .get(&self.host)
+                .is_some_and(|g| Arc::ptr_eq(g, &self.gate))
+            {
+                probes.remove(&self.host);
+            }
+        }
+    }
+}
+
 impl Auth {
     pub fn new(config: &Config, metrics: Metrics) -> Self {
         Self {
-            challenges: RwLock::new(HashMap::new()),
+            known: quick_cache::sync::Cache::new(MAX_KNOWN_HOSTS),
+            probes: Mutex::new(HashMap::new()),
             tokens: moka::future::Cache::builder()
-                .max_capacity(TOKEN_CACHE_MAX)
+                .max_capacity(TOKEN_CACHE_MAX_BYTES)
+                .weigher(|key: &TokenKey, token: &Arc<Token>| {
+                    let bytes = std::mem::size_of::<Token>()
+                        .saturating_add(token.value.len())
+                        .saturating_add(key.host.len())
+                        .saturating_add(key.repository.len());
+                    u32::try_from(bytes).unwrap_or(u32::MAX)
+                })
                 .expire_after(TokenExpiry)
                 .build(),
             insecure: config.insecure_registries.clone(),
             metrics,
         }
+    }
+
+    /// When nothing is known of `host` yet: becomes its prober (`Some`), or waits for the
+    /// probe in flight and returns `None` (what it learned is then in `known`).
+    async fn probe_or_wait(&self, host: &str) -> Option<Probe<'_>> {
+        let waiting = {
+            let Ok(mut probes) = self.probes.lock() else {
+                return None;
+            };
+            match probes.get(host) {
+                Some(gate) => gate.clone(),
+                None => {
+                    let gate = Arc::new(tokio::sync::Mutex::new(()));
+                    let held = gate.clone().try_lock_owned().ok()?;
+                    probes.insert(host.to_owned(), gate.clone());
+                    return Some(Probe {
+                        auth: self,
+                        host: host.to_owned(),
+                        gate,
+                        _held: held,
+                    });
+                }
+            }
+        };
+        // Released when the prober is done, whatever happened to it.
+        drop(waiting.lock().await);
+        None
     }
 
     /// GETs `url` on the session's registry, answering one 401 with the challenge's auth.
@@ -136,6 +217,10 @@ impl Auth {
         accept: Option<&'static str>,
         kind: Kind,
     ) -> Result<Response, Error> {
+        let mut probe = None;
+        if self.known.get(&session.host).is_none() {
+            probe = self.probe_or_wait(&session.host).await;
+        }
         let known = self.challenge(&session.host);
         let attempt = self.authorization(http, session).await?;
         let sent = attempt.header.is_some();
@@ -146,8 +231,14 @@ impl Auth {
             )
             .await?;
         if response.status != StatusCode::UNAUTHORIZED {
+            if !sent && response.url.origin() == session.base.origin() {
+                self.remember(&session.host, Known::Open);
+            }
             return forbidden_check(session, response);
         }
+        // Only the registry's own challenge counts: a host it redirected to is not asked with
+        // its credentials, and what that host says is not remembered for the registry.
+        foreign_check(session, &response)?;
         let values = response
             .headers
             .get_all(WWW_AUTHENTICATE)
@@ -163,10 +254,10 @@ impl Auth {
         }
         let changed = known.as_ref() != Some(&challenge);
         if changed {
-            if let Ok(mut challenges) = self.challenges.write() {
-                challenges.insert(session.host.clone(), challenge);
-            }
+            self.remember(&session.host, Known::Challenge(challenge));
         }
+        // Recorded: the requests that waited on this probe may go.
+        drop(probe.take());
         // Retry only when something may differ: no auth was sent, the challenge changed, or a
         // cached token may have been revoked early.
         if sent && !changed && !attempt.cached_token {
@@ -185,16 +276,23 @@ impl Auth {
             )
             .await?;
         if response.status == StatusCode::UNAUTHORIZED {
+            foreign_check(session, &response)?;
             return Err(unauthorized(session, 401));
         }
         forbidden_check(session, response)
     }
 
     fn challenge(&self, host: &str) -> Option<Challenge> {
-        self.challenges
-            .read()
-            .ok()
-            .and_then(|c| c.get(host).cloned())
+        match self.known.get(host)? {
+            Known::Challenge(challenge) => Some(challenge),
+            Known::Open => None,
+        }
+    }
+
+    fn remember(&self, host: &str, known: Known) {
+        if self.known.get(host).as_ref() != Some(&known) {
+            self.known.insert(host.to_owned(), known);
+        }
     }
 
     /// The `Authorization` header for the session, if the registry asked for one.
@@ -276,7 +374,7 @@ impl Auth {
             reference: session.ctx.reference.clone(),
             registry: session.ctx.registry.clone(),
             what: "token realm",
-            reason,
+            reason: crate::error::bounded(&reason, 256).into_owned(),
         };
         let mut url = Url::parse(realm).map_err(|e| invalid(format!("bad realm URL ({e})")))?;
         if !matches!(url.scheme(), "https" | "http") {
@@ -344,27 +442,31 @@ impl Auth {
             .filter(|t| !t.is_empty())
             .or(parsed.access_token.filter(|t| !t.is_empty()))
             .ok_or_else(|| invalid("token response holds no token".into()))?;
-        let lifetime = parsed
-            .expires_in
-            .map_or(DEFAULT_TOKEN_LIFETIME, Duration::from_secs);
+        if value.len() > MAX_TOKEN_LEN {
+            return Err(invalid(format!(
+                "token of {} bytes (at most {MAX_TOKEN_LEN})",
+                value.len()
+            )));
+        }
         Ok(Token {
             value,
-            lifetime: lifetime.saturating_sub(TOKEN_MARGIN.min(lifetime / 4)),
+            lifetime: token_lifetime(parsed.expires_in),
         })
     }
 
     /// Credentials may travel to `url`: HTTPS, or a host listed as an insecure registry.
     fn secure(&self, url: &Url) -> bool {
-        if url.scheme() == "https" {
-            return true;
-        }
-        let host = match (url.host_str(), url.port()) {
-            (Some(host), Some(port)) => format!("{host}:{port}"),
-            (Some(host), None) => host.to_owned(),
-            _ => return false,
-        };
-        self.insecure.iter().any(|i| i.eq_ignore_ascii_case(&host))
+        url.scheme() == "https" || is_insecure_target(&self.insecure, url)
     }
+}
+
+/// How long a token is kept: `expires_in` (default 60 s, at most [`MAX_TOKEN_LIFETIME`]) less a
+/// margin of 10 s, or a quarter for short lifetimes.
+fn token_lifetime(expires_in: Option<u64>) -> Duration {
+    let lifetime = expires_in
+        .map_or(DEFAULT_TOKEN_LIFETIME, Duration::from_secs)
+        .min(MAX_TOKEN_LIFETIME);
+    lifetime.saturating_sub(TOKEN_MARGIN.min(lifetime / 4))
 }
 
 fn token_key(session: &Session<'_>) -> TokenKey {
@@ -408,10 +510,47 @@ fn unauthorized(session: &Session<'_>, status: u16) -> Error {
     }
 }
 
+/// Refuses a 401 that came from another origin than the registry's (after a redirect).
+fn foreign_check(session: &Session<'_>, response: &Response) -> Result<(), Error> {
+    if response.url.origin() == session.base.origin() {
+        return Ok(());
+    }
+    Err(Error::RedirectedChallenge {
+        reference: session.ctx.reference.clone(),
+        registry: session.ctx.registry.clone(),
+        host: crate::error::host_for_message(&crate::client::authority(&response.url)),
+    })
+}
+
 fn forbidden_check(session: &Session<'_>, response: Response) -> Result<Response, Error> {
     if response.status == StatusCode::FORBIDDEN {
         Err(unauthorized(session, 403))
     } else {
         Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_lifetimes_are_bounded() {
+        let cases = [
+            (None, 50),
+            (Some(0), 0),
+            (Some(8), 6),
+            (Some(300), 290),
+            (Some(3600), 3590),
+            (Some(86_400), 3590),
+            (Some(u64::MAX), 3590),
+        ];
+        for (expires_in, kept) in cases {
+            assert_eq!(
+                token_lifetime(expires_in),
+                Duration::from_secs(kept),
+                "{expires_in:?}"
+            );
+        }
     }
 }

@@ -1,12 +1,14 @@
-//! The platform cache: bounded, TTL per flag (digest references are immutable and live longer),
-//! keyed by the reference after proxies plus a fingerprint of the ordered credential candidates;
-//! concurrent misses for one key make one upstream lookup; failures are remembered briefly.
+//! The platform cache: bounded in entries and in bytes, TTL per flag (digest references are
+//! immutable and live longer), keyed by the reference after proxies plus a fingerprint of the
+//! ordered credential candidates; concurrent misses for one key make one upstream lookup;
+//! failures are remembered briefly.
 //!
 //! Successful lookups live in a [`quick_cache`] cache (S3-FIFO eviction, entries held inline in
 //! a slab: about 40 bytes of bookkeeping per entry, where moka spends about 400, which kept
-//! 100k entries above DESIGN.md §5's 64 MiB). Its placeholders give the single flight; the
-//! expiry instant is stored in the entry and checked on read. Failures, few and short-lived,
-//! stay in a moka cache with a TTL.
+//! 100k entries above the 64 MiB of docs/benchmarks.md, Memory), weighed so that both bounds
+//! hold ([`CACHE_MAX_BYTES`]). Its placeholders give the single flight; the expiry instant is
+//! stored in the entry and checked on read. Failures, few and short-lived, stay in a moka cache
+//! with a TTL, bounded by their bytes.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -21,6 +23,13 @@ use crate::{Config, Error, Resolution};
 
 /// How long a failed lookup is answered from the cache (prevents 401 storms).
 pub const FAILURE_TTL: Duration = Duration::from_secs(5);
+/// Bound on the bytes of successful lookups held, besides the bound on their number: an entry
+/// weighs `CACHE_MAX_BYTES / cache_max_entries` units per started share of its bytes, at least
+/// one, so the cache never holds more than `cache_max_entries` entries nor (about) this many
+/// bytes. A typical entry (platform set shared) weighs one unit at the default 100k entries.
+pub const CACHE_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// Bound on the bytes of remembered failures (their messages quote references and hosts).
+pub const FAILURE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// Digest references are immutable: at least this long, or `cache_ttl` if longer.
 pub const DIGEST_TTL: Duration = Duration::from_secs(24 * 3600);
 
@@ -63,16 +72,29 @@ impl Key {
     }
 }
 
-/// A cached resolution and when it stops being served.
+/// A cached resolution, when it stops being served, and its weight in cache units.
 #[derive(Clone, Debug)]
 struct Cached {
     entry: Entry,
     expires: Instant,
+    units: u64,
+}
+
+/// Weighs a cached entry by the units computed when it was stored.
+#[derive(Clone, Copy, Debug)]
+struct Units;
+
+impl quick_cache::Weighter<Key, Cached> for Units {
+    fn weight(&self, _key: &Key, cached: &Cached) -> u64 {
+        cached.units
+    }
 }
 
 /// Successful lookups and recent failures.
 pub struct PlatformCache {
-    ok: quick_cache::sync::Cache<Key, Cached>,
+    ok: quick_cache::sync::Cache<Key, Cached, Units>,
+    /// Bytes one weight unit stands for.
+    unit_bytes: u64,
     ttl: Duration,
     digest_ttl: Duration,
     interner: Interner,
@@ -100,11 +122,21 @@ impl PlatformCache {
     pub fn new(config: &Config, metrics: Metrics) -> Self {
         let max = config.cache_max_entries.max(1);
         Self {
-            ok: quick_cache::sync::Cache::new(usize::try_from(max).unwrap_or(usize::MAX)),
+            ok: quick_cache::sync::Cache::with_weighter(
+                usize::try_from(max).unwrap_or(usize::MAX),
+                max,
+                Units,
+            ),
+            unit_bytes: (CACHE_MAX_BYTES / max).max(1),
             ttl: config.cache_ttl,
             digest_ttl: config.cache_ttl.max(DIGEST_TTL),
             failures: moka::future::Cache::builder()
-                .max_capacity(max)
+                .max_capacity(FAILURE_MAX_BYTES)
+                .weigher(|_key: &Key, error: &Error| {
+                    let bytes =
+                        std::mem::size_of::<Error>().saturating_add(error.to_string().len());
+                    u32::try_from(bytes).unwrap_or(u32::MAX)
+                })
                 .time_to_live(FAILURE_TTL.min(config.cache_ttl.max(Duration::from_millis(1))))
                 .build(),
             interner: Interner::default(),
@@ -155,9 +187,12 @@ impl PlatformCache {
                 } else {
                     self.ttl
                 };
+                let bytes = u64::try_from(entry.weight()).unwrap_or(u64::MAX);
+                let now = Instant::now();
                 let cached = Cached {
                     entry: entry.clone(),
-                    expires: Instant::now() + ttl,
+                    expires: expiry(now, ttl),
+                    units: bytes.div_ceil(self.unit_bytes).max(1),
                 };
                 // Refused only when the entry alone exceeds the capacity: it is still answered.
                 let _ = guard.insert(cached);
@@ -185,6 +220,14 @@ impl PlatformCache {
     pub fn entries(&self) -> u64 {
         u64::try_from(self.ok.len()).unwrap_or(u64::MAX)
     }
+}
+
+/// `now + ttl`; a TTL too large for the clock means a year (the entry is evicted long before).
+fn expiry(now: Instant, ttl: Duration) -> Instant {
+    const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+    now.checked_add(ttl)
+        .or_else(|| now.checked_add(YEAR))
+        .unwrap_or(now)
 }
 
 #[cfg(test)]
@@ -312,5 +355,43 @@ mod tests {
         }
         assert!(cache.entries() <= 100, "{} entries", cache.entries());
         assert_eq!(loads.load(Ordering::SeqCst), 1000);
+    }
+
+    #[tokio::test]
+    async fn the_cache_stays_bounded_in_bytes() {
+        // At the default entry bound, entries of the largest valid size (64 platforms, every
+        // field at its length limit) are bounded by their bytes long before their number.
+        let cache = cache(Duration::from_secs(60), 100_000);
+        let field = "a".repeat(crate::platform::MAX_FIELD_LEN - 8);
+        let version = "1".repeat(crate::platform::MAX_OS_VERSION_LEN);
+        let inserted = 6_000u32;
+        let mut set_bytes = 0;
+        for i in 0..inserted {
+            let image = format!("example.com/big{i}:v1");
+            let mut big = resolution(&image);
+            big.platforms = (0..64)
+                .map(|j| {
+                    Platform::new(
+                        format!("{field}{i:08}"),
+                        format!("{field}{j:08}"),
+                        Some(&field),
+                    )
+                    .with_os_version(Some(&version))
+                })
+                .collect();
+            set_bytes = big.platforms.iter().map(Platform::weight).sum::<usize>();
+            cache
+                .get_or_load(Key::new(&image, 0, false), &image, async { Ok(big) })
+                .await
+                .unwrap();
+        }
+        let held = cache.entries();
+        assert!(held < u64::from(inserted), "{held} entries: no byte bound");
+        // The interner holds at most 4 MiB of sets (those entries weigh little here).
+        let bound = (CACHE_MAX_BYTES + 4 * 1024 * 1024) / set_bytes as u64 + 1;
+        assert!(
+            held <= bound,
+            "{held} entries of {set_bytes} bytes (bound {bound})"
+        );
     }
 }

@@ -2,6 +2,10 @@
 
 use std::collections::BTreeMap;
 
+/// Longest `realm`, `service` or `scope` accepted: challenges are remembered per registry, and
+/// a registry controls their length. Real realms are short URLs.
+pub const MAX_PARAM_LEN: usize = 2048;
+
 /// A challenge this resolver can answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Challenge {
@@ -16,24 +20,31 @@ pub enum Challenge {
 }
 
 /// Parses one or more `WWW-Authenticate` header values and returns the best challenge:
-/// Bearer (with a realm) first, else Basic. Unknown schemes are ignored.
+/// Bearer (with a realm) first, else Basic. Unknown schemes are ignored, and so is a Bearer
+/// challenge whose realm or service is longer than [`MAX_PARAM_LEN`] (a scope or Basic realm
+/// that long is dropped: neither is used).
 pub fn parse<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge> {
     let mut basic = None;
+    let short = |value: &&String| value.len() <= MAX_PARAM_LEN;
     for value in values {
         for (scheme, params) in parse_all(value) {
             match scheme.to_ascii_lowercase().as_str() {
                 "bearer" => {
-                    if let Some(realm) = params.get("realm").filter(|r| !r.is_empty()) {
-                        return Some(Challenge::Bearer {
-                            realm: realm.clone(),
-                            service: params.get("service").cloned(),
-                            scope: params.get("scope").cloned(),
-                        });
+                    let realm = params.get("realm").filter(|r| !r.is_empty());
+                    let service = params.get("service");
+                    if let Some(realm) = realm.filter(short) {
+                        if service.is_none_or(|s| short(&s)) {
+                            return Some(Challenge::Bearer {
+                                realm: realm.clone(),
+                                service: service.cloned(),
+                                scope: params.get("scope").filter(short).cloned(),
+                            });
+                        }
                     }
                 }
                 "basic" if basic.is_none() => {
                     basic = Some(Challenge::Basic {
-                        realm: params.get("realm").cloned(),
+                        realm: params.get("realm").filter(short).cloned(),
                     });
                 }
                 _ => {}
@@ -216,6 +227,32 @@ mod tests {
         for (name, header, expected) in cases {
             assert_eq!(parse([header]), expected, "{name}: {header}");
         }
+    }
+
+    #[test]
+    fn overlong_parameters_are_not_kept() {
+        let long = "x".repeat(MAX_PARAM_LEN + 1);
+        let realm = format!("https://r.example/{long}");
+        assert_eq!(parse([format!(r#"Bearer realm="{realm}""#).as_str()]), None);
+        assert_eq!(
+            parse([format!(r#"Bearer realm="https://t",service="{long}""#).as_str()]),
+            None
+        );
+        assert_eq!(
+            parse([format!(r#"Bearer realm="https://t",scope="{long}""#).as_str()]),
+            bearer("https://t", None, None)
+        );
+        assert_eq!(
+            parse([format!(r#"Basic realm="{long}""#).as_str()]),
+            Some(Challenge::Basic { realm: None })
+        );
+        // A usable Basic challenge is still found after an overlong Bearer one.
+        assert_eq!(
+            parse([format!(r#"Bearer realm="{realm}", Basic realm="r""#).as_str()]),
+            Some(Challenge::Basic {
+                realm: Some("r".into())
+            })
+        );
     }
 
     #[test]

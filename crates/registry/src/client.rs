@@ -5,6 +5,7 @@
 mod tls;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,9 +14,10 @@ use http::header::{AUTHORIZATION, CONTENT_LENGTH, LOCATION, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use url::Url;
 
+use crate::error::host_for_message;
 use crate::hosts::{Endpoint, TlsFiles};
 use crate::metrics::{Kind, Metrics};
-use crate::ssrf::{BlockedAddress, Guard};
+use crate::ssrf::{BlockedAddress, Guard, NameRefused};
 use crate::{Config, Error};
 
 /// Largest manifest, config blob or token response we read (distribution's manifest limit).
@@ -23,18 +25,64 @@ pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
 const MAX_REDIRECTS: usize = 5;
 const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(200);
 
-/// What a request is about, for error messages and metric labels.
+/// Requests one image lookup may send in all: every endpoint, credential, challenge probe,
+/// token request, redirect and retry counts. A single image costs 2 to 4, an index with 8
+/// platform-less entries 17 plus auth; a nested fan-out stops here.
+pub const MAX_REQUESTS_PER_LOOKUP: usize = 32;
+
+/// What a request is about, for error messages and metric labels, and the request budget of the
+/// lookup it belongs to.
 #[derive(Clone, Debug)]
 pub struct Context {
     /// The image reference as the user wrote it, normalized.
     pub reference: String,
     /// The registry host (after proxies).
     pub registry: String,
+    /// Shared by every request of one lookup.
+    pub budget: Budget,
+}
+
+/// The requests a lookup may still send; clones share the count.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    left: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl Budget {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            left: Arc::new(AtomicUsize::new(limit)),
+            limit,
+        }
+    }
+
+    /// Takes one request; false when none is left.
+    fn take(&self) -> bool {
+        self.left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.left.load(Ordering::Relaxed)
+    }
+
+    /// The error of a lookup that ran out of requests.
+    pub fn exhausted(&self, ctx: &Context) -> Error {
+        Error::RequestBudget {
+            reference: ctx.reference.clone(),
+            registry: ctx.registry.clone(),
+            limit: self.limit,
+        }
+    }
 }
 
 /// A fully read response.
 #[derive(Debug)]
 pub struct Response {
+    /// The URL that answered: the request's, or the last redirect target.
+    pub url: Url,
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
@@ -81,9 +129,46 @@ pub struct Http {
     host: Option<Arc<TlsKey>>,
 }
 
+/// The URL schemes reqwest sends through a proxy, from the environment it reads
+/// (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, upper or lower case). `NO_PROXY` is not consulted:
+/// a host it exempts is checked here and again by the resolving connector, which costs one more
+/// name lookup and changes nothing.
+#[derive(Clone, Copy, Debug, Default)]
+struct Proxied {
+    http: bool,
+    https: bool,
+}
+
+impl Proxied {
+    fn from_env() -> Self {
+        let set = |names: &[&str]| {
+            names
+                .iter()
+                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+        };
+        let all = set(&["ALL_PROXY", "all_proxy"]);
+        Self {
+            http: all || set(&["HTTP_PROXY", "http_proxy"]),
+            https: all || set(&["HTTPS_PROXY", "https_proxy"]),
+        }
+    }
+
+    fn applies(self, url: &Url) -> bool {
+        match url.scheme() {
+            "https" => self.https,
+            "http" => self.http,
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     guard: Guard,
+    /// Schemes that go through a proxy: their host names are resolved and checked first.
+    proxied: Proxied,
+    /// `insecure_registries`: the only hosts an HTTPS redirect may send us to over plain HTTP.
+    insecure: Vec<String>,
     timeout: Duration,
     metrics: Metrics,
     /// The roots of every connection (system roots read once).
@@ -95,7 +180,7 @@ struct Shared {
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Idle connections kept per registry host. A burst of lookups (a pod with 100 uncached images)
 /// opens one connection each; keeping them all would hold their buffers (tens of KiB each) long
-/// after the burst (DESIGN.md §5: memory).
+/// after the burst (docs/benchmarks.md, Memory).
 const POOL_MAX_IDLE_PER_HOST: usize = 16;
 
 fn build_client(
@@ -128,6 +213,8 @@ impl Http {
             host: None,
             shared: Arc::new(Shared {
                 guard,
+                proxied: Proxied::from_env(),
+                insecure: config.insecure_registries.clone(),
                 timeout: config.request_timeout,
                 metrics,
                 roots,
@@ -193,7 +280,8 @@ impl Http {
     }
 
     /// Sends `request`, following up to 5 redirects (GET only); `Authorization` is dropped as
-    /// soon as a redirect leaves the original scheme, host and port.
+    /// soon as a redirect leaves the original scheme, host and port. A redirect from HTTPS to
+    /// plain HTTP is refused unless its target is an insecure registry.
     pub async fn send(&self, ctx: &Context, request: Request) -> Result<Response, Error> {
         let Request {
             mut url,
@@ -221,12 +309,14 @@ impl Http {
             let Some(location) = location else {
                 return Ok(response);
             };
-            url = url.join(location).map_err(|e| Error::InvalidContent {
+            let next = url.join(location).map_err(|e| Error::InvalidContent {
                 reference: ctx.reference.clone(),
                 registry: ctx.registry.clone(),
                 what: "redirect",
                 reason: format!("bad Location header ({e})"),
             })?;
+            self.check_redirect(ctx, &url, &next)?;
+            url = next;
             if url.origin() != origin {
                 headers.remove(AUTHORIZATION);
                 for name in origin_headers.keys() {
@@ -240,6 +330,31 @@ impl Http {
             what: "redirect",
             reason: format!("more than {MAX_REDIRECTS} redirects"),
         })
+    }
+
+    /// A redirect may go from `from` to `to`: HTTP(S) only, and never from HTTPS down to plain
+    /// HTTP unless `to` is an insecure registry (a tag has no digest to check content against).
+    fn check_redirect(&self, ctx: &Context, from: &Url, to: &Url) -> Result<(), Error> {
+        let downgrade = match (from.scheme(), to.scheme()) {
+            (_, "https") | ("http", "http") => false,
+            ("https", "http") => true,
+            (_, other) => {
+                return Err(Error::InvalidContent {
+                    reference: ctx.reference.clone(),
+                    registry: ctx.registry.clone(),
+                    what: "redirect",
+                    reason: format!("unsupported scheme {:?}", crate::error::bounded(other, 16)),
+                })
+            }
+        };
+        if downgrade && !is_insecure_target(&self.shared.insecure, to) {
+            return Err(Error::InsecureRedirect {
+                reference: ctx.reference.clone(),
+                registry: ctx.registry.clone(),
+                target: host_for_message(&authority(to)),
+            });
+        }
+        Ok(())
     }
 
     async fn send_with_retry(
@@ -258,8 +373,10 @@ impl Http {
             return Ok(response);
         }
         let wait = retry_after(&response.headers).unwrap_or(DEFAULT_RETRY_WAIT);
-        // Retry only when the wait still fits in this request's time budget.
-        if started.elapsed() + wait >= self.shared.timeout {
+        // Retry only when the wait fits in what is left of this request's time budget. The
+        // header is the registry's: any number, compared, never added to an instant.
+        let remaining = self.shared.timeout.saturating_sub(started.elapsed());
+        if wait >= remaining {
             return Ok(response);
         }
         tracing::debug!(registry = %ctx.registry, status = %response.status, ?wait, "retrying registry request");
@@ -285,6 +402,10 @@ impl Http {
         } = &*self.shared;
         let timeout = *timeout;
         guard.check_host(host)?;
+        if !ctx.budget.take() {
+            return Err(ctx.budget.exhausted(ctx));
+        }
+        self.check_before_proxy(url, timeout).await?;
         let label = metrics.registry_label(&ctx.registry);
         let timer = metrics
             .request_duration
@@ -302,6 +423,7 @@ impl Http {
             let headers = response.headers().clone();
             let body = read_capped(response).await?;
             Ok::<_, ReadError>(Response {
+                url: url.clone(),
                 status,
                 headers,
                 body,
@@ -331,6 +453,32 @@ impl Http {
         Ok(response)
     }
 
+    /// A proxy resolves the names it is given itself, so the guard's resolver never sees them:
+    /// when `url` goes through one, its host is resolved and checked here first.
+    async fn check_before_proxy(&self, url: &Url, timeout: Duration) -> Result<(), Error> {
+        let Shared { guard, proxied, .. } = &*self.shared;
+        let Some(url::Host::Domain(name)) = url.host() else {
+            // IP literals were checked by `check_host`.
+            return Ok(());
+        };
+        if !proxied.applies(url) {
+            return Ok(());
+        }
+        let port = url.port_or_known_default().unwrap_or(443);
+        guard
+            .check_name(name, port, timeout)
+            .await
+            .map_err(|refused| match refused {
+                NameRefused::Unresolved => Error::Unresolvable {
+                    host: host_for_message(name),
+                },
+                NameRefused::Blocked(address) => Error::Blocked {
+                    host: host_for_message(name),
+                    address,
+                },
+            })
+    }
+
     fn timeout_error(&self, ctx: &Context) -> Error {
         Error::Timeout {
             reference: ctx.reference.clone(),
@@ -348,7 +496,7 @@ impl Http {
         while let Some(current) = source {
             if let Some(blocked) = current.downcast_ref::<BlockedAddress>() {
                 return Error::Blocked {
-                    host: host.to_owned(),
+                    host: host_for_message(host),
                     address: blocked.address,
                 };
             }
@@ -434,12 +582,28 @@ async fn read_capped(mut response: reqwest::Response) -> Result<Bytes, ReadError
     }
     let mut body = BytesMut::new();
     while let Some(chunk) = response.chunk().await? {
-        if body.len() + chunk.len() > BODY_LIMIT {
+        if body.len().saturating_add(chunk.len()) > BODY_LIMIT {
             return Err(ReadError::TooLarge);
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body.freeze())
+}
+
+/// `host[:port]` of `url`, the form `insecure_registries` entries take (port only when given).
+pub fn authority(url: &Url) -> String {
+    match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// True when `url`'s host is listed in `insecure` (as `host:port`, or as `host` alone when the
+/// URL names no port).
+pub fn is_insecure_target(insecure: &[String], url: &Url) -> bool {
+    let target = authority(url);
+    !target.is_empty() && insecure.iter().any(|i| i.eq_ignore_ascii_case(&target))
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is treated as absent).
@@ -481,6 +645,24 @@ mod tests {
             HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
         );
         assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn insecure_targets_match_host_and_port_as_listed() {
+        let insecure = vec!["registry.local:5000".to_owned(), "plain.local".to_owned()];
+        let cases = [
+            ("http://registry.local:5000/v2/", true),
+            ("http://REGISTRY.local:5000/x", true),
+            ("http://registry.local/v2/", false),
+            ("http://registry.local:5001/v2/", false),
+            ("http://plain.local/v2/", true),
+            ("http://plain.local:8080/v2/", false),
+            ("http://other.local:5000/", false),
+        ];
+        for (url, expected) in cases {
+            let url = Url::parse(url).unwrap();
+            assert_eq!(is_insecure_target(&insecure, &url), expected, "{url}");
+        }
     }
 
     #[test]

@@ -22,6 +22,11 @@ pub enum Error {
     #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked unless an allowed CIDR covers them")]
     Blocked { host: String, address: IpAddr },
 
+    /// An HTTP(S) proxy is configured for this request and the host does not resolve here, so
+    /// its addresses cannot be checked before the proxy connects to them.
+    #[error("refusing to send {host} to the HTTP proxy: it does not resolve here, so its addresses cannot be checked (list it in NO_PROXY if it is reached directly)")]
+    Unresolvable { host: String },
+
     /// Every credential (and anonymous access, when allowed) was refused.
     #[error("{reference}: access denied by {registry} (HTTP {status})")]
     Unauthorized {
@@ -121,6 +126,32 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A host the registry redirected to answered 401: the registry's credentials are not
+    /// sent there, and its challenge is not taken as the registry's.
+    #[error("{reference}: {registry} redirected to {host}, which asks for credentials (HTTP 401); credentials for {registry} are never sent there")]
+    RedirectedChallenge {
+        reference: String,
+        registry: String,
+        host: String,
+    },
+
+    /// An HTTPS registry redirected to plain HTTP on a host that is not an insecure registry.
+    #[error("{reference}: {registry} redirected from HTTPS to plain HTTP at {target}, which is not an insecure registry")]
+    InsecureRedirect {
+        reference: String,
+        registry: String,
+        target: String,
+    },
+
+    /// The lookup needs more requests than one image may cost (nested or platform-less index
+    /// entries, redirects, retries and token requests all count).
+    #[error("{reference}: resolving it on {registry} needs more than {limit} requests")]
+    RequestBudget {
+        reference: String,
+        registry: String,
+        limit: usize,
+    },
+
     /// The image declares no usable platform.
     #[error("{reference}: no platform found in the manifest from {registry}")]
     NoPlatforms { reference: String, registry: String },
@@ -214,6 +245,7 @@ impl Error {
             Self::InvalidReference { .. } => "invalid_reference",
             Self::Config { .. } => "config",
             Self::Blocked { .. } => "blocked",
+            Self::Unresolvable { .. } => "unresolvable",
             Self::Unauthorized { .. } => "unauthorized",
             Self::NoCredentials { .. } => "no_credentials",
             Self::Token { .. } => "token",
@@ -227,6 +259,9 @@ impl Error {
             Self::UnsupportedMediaType { .. } => "unsupported_media_type",
             Self::TooDeep { .. } => "too_deep",
             Self::NoPlatforms { .. } => "no_platforms",
+            Self::RedirectedChallenge { .. } => "redirected_challenge",
+            Self::InsecureRedirect { .. } => "insecure_redirect",
+            Self::RequestBudget { .. } => "request_budget",
         }
     }
 
@@ -236,7 +271,7 @@ impl Error {
     pub fn registry(&self) -> Option<&str> {
         match self {
             Self::InvalidReference { .. } | Self::Config { .. } => None,
-            Self::Blocked { host, .. } => Some(host),
+            Self::Blocked { host, .. } | Self::Unresolvable { host } => Some(host),
             Self::Unauthorized { registry, .. }
             | Self::NoCredentials { registry, .. }
             | Self::Token { registry, .. }
@@ -249,7 +284,10 @@ impl Error {
             | Self::InvalidContent { registry, .. }
             | Self::UnsupportedMediaType { registry, .. }
             | Self::TooDeep { registry, .. }
-            | Self::NoPlatforms { registry, .. } => Some(registry),
+            | Self::NoPlatforms { registry, .. }
+            | Self::RedirectedChallenge { registry, .. }
+            | Self::InsecureRedirect { registry, .. }
+            | Self::RequestBudget { registry, .. } => Some(registry),
         }
     }
 
@@ -268,6 +306,27 @@ impl Error {
             reason: reason.into(),
         }
     }
+}
+
+/// Longest host quoted in a message (a DNS name has at most 253 bytes, plus `:port`).
+const MAX_HOST_IN_MESSAGE: usize = 260;
+
+/// A host from a URL the registry chose (a redirect target), cut for a message.
+pub(crate) fn host_for_message(host: &str) -> String {
+    bounded(host, MAX_HOST_IN_MESSAGE).into_owned()
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary, `…` appended when cut), for
+/// registry-supplied strings quoted in messages: a hostile registry controls their length.
+pub fn bounded(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &text[..end]))
 }
 
 #[cfg(test)]
@@ -299,5 +358,37 @@ mod tests {
         // Ordinary text is shown as it is.
         assert_eq!(escaped("linux/arm64"), "linux/arm64");
         assert_eq!(quoted("nginx"), "\"nginx\"");
+    }
+
+    #[test]
+    fn bounded_cuts_on_a_character_boundary() {
+        assert_eq!(bounded("amd64", 8), "amd64");
+        assert_eq!(bounded("abcdefgh", 4), "abcd…");
+        // 'é' is two bytes: a cut inside it backs off to before it.
+        assert_eq!(bounded("aé", 2), "a…");
+        assert_eq!(bounded("", 0), "");
+    }
+
+    #[test]
+    fn messages_name_no_command_line_flag() {
+        let errors = [
+            Error::Blocked {
+                host: "meta.test".into(),
+                address: IpAddr::from([169, 254, 169, 254]),
+            },
+            Error::Timeout {
+                reference: "r".into(),
+                registry: "h".into(),
+                timeout_ms: 1,
+            },
+            Error::InsecureRedirect {
+                reference: "r".into(),
+                registry: "h".into(),
+                target: "t".into(),
+            },
+        ];
+        for error in errors {
+            assert!(!error.to_string().contains("--"), "{error}");
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256, Sha512};
 
+use crate::platform::WireFields;
 use crate::Platform;
 
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -60,6 +61,10 @@ pub struct DescriptorPlatform {
     pub os: String,
     #[serde(default)]
     pub variant: Option<String>,
+    #[serde(default, rename = "os.version")]
+    pub os_version: Option<String>,
+    #[serde(default, rename = "os.features")]
+    pub os_features: Vec<String>,
 }
 
 impl Descriptor {
@@ -76,17 +81,25 @@ impl Descriptor {
                 .is_some_and(|t| t == ATTESTATION)
     }
 
-    /// The entry's platform, when it states a usable one.
-    pub fn platform(&self) -> Option<Platform> {
-        let p = self.platform.as_ref()?;
-        if p.architecture.is_empty() {
-            return None;
-        }
-        Some(Platform::new(
-            p.os.clone(),
-            p.architecture.clone(),
-            p.variant.as_deref(),
-        ))
+    /// The entry's platform, validated ([`Platform::from_wire`]); `None` when the entry states
+    /// none (no `platform`, or an empty architecture).
+    pub fn platform(&self) -> Result<Option<Platform>, ParseError> {
+        let Some(p) = self
+            .platform
+            .as_ref()
+            .filter(|p| !p.architecture.is_empty())
+        else {
+            return Ok(None);
+        };
+        Platform::from_wire(WireFields {
+            os: &p.os,
+            architecture: &p.architecture,
+            variant: p.variant.as_deref(),
+            os_version: p.os_version.as_deref(),
+            os_features: &p.os_features,
+        })
+        .map(Some)
+        .map_err(|e| ParseError::Invalid(e.to_string()))
     }
 }
 
@@ -97,6 +110,9 @@ pub enum Parsed {
     Index(Vec<Descriptor>),
     /// A single image manifest and its config descriptor.
     Image(Descriptor),
+    /// An OCI artifact (a manifest with `artifactType`, or whose config is not an image
+    /// config: Helm charts, signatures, image-volume content): runs nowhere in particular.
+    Artifact,
 }
 
 #[derive(Deserialize)]
@@ -110,6 +126,8 @@ struct Shape {
     manifests: Option<Vec<Descriptor>>,
     #[serde(default)]
     config: Option<Descriptor>,
+    #[serde(default)]
+    artifact_type: Option<String>,
     #[serde(default)]
     fs_layers: Option<serde_json::Value>,
 }
@@ -157,6 +175,10 @@ pub fn parse(content_type: Option<&str>, body: &[u8]) -> Result<(String, Parsed)
         let config = shape
             .config
             .ok_or_else(|| ParseError::Invalid("image manifest without `config`".into()))?;
+        let artifact = shape.artifact_type.is_some_and(|t| !t.is_empty());
+        if artifact || !is_image_config(&config) {
+            return Ok((media_type, Parsed::Artifact));
+        }
         Ok((media_type, Parsed::Image(config)))
     } else {
         Err(ParseError::Unsupported(media_type))
@@ -184,9 +206,14 @@ struct ConfigBody {
     os: String,
     #[serde(default)]
     variant: Option<String>,
+    #[serde(default, rename = "os.version")]
+    os_version: Option<String>,
+    #[serde(default, rename = "os.features")]
+    os_features: Vec<String>,
 }
 
-/// Reads `os`, `architecture` and `variant` from an image config; never assumes a default.
+/// Reads `os`, `architecture`, `variant` and `os.version` from an image config, validated
+/// ([`Platform::from_wire`]); never assumes a default.
 pub fn platform_from_config(body: &[u8]) -> Result<Platform, ParseError> {
     let config: ConfigBody = serde_json::from_slice(body)
         .map_err(|e| ParseError::Invalid(format!("not a JSON image config ({e})")))?;
@@ -195,11 +222,14 @@ pub fn platform_from_config(body: &[u8]) -> Result<Platform, ParseError> {
             "image config states no architecture".into(),
         ));
     }
-    Ok(Platform::new(
-        config.os,
-        config.architecture,
-        config.variant.as_deref(),
-    ))
+    Platform::from_wire(WireFields {
+        os: &config.os,
+        architecture: &config.architecture,
+        variant: config.variant.as_deref(),
+        os_version: config.os_version.as_deref(),
+        os_features: &config.os_features,
+    })
+    .map_err(|e| ParseError::Invalid(e.to_string()))
 }
 
 /// The `algorithm:hex` digest of `body` computed with the algorithm of `like` (sha256 default).

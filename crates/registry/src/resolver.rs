@@ -11,11 +11,13 @@ use url::Url;
 
 use crate::auth::{Auth, Session};
 use crate::cache::{Entry, Key, PlatformCache};
-use crate::client::{Context, Http};
+pub use crate::client::MAX_REQUESTS_PER_LOOKUP;
+use crate::client::{Budget, Context, Http};
 use crate::credential::fingerprint;
 use crate::hosts::{Endpoint, HostsConfig};
 use crate::metrics::Metrics;
 use crate::walk::Fetcher;
+pub use crate::walk::{MAX_CONCURRENT_FETCHES, MAX_DEPTH, MAX_UNPLATFORMED};
 use crate::{manifest, proxies, Config, CredentialCandidate, Error, Platform, Reference};
 
 /// What an image resolves to. Serializes as `noe inspect --output json` prints it.
@@ -283,9 +285,10 @@ impl Resolver {
         credentials: &[CredentialCandidate],
     ) -> Result<Resolution, Error> {
         let mut last_error = None;
+        let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
         for &endpoint in endpoints {
             let result = self
-                .lookup_at(reference, resolved, endpoint, credentials)
+                .lookup_at(reference, resolved, endpoint, credentials, &budget)
                 .await;
             match result {
                 Err(error) if endpoint.mirror => {
@@ -310,6 +313,7 @@ impl Resolver {
         resolved: &Reference,
         endpoint: &Endpoint,
         credentials: &[CredentialCandidate],
+        budget: &Budget,
     ) -> Result<Resolution, Error> {
         let inner = &*self.inner;
         let host = endpoint.host();
@@ -320,6 +324,7 @@ impl Resolver {
             } else {
                 resolved.registry.clone()
             },
+            budget: budget.clone(),
         };
         let mut base = Url::parse(&format!("{}/", endpoint.api_base())).map_err(|e| {
             Error::InvalidReference {
@@ -392,17 +397,18 @@ impl Resolver {
             session,
         };
         let response = fetcher.manifest(resolved.object()).await?;
-        let digest = manifest::digest_of(&response.body, resolved.digest.as_deref());
         let (media_type, parsed) = fetcher.parse(&response)?;
-        let mut platforms = fetcher.platforms(parsed).await?;
-        platforms.sort();
-        platforms.dedup();
-        if platforms.is_empty() {
+        let walked = fetcher.platforms(parsed).await?;
+        // Hashed once the content proved usable (a tag's body is not verified against anything).
+        let digest = manifest::digest_of(&response.body, resolved.digest.as_deref());
+        // Only an artifact (image-volume content, a chart) may have no platform: arch-neutral.
+        if walked.platforms.is_empty() && !walked.artifact {
             return Err(Error::NoPlatforms {
                 reference: session.ctx.reference.clone(),
                 registry: session.ctx.registry.clone(),
             });
         }
+        let platforms = walked.platforms;
         let resolved = if endpoint.mirror {
             let mut at_mirror = resolved.clone();
             at_mirror.registry = session.host.clone();

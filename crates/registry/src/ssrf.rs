@@ -1,7 +1,11 @@
 //! The metadata/link-local address guard: registry hosts come from users' pod specs, so the
-//! resolver refuses to connect to cloud metadata services and link-local addresses unless
-//! `--allow-registry-cidrs` allows them. Checked on resolved addresses (a DNS resolver that
-//! filters) and on IP-literal hosts (which never reach the resolver). Loopback stays allowed.
+//! resolver refuses to connect to cloud metadata services and link-local addresses unless the
+//! configured allowed CIDRs (`Config::allow_cidrs`) allow them. Checked on resolved addresses
+//! (a DNS resolver that filters), on IP-literal hosts (which never reach the resolver), and on
+//! the names handed to an HTTP(S) proxy (which resolves them itself, so they are resolved and
+//! checked here first). IPv6 forms that carry an IPv4 address to a translator or tunnel
+//! (IPv4-mapped and -compatible, SIIT, NAT64, 6to4, Teredo) are checked on that IPv4 address
+//! too. Loopback stays allowed.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -22,19 +26,52 @@ impl Guard {
         Self { allow }
     }
 
-    /// True when `ip` is a metadata or link-local address not explicitly allowed.
+    /// True when `ip` is a metadata or link-local address not explicitly allowed, or an IPv6
+    /// address embedding such an IPv4 address.
     pub fn is_blocked(&self, ip: IpAddr) -> bool {
-        if self.allow.iter().any(|net| net.contains(&ip)) {
+        if self.allows(ip) {
             return false;
         }
         match ip {
             IpAddr::V4(v4) => blocked_v4(v4),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => {
-                    blocked_v4(v4) && !self.allow.iter().any(|net| net.contains(&IpAddr::V4(v4)))
-                }
-                None => blocked_v6(v6),
-            },
+            IpAddr::V6(v6) => {
+                blocked_v6(v6)
+                    || embedded_v4(v6)
+                        .into_iter()
+                        .any(|v4| blocked_v4(v4) && !self.allows(IpAddr::V4(v4)))
+            }
+        }
+    }
+
+    fn allows(&self, ip: IpAddr) -> bool {
+        self.allow.iter().any(|net| net.contains(&ip))
+    }
+
+    /// The first blocked address among the ones `host` resolved to. Used before a name goes to
+    /// a proxy: the proxy may connect to any of them, so one is enough to refuse.
+    pub fn first_blocked(&self, resolved: &[IpAddr]) -> Option<IpAddr> {
+        resolved.iter().copied().find(|ip| self.is_blocked(*ip))
+    }
+
+    /// Resolves `host` (a name, not an IP literal) within `timeout` and refuses it when it
+    /// resolves to no address or to any blocked one: what a proxy would connect to for us.
+    pub async fn check_name(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: std::time::Duration,
+    ) -> Result<(), NameRefused> {
+        let lookup = tokio::net::lookup_host((host, port));
+        let resolved: Vec<IpAddr> = match tokio::time::timeout(timeout, lookup).await {
+            Ok(Ok(addrs)) => addrs.map(|a| a.ip()).collect(),
+            Ok(Err(_)) | Err(_) => Vec::new(),
+        };
+        if resolved.is_empty() {
+            return Err(NameRefused::Unresolved);
+        }
+        match self.first_blocked(&resolved) {
+            Some(address) => Err(NameRefused::Blocked(address)),
+            None => Ok(()),
         }
     }
 
@@ -44,7 +81,7 @@ impl Guard {
         if let Ok(ip) = literal.parse::<IpAddr>() {
             if self.is_blocked(ip) {
                 return Err(Error::Blocked {
-                    host: host.to_owned(),
+                    host: crate::error::host_for_message(host),
                     address: ip,
                 });
             }
@@ -68,6 +105,53 @@ fn blocked_v6(ip: Ipv6Addr) -> bool {
     let link_local = (ip.segments()[0] & 0xffc0) == 0xfe80;
     let aws_metadata = ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254);
     link_local || aws_metadata
+}
+
+/// Why a name was not handed to a proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameRefused {
+    /// It resolves to no address here: nothing can be checked.
+    Unresolved,
+    /// It resolves to this blocked address (among others, maybe).
+    Blocked(IpAddr),
+}
+
+/// The IPv4 addresses an IPv6 address carries to a translator or tunnel: IPv4-mapped
+/// (`::ffff:a.b.c.d`) and IPv4-compatible (`::a.b.c.d`), SIIT (`::ffff:0:a.b.c.d`), NAT64's
+/// well-known prefix `64:ff9b::/96` and local-use `64:ff9b:1::/48` (at each RFC 6052 position
+/// its prefix lengths allow: /48, /56, /64, /96), 6to4 (`2002:aabb:ccdd::/48`) and Teredo
+/// (`2001:0::/32`: the server, and the client with its bits inverted).
+fn embedded_v4(ip: Ipv6Addr) -> Vec<Ipv4Addr> {
+    let b = ip.octets();
+    let v4 = |i: [usize; 4]| Ipv4Addr::new(b[i[0]], b[i[1]], b[i[2]], b[i[3]]);
+    let segments = ip.segments();
+    let mut found = Vec::new();
+    if let Some(v4) = ip.to_ipv4() {
+        // Mapped and compatible (`::` and `::1` give 0.0.0.0 and 0.0.0.1: never blocked).
+        found.push(v4);
+    }
+    if segments[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        found.push(v4([12, 13, 14, 15]));
+    }
+    if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        found.push(v4([12, 13, 14, 15]));
+    }
+    if segments[..3] == [0x64, 0xff9b, 1] {
+        found.extend([
+            v4([6, 7, 9, 10]),
+            v4([7, 9, 10, 11]),
+            v4([9, 10, 11, 12]),
+            v4([12, 13, 14, 15]),
+        ]);
+    }
+    if segments[0] == 0x2002 {
+        found.push(v4([2, 3, 4, 5]));
+    }
+    if segments[..2] == [0x2001, 0] {
+        found.push(v4([4, 5, 6, 7]));
+        found.push(Ipv4Addr::new(!b[12], !b[13], !b[14], !b[15]));
+    }
+    found
 }
 
 /// The error a refused name resolution carries inside reqwest's error chain.
@@ -132,6 +216,28 @@ mod tests {
             ("fec0::1", false),
             ("8.8.8.8", false),
             ("::ffff:127.0.0.1", false),
+            // IPv4 carried to translators and tunnels.
+            ("64:ff9b::a9fe:a9fe", true),
+            ("64:ff9b::169.254.0.1", true),
+            ("64:ff9b::6464:64c8", true),
+            ("64:ff9b::808:808", false),
+            ("64:ff9b:1::a9fe:a9fe", true),
+            ("64:ff9b:1:a9fe:a9:fe00::", true),
+            ("64:ff9b:1:a9:fe:a9fe::", true),
+            ("64:ff9b:1:0:a9:fea9:fe00:0", true),
+            ("64:ff9b:1::808:808", false),
+            ("::a9fe:a9fe", true),
+            ("::169.254.169.254", true),
+            ("::ffff:0:a9fe:a9fe", true),
+            ("::ffff:0:808:808", false),
+            ("2002:a9fe:a9fe::1", true),
+            ("2002:6464:64c8:1::", true),
+            ("2002:808:808::1", false),
+            ("2001:0:a9fe:a9fe::1", true),
+            ("2001:0:4136:e378:8000:63bf:5601:5601", true),
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", false),
+            ("2001:db8::a9fe:a9fe", false),
+            ("::", false),
         ];
         for (ip, blocked) in cases {
             assert_eq!(guard.is_blocked(ip.parse().unwrap()), blocked, "{ip}");
@@ -143,7 +249,39 @@ mod tests {
         let guard = Guard::new(vec!["169.254.10.0/24".parse().unwrap()]);
         assert!(!guard.is_blocked("169.254.10.5".parse().unwrap()));
         assert!(!guard.is_blocked("::ffff:169.254.10.5".parse().unwrap()));
+        assert!(!guard.is_blocked("64:ff9b::169.254.10.5".parse().unwrap()));
         assert!(guard.is_blocked("169.254.169.254".parse().unwrap()));
+        assert!(guard.is_blocked("64:ff9b::a9fe:a9fe".parse().unwrap()));
+        let nat64 = Guard::new(vec!["64:ff9b::/96".parse().unwrap()]);
+        assert!(!nat64.is_blocked("64:ff9b::a9fe:a9fe".parse().unwrap()));
+    }
+
+    #[test]
+    fn one_blocked_address_among_several_is_enough_before_a_proxy() {
+        let guard = Guard::default();
+        let ips =
+            |list: &[&str]| -> Vec<IpAddr> { list.iter().map(|a| a.parse().unwrap()).collect() };
+        assert_eq!(guard.first_blocked(&ips(&["10.0.0.1", "127.0.0.1"])), None);
+        assert_eq!(
+            guard.first_blocked(&ips(&["10.0.0.1", "169.254.169.254"])),
+            Some("169.254.169.254".parse().unwrap())
+        );
+    }
+
+    #[tokio::test]
+    async fn names_are_resolved_and_checked_before_a_proxy() {
+        let guard = Guard::default();
+        let timeout = std::time::Duration::from_secs(5);
+        assert_eq!(guard.check_name("localhost", 443, timeout).await, Ok(()));
+        // The system resolver answers an address-shaped name with that address.
+        assert_eq!(
+            guard.check_name("169.254.169.254", 443, timeout).await,
+            Err(NameRefused::Blocked("169.254.169.254".parse().unwrap()))
+        );
+        assert_eq!(
+            guard.check_name("no-such-host.invalid", 443, timeout).await,
+            Err(NameRefused::Unresolved)
+        );
     }
 
     #[test]

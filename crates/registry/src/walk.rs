@@ -1,20 +1,41 @@
 //! From a manifest to platforms: index entries give theirs without being fetched; nested indexes
-//! (depth-bounded) and platform-less image entries (a bounded number) are fetched; a single
-//! manifest's platform comes from its config blob. Everything fetched by digest is verified.
+//! (depth-bounded) and platform-less image entries (a bounded number per index) are fetched, each
+//! digest once per lookup, a few at a time, within the lookup's request budget; a single
+//! manifest's platform comes from its config blob; an artifact has none. Everything fetched by
+//! digest is verified, every platform field validated.
+
+use std::collections::{BTreeSet, HashSet};
+use std::future::Future;
 
 use bytes::Bytes;
+use futures::{StreamExt as _, TryStreamExt as _};
 use url::Url;
 
 use crate::auth::{Auth, Session};
 use crate::client::{Http, Response};
 use crate::manifest::{self, Descriptor, ParseError, Parsed, ACCEPT};
 use crate::metrics::Kind;
+use crate::platform::MAX_PLATFORMS;
 use crate::{Error, Platform};
 
 /// Deepest index nesting followed.
 pub const MAX_DEPTH: usize = 4;
-/// Entries without a platform resolved per index (each costs one or two requests).
+/// Entries without a platform resolved per index (each costs one or two requests); further
+/// ones are ignored.
 pub const MAX_UNPLATFORMED: usize = 8;
+/// Longest reason kept in an invalid-content error.
+const MAX_REASON_LEN: usize = 256;
+/// Manifests and blobs one lookup fetches at the same time.
+pub const MAX_CONCURRENT_FETCHES: usize = 4;
+
+/// What a manifest walk found.
+#[derive(Debug, Default)]
+pub struct Walked {
+    /// Distinct platforms, sorted.
+    pub platforms: Vec<Platform>,
+    /// An artifact (no platform of its own) was reached.
+    pub artifact: bool,
+}
 
 /// Fetches manifests and blobs of one repository with one identity.
 pub struct Fetcher<'a> {
@@ -59,15 +80,19 @@ impl Fetcher<'_> {
             ParseError::Unsupported(media_type) => Error::UnsupportedMediaType {
                 reference: self.session.ctx.reference.clone(),
                 registry: self.session.ctx.registry.clone(),
-                media_type,
+                media_type: crate::error::bounded(&media_type, 128).into_owned(),
             },
         })
     }
 
-    /// All platforms reachable from `top`, unsorted. The children an index needs fetched are
-    /// fetched concurrently, one nesting level at a time.
-    pub async fn platforms(&self, top: Parsed) -> Result<Vec<Platform>, Error> {
-        let mut platforms = Vec::new();
+    /// All platforms reachable from `top`. The children an index needs fetched are fetched one
+    /// nesting level at a time, [`MAX_CONCURRENT_FETCHES`] at once, each digest once; a level
+    /// that needs more requests than the lookup has left fails before sending any.
+    pub async fn platforms(&self, top: Parsed) -> Result<Walked, Error> {
+        let mut walked = Walked::default();
+        let mut found = BTreeSet::new();
+        let mut seen_manifests = HashSet::new();
+        let mut seen_configs = HashSet::new();
         let mut level = vec![top];
         let mut depth = 0usize;
         while !level.is_empty() {
@@ -75,42 +100,67 @@ impl Fetcher<'_> {
             let mut configs = Vec::new();
             for parsed in level {
                 match parsed {
-                    Parsed::Image(config) => configs.push(config),
-                    Parsed::Index(entries) => {
-                        children.extend(self.select_children(entries, depth, &mut platforms)?);
+                    Parsed::Image(config) => {
+                        if seen_configs.insert(config.digest.clone()) {
+                            configs.push(config);
+                        }
                     }
+                    Parsed::Index(entries) => {
+                        let selected =
+                            self.select_children(entries, depth, &mut found, &mut seen_manifests)?;
+                        children.extend(selected);
+                    }
+                    Parsed::Artifact => walked.artifact = true,
                 }
             }
-            let found = futures::future::try_join_all(
-                configs.iter().map(|config| self.config_platform(config)),
+            self.afford(configs.len().saturating_add(children.len()))?;
+            let platforms = fetch_all(
+                configs
+                    .iter()
+                    .map(|config| self.config_platform(config))
+                    .collect(),
             )
             .await?;
-            platforms.extend(found);
-            level = futures::future::try_join_all(children.iter().map(|digest| async move {
-                let response = self.manifest(digest).await?;
-                self.parse(&response).map(|(_, child)| child)
-            }))
+            for platform in platforms {
+                self.add(&mut found, platform)?;
+            }
+            level = fetch_all(
+                children
+                    .iter()
+                    .map(|digest| async move {
+                        let response = self.manifest(digest).await?;
+                        self.parse(&response).map(|(_, child)| child)
+                    })
+                    .collect(),
+            )
             .await?;
             depth += 1;
         }
-        Ok(platforms)
+        walked.platforms = found.into_iter().collect();
+        Ok(walked)
     }
 
     /// Takes the platforms an index states and returns the digests of the entries that must be
-    /// fetched (no platform), within the bounds.
+    /// fetched (no platform, not `seen` before in this lookup), within the bounds.
     fn select_children(
         &self,
         entries: Vec<Descriptor>,
         depth: usize,
-        platforms: &mut Vec<Platform>,
+        platforms: &mut BTreeSet<Platform>,
+        seen: &mut HashSet<String>,
     ) -> Result<Vec<String>, Error> {
         let mut children = Vec::new();
         for entry in entries {
             if entry.is_attestation() {
                 continue;
             }
-            if let Some(platform) = entry.platform() {
-                platforms.push(platform);
+            let stated = entry.platform().map_err(|e| match e {
+                ParseError::Invalid(reason) | ParseError::Unsupported(reason) => {
+                    self.invalid("index entry", reason)
+                }
+            })?;
+            if let Some(platform) = stated {
+                self.add(platforms, platform)?;
                 continue;
             }
             let media_type = entry.media_type.as_deref().unwrap_or_default();
@@ -124,25 +174,45 @@ impl Fetcher<'_> {
                     limit: MAX_DEPTH,
                 });
             }
+            if seen.contains(&entry.digest) {
+                continue;
+            }
             if children.len() == MAX_UNPLATFORMED {
                 tracing::debug!(reference = %self.session.ctx.reference, "index entries without platform beyond the bound are ignored");
                 continue;
             }
             crate::reference::validate_digest(&entry.digest)
                 .map_err(|reason| self.invalid("manifest", reason))?;
+            seen.insert(entry.digest.clone());
             children.push(entry.digest);
         }
         Ok(children)
     }
 
-    async fn config_platform(&self, config: &Descriptor) -> Result<Platform, Error> {
-        if !manifest::is_image_config(config) {
-            return Err(Error::UnsupportedMediaType {
-                reference: self.session.ctx.reference.clone(),
-                registry: self.session.ctx.registry.clone(),
-                media_type: config.media_type.clone().unwrap_or_default(),
-            });
+    /// Adds a platform, refusing an image with more than [`MAX_PLATFORMS`] distinct ones.
+    fn add(&self, found: &mut BTreeSet<Platform>, platform: Platform) -> Result<(), Error> {
+        if found.len() >= MAX_PLATFORMS && !found.contains(&platform) {
+            return Err(self.invalid(
+                "index",
+                format!("more than {MAX_PLATFORMS} distinct platforms"),
+            ));
         }
+        found.insert(platform);
+        Ok(())
+    }
+
+    /// Fails at once when `fetches` requests exceed what the lookup may still send.
+    fn afford(&self, fetches: usize) -> Result<(), Error> {
+        let budget = &self.session.ctx.budget;
+        if fetches > budget.remaining() {
+            return Err(budget.exhausted(&self.session.ctx));
+        }
+        Ok(())
+    }
+
+    /// The platform of an image manifest, from its config blob (`manifest::parse` already
+    /// turned manifests with another config type into artifacts).
+    async fn config_platform(&self, config: &Descriptor) -> Result<Platform, Error> {
         let body = self.blob(&config.digest).await?;
         manifest::platform_from_config(&body).map_err(|e| match e {
             ParseError::Invalid(reason) | ParseError::Unsupported(reason) => {
@@ -194,7 +264,22 @@ impl Fetcher<'_> {
             reference: self.session.ctx.reference.clone(),
             registry: self.session.ctx.registry.clone(),
             what,
-            reason,
+            // Parser messages may quote the registry's content (serde quotes a mistyped string
+            // whole).
+            reason: crate::error::bounded(&reason, MAX_REASON_LEN).into_owned(),
         }
     }
+}
+
+/// Runs `fetches` at most [`MAX_CONCURRENT_FETCHES`] at a time; the first error wins. (A
+/// `Vec`, not an iterator: a closure in the stream's type makes the lookup future not `Send`
+/// for every lifetime, which `tokio::spawn` needs.)
+async fn fetch_all<T, F>(fetches: Vec<F>) -> Result<Vec<T>, Error>
+where
+    F: Future<Output = Result<T, Error>>,
+{
+    futures::stream::iter(fetches)
+        .buffer_unordered(MAX_CONCURRENT_FETCHES)
+        .try_collect()
+        .await
 }

@@ -1,19 +1,29 @@
-//! The registry fault matrix (DESIGN.md §5): a registry that refuses connections, never answers,
-//! trickles one byte a second, answers 500, 429 with `Retry-After`, invalid JSON, a 100 MiB body,
-//! a manifest that does not match its digest, a redirect to another host, or whose token endpoint
-//! hangs. For each: `Resolver::resolve` returns a clear error (naming the image and the registry)
-//! within the registry timeout budget, `noe_registry_errors_total` counts it, nothing panics, and
-//! the same resolver then resolves healthy images (on the faulty fake and on a real registry).
+//! The registry fault matrix (docs/benchmarks.md, Fault matrix): a registry that refuses
+//! connections, never answers, trickles one byte a second, answers 500, 429 with `Retry-After`,
+//! invalid JSON, a 100 MiB body, a manifest that does not match its digest, a redirect to another
+//! host, or whose token endpoint hangs; and a hostile one: huge platform strings, too many
+//! platforms, nested fan-out, an absurd `Retry-After`, a redirect to a host that challenges. For
+//! each: `Resolver::resolve` returns a clear error (naming the image and the registry) within the
+//! registry timeout budget, `noe_registry_errors_total` counts it, nothing panics, and the same
+//! resolver then resolves healthy images (on the faulty fake and on a real registry).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+/// One test per defect of the hostile-registry pass (issue 10), with its exact counts.
+mod fault_matrix {
+    mod hostile;
+}
 
 use std::time::{Duration, Instant};
 
 use noe_registry::manifest::{OCI_CONFIG, OCI_INDEX, OCI_MANIFEST};
+use noe_registry::resolver::MAX_REQUESTS_PER_LOOKUP;
 use noe_registry::{Config, Credential, CredentialCandidate, Resolver};
 use noe_test_support::{push_image, sha256_digest, Behavior, FakeRegistry, Flavor, Registry};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
+/// Fresh healthy images pushed for the checks after each fault (one per check).
+const HEALTHY_IMAGES: usize = 32;
 
 fn index_body(arch: &str) -> Vec<u8> {
     serde_json::to_vec(&json!({
@@ -27,6 +37,22 @@ fn index_body(arch: &str) -> Vec<u8> {
         }],
     }))
     .unwrap()
+}
+
+/// An index of `n` platforms with distinct architectures.
+fn platforms_index(n: usize) -> Vec<u8> {
+    let manifests: Vec<_> = (0..n)
+        .map(|i| {
+            json!({
+                "mediaType": OCI_MANIFEST,
+                "digest": sha256_digest(format!("{i}").as_bytes()),
+                "size": 100,
+                "platform": {"os": "linux", "architecture": format!("arch{i}")},
+            })
+        })
+        .collect();
+    serde_json::to_vec(&json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}))
+        .unwrap()
 }
 
 /// Sum of `noe_registry_errors_total` over `kinds`.
@@ -76,7 +102,7 @@ impl Harness {
         let aux = FakeRegistry::start().await.unwrap();
         let real = Registry::start().await.unwrap();
         let pusher = real.pusher().unwrap();
-        for i in 0..16 {
+        for i in 0..HEALTHY_IMAGES {
             push_image(
                 &pusher,
                 "healthy/app",
@@ -87,7 +113,7 @@ impl Harness {
             .await
             .unwrap();
         }
-        for i in 0..16 {
+        for i in 0..HEALTHY_IMAGES {
             fake.route(
                 &format!("/v2/healthy/app/manifests/h{i}"),
                 Behavior::manifest(OCI_INDEX, index_body("s390x")),
@@ -236,6 +262,30 @@ async fn registry_fault_matrix() {
     );
     h.aux.route("/token", Behavior::Hang);
 
+    // Hostile registry (issue 10).
+    h.fake.route(
+        "/v2/huge-arch/app/manifests/1",
+        Behavior::huge_platform_index("architecture", 4_000_000, 1),
+    );
+    h.fake.route(
+        "/v2/huge-variant/app/manifests/1",
+        Behavior::huge_platform_index("variant", 100_000, 2),
+    );
+    h.fake.route(
+        "/v2/huge-os-version/app/manifests/1",
+        Behavior::huge_platform_index("os.version", 10_000, 3),
+    );
+    route(
+        "many-platforms/app",
+        Behavior::manifest(OCI_INDEX, platforms_index(65)),
+    );
+    h.fake.script_fan_out("fan-out/app", "1", 8, 4);
+    route(
+        "absurd-retry/app",
+        Behavior::retry_after(503, "18446744073709551615").delayed(Duration::from_millis(1100)),
+    );
+    h.fake.script_foreign_challenge("foreign/app", "1");
+
     let fault = |name, image: String, kinds, host: &str| Fault {
         name,
         image,
@@ -295,6 +345,48 @@ async fn registry_fault_matrix() {
             &["timeout", "token"],
             &aux,
         ),
+        fault(
+            "4 MB architecture string",
+            image("huge-arch/app"),
+            &["invalid_content"],
+            &fake,
+        ),
+        fault(
+            "100 kB variant",
+            image("huge-variant/app"),
+            &["invalid_content"],
+            &fake,
+        ),
+        fault(
+            "10 kB os.version",
+            image("huge-os-version/app"),
+            &["invalid_content"],
+            &fake,
+        ),
+        fault(
+            "65 distinct platforms",
+            image("many-platforms/app"),
+            &["invalid_content"],
+            &fake,
+        ),
+        fault(
+            "nested fan-out, 8 entries per level, 4 levels",
+            image("fan-out/app"),
+            &["request_budget"],
+            &fake,
+        ),
+        fault(
+            "Retry-After: u64::MAX after a 1 s answer",
+            image("absurd-retry/app"),
+            &["http_status"],
+            &fake,
+        ),
+        fault(
+            "redirect to a host that challenges with its own realm",
+            image("foreign/app"),
+            &["redirected_challenge"],
+            &fake,
+        ),
     ];
     for f in &faults {
         h.assert_fault(f).await;
@@ -315,6 +407,18 @@ async fn registry_fault_matrix() {
     );
     // The hanging token endpoint was asked once; the cached failure did not ask again.
     assert_eq!(h.aux.requests_to("/token").len(), 1);
+    // The foreign realm was never asked; the fan-out stopped within the lookup's budget.
+    assert!(h.fake.requests_to("/foreign/token").is_empty());
+    let fan_out = h
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/v2/fan-out/"))
+        .count();
+    assert!(
+        fan_out <= MAX_REQUESTS_PER_LOOKUP,
+        "fan-out cost {fan_out} requests"
+    );
 }
 
 #[tokio::test]

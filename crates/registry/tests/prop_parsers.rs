@@ -325,7 +325,7 @@ proptest! {
             let annotated = json.get("annotations").is_some();
             let unknown = json["platform"]["os"] == "unknown" && json["platform"]["architecture"] == "unknown";
             prop_assert_eq!(attestation, annotated || unknown);
-            match entry.platform() {
+            match entry.platform().unwrap() {
                 Some(p) => {
                     prop_assert_eq!(p.architecture.as_str(), json["platform"]["architecture"].as_str().unwrap());
                     prop_assert!(!p.architecture.is_empty());

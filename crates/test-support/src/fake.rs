@@ -2,9 +2,11 @@
 
 mod behavior;
 mod body;
+mod hostile;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -12,6 +14,7 @@ use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 
 pub use behavior::Behavior;
+pub use hostile::{FanOut, Generator};
 
 use crate::push::sha256_digest;
 use crate::serve::{read_body, response, ResBody, Server};
@@ -64,6 +67,26 @@ struct State {
     routes: Mutex<HashMap<String, Route>>,
     requests: Mutex<Vec<FakeRequest>>,
     other_base_url: OnceLock<String>,
+    /// Requests being answered now, and the most at any time.
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+/// Counts a request in flight until dropped (also when the client goes away mid-answer).
+struct InFlight<'a>(&'a State);
+
+impl<'a> InFlight<'a> {
+    fn enter(state: &'a State) -> Self {
+        let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        state.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        Self(state)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A scripted HTTP server on two `127.0.0.1` listeners ("main" and "other", a distinct host for
@@ -231,8 +254,15 @@ impl FakeRegistry {
             .len()
     }
 
-    /// Forgets the recorded requests.
+    /// The most requests the fake was answering at the same time (until their headers were
+    /// sent) since it started or since [`FakeRegistry::reset_requests`].
+    pub fn max_in_flight(&self) -> usize {
+        self.state.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Forgets the recorded requests (and the in-flight maximum).
     pub fn reset_requests(&self) {
+        self.state.max_in_flight.store(0, Ordering::SeqCst);
         self.state
             .requests
             .lock()
@@ -273,6 +303,7 @@ impl State {
         request: http::Request<Incoming>,
         _local: SocketAddr,
     ) -> http::Response<ResBody> {
+        let _in_flight = InFlight::enter(self);
         let (parts, body) = request.into_parts();
         // Drain (bounded) so keep-alive connections stay usable.
         let _ = read_body(body, 1024 * 1024).await;
@@ -298,7 +329,15 @@ impl State {
         self.answer(behavior).await
     }
 
-    async fn answer(&self, behavior: Behavior) -> http::Response<ResBody> {
+    fn answer(
+        &self,
+        behavior: Behavior,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = http::Response<ResBody>> + Send + '_>>
+    {
+        Box::pin(self.answer_now(behavior))
+    }
+
+    async fn answer_now(&self, behavior: Behavior) -> http::Response<ResBody> {
         match behavior {
             Behavior::Respond {
                 status,
@@ -329,6 +368,12 @@ impl State {
                 let base = self.other_base_url.get().cloned().unwrap_or_default();
                 response(307, &[("location", &format!("{base}{path}"))], "")
             }
+            Behavior::Redirect { location } => response(307, &[("location", &location)], ""),
+            Behavior::Delayed { delay, then } => {
+                tokio::time::sleep(delay).await;
+                self.answer(*then).await
+            }
+            Behavior::Generated(make) => self.answer((make.0)()).await,
             Behavior::Sequence(_) => response(500, &[], "nested sequence"),
         }
     }

@@ -159,6 +159,75 @@ pub fn build_image(seed: &str, platform: &str, flavor: Flavor) -> anyhow::Result
     })
 }
 
+/// `application/vnd.oci.empty.v1+json`: the config of an OCI 1.1 artifact.
+pub const OCI_EMPTY: &str = "application/vnd.oci.empty.v1+json";
+
+/// Builds an OCI 1.1 artifact: `artifactType`, the empty config `{}` and one layer (what
+/// `oras push --artifact-type` makes; image volumes may reference one). `config` holds `{}`.
+pub fn build_artifact(seed: &str, artifact_type: &str) -> anyhow::Result<BuiltImage> {
+    let layer = format!("noe-rs test artifact {seed}").into_bytes();
+    let config = b"{}".to_vec();
+    let config_digest = sha256_digest(&config);
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": artifact_type,
+        "config": {"mediaType": OCI_EMPTY, "digest": config_digest, "size": config.len()},
+        "layers": [{"mediaType": "application/octet-stream", "digest": sha256_digest(&layer), "size": layer.len()}],
+    }))?;
+    Ok(built(layer, config, manifest, OCI_MANIFEST, config_digest))
+}
+
+/// Builds an image whose config is `config` as given (e.g. without `architecture`, or with
+/// hostile fields), with one small layer.
+pub fn build_image_with_config(
+    seed: &str,
+    config: &Value,
+    flavor: Flavor,
+) -> anyhow::Result<BuiltImage> {
+    let layer = format!("noe-rs test layer {seed}").into_bytes();
+    let config = serde_json::to_vec(config)?;
+    let config_digest = sha256_digest(&config);
+    let (config_type, layer_type) = match flavor {
+        Flavor::Oci => (OCI_CONFIG, OCI_LAYER),
+        Flavor::Docker => (DOCKER_CONFIG, DOCKER_LAYER),
+    };
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": flavor.manifest_type(),
+        "config": {"mediaType": config_type, "digest": config_digest, "size": config.len()},
+        "layers": [{"mediaType": layer_type, "digest": sha256_digest(&layer), "size": layer.len()}],
+    }))?;
+    Ok(built(
+        layer,
+        config,
+        manifest,
+        flavor.manifest_type(),
+        config_digest,
+    ))
+}
+
+fn built(
+    layer: Vec<u8>,
+    config: Vec<u8>,
+    manifest: Vec<u8>,
+    media_type: &str,
+    config_digest: String,
+) -> BuiltImage {
+    let descriptor = Descriptor {
+        media_type: media_type.to_owned(),
+        digest: sha256_digest(&manifest),
+        size: manifest.len(),
+        config_digest: Some(config_digest),
+    };
+    BuiltImage {
+        layer,
+        config,
+        manifest,
+        descriptor,
+    }
+}
+
 /// Builds a buildkit-style attestation manifest (config `unknown/unknown`, one in-toto layer).
 pub fn build_attestation() -> anyhow::Result<BuiltImage> {
     let layer = br#"{"_type":"https://in-toto.io/Statement/v0.1","predicateType":"https://spdx.dev/Document","subject":[]}"#.to_vec();

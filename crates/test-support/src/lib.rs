@@ -16,8 +16,10 @@
 //! - [`DockerConfig`]: docker `config.json` / pull-secret payloads (`auth`, `identitytoken`,
 //!   `registrytoken`).
 //! - [`FakeRegistry`]: an in-process HTTP server scripted per path for what a real registry
-//!   will not do (hang, trickle, 500, 429 + `Retry-After`, garbage, oversized bodies, digest
-//!   mismatch, a redirect to a second host that records whether `Authorization` arrived).
+//!   will not do (hang, trickle, late answers, 500, 429 + `Retry-After` of any text, garbage,
+//!   oversized bodies, digest mismatch, a redirect to a second host that records whether
+//!   `Authorization` arrived or to any URL such as plain HTTP) and for a hostile registry (huge
+//!   platform strings, nested fan-out, a redirect to a host that challenges with its own realm).
 //! - [`KubeApi`]: a scripted Kubernetes API server (nodes, pods, leases, events: list, watch
 //!   with bookmarks and `410 Gone`, conflicts, evictions) for kube's real `Client`.
 //!
@@ -33,6 +35,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! - [`StalledClient`]: a TCP or TLS client that sends requests and never reads the answers
+//!   (for the webhook server's write timeouts).
+//! - [`ConnectProxy`]: a loopback HTTP `CONNECT` proxy (corporate egress) that records the
+//!   names it is asked to reach and tunnels them to loopback.
+//!
 //! Everything binds `127.0.0.1` only; every server loop, stream and hang is bounded.
 //!
 //! Requirements: the `docker-registry` binary (Debian: `apt-get install docker-registry`, 2.8.x)
@@ -46,6 +53,7 @@
 //! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
 
 mod ca;
+mod connect_proxy;
 mod docker_config;
 mod fake;
 mod fixtures;
@@ -56,20 +64,24 @@ mod push;
 mod registry;
 mod review;
 mod serve;
+mod stalled_client;
 mod token_server;
 mod webhook_tls;
 
 pub use ca::{ServerCert, TestCa};
+pub use connect_proxy::ConnectProxy;
 pub use docker_config::DockerConfig;
-pub use fake::{blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, Listener};
+pub use fake::{
+    blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, FanOut, Generator, Listener,
+};
 pub use fixtures::{
     push_attestation, push_built, push_image, push_index, push_standard_fixtures,
     push_standard_fixtures_with, Fixture, Fixtures,
 };
 pub use htpasswd::htpasswd;
 pub use image::{
-    attestation_entry, build_attestation, build_image, build_index, media_types, platform_json,
-    BuiltImage, Descriptor, Flavor, IndexEntry,
+    attestation_entry, build_artifact, build_attestation, build_image, build_image_with_config,
+    build_index, media_types, platform_json, BuiltImage, Descriptor, Flavor, IndexEntry, OCI_EMPTY,
 };
 pub use kube_api::{
     lease_json, node_json, pod_json, Fault, KubeApi, PodFixture, RecordedRequest, Resource,
@@ -77,6 +89,7 @@ pub use kube_api::{
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
 pub use review::{admission_review, pod_review};
+pub use stalled_client::StalledClient;
 pub use token_server::{
     decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,
 };

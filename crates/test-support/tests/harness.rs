@@ -4,6 +4,7 @@
 mod harness {
     mod ca;
     mod fake;
+    mod hostile;
     mod registry;
     mod token;
 }

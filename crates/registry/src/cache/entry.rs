@@ -1,6 +1,6 @@
 //! The compact form a resolution takes inside the cache.
 //!
-//! 100k cached images must fit in well under 64 MiB (DESIGN.md §5); a plain `Resolution` costs
+//! 100k cached images must fit in well under 64 MiB (docs/benchmarks.md, Memory); a plain `Resolution` costs
 //! about 900 bytes in a dozen allocations. Here the digest is 32 raw bytes, the media type a
 //! small index, platform sets and credential sources (few distinct values across a cluster) are
 //! shared, and the image names are not stored at all: the caller has them at hand. The entry is
@@ -14,8 +14,12 @@ use crate::manifest::{DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST};
 use crate::{Platform, Resolution};
 
 const MEDIA_TYPES: [&str; 4] = [OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST];
-/// Bound on each intern table; beyond it values are stored unshared.
+/// Bound on the values of each intern table; beyond it values are stored unshared (and weigh
+/// on the cache's byte bound with their owner).
 const INTERN_MAX: usize = 4096;
+/// Bound on the bytes each intern table holds. Interned values are never dropped, so a registry
+/// inventing platform sets must not be able to pin more than this.
+const INTERN_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 #[derive(Clone, Debug)]
 enum Digest {
@@ -36,11 +40,33 @@ pub struct Entry {
     media_type: MediaType,
     credential_source: Option<Arc<str>>,
     platforms: Arc<[Platform]>,
+    /// The platform set is held by the interner (its bytes are counted there, not here).
+    shared_platforms: bool,
     /// `host[:port]` of the containerd mirror that served the lookup (shared).
     mirror: Option<Arc<str>>,
 }
 
 impl Entry {
+    /// Bytes this entry holds on its own: itself, unshared strings, and its platform set unless
+    /// the interner holds it.
+    pub fn weight(&self) -> usize {
+        let own = match &self.digest {
+            Digest::Sha256(_) => 0,
+            Digest::Other(digest) => digest.len(),
+        } + match &self.media_type {
+            MediaType::Known(_) => 0,
+            MediaType::Other(media_type) => media_type.len(),
+        };
+        let platforms = if self.shared_platforms {
+            0
+        } else {
+            platforms_weight(&self.platforms)
+        };
+        std::mem::size_of::<Self>()
+            .saturating_add(own)
+            .saturating_add(platforms)
+    }
+
     /// The platforms, shared with the cache.
     pub fn platforms(&self) -> Arc<[Platform]> {
         self.platforms.clone()
@@ -75,8 +101,30 @@ impl Entry {
 /// Shares platform sets and credential source names between entries.
 #[derive(Debug, Default)]
 pub struct Interner {
-    platforms: Mutex<HashSet<Arc<[Platform]>>>,
-    sources: Mutex<HashSet<Arc<str>>>,
+    platforms: Mutex<Table<[Platform]>>,
+    sources: Mutex<Table<str>>,
+}
+
+/// One intern table and the bytes its values hold.
+#[derive(Debug)]
+struct Table<T: ?Sized> {
+    values: HashSet<Arc<T>>,
+    bytes: usize,
+}
+
+impl<T: ?Sized> Default for Table<T> {
+    fn default() -> Self {
+        Self {
+            values: HashSet::new(),
+            bytes: 0,
+        }
+    }
+}
+
+fn platforms_weight(platforms: &[Platform]) -> usize {
+    platforms
+        .iter()
+        .fold(0usize, |sum, p| sum.saturating_add(p.weight()))
 }
 
 impl Interner {
@@ -94,7 +142,7 @@ impl Interner {
         let mirror = (resolved != target)
             .then(|| resolved.split_once('/').map(|(host, _)| host))
             .flatten()
-            .map(|host| intern(&self.sources, host));
+            .map(|host| intern(&self.sources, host, str::len).0);
         let digest = digest
             .strip_prefix("sha256:")
             .and_then(|hex| {
@@ -112,37 +160,71 @@ impl Interner {
                 || MediaType::Other(media_type.into_boxed_str()),
                 MediaType::Known,
             );
+        let (platforms, shared_platforms) =
+            intern(&self.platforms, platforms.as_slice(), platforms_weight);
         Entry {
             digest,
             media_type,
-            credential_source: credential_source.map(|s| intern(&self.sources, s.as_str())),
-            platforms: intern(&self.platforms, platforms.as_slice()),
+            credential_source: credential_source
+                .map(|s| intern(&self.sources, s.as_str(), str::len).0),
+            platforms,
+            shared_platforms,
             mirror,
         }
     }
 }
 
-fn intern<T: ?Sized + Eq + std::hash::Hash>(table: &Mutex<HashSet<Arc<T>>>, value: &T) -> Arc<T>
+/// The shared copy of `value`, and whether the table holds it; a new value is added while the
+/// table has room for it (count and bytes, `weight` giving a value's bytes).
+fn intern<T: ?Sized + Eq + std::hash::Hash>(
+    table: &Mutex<Table<T>>,
+    value: &T,
+    weight: impl Fn(&T) -> usize,
+) -> (Arc<T>, bool)
 where
     Arc<T>: for<'a> From<&'a T>,
 {
     let Ok(mut table) = table.lock() else {
-        return Arc::from(value);
+        return (Arc::from(value), false);
     };
-    if let Some(shared) = table.get(value) {
-        return shared.clone();
+    if let Some(shared) = table.values.get(value) {
+        return (shared.clone(), true);
     }
     let shared: Arc<T> = Arc::from(value);
-    if table.len() < INTERN_MAX {
-        table.insert(shared.clone());
+    let bytes = table.bytes.saturating_add(weight(value));
+    let room = table.values.len() < INTERN_MAX && bytes <= INTERN_MAX_BYTES;
+    if room {
+        table.values.insert(shared.clone());
+        table.bytes = bytes;
     }
-    shared
+    (shared, room)
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_interner_holds_a_bounded_number_of_bytes() {
+        let interner = Interner::default();
+        let long = "a".repeat(32);
+        let mut unshared = 0;
+        for i in 0..2000 {
+            let mut resolution = resolution("sha256:0", OCI_INDEX, "r.example/app:1");
+            resolution.platforms = (0..64)
+                .map(|j| Platform::new("linux", long.clone(), Some(&format!("v{i}x{j}"))))
+                .collect();
+            let entry = interner.entry(resolution, "r.example/app:1");
+            if !entry.shared_platforms {
+                unshared += 1;
+                assert!(entry.weight() > 64 * std::mem::size_of::<Platform>());
+            }
+        }
+        let held = interner.platforms.lock().unwrap().bytes;
+        assert!(held <= INTERN_MAX_BYTES, "{held}");
+        assert!(unshared > 0, "every set was interned");
+    }
 
     fn resolution(digest: &str, media_type: &str, resolved: &str) -> Resolution {
         Resolution {
@@ -200,6 +282,8 @@ mod tests {
             entries.push(entry);
         }
         assert!(Arc::ptr_eq(&entries[0].platforms, &entries[1].platforms));
+        assert!(entries[0].shared_platforms);
+        assert_eq!(entries[0].weight(), std::mem::size_of::<Entry>());
         assert!(Arc::ptr_eq(
             entries[0].credential_source.as_ref().unwrap(),
             entries[2].credential_source.as_ref().unwrap()

@@ -46,7 +46,7 @@ fn index_entries_and_attestations() {
     let platforms: Vec<String> = entries
         .iter()
         .filter(|e| !e.is_attestation())
-        .filter_map(Descriptor::platform)
+        .filter_map(|e| e.platform().unwrap())
         .map(|p| p.to_string())
         .collect();
     assert_eq!(platforms, ["linux/amd64", "linux/arm/v7"]);
@@ -161,4 +161,70 @@ fn digests() {
         "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     );
     assert!(digest_of(b"", Some("sha512:00")).starts_with("sha512:cf83e135"));
+}
+
+#[test]
+fn os_version_is_kept_from_index_entries_and_configs() {
+    let (_, parsed) = parse(Some(DOCKER_LIST), DOCKER_LIST_BODY.as_bytes()).unwrap();
+    let Parsed::Index(entries) = parsed else {
+        panic!("not an index")
+    };
+    let windows = entries[0].platform().unwrap().unwrap();
+    assert_eq!(windows.os_version.as_deref(), Some("10.0.17763.1"));
+    assert_eq!(entries[1].platform().unwrap().unwrap().os_version, None);
+    let config = platform_from_config(
+        br#"{"architecture":"amd64","os":"windows","os.version":"10.0.20348.2227","os.features":["win32k"]}"#,
+    )
+    .unwrap();
+    assert_eq!(config.os_version.as_deref(), Some("10.0.20348.2227"));
+}
+
+#[test]
+fn artifacts_are_recognised() {
+    let cases: Vec<(String, bool)> = vec![
+        (
+            format!(
+                r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","artifactType":"application/vnd.example+type","config":{{"mediaType":"application/vnd.oci.empty.v1+json","digest":"{A}","size":2}}}}"#
+            ),
+            true,
+        ),
+        (
+            format!(
+                r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","config":{{"mediaType":"application/vnd.cncf.helm.config.v1+json","digest":"{A}","size":2}}}}"#
+            ),
+            true,
+        ),
+        (
+            format!(
+                r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","artifactType":"","config":{{"mediaType":"{OCI_CONFIG}","digest":"{A}","size":2}}}}"#
+            ),
+            false,
+        ),
+        (DOCKER_MANIFEST_BODY.to_owned(), false),
+    ];
+    for (body, artifact) in cases {
+        let (_, parsed) = parse(None, body.as_bytes()).unwrap();
+        assert_eq!(parsed == Parsed::Artifact, artifact, "{body}");
+    }
+}
+
+#[test]
+fn hostile_platform_fields_are_invalid_not_kept() {
+    let huge = "a".repeat(1 << 20);
+    let index = format!(
+        r#"{{"schemaVersion":2,"mediaType":"{OCI_INDEX}","manifests":[{{"mediaType":"{OCI_MANIFEST}","digest":"{A}","platform":{{"os":"linux","architecture":"{huge}"}}}}]}}"#
+    );
+    let (_, parsed) = parse(None, index.as_bytes()).unwrap();
+    let Parsed::Index(entries) = parsed else {
+        panic!("not an index")
+    };
+    let Err(ParseError::Invalid(reason)) = entries[0].platform() else {
+        panic!("accepted")
+    };
+    assert!(reason.len() < 100, "{reason}");
+    let config = format!(r#"{{"architecture":"amd64","os":"linux","variant":"{huge}"}}"#);
+    assert!(matches!(
+        platform_from_config(config.as_bytes()),
+        Err(ParseError::Invalid(_))
+    ));
 }

@@ -2,7 +2,9 @@
 //! order, fall-through on refusal, anonymous last, identity and registry tokens, token caching.
 
 use noe_registry::{Config, Credential, CredentialCandidate, Error};
-use noe_test_support::{push_standard_fixtures, Access, Registry, TokenFields, TokenServer};
+use noe_test_support::{
+    push_image, push_standard_fixtures, Access, Flavor, Registry, TokenFields, TokenServer,
+};
 
 use super::support::{platforms, resolver, resolver_with, sorted};
 
@@ -329,4 +331,49 @@ async fn tokens_in_either_field_and_expiry_honoured() {
             .unwrap();
         assert_eq!(tokens.request_count(), 2, "{fields:?}");
     }
+}
+
+/// One unauthenticated challenge probe per registry: concurrent first lookups (two tags of one
+/// repository, and another repository) wait for the first one's 401 instead of each sending
+/// theirs, then each asks for its token.
+#[tokio::test]
+async fn concurrent_first_lookups_share_one_challenge_probe() {
+    let (tokens, registry) = token_setup().await;
+    let pusher = registry.pusher().unwrap();
+    for (repository, tag, platform) in [
+        ("team/app", "a", "linux/amd64"),
+        ("team/app", "b", "linux/arm64"),
+        ("team/other", "c", "linux/s390x"),
+    ] {
+        push_image(&pusher, repository, Some(tag), platform, Flavor::Oci)
+            .await
+            .unwrap();
+    }
+    let resolver = token_resolver(&tokens, &registry);
+    let alice = [basic("alice", "alice", "s3cret")];
+    registry.reset_requests();
+    tokens.reset_requests();
+    let images = [
+        registry.reference("team/app", "a"),
+        registry.reference("team/app", "b"),
+        registry.reference("team/other", "c"),
+    ];
+    let results =
+        futures::future::join_all(images.iter().map(|image| resolver.resolve(image, &alice))).await;
+    let archs: Vec<String> = results
+        .into_iter()
+        .map(|r| r.unwrap().platforms[0].architecture.clone())
+        .collect();
+    assert_eq!(archs, ["amd64", "arm64", "s390x"]);
+    let summary: Vec<String> = registry.requests().iter().map(|r| r.summary()).collect();
+    let probes = registry
+        .requests()
+        .iter()
+        .filter(|r| r.status == 401)
+        .count();
+    assert_eq!(probes, 1, "{summary:?}");
+    // One token per repository (the two tags of team/app share theirs).
+    assert_eq!(tokens.request_count(), 2);
+    // The probe, then a manifest and a config blob per image.
+    assert_eq!(summary.len(), 1 + 3 + 3, "{summary:?}");
 }

@@ -31,6 +31,30 @@ async fn every_fixture_kind_resolves_to_its_platforms() {
     }
 }
 
+/// Windows index entries keep their `os.version` (node.kubernetes.io/windows-build needs it);
+/// the displayed platform does not show it.
+#[tokio::test]
+async fn windows_entries_keep_their_os_version() {
+    let registry = Registry::start().await.unwrap();
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    let resolution = resolver(&[registry.host()])
+        .resolve(&fixtures.windows_index.reference(), &[])
+        .await
+        .unwrap();
+    let versions: Vec<(String, Option<&str>)> = resolution
+        .platforms
+        .iter()
+        .map(|p| (p.to_string(), p.os_version.as_deref()))
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            ("linux/amd64".to_owned(), None),
+            ("windows/amd64".to_owned(), Some("10.0.20348.2227")),
+        ]
+    );
+}
+
 /// DESIGN.md §5: 1 request for an index or list, 2 for a single manifest.
 #[tokio::test]
 async fn request_counts_per_image() {

@@ -1,10 +1,14 @@
 //! Manifest shapes a real registry will store but that need care: deep nesting, indexes of
-//! attestations only, schema1, non-image artifacts; and the `Accept` list actually sent.
+//! attestations only, schema1, artifacts (no platform), configs without an architecture; and
+//! the `Accept` list actually sent.
 
 use std::time::Duration;
 
 use noe_registry::{Config, Error};
-use noe_test_support::{sha256_digest, Behavior, FakeRegistry};
+use noe_test_support::{
+    build_artifact, build_image_with_config, push_built, sha256_digest, Behavior, FakeRegistry,
+    Flavor, Registry,
+};
 
 use super::support::{platforms, resolver_with};
 
@@ -99,7 +103,7 @@ async fn an_index_of_attestations_only_has_no_platform() {
 }
 
 #[tokio::test]
-async fn schema1_and_artifacts_are_unsupported() {
+async fn schema1_is_unsupported_and_an_artifact_has_no_platform() {
     let fake = FakeRegistry::start().await.unwrap();
     fake.route(
         "/v2/old/manifests/1",
@@ -120,20 +124,85 @@ async fn schema1_and_artifacts_are_unsupported() {
         Behavior::manifest(OCI_MANIFEST, helm.to_string()),
     );
     let resolver = fake_resolver(&fake);
-    for image in ["old:1", "chart:1"] {
-        let error = resolver
-            .resolve(&format!("{}/{image}", fake.host()), &[])
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(error, Error::UnsupportedMediaType { .. }),
-            "{image}: {error:?}"
-        );
-    }
+    let error = resolver
+        .resolve(&format!("{}/old:1", fake.host()), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::UnsupportedMediaType { .. }),
+        "{error:?}"
+    );
+    let chart = resolver
+        .resolve(&format!("{}/chart:1", fake.host()), &[])
+        .await
+        .unwrap();
+    assert!(chart.platforms.is_empty(), "{chart:?}");
     assert_eq!(
         fake.request_count(),
         2,
         "no config blob fetched for an artifact"
+    );
+}
+
+/// OCI artifacts (image volumes may reference one) resolve to no platform: arch-neutral. A
+/// single image whose config states no architecture stays an error: never assume amd64.
+#[tokio::test]
+async fn artifacts_are_arch_neutral_and_configs_without_architecture_fail_on_a_real_registry() {
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let artifact = build_artifact("data", "application/vnd.example.data.v1").unwrap();
+    push_built(&pusher, "volumes/data", Some("1"), &artifact)
+        .await
+        .unwrap();
+    let chart =
+        build_image_with_config("chart", &serde_json::json!({"name": "chart"}), Flavor::Oci)
+            .unwrap();
+    let mut chart_manifest: serde_json::Value = serde_json::from_slice(&chart.manifest).unwrap();
+    chart_manifest["config"]["mediaType"] = "application/vnd.cncf.helm.config.v1+json".into();
+    pusher.push_blob("charts/app", &chart.layer).await.unwrap();
+    pusher.push_blob("charts/app", &chart.config).await.unwrap();
+    pusher
+        .push_manifest_json("charts/app", "1", OCI_MANIFEST, &chart_manifest)
+        .await
+        .unwrap();
+    let unplatformed = build_image_with_config(
+        "bare",
+        &serde_json::json!({"os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}),
+        Flavor::Docker,
+    )
+    .unwrap();
+    push_built(&pusher, "bare/app", Some("1"), &unplatformed)
+        .await
+        .unwrap();
+
+    let resolver = resolver_with(Config {
+        insecure_registries: vec![registry.host()],
+        ..Config::default()
+    });
+    for repository in ["volumes/data", "charts/app"] {
+        registry.reset_requests();
+        let resolution = resolver
+            .resolve(&registry.reference(repository, "1"), &[])
+            .await
+            .unwrap_or_else(|e| panic!("{repository}: {e}"));
+        assert!(
+            resolution.platforms.is_empty(),
+            "{repository}: {resolution:?}"
+        );
+        assert_eq!(resolution.media_type, OCI_MANIFEST);
+        assert_eq!(
+            registry.request_count(),
+            1,
+            "{repository}: only the manifest"
+        );
+    }
+    let error = resolver
+        .resolve(&registry.reference("bare/app", "1"), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::InvalidContent { reason, .. } if reason.contains("no architecture")),
+        "{error:?}"
     );
 }
 

@@ -49,8 +49,23 @@ pub enum Behavior {
         /// Path on the other listener.
         path: String,
     },
+    /// `307` to an absolute URL (another server, another scheme: an `https` fake redirecting to
+    /// a plain `http` one).
+    Redirect {
+        /// The `Location` header.
+        location: String,
+    },
+    /// Waits `delay`, then answers as `then` (a slow response whose headers come late).
+    Delayed {
+        /// How long to wait before answering.
+        delay: Duration,
+        /// The answer.
+        then: Box<Behavior>,
+    },
     /// The n-th request gets the n-th behavior; the last one repeats.
     Sequence(Vec<Behavior>),
+    /// A behavior built when the request arrives ([`Behavior::generated`]).
+    Generated(super::hostile::Generator),
 }
 
 impl Behavior {
@@ -92,6 +107,12 @@ impl Behavior {
     /// `429` with `Retry-After: seconds`.
     pub fn too_many_requests(retry_after_seconds: u64) -> Self {
         Self::status(429).with_header("retry-after", &retry_after_seconds.to_string())
+    }
+
+    /// `status` (429 or 5xx) with a `Retry-After` header of any text, e.g. `u64::MAX` seconds
+    /// (`"18446744073709551615"`) or an HTTP date.
+    pub fn retry_after(status: u16, value: &str) -> Self {
+        Self::status(status).with_header("retry-after", value)
     }
 
     /// `200`, `Content-Type: application/vnd.oci.image.index.v1+json`, a body that is not JSON.
@@ -148,7 +169,23 @@ impl Behavior {
         }
     }
 
-    /// Adds a header (ignored by `Hang`, `RedirectToOther` and `Sequence`).
+    /// `307` to `location`, an absolute URL.
+    pub fn redirect(location: &str) -> Self {
+        Self::Redirect {
+            location: location.to_owned(),
+        }
+    }
+
+    /// Answers as `self` after `delay`.
+    pub fn delayed(self, delay: Duration) -> Self {
+        Self::Delayed {
+            delay,
+            then: Box::new(self),
+        }
+    }
+
+    /// Adds a header (ignored by `Hang`, the redirects, `Sequence` and `Generated`; passed on by
+    /// `Delayed`).
     pub fn with_header(mut self, name: &str, value: &str) -> Self {
         match &mut self {
             Self::Respond { headers, .. }
@@ -156,7 +193,15 @@ impl Behavior {
             | Self::Oversized { headers, .. } => {
                 headers.push((name.to_owned(), value.to_owned()));
             }
-            Self::Hang | Self::RedirectToOther { .. } | Self::Sequence(_) => {}
+            Self::Delayed { then, .. } => {
+                let inner = std::mem::replace(then.as_mut(), Self::Hang);
+                **then = inner.with_header(name, value);
+            }
+            Self::Hang
+            | Self::RedirectToOther { .. }
+            | Self::Redirect { .. }
+            | Self::Sequence(_)
+            | Self::Generated(_) => {}
         }
         self
     }
