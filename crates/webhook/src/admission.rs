@@ -181,7 +181,7 @@ impl Admission {
                 };
                 (answer, outcome::PATCHED)
             }
-            Verdict::Deny { code, message } => {
+            Verdict::Deny { code, message, .. } => {
                 let _span = scope.enter(Level::INFO);
                 tracing::info!(%message, "Denied");
                 let answer = Answer {
@@ -201,11 +201,13 @@ impl Admission {
     }
 
     async fn decision_in(&self, pod: &Value, scope: &Scope<'_>) -> Decision {
-        let lookups = match decide::images_to_look_up(pod) {
-            Some(images) => self.lookups(pod, images, scope).await,
-            None => Lookups::new(),
+        let plan = decide::plan(pod, &self.policy);
+        let images: Vec<String> = plan.images().map(str::to_owned).collect();
+        let lookups = match images.is_empty() {
+            false => self.lookups(pod, images, scope).await,
+            true => Lookups::new(),
         };
-        decide::decide(pod, &lookups, &self.policy)
+        decide::decide(&plan, &lookups, &decide::Facts::default(), &self.policy)
     }
 
     /// The platforms of the pod's images: from the memo when every image is in it, else looked
@@ -329,6 +331,10 @@ impl Admission {
                 Signal::FailedOpen => {
                     let _span = scope.enter(Level::WARN);
                     tracing::warn!("Allowed unchanged: image lookups failed")
+                }
+                Signal::Contradiction => {
+                    let _span = scope.enter(Level::INFO);
+                    tracing::info!("The pod's images cannot run where it selects")
                 }
                 Signal::Recomputed { previous } => {
                     let _span = scope.enter(Level::INFO);

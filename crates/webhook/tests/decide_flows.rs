@@ -1,17 +1,21 @@
 //! Multi-step decision flows (reinvocation after a sidecar injector, idempotence), workload pod
-//! templates through `patch::with_prefix`, and the small public helpers of `decide`.
+//! templates through `patch::with_prefix`, what [`Plan`] reads of a pod, the ephemeral container
+//! check, bounded warnings and the documented skip reasons.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "decide_support/helpers.rs"]
 mod helpers;
+#[path = "decide_support/schedule.rs"]
+mod schedule;
 
-use std::collections::BTreeMap;
-
-use helpers::{apply, assert_constrained, assert_minimal, lookups, patched_pod, values};
+use helpers::{
+    apply, assert_constrained, assert_minimal, decide_pod, lookups, patched_pod, values,
+};
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::CronJob};
 use noe_webhook::decide::{
-    decide, needs_lookups, pod_images, should_skip, Lookups, OnLookupError, Policy, PreferenceMode,
-    Signal, SkipReason, Verdict,
+    check_ephemeral, ephemeral_images, plan, ArchSettings, Decision, DenyReason, Facts, Lookups,
+    Mode, NodeFacts, OnContradiction, OnLookupError, Policy, PreferenceMode, Signal, SkipReason,
+    Verdict, MAX_WARNINGS_CHARS, MAX_WARNING_CHARS,
 };
 use noe_webhook::patch::with_prefix;
 use serde_json::{json, Value};
@@ -27,22 +31,28 @@ fn all_lookups() -> Lookups {
     ])
 }
 
+fn settings(arch: &str, labels: &[(&str, &str)]) -> (String, ArchSettings) {
+    let settings = ArchSettings {
+        tolerations: vec![json!({"key": "arch", "value": arch, "effect": "NoSchedule"})],
+        node_labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    };
+    (arch.to_owned(), settings)
+}
+
 fn policy(mode: PreferenceMode) -> Policy {
     Policy {
         preference_mode: mode,
         match_node_labels: vec!["team".to_owned()],
-        arch_tolerations: BTreeMap::from([
-            (
-                "amd64".to_owned(),
-                vec![json!({"key": "arch", "value": "amd64", "effect": "NoSchedule"})],
-            ),
-            (
-                "arm64".to_owned(),
-                vec![json!({"key": "arch", "value": "arm64", "effect": "NoSchedule"})],
-            ),
-        ]),
+        architectures: [settings("amd64", &[]), settings("arm64", &[])].into(),
         ..Policy::default()
     }
+}
+
+fn decide(pod: &Value, lookups: &Lookups, policy: &Policy) -> Decision {
+    decide_pod(pod, lookups, &Facts::default(), policy)
 }
 
 fn app_pod() -> Value {
@@ -72,8 +82,8 @@ fn admit(pod: &Value, policy: &Policy) -> (Value, Vec<String>) {
     let decision = decide(pod, &all_lookups(), policy);
     match &decision.verdict {
         Verdict::Patch { common, .. } => {
-            let (raw, typed) = patched_pod(pod, &decision.verdict);
-            assert_constrained(&typed, common);
+            let (raw, _) = patched_pod(pod, &decision.verdict);
+            assert_constrained(pod, &raw, common);
             (raw, common.clone())
         }
         other => panic!("expected a patch, got {other:?}"),
@@ -171,8 +181,10 @@ fn reinvocation_that_makes_the_pod_impossible_is_denied() {
         second.verdict,
         Verdict::Deny {
             code: 403,
-            message: "no architecture is supported by every container: a:1 [amd64], mesh:2 [arm64]"
-                .to_owned()
+            reason: DenyReason::NoCommonArch,
+            message:
+                "no architecture is supported by every container: a:1 [linux/amd64], mesh:2 [linux/arm64]"
+                    .to_owned()
         }
     );
 }
@@ -244,127 +256,276 @@ fn workload_templates_are_patched_under_their_prefix() {
 }
 
 #[test]
-fn pod_images_are_containers_then_init_containers_deduplicated() {
-    let pod = json!({"spec": {
-        "containers": [{"image": "a:1"}, {"image": ""}, {"image": "b:1"}, {"name": "no-image"}],
-        "initContainers": [{"image": "b:1"}, {"image": "c:1"}],
-        "ephemeralContainers": [{"image": "debug:1"}]
-    }});
-    assert_eq!(pod_images(&pod), ["a:1", "b:1", "c:1"]);
-    assert!(pod_images(&json!({})).is_empty());
-    assert!(pod_images(&json!({"spec": {"containers": null}})).is_empty());
+fn reinvocation_with_per_arch_node_labels_rewrites_our_terms_and_copies() {
+    let policy = Policy {
+        preferred_arch: None,
+        architectures: [
+            settings("amd64", &[]),
+            settings("arm64", &[("pool", "graviton")]),
+        ]
+        .into(),
+        ..Policy::default()
+    };
+    let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+    let pod = json!({"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "app", "image": "app:1"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [zone]}]}}}}});
+    let (mut pod, common) = admit(&pod, &policy);
+    assert_eq!(common, ["amd64", "arm64"]);
+    let terms = |pod: &Value| {
+        pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"]
+            .clone()
+    };
+    assert_eq!(terms(&pod).as_array().unwrap().len(), 2, "{}", terms(&pod));
+    assert_up_to_date(&pod, &policy);
+
+    // The sidecar runs on arm64 only: one term, the user's zone AND arm64 AND its pool label.
+    inject_sidecar(&mut pod);
+    let (pod, common) = admit(&pod, &policy);
+    assert_eq!(common, ["arm64"]);
+    assert_eq!(
+        terms(&pod),
+        json!([{"matchExpressions": [zone,
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]},
+            {"key": "pool", "operator": "In", "values": ["graviton"]}]}])
+    );
+    assert_up_to_date(&pod, &policy);
 }
 
 #[test]
-fn should_skip_and_needs_lookups() {
-    let table: &[(Value, Option<SkipReason>, bool)] = &[
-        (
-            json!({"spec": {"containers": [{"image": "a"}]}}),
-            None,
-            true,
-        ),
+fn plan_reads_images_once_in_order() {
+    let policy = Policy::default();
+    let pod = json!({"spec": {
+        "containers": [{"image": "a:1"}, {"image": ""}, {"image": "b:1"}, {"name": "no-image"}],
+        "initContainers": [{"image": "b:1"}, {"image": "c:1"}],
+        "ephemeralContainers": [{"image": "debug:1"}],
+        "volumes": [{"name": "v", "image": {"reference": "data:1"}}, {"name": "w", "image": {"reference": "a:1"}},
+                    {"name": "x", "emptyDir": {}}, {"name": "y", "image": {"reference": ""}}]
+    }});
+    assert_eq!(
+        plan(&pod, &policy).images().collect::<Vec<_>>(),
+        ["a:1", "b:1", "c:1", "data:1"]
+    );
+    let table: &[(Value, Option<SkipReason>, usize)] = &[
+        (json!({}), None, 0),
+        (json!({"spec": {"containers": null}}), None, 0),
         (
             json!({"spec": {"nodeName": "n", "containers": [{"image": "a"}]}}),
             Some(SkipReason::NodeName),
-            false,
+            0,
         ),
         (
             json!({"spec": {"nodeName": "", "containers": [{"image": "a"}]}}),
             None,
-            true,
+            1,
         ),
         (
-            json!({"metadata": {"labels": {"arch.noe.adevinta.com/skip": "true"}}, "spec": {"containers": [{"image": "a"}]}}),
+            json!({"metadata": {"labels": {"arch.noe.adevinta.com/skip": "true"}},
+                   "spec": {"containers": [{"image": "a"}]}}),
             Some(SkipReason::SkipLabel),
-            false,
+            0,
         ),
+        // A pod that pins its arch is looked up: its images are checked against its pin.
         (
             json!({"spec": {"nodeSelector": {"kubernetes.io/arch": "arm64"}, "containers": [{"image": "a"}]}}),
             None,
-            false,
+            1,
         ),
-        (json!({"spec": {"containers": []}}), None, false),
         (
-            json!({"metadata": {"annotations": {"arch.noe.adevinta.com/platforms": "arm64"}},
-                "spec": {"nodeSelector": {"kubernetes.io/arch": "arm64"}, "containers": [{"image": "a"}]}}),
-            None,
-            true,
+            json!({"spec": {"containers": [{"image": "a"}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{}]}}}}}),
+            Some(SkipReason::EmptyNodeSelectorTerms),
+            0,
         ),
     ];
-    for (pod, skip, needs) in table {
-        assert_eq!(should_skip(pod), *skip, "{pod}");
-        assert_eq!(needs_lookups(pod), *needs, "{pod}");
+    for (pod, skip, images) in table {
+        let plan = plan(pod, &policy);
+        assert_eq!(plan.skip_reason(), *skip, "{pod}");
+        assert_eq!(plan.images().count(), *images, "{pod}");
     }
 }
 
 #[test]
-fn policy_flags_parse_and_validate() {
-    assert_eq!(
-        "required".parse::<PreferenceMode>(),
-        Ok(PreferenceMode::Required)
-    );
-    assert_eq!(
-        "preferred".parse::<PreferenceMode>(),
-        Ok(PreferenceMode::Preferred)
-    );
-    assert!("Required".parse::<PreferenceMode>().is_err());
-    assert_eq!(
-        "ignore-image".parse::<OnLookupError>(),
-        Ok(OnLookupError::IgnoreImage)
-    );
-    assert_eq!(
-        "allow-pod".parse::<OnLookupError>(),
-        Ok(OnLookupError::AllowPod)
-    );
-    assert_eq!("deny".parse::<OnLookupError>(), Ok(OnLookupError::Deny));
-    assert!("fail".parse::<OnLookupError>().is_err());
-    for mode in [PreferenceMode::Required, PreferenceMode::Preferred] {
-        assert_eq!(mode.to_string().parse::<PreferenceMode>(), Ok(mode));
-    }
+fn ephemeral_images_are_the_new_debug_containers() {
+    let old = json!({"spec": {"ephemeralContainers": [{"name": "d1", "image": "debug:1"}]}});
+    let new = json!({"spec": {"ephemeralContainers": [
+        {"name": "d1", "image": "debug:1"}, {"name": "d2", "image": "busybox:1"},
+        {"name": "d3", "image": "busybox:1"}, {"name": "d4", "image": ""}]}});
+    assert_eq!(ephemeral_images(&new, Some(&old)), ["busybox:1"]);
+    assert_eq!(ephemeral_images(&new, None), ["debug:1", "busybox:1"]);
+    assert!(ephemeral_images(&json!({}), None).is_empty());
+}
 
-    assert_eq!(Policy::default().validate(), Ok(()));
-    let schedulable = ["arm64".to_owned()].into_iter().collect();
-    let bad = Policy {
-        schedulable_archs: schedulable,
+#[test]
+fn ephemeral_containers_are_checked_against_the_node() {
+    let node = |arch: Option<&str>, os: Option<&str>| Facts {
+        node: Some(NodeFacts {
+            arch: arch.map(str::to_owned),
+            os: os.map(str::to_owned),
+            windows_build: None,
+        }),
+        ..Facts::default()
+    };
+    let lookups = lookups(&[
+        ("busybox:1", Ok(&["linux/amd64", "linux/arm64"])),
+        ("amd-tool:1", Ok(&["linux/amd64"])),
+        ("win-tool:1", Ok(&["windows/arm64"])),
+        ("gone:1", Err("not found")),
+    ]);
+    let deny = Policy {
+        on_contradiction: OnContradiction::Deny,
         ..Policy::default()
     };
-    let message = bad.validate().unwrap_err();
-    assert!(
-        message.contains("\"amd64\"") && message.contains("arm64"),
-        "{message}"
-    );
-    let no_pref = Policy {
-        preferred_arch: Some(String::new()),
-        ..bad
+    let warn = Policy::default();
+    let unchanged = Verdict::Unchanged {
+        reason: SkipReason::NodeName,
     };
-    assert_eq!(no_pref.validate(), Ok(()));
-    for weight in [0, 101, -1] {
-        assert!(Policy {
-            preference_weight: weight,
-            ..Policy::default()
-        }
-        .validate()
-        .is_err());
+    let table: Vec<(&str, Facts, &Policy, Verdict, Vec<&str>)> = vec![
+        ("busybox:1", node(Some("arm64"), Some("linux")), &deny, unchanged.clone(), vec![]),
+        ("amd-tool:1", node(None, Some("linux")), &deny, unchanged.clone(), vec![]),
+        ("amd-tool:1", Facts::default(), &deny, unchanged.clone(), vec![]),
+        (
+            "amd-tool:1",
+            node(Some("arm64"), Some("linux")),
+            &warn,
+            unchanged.clone(),
+            vec!["debug image amd-tool:1 [linux/amd64] cannot run on the pod's node (linux/arm64)"],
+        ),
+        (
+            "amd-tool:1",
+            node(Some("arm64"), None),
+            &deny,
+            Verdict::Deny {
+                code: 403,
+                reason: DenyReason::DebugImage,
+                message: "debug container images cannot run on the pod's node (arm64): amd-tool:1 [linux/amd64]".into(),
+            },
+            vec![],
+        ),
+        (
+            "win-tool:1",
+            node(Some("arm64"), Some("linux")),
+            &warn,
+            unchanged.clone(),
+            vec!["debug image win-tool:1 [windows/arm64] cannot run on the pod's node (linux/arm64)"],
+        ),
+        (
+            "gone:1",
+            node(Some("arm64"), Some("linux")),
+            &deny,
+            unchanged.clone(),
+            vec!["debug image gone:1 not checked: could not find its platforms (not found)"],
+        ),
+    ];
+    for (image, facts, policy, verdict, warnings) in table {
+        let decision = check_ephemeral(&[image], &lookups, &facts, policy);
+        assert_eq!(decision.verdict, verdict, "{image} on {facts:?}");
+        assert_eq!(decision.warnings, warnings, "{image} on {facts:?}");
     }
-    for weight in [1, 100] {
-        assert_eq!(
-            Policy {
-                preference_weight: weight,
-                ..Policy::default()
-            }
-            .validate(),
-            Ok(())
-        );
-    }
-    let bad_toleration = Policy {
-        arch_tolerations: BTreeMap::from([("arm64".to_owned(), vec![json!("x")])]),
-        ..Policy::default()
-    };
-    assert!(bad_toleration.validate().is_err());
-    assert!(Policy {
+    let on_lookup_deny = Policy {
         on_lookup_error: OnLookupError::Deny,
         ..Policy::default()
+    };
+    let decision = check_ephemeral(
+        &["gone:1"],
+        &lookups,
+        &node(Some("arm64"), None),
+        &on_lookup_deny,
+    );
+    assert!(matches!(
+        decision.verdict,
+        Verdict::Deny {
+            reason: DenyReason::LookupFailed,
+            ..
+        }
+    ));
+    let audit = Policy {
+        mode: Mode::Audit,
+        ..deny
+    };
+    let decision = check_ephemeral(
+        &["amd-tool:1"],
+        &lookups,
+        &node(Some("arm64"), None),
+        &audit,
+    );
+    assert_eq!(decision.verdict, unchanged);
+    assert_eq!(
+        decision.warnings,
+        ["audit: would deny: debug container images cannot run on the pod's node (arm64): amd-tool:1 [linux/amd64]"]
+    );
+    assert!(decision.signals.contains(&Signal::Contradiction));
+}
+
+#[test]
+fn warnings_are_bounded_for_pods_with_many_failing_images() {
+    let images: Vec<String> = (0..300)
+        .map(|i| format!("registry.example.com/{}/image-{i}:1", "x".repeat(200)))
+        .collect();
+    let containers: Vec<Value> = images
+        .iter()
+        .map(|i| json!({"name": "c", "image": i}))
+        .collect();
+    let pod = json!({"spec": {"containers": containers}});
+    let failing: Lookups = images
+        .iter()
+        .map(|i| (i.clone(), Err("e".repeat(500))))
+        .collect();
+    for policy in [
+        Policy::default(),
+        Policy {
+            on_lookup_error: OnLookupError::Deny,
+            ..Policy::default()
+        },
+    ] {
+        let decision = decide(&pod, &failing, &policy);
+        assert!(decision
+            .warnings
+            .iter()
+            .all(|w| w.chars().count() <= MAX_WARNING_CHARS));
+        let total: usize = decision.warnings.iter().map(|w| w.chars().count()).sum();
+        assert!(total <= MAX_WARNINGS_CHARS, "{total}");
+        if let Verdict::Deny { message, .. } = &decision.verdict {
+            assert!(message.chars().count() <= noe_webhook::decide::MAX_MESSAGE_CHARS);
+        }
     }
-    .validate()
-    .is_ok());
+    // Every failed image is still counted (metrics and logs), once.
+    let decision = decide(&pod, &failing, &Policy::default());
+    let counted = decision
+        .signals
+        .iter()
+        .filter(|s| matches!(s, Signal::LookupFailed { .. }))
+        .count();
+    assert_eq!(counted, images.len());
+}
+
+#[test]
+fn every_skip_reason_is_documented() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+    )
+    .unwrap();
+    for reason in SkipReason::ALL {
+        assert!(
+            doc.contains(&format!("`{}`", reason.as_str())),
+            "docs/configuration.md does not list the skip reason {:?}",
+            reason.as_str()
+        );
+    }
+    for reason in [
+        DenyReason::NoCommonArch,
+        DenyReason::LookupFailed,
+        DenyReason::Contradiction,
+        DenyReason::WindowsBuild,
+        DenyReason::DebugImage,
+    ] {
+        assert!(
+            doc.contains(&format!("`deny:{}`", reason.as_str())),
+            "docs/configuration.md does not list the audit value deny:{}",
+            reason.as_str()
+        );
+    }
 }

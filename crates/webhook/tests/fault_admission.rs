@@ -217,7 +217,7 @@ async fn registry_faults_through_the_webhook() {
             async move {
                 let started = Instant::now();
                 let response = client.post(&url).json(&body).send().await.unwrap();
-                assert_eq!(response.status(), 200, "{mode}/{name}");
+                assert_eq!(response.status(), 200, "{mode:?}/{name}");
                 let answer: Value = response.json().await.unwrap();
                 (*name, image, answer, started.elapsed())
             }
@@ -226,43 +226,44 @@ async fn registry_faults_through_the_webhook() {
         for (name, image, answer, elapsed) in &answers {
             assert!(
                 *elapsed <= DEADLINE + SLACK,
-                "{mode}/{name}: answered after {elapsed:?}"
+                "{mode:?}/{name}: answered after {elapsed:?}"
             );
-            assert_eq!(answer["response"]["uid"], *name, "{mode}/{name}");
+            assert_eq!(answer["response"]["uid"], *name, "{mode:?}/{name}");
             let response = &answer["response"];
             match mode {
                 OnLookupError::IgnoreImage => {
-                    assert_eq!(response["allowed"], true, "{mode}/{name}: {answer}");
+                    assert_eq!(response["allowed"], true, "{mode:?}/{name}: {answer}");
                     assert_eq!(
                         patched_arch(answer).as_deref(),
                         Some("amd64"),
-                        "{mode}/{name}: decided over the healthy image: {answer}"
+                        "{mode:?}/{name}: decided over the healthy image: {answer}"
                     );
                 }
                 OnLookupError::AllowPod => {
-                    assert_eq!(response["allowed"], true, "{mode}/{name}: {answer}");
-                    assert!(response.get("patch").is_none(), "{mode}/{name}: {answer}");
+                    assert_eq!(response["allowed"], true, "{mode:?}/{name}: {answer}");
+                    assert!(response.get("patch").is_none(), "{mode:?}/{name}: {answer}");
                     assert!(
                         response["warnings"]
                             .as_array()
                             .is_some_and(|w| !w.is_empty()),
-                        "{mode}/{name}: no warning: {answer}"
+                        "{mode:?}/{name}: no warning: {answer}"
                     );
                 }
                 OnLookupError::Deny => {
-                    assert_eq!(response["allowed"], false, "{mode}/{name}: {answer}");
+                    assert_eq!(response["allowed"], false, "{mode:?}/{name}: {answer}");
                     let message = response["status"]["message"].as_str().unwrap_or_default();
                     assert!(
                         message.contains(image.as_str()),
-                        "{mode}/{name}: {message:?} does not name {image}"
+                        "{mode:?}/{name}: {message:?} does not name {image}"
                     );
                 }
+                OnLookupError::Fallback => unreachable!("not one of the modes this test runs"),
             }
         }
         assert_eq!(
             counter_sum(&metrics, "noe_hook_registry_errors_total"),
             faults.len() as f64,
-            "{mode}: one registry error per faulty image"
+            "{mode:?}: one registry error per faulty image"
         );
 
         // A pod with only healthy images is unaffected.
@@ -278,12 +279,12 @@ async fn registry_faults_through_the_webhook() {
             .unwrap();
         assert!(
             started.elapsed() < DEADLINE,
-            "{mode}: healthy pod slowed down"
+            "{mode:?}: healthy pod slowed down"
         );
         assert_eq!(
             patched_arch(&answer).as_deref(),
             Some("amd64"),
-            "{mode}: {answer}"
+            "{mode:?}: {answer}"
         );
         running.shutdown().await;
     }

@@ -1,6 +1,5 @@
 //! Flags of the decision: preferred arch, schedulable archs, OS, lookup errors, tolerations.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -76,8 +75,8 @@ pub struct PolicyArgs {
     pub arch_tolerations_file: Option<PathBuf>,
 }
 
-/// Tolerations per architecture, as raw JSON objects (fields newer than k8s-openapi survive).
-pub type ArchTolerations = BTreeMap<String, Vec<serde_json::Value>>;
+/// Per-architecture settings (tolerations and node labels).
+pub type ArchTolerations = crate::decide::Architectures;
 
 impl PolicyArgs {
     pub fn schedulable_archs(&self) -> Vec<String> {
@@ -108,7 +107,7 @@ impl PolicyArgs {
                 path.display()
             )
         })?;
-        crate::decide::parse_arch_tolerations(&text).map_err(|error| {
+        crate::decide::parse_architectures(&text).map_err(|error| {
             format!(
                 "invalid --arch-tolerations-file {}: {error}",
                 path.display()
@@ -126,14 +125,16 @@ impl PolicyArgs {
                 PreferenceModeArg::Required => crate::decide::PreferenceMode::Required,
                 PreferenceModeArg::Preferred => crate::decide::PreferenceMode::Preferred,
             },
-            preference_weight: i32::try_from(self.preference_weight).unwrap_or(0),
+            preference_weight: crate::decide::Weight::try_from(self.preference_weight)
+                .map_err(|error| error.to_string())?,
             on_lookup_error: match self.on_lookup_error {
                 OnLookupErrorArg::IgnoreImage => crate::decide::OnLookupError::IgnoreImage,
                 OnLookupErrorArg::AllowPod => crate::decide::OnLookupError::AllowPod,
                 OnLookupErrorArg::Deny => crate::decide::OnLookupError::Deny,
             },
             match_node_labels: self.match_node_labels(),
-            arch_tolerations: self.arch_tolerations()?,
+            architectures: self.arch_tolerations()?,
+            ..crate::decide::Policy::default()
         };
         Ok(policy)
     }
@@ -161,6 +162,8 @@ impl PolicyArgs {
         if self.system_os.trim().is_empty() {
             return Err("--system-os must not be empty".into());
         }
-        self.to_policy()?.validate()
+        self.to_policy()?
+            .validate()
+            .map_err(|error| error.to_string())
     }
 }
