@@ -100,26 +100,34 @@ fn bench(c: &mut Criterion) {
     });
     let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
     let pod = &review["request"]["object"];
-    let images = noe_webhook::decide::images_to_look_up(pod).unwrap();
-    let lookups: noe_webhook::decide::Lookups = images
-        .iter()
+    let policy = Policy::default();
+    let planned = noe_webhook::decide::plan(pod, &policy);
+    let lookups: noe_webhook::decide::Lookups = planned
+        .images()
         .map(|image| {
             let platforms: Arc<[Platform]> = Arc::from(vec![
                 Platform::new("linux", "amd64", None),
                 Platform::new("linux", "arm64", None),
             ]);
-            (image.clone(), Ok(platforms))
+            (image.to_owned(), Ok(platforms))
         })
         .collect();
-    let policy = Policy::default();
-    group.bench_function("step: images_to_look_up", |b| {
-        b.iter(|| black_box(noe_webhook::decide::images_to_look_up(black_box(pod))))
+    let facts = noe_webhook::decide::Facts::default();
+    group.bench_function("step: plan", |b| {
+        b.iter(|| {
+            black_box(
+                noe_webhook::decide::plan(black_box(pod), &policy)
+                    .images()
+                    .count(),
+            )
+        })
     });
     group.bench_function("step: decide", |b| {
         b.iter(|| {
             black_box(noe_webhook::decide::decide(
-                black_box(pod),
+                black_box(&planned),
                 &lookups,
+                &facts,
                 &policy,
             ))
         })

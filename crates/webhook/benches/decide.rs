@@ -1,13 +1,15 @@
 //! The pure decision on a realistic pod (two containers, an init container, labels, an existing
 //! affinity, tolerations) with its platforms already looked up: the CPU cost of a warm admission
-//! besides JSON and TLS. Run with `scripts/bench.sh` (or `cargo bench -p noe-webhook --bench decide`).
+//! besides JSON and TLS. `plan` reads the pod (what the admission needs to look up), `decide`
+//! decides from the plan; `plan_and_decide` is what one admission costs. Run with
+//! `scripts/bench.sh` (or `cargo bench -p noe-webhook --bench decide`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use noe_registry::Platform;
-use noe_webhook::decide::{decide, pod_images, Lookups, Policy, PreferenceMode};
+use noe_webhook::decide::{decide, plan, Facts, Lookups, Policy, PreferenceMode};
 use serde_json::{json, Value};
 
 fn pod() -> Value {
@@ -80,18 +82,42 @@ fn bench(c: &mut Criterion) {
         preferred_arch: Some("arm64".into()),
         ..Policy::default()
     };
+    let facts = Facts::default();
+    c.bench_function("plan", |b| b.iter(|| plan(black_box(&pod), &required)));
+    let required_plan = plan(&pod, &required);
+    let preferred_plan = plan(&pod, &preferred);
     c.bench_function("decide_required_mode", |b| {
-        b.iter(|| decide(black_box(&pod), black_box(&lookups), black_box(&required)))
+        b.iter(|| {
+            decide(
+                black_box(&required_plan),
+                black_box(&lookups),
+                &facts,
+                black_box(&required),
+            )
+        })
     });
     c.bench_function("decide_preferred_mode", |b| {
-        b.iter(|| decide(black_box(&pod), black_box(&lookups), black_box(&preferred)))
+        b.iter(|| {
+            decide(
+                black_box(&preferred_plan),
+                black_box(&lookups),
+                &facts,
+                black_box(&preferred),
+            )
+        })
     });
-    c.bench_function("pod_images", |b| b.iter(|| pod_images(black_box(&pod))));
+    c.bench_function("plan_and_decide", |b| {
+        b.iter(|| {
+            let plan = plan(black_box(&pod), &required);
+            decide(&plan, black_box(&lookups), &facts, &required)
+        })
+    });
     let raw = serde_json::to_vec(&pod).unwrap();
     c.bench_function("parse_pod_json_and_decide", |b| {
         b.iter(|| {
             let pod: Value = serde_json::from_slice(black_box(&raw)).unwrap();
-            decide(&pod, &lookups, &required)
+            let plan = plan(&pod, &required);
+            decide(&plan, &lookups, &facts, &required)
         })
     });
 }

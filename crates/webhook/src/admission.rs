@@ -76,9 +76,12 @@ impl Admission {
         self.decide(pod, &Scope::detached(namespace)).await
     }
 
+    /// The pod is read once ([`decide::plan`]); its images are looked up inside the admission's
+    /// span, so registry logs name the pod.
     async fn decide(&self, pod: &Value, scope: &Scope<'_>) -> Decision {
         use tracing::Instrument as _;
-        let images = decide::images_to_look_up(pod).unwrap_or_default();
+        let plan = decide::plan(pod, &self.policy);
+        let images: Vec<String> = plan.images().map(str::to_owned).collect();
         let secrets = pod
             .get("spec")
             .map(image_pull_secret_names)
@@ -89,7 +92,12 @@ impl Admission {
             .instrument(scope.span().clone())
             .await;
         report::resolved(&self.metrics, scope, &resolved);
-        decide::decide(pod, &resolved.lookups, &self.policy)
+        decide::decide(
+            &plan,
+            &resolved.lookups,
+            &decide::Facts::default(),
+            &self.policy,
+        )
     }
 }
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 use noe_webhook::decide::{
-    parse_arch_tolerations, OnLookupError, Policy, PolicyError, PreferenceMode,
+    parse_architectures, Mode, OnContradiction, OnLookupError, Policy, PolicyError, PreferenceMode,
+    Weight,
 };
 
 use super::parse::{non_empty, non_empty_path, ConfigError};
@@ -58,8 +59,8 @@ pub struct PolicyArgs {
 
     /// Weight (1-100) of the soft preference in `preferred` mode.
     #[arg(long, global = true, env = "NOE_PREFERENCE_WEIGHT", default_value_t = 50,
-          value_parser = clap::value_parser!(i32).range(1..=100))]
-    pub preference_weight: i32,
+          value_parser = clap::value_parser!(i64).range(1..=100))]
+    pub preference_weight: i64,
 
     /// What one failed image lookup does.
     #[arg(
@@ -71,12 +72,39 @@ pub struct PolicyArgs {
     )]
     pub on_lookup_error: OnLookupError,
 
+    /// With `--on-lookup-error=fallback`: an image whose platforms cannot be found is taken to
+    /// support only this architecture.
+    #[arg(long, global = true, env = "NOE_FALLBACK_ARCH", default_value = "")]
+    pub fallback_arch: String,
+
+    /// `enforce` mutates and denies; `audit` decides the same way but only annotates and warns.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_MODE",
+        value_enum,
+        default_value = "enforce"
+    )]
+    pub mode: Mode,
+
+    /// A pod whose own arch constraint its images cannot satisfy (or a debug container that
+    /// cannot run on its pod's node): `warn` or `deny`.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_ON_CONTRADICTION",
+        value_enum,
+        default_value = "warn"
+    )]
+    pub on_contradiction: OnContradiction,
+
     /// The whole admission answers within this (Go duration); keep it below the webhook's timeoutSeconds.
     #[arg(long, global = true, env = "NOE_ADMISSION_DEADLINE", default_value = "8s",
           value_parser = super::parse::positive_duration)]
     pub admission_deadline: Duration,
 
-    /// YAML map `arch -> [toleration]` added for the archs a pod may run on.
+    /// YAML map `arch -> {tolerations: [...], nodeLabels: {...}}` (or `arch -> [toleration]`):
+    /// what a pod that may run on that arch gets.
     #[arg(long, global = true, env = "NOE_ARCH_TOLERATIONS_FILE", value_parser = super::parse::any_path)]
     pub arch_tolerations_file: Option<PathBuf>,
 }
@@ -104,43 +132,54 @@ impl PolicyArgs {
     /// The decision's policy: reads `--arch-tolerations-file` (once) and refuses contradictions,
     /// naming the flags.
     pub fn policy(&self) -> Result<Policy, ConfigError> {
-        let mut arch_tolerations = Default::default();
+        let mut architectures = Default::default();
         if let Some(path) = non_empty_path(&self.arch_tolerations_file) {
             let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
                 flag: TOLERATIONS_FLAG,
                 path: path.clone(),
                 source,
             })?;
-            arch_tolerations =
-                parse_arch_tolerations(&text).map_err(|error| ConfigError::Invalid {
-                    flag: TOLERATIONS_FLAG,
-                    path: path.clone(),
-                    reason: error.to_string(),
-                })?;
+            architectures = parse_architectures(&text).map_err(|error| ConfigError::Invalid {
+                flag: TOLERATIONS_FLAG,
+                path: path.clone(),
+                reason: error.to_string(),
+            })?;
         }
         let policy = Policy {
             preferred_arch: self.preferred_arch(),
             schedulable_archs: self.schedulable_archs().into_iter().collect(),
             system_os: self.system_os.trim().to_owned(),
             preference_mode: self.preference_mode,
-            preference_weight: self.preference_weight,
+            preference_weight: Weight::try_from(self.preference_weight)
+                .map_err(|error| ConfigError::Contradiction(flag_message(error)))?,
             on_lookup_error: self.on_lookup_error,
+            fallback_arch: Some(self.fallback_arch.trim().to_owned()).filter(|a| !a.is_empty()),
+            on_contradiction: self.on_contradiction,
+            mode: self.mode,
             match_node_labels: non_empty(&self.match_node_labels),
-            arch_tolerations,
+            architectures,
         };
-        policy.validate().map_err(|error| {
-            ConfigError::Contradiction(match error {
-                PolicyError::PreferredNotSchedulable { arch, schedulable } => format!(
-                    "--preferred-arch {arch} is not in --cluster-schedulable-archs {}",
-                    schedulable.join(",")
-                ),
-                PolicyError::Weight(weight) => {
-                    format!("--preference-weight {weight} is outside 1..=100")
-                }
-                PolicyError::EmptySystemOs => "--system-os must not be empty".to_owned(),
-                other => format!("invalid --{TOLERATIONS_FLAG}: {other}"),
-            })
-        })?;
+        policy
+            .validate()
+            .map_err(|error| ConfigError::Contradiction(flag_message(error)))?;
         Ok(policy)
+    }
+}
+
+/// A policy error worded with the flags that cause it.
+fn flag_message(error: PolicyError) -> String {
+    match error {
+        PolicyError::PreferredNotSchedulable { arch, schedulable } => {
+            format!("--preferred-arch {arch} is not in --cluster-schedulable-archs {schedulable}")
+        }
+        PolicyError::Weight(weight) => format!("--preference-weight {weight} is outside 1..=100"),
+        PolicyError::EmptySystemOs => "--system-os must not be empty".to_owned(),
+        PolicyError::MissingFallbackArch => {
+            "--on-lookup-error=fallback needs --fallback-arch".to_owned()
+        }
+        PolicyError::FallbackNotSchedulable { arch, schedulable } => {
+            format!("--fallback-arch {arch} is not in --cluster-schedulable-archs {schedulable}")
+        }
+        other => other.to_string(),
     }
 }

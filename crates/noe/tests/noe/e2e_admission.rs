@@ -178,7 +178,7 @@ async fn default_policy_cases() {
         "noe_hook_preferred_architecture_not_available_total{namespace=\"team-a\"}",
         "noe_webhook_request_duration_seconds_count{outcome=\"denied\"}",
         "noe_webhook_request_duration_seconds_count{outcome=\"patched\"}",
-        "noe_hook_update_skip_total{reason=\"skip-label\"}",
+        "noe_hook_update_skip_total{reason=\"skip label found\"}",
         // the resolver's metrics are served on the same endpoint
         "noe_registry_requests_total",
         "noe_registry_cache_requests_total",

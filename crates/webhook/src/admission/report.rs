@@ -98,9 +98,13 @@ pub fn answer(metrics: &Metrics, scope: &Scope<'_>, decision: Decision) -> (Answ
             };
             (answer, outcome::PATCHED)
         }
-        Verdict::Deny { code, message } => {
+        Verdict::Deny {
+            code,
+            reason,
+            message,
+        } => {
             let _span = scope.enter(Level::INFO);
-            tracing::info!(%message, "Denied");
+            tracing::info!(reason = reason.as_str(), %message, "Denied");
             let answer = Answer {
                 allowed: false,
                 patch: None,
@@ -145,6 +149,10 @@ fn signals(metrics: &Metrics, scope: &Scope<'_>, signals: &[Signal]) {
             Signal::FailedOpen => {
                 let _span = scope.enter(Level::WARN);
                 tracing::warn!("Allowed unchanged: image lookups failed")
+            }
+            Signal::Contradiction => {
+                let _span = scope.enter(Level::INFO);
+                tracing::info!("The pod's images cannot run where it selects")
             }
             Signal::Recomputed { previous } => {
                 let _span = scope.enter(Level::INFO);

@@ -1,30 +1,20 @@
-//! The decision's configuration: what the flags (docs/configuration.md) say about placement.
+//! The decision's configuration: what the flags of docs/configuration.md say about placement.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use serde_json::Value;
+use super::architectures::Architectures;
 
-/// How the preferred architecture is written into the pod.
+/// `--preference-mode`: how the preferred architecture is written into the pod.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum PreferenceMode {
     /// noe's behaviour: a hard `nodeSelector["kubernetes.io/arch"]` on the preferred arch.
     #[default]
     Required,
-    /// A required `In [common]` term plus a `preferredDuringScheduling` term for the preferred arch.
+    /// Required affinity on all common archs plus a weighted preferred term for the preferred one.
     Preferred,
 }
 
-impl PreferenceMode {
-    /// The flag spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Required => "required",
-            Self::Preferred => "preferred",
-        }
-    }
-}
-
-/// What one failed image lookup does.
+/// `--on-lookup-error`: what one failed image lookup does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum OnLookupError {
     /// noe's behaviour: decide over the images that were resolved; if none was, leave the pod alone.
@@ -34,15 +24,103 @@ pub enum OnLookupError {
     AllowPod,
     /// Any failure denies the pod.
     Deny,
+    /// An image whose platforms cannot be found is taken to support only `--fallback-arch`.
+    Fallback,
 }
 
-impl OnLookupError {
-    /// The flag spelling.
-    pub fn as_str(self) -> &'static str {
+/// `--mode`: whether the decision is applied or only reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Mutate and deny as decided.
+    #[default]
+    Enforce,
+    /// Decide the same way, change nothing but the `arch.noe.adevinta.com/audit` annotation, warn,
+    /// and never deny.
+    Audit,
+}
+
+/// `--on-contradiction`: what a pod whose own arch constraint its images cannot satisfy gets (and
+/// a debug container that cannot run on its pod's node).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnContradiction {
+    /// Allow it, with an admission warning naming the images.
+    #[default]
+    Warn,
+    /// Deny it.
+    Deny,
+}
+
+/// `--preference-weight`: the weight of the soft preference, 1 to 100 as the scheduler requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Weight(i32);
+
+impl Weight {
+    /// The flag's default.
+    pub const DEFAULT: Weight = Weight(50);
+
+    /// The weight as written into a preferred term.
+    pub fn get(self) -> i32 {
+        self.0
+    }
+}
+
+impl Default for Weight {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl TryFrom<i64> for Weight {
+    type Error = PolicyError;
+
+    fn try_from(weight: i64) -> Result<Self, Self::Error> {
+        match i32::try_from(weight) {
+            Ok(w) if (1..=100).contains(&w) => Ok(Self(w)),
+            _ => Err(PolicyError::Weight(weight)),
+        }
+    }
+}
+
+/// A configuration the decision refuses.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The preferred arch is outside a non-empty schedulable list.
+    #[error("preferred architecture {arch:?} is not one of the cluster schedulable architectures ({schedulable})")]
+    PreferredNotSchedulable {
+        /// The preferred arch.
+        arch: String,
+        /// The schedulable list, comma-separated.
+        schedulable: String,
+    },
+    /// A preference weight outside 1..=100.
+    #[error("preference weight {0} is outside 1..=100")]
+    Weight(i64),
+    /// An empty system OS.
+    #[error("system OS must not be empty")]
+    EmptySystemOs,
+    /// `fallback` without a fallback arch.
+    #[error("on-lookup-error fallback needs a fallback architecture")]
+    MissingFallbackArch,
+    /// A fallback arch outside a non-empty schedulable list.
+    #[error("fallback architecture {arch:?} is not one of the cluster schedulable architectures ({schedulable})")]
+    FallbackNotSchedulable {
+        /// The fallback arch.
+        arch: String,
+        /// The schedulable list, comma-separated.
+        schedulable: String,
+    },
+}
+
+impl PolicyError {
+    /// A bounded label for the error.
+    pub fn kind(&self) -> &'static str {
         match self {
-            Self::IgnoreImage => "ignore-image",
-            Self::AllowPod => "allow-pod",
-            Self::Deny => "deny",
+            Self::PreferredNotSchedulable { .. } => "preferred_not_schedulable",
+            Self::Weight(_) => "weight",
+            Self::EmptySystemOs => "empty_system_os",
+            Self::MissingFallbackArch => "missing_fallback_arch",
+            Self::FallbackNotSchedulable { .. } => "fallback_not_schedulable",
         }
     }
 }
@@ -58,104 +136,72 @@ pub struct Policy {
     pub system_os: String,
     /// `--preference-mode`.
     pub preference_mode: PreferenceMode,
-    /// `--preference-weight` (1..=100), used in `preferred` mode.
-    pub preference_weight: i32,
+    /// `--preference-weight`, used for the soft preference.
+    pub preference_weight: Weight,
     /// `--on-lookup-error`.
     pub on_lookup_error: OnLookupError,
+    /// `--fallback-arch`: with [`OnLookupError::Fallback`], the arch an image whose platforms
+    /// cannot be found is taken to support.
+    pub fallback_arch: Option<String>,
+    /// `--on-contradiction`.
+    pub on_contradiction: OnContradiction,
+    /// `--mode`.
+    pub mode: Mode,
     /// `--match-node-labels`: pod label keys copied into `nodeSelector`.
     pub match_node_labels: Vec<String>,
-    /// `--arch-tolerations-file`: arch → tolerations added when the pod may run on that arch.
-    pub arch_tolerations: BTreeMap<String, Vec<Value>>,
+    /// `--arch-tolerations-file`: per architecture, the tolerations and node labels of step 9.
+    pub architectures: Architectures,
 }
 
 impl Default for Policy {
-    /// The flag defaults (docs/configuration.md).
+    /// The flag defaults of docs/configuration.md.
     fn default() -> Self {
         Self {
             preferred_arch: Some("amd64".to_owned()),
             schedulable_archs: BTreeSet::new(),
             system_os: "linux".to_owned(),
             preference_mode: PreferenceMode::Required,
-            preference_weight: 50,
+            preference_weight: Weight::DEFAULT,
             on_lookup_error: OnLookupError::IgnoreImage,
+            fallback_arch: None,
+            on_contradiction: OnContradiction::Warn,
+            mode: Mode::Enforce,
             match_node_labels: Vec::new(),
-            arch_tolerations: BTreeMap::new(),
+            architectures: Architectures::new(),
         }
     }
-}
-
-/// A configuration the decision cannot work with.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PolicyError {
-    #[error("the preferred architecture {arch} is not one of the schedulable architectures {}", schedulable.join(","))]
-    PreferredNotSchedulable {
-        arch: String,
-        schedulable: Vec<String>,
-    },
-    #[error("the preference weight {0} is outside 1..=100")]
-    Weight(i32),
-    #[error("the system OS must not be empty")]
-    EmptySystemOs,
-    #[error("the architecture tolerations are not a map of architecture to a list: {0}")]
-    TolerationsNotAMap(String),
-    #[error("invalid toleration for architecture {arch:?}: {reason}")]
-    Toleration { arch: String, reason: String },
-}
-
-/// Parses architecture tolerations: a YAML (or JSON) map `arch → [toleration]`, e.g.
-/// `arm64: [{key: arch, value: arm64, effect: NoSchedule}]`. An empty text is an empty map.
-/// Each toleration must be a valid Kubernetes `Toleration`; it is kept as written.
-pub fn parse_arch_tolerations(text: &str) -> Result<BTreeMap<String, Vec<Value>>, PolicyError> {
-    if text.trim().is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    let map: Option<BTreeMap<String, Option<Vec<Value>>>> =
-        serde_yaml::from_str(text).map_err(|e| PolicyError::TolerationsNotAMap(e.to_string()))?;
-    let mut out = BTreeMap::new();
-    for (arch, tolerations) in map.unwrap_or_default() {
-        let tolerations = tolerations.unwrap_or_default();
-        for toleration in &tolerations {
-            check_toleration(&arch, toleration)?;
-        }
-        out.insert(arch, tolerations);
-    }
-    Ok(out)
-}
-
-fn check_toleration(arch: &str, toleration: &Value) -> Result<(), PolicyError> {
-    let invalid = |reason: String| PolicyError::Toleration {
-        arch: arch.to_owned(),
-        reason,
-    };
-    if !toleration.is_object() {
-        return Err(invalid("not an object".to_owned()));
-    }
-    serde_json::from_value::<k8s_openapi::api::core::v1::Toleration>(toleration.clone())
-        .map(drop)
-        .map_err(|e| invalid(e.to_string()))
 }
 
 impl Policy {
     /// Refuses contradictory settings.
     pub fn validate(&self) -> Result<(), PolicyError> {
+        let schedulable = || {
+            self.schedulable_archs
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         if let Some(arch) = self.preferred() {
             if !self.is_schedulable(arch) {
                 return Err(PolicyError::PreferredNotSchedulable {
                     arch: arch.to_owned(),
-                    schedulable: self.schedulable_archs.iter().cloned().collect(),
+                    schedulable: schedulable(),
                 });
             }
-        }
-        if !(1..=100).contains(&self.preference_weight) {
-            return Err(PolicyError::Weight(self.preference_weight));
         }
         if self.system_os.is_empty() {
             return Err(PolicyError::EmptySystemOs);
         }
-        for (arch, tolerations) in &self.arch_tolerations {
-            for toleration in tolerations {
-                check_toleration(arch, toleration)?;
+        if self.on_lookup_error == OnLookupError::Fallback {
+            let Some(arch) = self.fallback() else {
+                return Err(PolicyError::MissingFallbackArch);
+            };
+            if !self.is_schedulable(arch) {
+                return Err(PolicyError::FallbackNotSchedulable {
+                    arch: arch.to_owned(),
+                    schedulable: schedulable(),
+                });
             }
         }
         Ok(())
@@ -166,6 +212,11 @@ impl Policy {
         self.preferred_arch.as_deref().filter(|a| !a.is_empty())
     }
 
+    /// The fallback architecture, `None` when unset or empty.
+    pub fn fallback(&self) -> Option<&str> {
+        self.fallback_arch.as_deref().filter(|a| !a.is_empty())
+    }
+
     /// Whether `arch` is schedulable (an empty list means every arch is).
     pub fn is_schedulable(&self, arch: &str) -> bool {
         self.schedulable_archs.is_empty() || self.schedulable_archs.contains(arch)
@@ -173,37 +224,85 @@ impl Policy {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use clap::ValueEnum;
 
-    #[test]
-    fn parses_arch_tolerations() {
-        let text = "arm64:\n  - key: arch\n    value: arm64\n    effect: NoSchedule\n  - operator: Exists\n    key: x\namd64: []\nriscv64:\n";
-        let map = parse_arch_tolerations(text).unwrap();
-        assert_eq!(
-            map["arm64"],
-            vec![
-                json!({"key": "arch", "value": "arm64", "effect": "NoSchedule"}),
-                json!({"operator": "Exists", "key": "x"})
-            ]
-        );
-        assert!(map["amd64"].is_empty());
-        assert!(map["riscv64"].is_empty());
-        assert!(parse_arch_tolerations("  \n").unwrap().is_empty());
-        assert!(parse_arch_tolerations("{\"arm64\": [{\"key\": \"a\"}]}").is_ok());
+    fn names<T: ValueEnum>() -> Vec<String> {
+        T::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|v| v.get_name().to_owned())
+            .collect()
     }
 
     #[test]
-    fn rejects_bad_tolerations() {
-        for bad in [
-            "- a\n- b\n",
-            "arm64: x\n",
-            "arm64: [1]\n",
-            "arm64: [{tolerationSeconds: soon}]\n",
-        ] {
-            assert!(parse_arch_tolerations(bad).is_err(), "{bad:?}");
+    fn flag_spellings() {
+        assert_eq!(names::<PreferenceMode>(), ["required", "preferred"]);
+        assert_eq!(
+            names::<OnLookupError>(),
+            ["ignore-image", "allow-pod", "deny", "fallback"]
+        );
+        assert_eq!(names::<Mode>(), ["enforce", "audit"]);
+        assert_eq!(names::<OnContradiction>(), ["warn", "deny"]);
+        assert_eq!(
+            OnLookupError::from_str("allow-pod", false),
+            Ok(OnLookupError::AllowPod)
+        );
+        assert!(PreferenceMode::from_str("Required", false).is_err());
+    }
+
+    #[test]
+    fn weights_outside_1_to_100_are_refused() {
+        for bad in [0, 101, -1, i64::from(i32::MAX) + 1, i64::MIN] {
+            assert_eq!(Weight::try_from(bad), Err(PolicyError::Weight(bad)));
         }
+        assert_eq!(Weight::try_from(1).unwrap().get(), 1);
+        assert_eq!(Weight::try_from(100).unwrap().get(), 100);
+        assert_eq!(Weight::default(), Weight::DEFAULT);
+    }
+
+    #[test]
+    fn validation() {
+        assert_eq!(Policy::default().validate(), Ok(()));
+        let arm_only = Policy {
+            schedulable_archs: BTreeSet::from(["arm64".to_owned()]),
+            ..Policy::default()
+        };
+        let error = arm_only.validate().unwrap_err();
+        assert_eq!(error.kind(), "preferred_not_schedulable");
+        assert_eq!(
+            error.to_string(),
+            "preferred architecture \"amd64\" is not one of the cluster schedulable architectures (arm64)"
+        );
+        let no_preference = Policy {
+            preferred_arch: Some(String::new()),
+            ..arm_only.clone()
+        };
+        assert_eq!(no_preference.validate(), Ok(()));
+        let fallback = Policy {
+            on_lookup_error: OnLookupError::Fallback,
+            ..no_preference.clone()
+        };
+        assert_eq!(fallback.validate(), Err(PolicyError::MissingFallbackArch));
+        let amd_fallback = Policy {
+            fallback_arch: Some("amd64".to_owned()),
+            ..fallback.clone()
+        };
+        assert_eq!(
+            amd_fallback.validate().unwrap_err().kind(),
+            "fallback_not_schedulable"
+        );
+        let arm_fallback = Policy {
+            fallback_arch: Some("arm64".to_owned()),
+            ..fallback
+        };
+        assert_eq!(arm_fallback.validate(), Ok(()));
+        let no_os = Policy {
+            system_os: String::new(),
+            ..Policy::default()
+        };
+        assert_eq!(no_os.validate(), Err(PolicyError::EmptySystemOs));
     }
 }

@@ -254,6 +254,7 @@ async fn registry_faults_through_the_webhook() {
                         "{mode:?}/{name}: {message:?} does not name {image}"
                     );
                 }
+                OnLookupError::Fallback => unreachable!("not one of the modes this test runs"),
             }
         }
         assert_eq!(

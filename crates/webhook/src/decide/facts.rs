@@ -1,0 +1,24 @@
+//! What the admission's I/O found out besides image platforms: the decision takes it as input,
+//! so it stays pure. Every field is optional: absent means unknown, and the decision then does
+//! what it does without that fact.
+
+/// Facts about the pod's surroundings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The `arch.noe.adevinta.com/preferred` label of the pod's namespace (step 7: after the pod's
+    /// own label, before `--preferred-arch`).
+    pub namespace_preferred_arch: Option<String>,
+    /// The node the pod is bound to (ephemeral containers, [`check_ephemeral`](super::check_ephemeral)).
+    pub node: Option<NodeFacts>,
+}
+
+/// A node's platform, from its labels.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// `kubernetes.io/arch`.
+    pub arch: Option<String>,
+    /// `kubernetes.io/os`.
+    pub os: Option<String>,
+    /// `node.kubernetes.io/windows-build` (`major.minor.build`).
+    pub windows_build: Option<String>,
+}
