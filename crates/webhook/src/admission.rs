@@ -11,7 +11,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use crate::decide::{self, Decision, Policy};
+use crate::facts::{FactRequest, FactSource};
 use crate::metrics::{outcome, Metrics};
 use crate::resolve::pull_secrets::image_pull_secret_names;
 use crate::resolve::Resolve;
@@ -22,20 +25,38 @@ use review::Answer;
 pub const INTERNAL_ERROR_WARNING: &str = "noe: internal error, pod allowed unchanged";
 
 /// Answers AdmissionReviews. Cheap to share behind an `Arc`.
-#[derive(Debug)]
 pub struct Admission {
     resolve: Resolve,
+    /// `None`: nothing to ask (no timer, no allocation on the warm path).
+    facts: Option<Arc<dyn FactSource>>,
     policy: Policy,
     metrics: Metrics,
 }
 
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("resolve", &self.resolve)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Admission {
+    /// Knowing nothing of the pod's surroundings but its images.
     pub fn new(resolve: Resolve, policy: Policy, metrics: Metrics) -> Self {
         Self {
             resolve,
+            facts: None,
             policy,
             metrics,
         }
+    }
+
+    /// Asks `facts` about each pod's surroundings (namespace, node), alongside its lookups.
+    pub fn with_facts(mut self, facts: Arc<dyn FactSource>) -> Self {
+        self.facts = Some(facts);
+        self
     }
 
     /// Answers one request body: the serialized response AdmissionReview.
@@ -86,18 +107,28 @@ impl Admission {
             .get("spec")
             .map(image_pull_secret_names)
             .unwrap_or_default();
-        let resolved = self
-            .resolve
-            .platforms(scope.namespace, &secrets, &images)
-            .instrument(scope.span().clone())
-            .await;
-        report::resolved(&self.metrics, scope, &resolved);
-        decide::decide(
-            &plan,
-            &resolved.lookups,
-            &decide::Facts::default(),
-            &self.policy,
+        let request = FactRequest {
+            namespace: scope.namespace,
+            node_name: pod
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty()),
+        };
+        let facts = async {
+            match &self.facts {
+                Some(source) => self.resolve.bounded(source.facts(request)).await,
+                None => None,
+            }
+        };
+        let (resolved, facts) = futures::future::join(
+            self.resolve.platforms(scope.namespace, &secrets, &images),
+            facts,
         )
+        .instrument(scope.span().clone())
+        .await;
+        report::resolved(&self.metrics, scope, &resolved);
+        let facts = facts.unwrap_or_default();
+        decide::decide(&plan, &resolved.lookups, &facts, &self.policy)
     }
 }
 

@@ -3,6 +3,8 @@
 //! - [`admission`]: the AdmissionReview envelope: parse, look up, decide, answer, report.
 //! - [`resolve`]: from a pod's images to their platforms under one deadline (credentials, pull
 //!   secrets, the registry crate's resolver).
+//! - [`facts`]: what else the decision may know about a pod's surroundings (its namespace, its
+//!   node, the cluster's nodes), behind a trait.
 //! - [`decide`] and [`patch`]: the pure decision and the RFC 6902 patch it writes.
 //! - [`server`]: the transport (HTTPS admission endpoint, `/metrics`, health probes, certificate
 //!   reload), generic over a [`server::Handler`].
@@ -12,6 +14,7 @@
 
 pub mod admission;
 pub mod decide;
+pub mod facts;
 pub mod metrics;
 pub mod patch;
 pub mod resolve;

@@ -179,6 +179,11 @@ impl Resolve {
         self
     }
 
+    /// `work` bounded by the same budget as the lookups; `None` when it did not finish in time.
+    pub async fn bounded<T>(&self, work: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::time::timeout(self.budget, work).await.ok()
+    }
+
     /// The platforms of `images` of a pod in `namespace` with these `imagePullSecrets` names:
     /// from the memo when every image is in it, else looked up, all at once, within the budget.
     pub async fn platforms(
