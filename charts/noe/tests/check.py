@@ -16,7 +16,7 @@ import tempfile
 
 import yaml
 
-# Every flag of the `noe` binary (DESIGN.md §1). An arg the chart passes must be one of them.
+# Every flag of the `noe` binary (docs/configuration.md). An arg the chart passes must be one of them.
 KNOWN_FLAGS = {
     "preferred-arch", "cluster-schedulable-archs", "system-os", "registry-proxies",
     "match-node-labels", "private-registries", "image-credential-provider-bin-dir",

@@ -1,4 +1,4 @@
-//! DESIGN.md §5: 100k cached images in under 64 MiB RSS. Its own test binary so the process
+//! The memory target (docs/benchmarks.md, "Targets"): 100k cached images in under 64 MiB RSS. Its own test binary so the process
 //! holds nothing else.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

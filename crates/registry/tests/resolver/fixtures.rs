@@ -55,7 +55,7 @@ async fn windows_entries_keep_their_os_version() {
     );
 }
 
-/// DESIGN.md §5: 1 request for an index or list, 2 for a single manifest.
+/// The request target (docs/benchmarks.md): 1 request for an index or list, 2 for a single manifest.
 #[tokio::test]
 async fn request_counts_per_image() {
     let registry = Registry::start().await.unwrap();
@@ -95,7 +95,7 @@ async fn request_counts_per_image() {
     }
 }
 
-/// DESIGN.md §5: N concurrent lookups of one uncached image make one upstream lookup.
+/// The request target (docs/benchmarks.md): N concurrent lookups of one uncached image make one upstream lookup.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_concurrent_lookups_make_one_upstream_lookup() {
     let registry = Registry::start().await.unwrap();
