@@ -2,7 +2,10 @@
 //! resolver, registries that misbehave (in-process fake) next to a healthy one (the real
 //! `docker-registry`). For every registry fault and every `--on-lookup-error` mode, the admission
 //! answers within `--admission-deadline` with the configured outcome, `noe_hook_registry_errors_total`
-//! counts it, and a pod with only healthy images is then patched as usual.
+//! counts it, and a pod with only healthy images is then patched as usual. The hostile rows
+//! (an absurd `Retry-After`, a 4 MB platform string, a nested fan-out, a redirect to a host that
+//! challenges) are answered the same way: no panic ("internal error" would bypass `deny`), no
+//! unbounded work.
 //! Webhook-port faults: connections that send nothing or stall mid-headers (slowloris) do not
 //! delay other clients, and the server closes them after its handshake/header timeouts.
 //! (Body limit, certificate rotation under load and drain on shutdown: `tests/server.rs`.)
@@ -25,8 +28,8 @@ use noe_webhook::server::{self, Addresses, Limits, Running};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const REGISTRY_TIMEOUT: Duration = Duration::from_secs(1);
-const DEADLINE: Duration = Duration::from_millis(1500);
+const REGISTRY_TIMEOUT: Duration = Duration::from_millis(1400);
+const DEADLINE: Duration = Duration::from_millis(1800);
 /// Time to encode, send and receive the answer on loopback, on a loaded CI machine.
 const SLACK: Duration = Duration::from_millis(700);
 
@@ -161,6 +164,31 @@ fn script_faults(fake: &FakeRegistry, aux: &FakeRegistry) -> Vec<(&'static str, 
             "token endpoint hangs",
             format!("{}/token/app:1", aux.host()),
         ),
+        // A hostile registry (issue 10): each used to panic the admission, fill memory, cost
+        // thousands of requests or hand credentials to another host.
+        (
+            "absurd Retry-After after a 1 s answer",
+            route(
+                "retry/app",
+                Behavior::retry_after(503, "18446744073709551615")
+                    .delayed(Duration::from_millis(1050)),
+            ),
+        ),
+        (
+            "4 MB architecture string",
+            route(
+                "hugearch/app",
+                Behavior::huge_platform_index("architecture", 4_000_000, 1),
+            ),
+        ),
+        ("nested fan-out 8 x 4", {
+            fake.script_fan_out("fanout/app", "1", 8, 4);
+            format!("{host}/fanout/app:1")
+        }),
+        ("redirect to a host that challenges", {
+            fake.script_foreign_challenge("foreign/app", "1");
+            format!("{host}/foreign/app:1")
+        }),
     ]
 }
 
