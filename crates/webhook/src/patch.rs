@@ -9,101 +9,47 @@
 mod builder;
 
 pub use builder::PatchBuilder;
+pub use json_patch::PatchOperation as Op;
 
-use serde::Serialize;
-use serde_json::{json, Value};
+use json_patch::jsonptr::{Pointer, PointerBuf};
+use json_patch::{AddOperation, RemoveOperation, ReplaceOperation};
+use serde_json::Value;
 
-/// Escapes one JSON Pointer reference token (RFC 6901): `~` → `~0`, `/` → `~1`.
-pub fn escape(token: &str) -> std::borrow::Cow<'_, str> {
-    if token.contains(['~', '/']) {
-        token.replace('~', "~0").replace('/', "~1").into()
-    } else {
-        token.into()
-    }
-}
-
-/// The JSON Pointer of a path given as unescaped segments: `["a", "b/c"]` → `/a/b~1c`.
-pub fn pointer<S: AsRef<str>>(segments: &[S]) -> String {
-    let mut out = String::new();
-    for segment in segments {
-        out.push('/');
-        out.push_str(&escape(segment.as_ref()));
-    }
-    out
-}
-
-/// One RFC 6902 operation. Serializes with its members in the order a [`Value`] object sorts
-/// them (`op`, `path`, `value`), so the bytes equal those of the same operation as a `Value`; it
-/// compares equal to that `Value` too (tests write expected patches with `json!`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Op {
-    /// `add`, `replace` or `remove`.
-    pub op: &'static str,
-    /// A JSON Pointer.
-    pub path: String,
-    /// The value written (`add` and `replace`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<Value>,
-}
-
-impl Op {
-    /// The operation as a JSON value.
-    pub fn to_value(&self) -> Value {
-        let mut object = json!({"op": self.op, "path": self.path});
-        if let (Some(value), Some(map)) = (&self.value, object.as_object_mut()) {
-            map.insert("value".to_owned(), value.clone());
-        }
-        object
-    }
-}
-
-impl PartialEq<Value> for Op {
-    fn eq(&self, other: &Value) -> bool {
-        self.to_value() == *other
-    }
-}
-
-impl PartialEq<Op> for Value {
-    fn eq(&self, other: &Op) -> bool {
-        other == self
-    }
+/// The JSON Pointer of a path given as unescaped segments: `["a", "b/c"]` → `/a/b~1c`
+/// (RFC 6901 escaping, `~` → `~0`, `/` → `~1`).
+pub fn pointer<S: AsRef<str>>(segments: &[S]) -> PointerBuf {
+    PointerBuf::from_tokens(segments.iter().map(AsRef::as_ref))
 }
 
 /// An `add` operation.
-pub fn add(path: impl Into<String>, value: Value) -> Op {
-    Op {
-        op: "add",
-        path: path.into(),
-        value: Some(value),
-    }
+pub fn add(path: PointerBuf, value: Value) -> Op {
+    Op::Add(AddOperation { path, value })
 }
 
 /// A `replace` operation.
-pub fn replace(path: impl Into<String>, value: Value) -> Op {
-    Op {
-        op: "replace",
-        path: path.into(),
-        value: Some(value),
-    }
+pub fn replace(path: PointerBuf, value: Value) -> Op {
+    Op::Replace(ReplaceOperation { path, value })
 }
 
 /// A `remove` operation.
-pub fn remove(path: impl Into<String>) -> Op {
-    Op {
-        op: "remove",
-        path: path.into(),
-        value: None,
-    }
+pub fn remove(path: PointerBuf) -> Op {
+    Op::Remove(RemoveOperation { path })
 }
 
-/// Moves operations computed for a pod under `prefix` (a JSON Pointer such as `/spec/template`,
-/// or `/spec/jobTemplate/spec/template` for a CronJob), so a workload's pod template is patched.
-/// `path` is rewritten; a trailing `/` of the prefix is ignored.
-pub fn with_prefix(ops: Vec<Op>, prefix: &str) -> Vec<Op> {
-    let prefix = prefix.trim_end_matches('/');
+/// Moves operations computed for a pod under `prefix` (such as `/spec/template`, or
+/// `/spec/jobTemplate/spec/template` for a CronJob), so a workload's pod template is patched.
+pub fn with_prefix(ops: Vec<Op>, prefix: &Pointer) -> Vec<Op> {
     ops.into_iter()
         .map(|mut op| {
-            op.path = format!("{prefix}{}", op.path);
+            let path = match &mut op {
+                Op::Add(AddOperation { path, .. })
+                | Op::Remove(RemoveOperation { path })
+                | Op::Replace(ReplaceOperation { path, .. })
+                | Op::Move(json_patch::MoveOperation { path, .. })
+                | Op::Copy(json_patch::CopyOperation { path, .. })
+                | Op::Test(json_patch::TestOperation { path, .. }) => path,
+            };
+            *path = prefix.concat(path);
             op
         })
         .collect()
@@ -113,77 +59,80 @@ pub fn with_prefix(ops: Vec<Op>, prefix: &str) -> Vec<Op> {
 /// `/spec/template` for Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController and
 /// Job, `/spec/jobTemplate/spec/template` for CronJob, `/template` for PodTemplate; `None` for
 /// any other kind.
-pub fn pod_template_pointer(kind: &str) -> Option<&'static str> {
-    match kind {
-        "Pod" => Some(""),
+pub fn pod_template_pointer(kind: &str) -> Option<&'static Pointer> {
+    let pointer = match kind {
+        "Pod" => "",
         "Deployment"
         | "StatefulSet"
         | "DaemonSet"
         | "ReplicaSet"
         | "ReplicationController"
-        | "Job" => Some("/spec/template"),
-        "CronJob" => Some("/spec/jobTemplate/spec/template"),
-        "PodTemplate" => Some("/template"),
-        _ => None,
-    }
+        | "Job" => "/spec/template",
+        "CronJob" => "/spec/jobTemplate/spec/template",
+        "PodTemplate" => "/template",
+        _ => return None,
+    };
+    Some(Pointer::from_static(pointer))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
-    fn escapes_tilde_before_slash() {
-        assert_eq!(escape("a/b"), "a~1b");
-        assert_eq!(escape("a~b"), "a~0b");
-        assert_eq!(escape("~/"), "~0~1");
-        assert_eq!(escape("~1"), "~01");
+    fn pointers_escape_tilde_before_slash() {
+        assert_eq!(pointer(&["a/b"]).as_str(), "/a~1b");
+        assert_eq!(pointer(&["a~b"]).as_str(), "/a~0b");
+        assert_eq!(pointer(&["~/"]).as_str(), "/~0~1");
+        assert_eq!(pointer(&["~1"]).as_str(), "/~01");
         assert_eq!(
-            pointer(&["metadata", "annotations", "arch.noe.adevinta.com/platforms"]),
+            pointer(&["metadata", "annotations", "arch.noe.adevinta.com/platforms"]).as_str(),
             "/metadata/annotations/arch.noe.adevinta.com~1platforms"
         );
-        assert_eq!(pointer::<&str>(&[]), "");
+        assert_eq!(pointer::<&str>(&[]).as_str(), "");
     }
 
     #[test]
     fn template_pointers() {
-        assert_eq!(pod_template_pointer("Pod"), Some(""));
-        assert_eq!(pod_template_pointer("Deployment"), Some("/spec/template"));
-        assert_eq!(pod_template_pointer("Job"), Some("/spec/template"));
-        assert_eq!(
-            pod_template_pointer("CronJob"),
-            Some("/spec/jobTemplate/spec/template")
-        );
-        assert_eq!(pod_template_pointer("Service"), None);
+        let path = |kind| pod_template_pointer(kind).map(Pointer::as_str);
+        assert_eq!(path("Pod"), Some(""));
+        assert_eq!(path("Deployment"), Some("/spec/template"));
+        assert_eq!(path("Job"), Some("/spec/template"));
+        assert_eq!(path("CronJob"), Some("/spec/jobTemplate/spec/template"));
+        assert_eq!(path("Service"), None);
     }
 
     #[test]
     fn prefixes_paths() {
-        let ops = vec![add("/spec/nodeSelector", json!({})), remove("/a")];
+        let ops = vec![
+            add(pointer(&["spec", "nodeSelector"]), json!({})),
+            remove(pointer(&["a"])),
+        ];
+        let prefix = pod_template_pointer("Deployment").unwrap();
         assert_eq!(
-            with_prefix(ops, "/spec/template/"),
-            vec![
-                add("/spec/template/spec/nodeSelector", json!({})),
-                remove("/spec/template/a"),
-            ]
+            serde_json::to_value(with_prefix(ops, prefix)).unwrap(),
+            json!([
+                {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {}},
+                {"op": "remove", "path": "/spec/template/a"},
+            ])
         );
     }
 
     #[test]
-    fn operations_serialize_as_their_json_values() {
-        for op in [
-            add("/a~1b", json!({"x": [1, "two"]})),
-            replace("/spec/nodeSelector/kubernetes.io~1arch", json!("arm64")),
-            remove("/spec/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution/0"),
-        ] {
-            assert_eq!(
-                serde_json::to_string(&op).unwrap(),
-                serde_json::to_string(&op.to_value()).unwrap()
-            );
-            assert_eq!(op, op.to_value());
-            assert_eq!(op.to_value(), op);
-        }
-        assert_ne!(remove("/a"), json!({"op": "remove", "path": "/b"}));
+    fn operations_serialize_as_rfc_6902() {
+        let ops = vec![
+            add(pointer(&["a/b"]), json!({"x": [1, "two"]})),
+            replace(
+                pointer(&["spec", "nodeSelector", "kubernetes.io/arch"]),
+                json!("arm64"),
+            ),
+            remove(pointer(&["spec", "tolerations", "0"])),
+        ];
+        assert_eq!(
+            serde_json::to_string(&ops).unwrap(),
+            r#"[{"op":"add","path":"/a~1b","value":{"x":[1,"two"]}},{"op":"replace","path":"/spec/nodeSelector/kubernetes.io~1arch","value":"arm64"},{"op":"remove","path":"/spec/tolerations/0"}]"#
+        );
     }
 }

@@ -210,7 +210,10 @@ pub async fn explain(admission: &Admission, object: &Value) -> Explained {
             "kind {kind:?} is not a Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob or PodTemplate"
         )));
     };
-    let Some(pod) = object.pointer(prefix).filter(|pod| pod.is_object()) else {
+    let Some(pod) = object
+        .pointer(prefix.as_str())
+        .filter(|pod| pod.is_object())
+    else {
         return explained(Outcome::Skipped(format!(
             "the {kind} has no pod template at {prefix}"
         )));

@@ -357,7 +357,10 @@ mod tests {
             "u",
             Answer {
                 allowed: true,
-                patch: Some(vec![crate::patch::add("/a", json!(1))]),
+                patch: Some(vec![crate::patch::add(
+                    crate::patch::pointer(&["a"]),
+                    json!(1),
+                )]),
                 warnings: vec!["w".into()],
                 status: None,
             },

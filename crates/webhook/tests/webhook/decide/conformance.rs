@@ -161,7 +161,10 @@ fn spec_after(pod: &Value, verdict: &Verdict) -> Value {
     match verdict {
         Verdict::Unchanged { .. } => pod["spec"].clone(),
         Verdict::Patch { ops, .. } => {
-            let ops: Vec<Value> = ops.iter().map(noe_webhook::patch::Op::to_value).collect();
+            let ops: Vec<Value> = ops
+                .iter()
+                .map(|op| serde_json::to_value(op).unwrap())
+                .collect();
             let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops)).unwrap();
             let mut out = pod.clone();
             json_patch::patch(&mut out, &patch).expect("the patch applies");
@@ -252,7 +255,7 @@ fn mto_case(case: &Value) -> Outcome {
     let object = &case["object"];
     let kind = object["kind"].as_str().unwrap();
     let pointer = pod_template_pointer(kind).unwrap_or_else(|| panic!("kind {kind}"));
-    let pod = object.pointer(pointer).expect("a pod template");
+    let pod = object.pointer(pointer.as_str()).expect("a pod template");
     let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
     let policy = flag_policy(case["noe_flags"].as_array().unwrap());
     let images = case["images"].as_object().unwrap().clone();

@@ -11,7 +11,7 @@ use noe_webhook::decide::{
     Mode, NodeFacts, OnContradiction, OnLookupError, Policy, PreferenceMode, Signal, SkipReason,
     Verdict, MAX_WARNINGS_CHARS, MAX_WARNING_CHARS,
 };
-use noe_webhook::patch::with_prefix;
+use noe_webhook::patch::{pod_template_pointer, with_prefix};
 use serde_json::{json, Value};
 
 const MULTI: &[&str] = &["linux/amd64", "linux/arm64"];
@@ -226,7 +226,10 @@ fn workload_templates_are_patched_under_their_prefix() {
         panic!("expected a patch")
     };
 
-    let ops_d = values(&with_prefix(ops.clone(), "/spec/template"));
+    let ops_d = values(&with_prefix(
+        ops.clone(),
+        pod_template_pointer("Deployment").unwrap(),
+    ));
     assert_minimal(&deployment, &ops_d);
     let patched: Deployment = serde_json::from_value(apply(&deployment, &ops_d)).unwrap();
     let tpl = patched.spec.unwrap().template;
@@ -239,7 +242,7 @@ fn workload_templates_are_patched_under_their_prefix() {
         "amd64,arm64"
     );
 
-    let ops_c = values(&with_prefix(ops, "/spec/jobTemplate/spec/template"));
+    let ops_c = values(&with_prefix(ops, pod_template_pointer("CronJob").unwrap()));
     assert_minimal(&cronjob, &ops_c);
     let patched: CronJob = serde_json::from_value(apply(&cronjob, &ops_c)).unwrap();
     let tpl = patched.spec.unwrap().job_template.spec.unwrap().template;

@@ -91,7 +91,9 @@ pub fn assert_minimal(doc: &Value, ops: &[Value]) {
 
 /// The operations as JSON values.
 pub fn values(ops: &[noe_webhook::patch::Op]) -> Vec<Value> {
-    ops.iter().map(noe_webhook::patch::Op::to_value).collect()
+    ops.iter()
+        .map(|op| serde_json::to_value(op).unwrap())
+        .collect()
 }
 
 /// Applies `ops` to `doc` with the json-patch crate.

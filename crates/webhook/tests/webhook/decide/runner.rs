@@ -254,7 +254,7 @@ fn check(case: &Case) {
         (Expect::Patch(common_want, ops_want), Verdict::Patch { common, ops }) => {
             assert_eq!(common, common_want, "common");
             assert_eq!(
-                ops,
+                &super::helpers::values(ops),
                 ops_want,
                 "ops:\n{}",
                 serde_json::to_string_pretty(ops).unwrap()
