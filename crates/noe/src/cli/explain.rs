@@ -135,9 +135,9 @@ async fn explain_file(config: config::Explain) -> Result<bool, Error> {
 
 /// Every object of a file: each non-empty YAML (or JSON) document, a `kind: List` replaced by
 /// its items.
-pub fn documents(text: &str) -> Result<Vec<Value>, serde_yaml::Error> {
+pub fn documents(text: &str) -> Result<Vec<Value>, yaml_serde::Error> {
     let mut out = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(text) {
+    for document in yaml_serde::Deserializer::from_str(text) {
         let value = Value::deserialize(document)?;
         if value.is_null() {
             continue;

@@ -89,7 +89,7 @@ async fn explain_prints_the_servers_patch() {
         assert!(!server_patch.is_empty());
 
         let file = dir.path().join("pod.yaml");
-        std::fs::write(&file, serde_yaml::to_string(&pod).unwrap()).unwrap();
+        std::fs::write(&file, yaml_serde::to_string(&pod).unwrap()).unwrap();
         let mut args = vec![
             "explain".to_owned(),
             "-f".to_owned(),
@@ -179,7 +179,7 @@ async fn explain_prints_the_servers_patch() {
     // Text output of a denial, and an unsupported kind.
     let denied = pod(&[&f.oci_single.reference(), &f.docker_single.reference()]);
     let file = dir.path().join("denied.yaml");
-    std::fs::write(&file, serde_yaml::to_string(&denied).unwrap()).unwrap();
+    std::fs::write(&file, yaml_serde::to_string(&denied).unwrap()).unwrap();
     let mut args = vec![
         "explain".to_owned(),
         "-f".to_owned(),
@@ -196,7 +196,7 @@ async fn explain_prints_the_servers_patch() {
         &file,
         format!(
             "apiVersion: v1\nkind: Service\nmetadata: {{name: s}}\n---\n{}",
-            serde_yaml::to_string(&allowed_pod).unwrap()
+            yaml_serde::to_string(&allowed_pod).unwrap()
         ),
     )
     .unwrap();

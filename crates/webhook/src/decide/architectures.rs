@@ -90,8 +90,8 @@ pub fn parse_architectures(text: &str) -> Result<Architectures, ArchitecturesErr
     if text.trim().is_empty() {
         return Ok(Architectures::new());
     }
-    let map: Option<BTreeMap<String, serde_yaml::Value>> =
-        serde_yaml::from_str(text).map_err(|e| ArchitecturesError::Format(e.to_string()))?;
+    let map: Option<BTreeMap<String, yaml_serde::Value>> =
+        yaml_serde::from_str(text).map_err(|e| ArchitecturesError::Format(e.to_string()))?;
     let mut out = Architectures::new();
     for (arch, entry) in map.unwrap_or_default() {
         if arch.is_empty() {
@@ -104,14 +104,14 @@ pub fn parse_architectures(text: &str) -> Result<Architectures, ArchitecturesErr
             reason,
         };
         let (tolerations, node_labels) = match entry {
-            serde_yaml::Value::Null => (Vec::new(), BTreeMap::new()),
-            list @ serde_yaml::Value::Sequence(_) => (
-                serde_yaml::from_value(list).map_err(|e| settings_error(e.to_string()))?,
+            yaml_serde::Value::Null => (Vec::new(), BTreeMap::new()),
+            list @ yaml_serde::Value::Sequence(_) => (
+                yaml_serde::from_value(list).map_err(|e| settings_error(e.to_string()))?,
                 BTreeMap::new(),
             ),
-            map @ serde_yaml::Value::Mapping(_) => {
+            map @ yaml_serde::Value::Mapping(_) => {
                 let entry: Entry =
-                    serde_yaml::from_value(map).map_err(|e| settings_error(e.to_string()))?;
+                    yaml_serde::from_value(map).map_err(|e| settings_error(e.to_string()))?;
                 (
                     entry.tolerations.unwrap_or_default(),
                     entry.node_labels.unwrap_or_default(),

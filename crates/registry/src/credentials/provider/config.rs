@@ -68,7 +68,7 @@ struct RawConfig {
     providers: Vec<RawProvider>,
     /// Fields the kubelet does not know either (it decodes strictly).
     #[serde(flatten)]
-    unknown: BTreeMap<String, serde_yaml::Value>,
+    unknown: BTreeMap<String, yaml_serde::Value>,
 }
 
 #[derive(Deserialize)]
@@ -87,9 +87,9 @@ struct RawProvider {
     #[serde(default)]
     env: Vec<RawEnv>,
     #[serde(default)]
-    token_attributes: Option<serde_yaml::Value>,
+    token_attributes: Option<yaml_serde::Value>,
     #[serde(flatten)]
-    unknown: BTreeMap<String, serde_yaml::Value>,
+    unknown: BTreeMap<String, yaml_serde::Value>,
 }
 
 #[derive(Deserialize)]
@@ -139,7 +139,7 @@ pub fn parse_provider_config(text: &str) -> Result<CredentialProviderConfig, Con
     if text.trim().is_empty() {
         return Ok(CredentialProviderConfig::default());
     }
-    let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| ConfigError::Malformed {
+    let raw: RawConfig = yaml_serde::from_str(text).map_err(|e| ConfigError::Malformed {
         line: e.location().map(|l| l.line()).unwrap_or(0),
     })?;
     if !CONFIG_API_VERSIONS.contains(&raw.api_version.as_str()) {
