@@ -457,3 +457,40 @@ async fn malformed_bodies_get_an_admission_review() {
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     server.running.shutdown().await;
 }
+
+/// Anyone who can reach the webhook port can send reviews with invented namespaces: the
+/// `namespace` label keeps the first `--metrics-max-namespaces` values and counts the rest as
+/// `_other`, so the series stay bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invented_namespaces_do_not_grow_the_metrics() {
+    let h = Harness::start().await;
+    let server = h.server(&["--metrics-max-namespaces=3"]).await;
+    let multi = pod(&[&h.fixtures.oci_index.reference()]);
+    for n in 0..40 {
+        let review = noe_test_support::admission_review(
+            "admission.k8s.io/v1",
+            "CREATE",
+            &format!("invented-{n}"),
+            &format!("uid-{n}"),
+            &multi,
+        );
+        let (status, answer) = server.post(serde_json::to_vec(&review).unwrap()).await;
+        assert_eq!(status, 200);
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    }
+    let metrics = server.metrics().await;
+    let namespaces: std::collections::BTreeSet<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with("noe_hook_arch_selector_injected_total{"))
+        .filter_map(|line| line.split("namespace=\"").nth(1))
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert_eq!(
+        namespaces,
+        ["_other", "invented-0", "invented-1", "invented-2"]
+            .into_iter()
+            .collect(),
+        "{metrics}"
+    );
+    server.running.shutdown().await;
+}
