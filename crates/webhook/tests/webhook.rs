@@ -12,3 +12,11 @@ mod webhook {
     mod pull_secrets;
     mod server;
 }
+
+/// A `--cert-dir` holding a loopback certificate of a new CA named `name`, and that CA.
+fn cert_dir(name: &str) -> (tempfile::TempDir, noe_test_support::TestCa) {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = noe_test_support::TestCa::with_name(name).unwrap();
+    noe_test_support::write_cert_dir(&ca, dir.path()).unwrap();
+    (dir, ca)
+}

@@ -13,11 +13,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cert_dir;
 use base64::Engine as _;
 use futures::future::join_all;
 use noe_registry::manifest::{OCI_INDEX, OCI_MANIFEST};
 use noe_registry::{Config, Resolver};
-use noe_test_support::{https_client, write_cert_dir, TestCa};
+use noe_test_support::https_client;
 use noe_test_support::{push_standard_fixtures, sha256_digest, Behavior, FakeRegistry, Registry};
 use noe_webhook::admission::Admission;
 use noe_webhook::decide::{OnLookupError, Policy};
@@ -200,9 +201,7 @@ async fn registry_faults_through_the_webhook() {
     let fixtures = push_standard_fixtures(&real).await.unwrap();
     let healthy = fixtures.docker_list.reference(); // linux/amd64, linux/arm64
     let faults = script_faults(&fake, &aux);
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::with_name("fault-matrix").unwrap();
-    write_cert_dir(&ca, dir.path()).unwrap();
+    let (dir, ca) = cert_dir("fault-matrix");
     let client = https_client(&[&ca]).unwrap();
 
     for mode in [
@@ -317,9 +316,7 @@ async fn registry_faults_through_the_webhook() {
 
 #[tokio::test]
 async fn slowloris_does_not_delay_other_clients() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::with_name("slowloris").unwrap();
-    write_cert_dir(&ca, dir.path()).unwrap();
+    let (dir, ca) = cert_dir("slowloris");
     let metrics = prometheus::Registry::new();
     // Lookups answered by the real resolver against nothing: the pod has no image to look up.
     let resolver = Resolver::new(Config::default(), &metrics).unwrap();

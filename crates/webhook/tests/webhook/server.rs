@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cert_dir;
 use bytes::Bytes;
 use noe_test_support::{https_client, write_cert_dir, TestCa};
 use noe_webhook::server::tls::{CertDir, Reloadable};
@@ -66,9 +67,7 @@ fn url(running: &Running, path: &str) -> String {
 
 #[tokio::test]
 async fn routes_probes_and_metrics() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::with_name("ca").unwrap();
-    write_cert_dir(&ca, dir.path()).unwrap();
+    let (dir, ca) = cert_dir("ca");
     let echo = Arc::new(Echo::default());
     let running = start(dir.path(), echo.clone(), Limits::default()).await;
     let client = https_client(&[&ca]).unwrap();
@@ -136,9 +135,7 @@ async fn routes_probes_and_metrics() {
 
 #[tokio::test]
 async fn oversized_bodies_are_refused_without_being_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::with_name("ca").unwrap();
-    write_cert_dir(&ca, dir.path()).unwrap();
+    let (dir, ca) = cert_dir("ca");
     let echo = Arc::new(Echo::default());
     let running = start(dir.path(), echo.clone(), Limits::default()).await;
     let client = https_client(&[&ca]).unwrap();
@@ -279,9 +276,7 @@ async fn certificate_rotation_without_failed_requests() {
 
 #[tokio::test]
 async fn shutdown_drains_requests_in_flight() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::with_name("ca").unwrap();
-    write_cert_dir(&ca, dir.path()).unwrap();
+    let (dir, ca) = cert_dir("ca");
     let echo = Arc::new(Echo {
         calls: AtomicUsize::new(0),
         delay: Duration::from_millis(500),
@@ -378,9 +373,7 @@ fn post(body: &str) -> String {
 
 #[tokio::test]
 async fn idle_connections_are_closed() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::with_name("ca").unwrap();
-    write_cert_dir(&ca, dir.path()).unwrap();
+    let (dir, ca) = cert_dir("ca");
     let limits = Limits {
         idle_timeout: Duration::from_millis(300),
         ..Limits::default()
@@ -409,9 +402,7 @@ async fn idle_connections_are_closed() {
 
 #[tokio::test]
 async fn a_client_that_never_reads_is_closed_after_the_write_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::with_name("ca").unwrap();
-    write_cert_dir(&ca, dir.path()).unwrap();
+    let (dir, ca) = cert_dir("ca");
     let limits = Limits {
         write_timeout: Duration::from_millis(300),
         ..Limits::default()
@@ -457,9 +448,7 @@ async fn a_client_that_never_reads_is_closed_after_the_write_timeout() {
 
 #[tokio::test]
 async fn an_oversized_http2_stream_is_refused_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::with_name("ca").unwrap();
-    write_cert_dir(&ca, dir.path()).unwrap();
+    let (dir, ca) = cert_dir("ca");
     let limits = Limits {
         max_body_bytes: 64 * 1024,
         ..Limits::default()
