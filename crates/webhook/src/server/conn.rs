@@ -1,44 +1,60 @@
-//! One admission connection's lifetime: when it last moved bytes, how many requests it has in
-//! flight, and a write that may not wait forever.
+//! One admission connection's lifetime: whether it moved bytes lately, how many requests it has
+//! in flight, a write that may not wait forever, and when it must close.
 //!
 //! A client that never reads its answers makes every write wait for buffer space; without a
 //! bound, each such connection holds its buffers (and its task) for good. [`Watched`] fails a
-//! write that made no progress for the write timeout, which closes the connection. [`Activity`]
-//! tells when a connection has been idle (no request in flight, no byte in either direction) for
-//! the idle timeout, so the server can close it gracefully.
+//! write that made no progress for the write timeout, which closes the connection.
+//!
+//! The rest is decided off the hot path: reads, writes and requests only bump counters, and a
+//! small [`watchdog`] task per connection looks at them every idle timeout. When the connection
+//! has been idle that long (no request in flight, no byte either way), or the server shuts down,
+//! it asks the connection to close gracefully; after a refused HTTP/1.1 body it asks it to close
+//! at once. The connection's own future checks one flag per poll ([`Activity::close`]), so the
+//! admission path pays no timer and no lock per request.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::{Instant, Sleep};
+use tokio::sync::{watch, Notify};
+use tokio::time::Sleep;
 
-/// When a connection last moved bytes, and its requests in flight.
-#[derive(Debug)]
+/// What the watchdog asks of the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Close {
+    /// Keep serving.
+    No,
+    /// Finish what is in flight, then close (HTTP/2 GOAWAY; HTTP/1.1 after the answer).
+    Gracefully,
+    /// Close now (a refused HTTP/1.1 body is still being sent).
+    Now,
+}
+
+/// A connection's activity and the watchdog's verdict.
+#[derive(Debug, Default)]
 pub struct Activity {
-    started: Instant,
-    /// Milliseconds after `started` of the last byte read or written.
-    last: AtomicU64,
+    /// Bumped by every read, write and request: the watchdog compares two samples.
+    events: AtomicU64,
     in_flight: AtomicUsize,
+    close: AtomicU8,
+    /// The connection's task, woken when `close` changes.
+    connection: AtomicWaker,
+    refused: Notify,
 }
 
 impl Activity {
     pub fn new() -> Arc<Self> {
-        Arc::new(Self {
-            started: Instant::now(),
-            last: AtomicU64::new(0),
-            in_flight: AtomicUsize::new(0),
-        })
+        Arc::default()
     }
 
     fn touch(&self) {
-        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last.store(now, Ordering::Relaxed);
+        self.events.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Marks a request in flight until the guard is dropped.
@@ -48,23 +64,31 @@ impl Activity {
         InFlight(self.clone())
     }
 
-    /// Resolves once no request has been in flight and no byte has moved for `timeout`.
-    pub async fn idle_for(&self, timeout: Duration) {
-        loop {
-            let last = Duration::from_millis(self.last.load(Ordering::Relaxed));
-            let quiet = self.started.elapsed().saturating_sub(last);
-            let busy = self.in_flight.load(Ordering::Acquire) > 0;
-            if !busy && quiet >= timeout {
-                return;
-            }
-            // A request in flight: look again after a full timeout (its end counts as activity).
-            let wait = if busy {
-                timeout
-            } else {
-                timeout.saturating_sub(quiet)
-            };
-            tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
+    /// An HTTP/1.1 body was refused: close the connection shortly (time to flush the 413).
+    pub fn refused(&self) {
+        self.refused.notify_one();
+    }
+
+    /// The watchdog's verdict, registering `cx`'s waker for a later one. Called by the
+    /// connection's future on every poll: one atomic load (the waker registration is a no-op
+    /// for the same task).
+    pub fn close(&self, cx: &Context<'_>) -> Close {
+        self.connection.register(cx.waker());
+        match self.close.load(Ordering::Acquire) {
+            0 => Close::No,
+            1 => Close::Gracefully,
+            _ => Close::Now,
         }
+    }
+
+    fn decide(&self, close: Close) {
+        let value = match close {
+            Close::No => 0,
+            Close::Gracefully => 1,
+            Close::Now => 2,
+        };
+        self.close.fetch_max(value, Ordering::AcqRel);
+        self.connection.wake();
     }
 }
 
@@ -76,6 +100,42 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.touch();
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Watches one connection until it should close: gracefully once it has been idle for
+/// `idle_timeout` (no request in flight, no byte moved; judged between two looks
+/// `idle_timeout` apart, so an idle connection closes after one to two timeouts) or when
+/// `shutdown` flips; at once `after_refusal` after a refused HTTP/1.1 body. Ends when it has
+/// decided, or when the connection is gone.
+pub async fn watchdog(
+    activity: Arc<Activity>,
+    idle_timeout: Duration,
+    after_refusal: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut last = activity.events.load(Ordering::Relaxed);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => {
+                activity.decide(Close::Gracefully);
+                return;
+            }
+            () = activity.refused.notified() => {
+                tokio::time::sleep(after_refusal).await;
+                activity.decide(Close::Now);
+                return;
+            }
+            () = tokio::time::sleep(idle_timeout) => {
+                let now = activity.events.load(Ordering::Relaxed);
+                if now == last && activity.in_flight.load(Ordering::Acquire) == 0 {
+                    tracing::debug!("Closing an idle connection");
+                    activity.decide(Close::Gracefully);
+                    return;
+                }
+                last = now;
+            }
+        }
     }
 }
 
@@ -186,13 +246,13 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::time::Instant;
 
     /// Time is paused: a write into a pipe nobody reads fails after exactly the write timeout.
     #[tokio::test(start_paused = true)]
     async fn a_write_nobody_reads_times_out() {
         let (server, _client) = tokio::io::duplex(64);
-        let activity = Activity::new();
-        let mut watched = Watched::new(server, activity, Duration::from_secs(10));
+        let mut watched = Watched::new(server, Activity::new(), Duration::from_secs(10));
         let started = Instant::now();
         let error = watched.write_all(&[0u8; 1024]).await.unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::TimedOut);
@@ -218,19 +278,63 @@ mod tests {
         assert_eq!(reader.await.unwrap(), 1024);
     }
 
+    fn verdict(activity: &Activity) -> Close {
+        let waker = futures::task::noop_waker();
+        activity.close(&Context::from_waker(&waker))
+    }
+
+    /// Time is paused: the watchdog's verdicts, at the exact times they are due.
     #[tokio::test(start_paused = true)]
-    async fn idle_means_no_request_and_no_bytes() {
+    async fn idle_means_no_request_and_no_bytes_between_two_looks() {
+        let (_keep, shutdown) = watch::channel(false);
         let activity = Activity::new();
         let started = Instant::now();
         let request = activity.request();
-        let idle = tokio::spawn({
-            let activity = activity.clone();
-            async move { activity.idle_for(Duration::from_secs(60)).await }
-        });
+        let watching = tokio::spawn(watchdog(
+            activity.clone(),
+            Duration::from_secs(60),
+            Duration::from_millis(500),
+            shutdown,
+        ));
         tokio::time::sleep(Duration::from_secs(100)).await;
-        assert!(!idle.is_finished(), "a request in flight is not idle");
+        assert_eq!(
+            verdict(&activity),
+            Close::No,
+            "a request in flight is not idle"
+        );
         drop(request);
-        idle.await.unwrap();
-        assert_eq!(started.elapsed(), Duration::from_secs(160));
+        watching.await.unwrap();
+        // Looks at 60 s (busy), 120 s (the request ended at 100 s: activity), 180 s (idle).
+        assert_eq!(started.elapsed(), Duration::from_secs(180));
+        assert_eq!(verdict(&activity), Close::Gracefully);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_and_refusals_close() {
+        let (stop, shutdown) = watch::channel(false);
+        let activity = Activity::new();
+        let watching = tokio::spawn(watchdog(
+            activity.clone(),
+            Duration::from_secs(60),
+            Duration::from_millis(500),
+            shutdown,
+        ));
+        stop.send(true).unwrap();
+        watching.await.unwrap();
+        assert_eq!(verdict(&activity), Close::Gracefully);
+
+        let (_keep, shutdown) = watch::channel(false);
+        let activity = Activity::new();
+        let started = Instant::now();
+        let watching = tokio::spawn(watchdog(
+            activity.clone(),
+            Duration::from_secs(60),
+            Duration::from_millis(500),
+            shutdown,
+        ));
+        activity.refused();
+        watching.await.unwrap();
+        assert_eq!(started.elapsed(), Duration::from_millis(500));
+        assert_eq!(verdict(&activity), Close::Now);
     }
 }

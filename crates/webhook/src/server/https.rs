@@ -15,11 +15,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use super::conn::{Activity, Watched};
+use super::conn::{self, Activity, Close, Watched};
 use super::health::Readiness;
 use super::plain::{not_found, text};
 
@@ -174,7 +174,7 @@ async fn connection<H: Handler>(
         acceptor,
         handler,
         builder,
-        mut shutdown,
+        shutdown,
     } = peers;
     let _ = tcp.set_nodelay(true);
     let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
@@ -189,20 +189,25 @@ async fn connection<H: Handler>(
         }
     };
     let activity = Activity::new();
-    // Set when an HTTP/1.1 body is refused: hyper would otherwise keep the connection open to
-    // read the rest of a body nobody wants. An HTTP/2 stream is reset alone; the connection and
-    // its other streams go on.
-    let refused = Arc::new(Notify::new());
+    // The idle timeout, the shutdown and a refused HTTP/1.1 body (hyper would otherwise keep the
+    // connection open to read the rest of a body nobody wants) are watched beside the
+    // connection; an HTTP/2 stream is reset alone, its connection and other streams go on.
+    let watchdog = tokio::spawn(conn::watchdog(
+        activity.clone(),
+        limits.idle_timeout,
+        CLOSE_AFTER_REFUSAL,
+        shutdown,
+    ));
     let service = {
-        let (activity, refused) = (activity.clone(), refused.clone());
+        let activity = activity.clone();
         service_fn(move |request: Request<Incoming>| {
-            let (handler, refused) = (handler.clone(), refused.clone());
+            let (handler, activity) = (handler.clone(), activity.clone());
             let in_flight = activity.request();
             async move {
                 let http1 = request.version() < Version::HTTP_2;
                 let response = route::<_, Incoming>(request, &*handler, limits).await;
                 if http1 && response.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    refused.notify_one();
+                    activity.refused();
                 }
                 drop(in_flight);
                 Ok::<_, Infallible>(response)
@@ -213,32 +218,24 @@ async fn connection<H: Handler>(
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     let mut closing = false;
-    loop {
-        tokio::select! {
-            result = connection.as_mut() => {
-                if let Err(error) = result {
-                    tracing::debug!(%error, %peer, "Connection ended with an error");
-                }
-                return;
-            }
-            _ = shutdown.changed(), if !closing => {
-                connection.as_mut().graceful_shutdown();
-                closing = true;
-            }
-            () = activity.idle_for(limits.idle_timeout), if !closing => {
-                tracing::debug!(%peer, "Closing an idle connection");
-                connection.as_mut().graceful_shutdown();
-                closing = true;
-            }
-            () = async {
-                refused.notified().await;
-                // Time to flush the 413 before the connection is dropped.
-                tokio::time::sleep(CLOSE_AFTER_REFUSAL).await;
-            } => {
+    let result = std::future::poll_fn(|cx| {
+        match activity.close(cx) {
+            Close::Now => {
                 tracing::debug!(%peer, "Closed a connection after refusing its body");
-                return;
+                return std::task::Poll::Ready(Ok(()));
             }
+            Close::Gracefully if !closing => {
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            Close::Gracefully | Close::No => {}
         }
+        connection.as_mut().poll(cx)
+    })
+    .await;
+    watchdog.abort();
+    if let Err(error) = result {
+        tracing::debug!(%error, %peer, "Connection ended with an error");
     }
 }
 
