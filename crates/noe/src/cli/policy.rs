@@ -148,6 +148,7 @@ impl PolicyArgs {
         let policy = Policy {
             preferred_arch: self.preferred_arch(),
             schedulable_archs: self.schedulable_archs().into_iter().collect(),
+            schedulable_from_nodes: false,
             system_os: self.system_os.trim().to_owned(),
             preference_mode: self.preference_mode,
             preference_weight: Weight::try_from(self.preference_weight)
