@@ -213,7 +213,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         }
         Err(error) => {
             if !matches!(error, Error::NotLeader { .. }) {
-                deletions("failure");
+                deletions("failed");
             }
             Err(error)
         }
