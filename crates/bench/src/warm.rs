@@ -229,13 +229,15 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         let with = mean(&controlled);
         println!();
         println!(
-            "`noe --watch-nodes --remediate=report` over {} nodes and {} pods (synced in {:.1} s, before the rounds) in the same rounds: {:.0} req/s ({:.2}× the floor; {:.2}× noe without controllers), p99 {:.3} ms ({:.2}× the floor's; {:.2}× noe's), {:.1} server CPU µs per request ({:.2}× noe's).",
+            "`noe --watch-nodes --remediate=report` over {} nodes and {} pods (synced in {:.1} s, before the rounds) in the same rounds: {:.0} req/s ({:.2}× the floor; {:.2}× noe without controllers), p50 {:.3} ms ({:.2}× noe's), p99 {:.3} ms ({:.2}× the floor's; {:.2}× noe's), {:.1} server CPU µs per request ({:.2}× noe's).",
             options.cluster_nodes,
             options.cluster_pods,
             cluster.synced.as_secs_f64(),
             with.requests_per_second,
             with.requests_per_second / floor_mean.requests_per_second,
             with.requests_per_second / ours_mean.requests_per_second,
+            with.p50_ms,
+            with.p50_ms / ours_mean.p50_ms,
             with.p99_ms,
             with.p99_ms / floor_mean.p99_ms,
             with.p99_ms / ours_mean.p99_ms,
