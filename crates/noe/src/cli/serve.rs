@@ -223,7 +223,8 @@ fn start_controllers(
             lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity,
             "Leader election: the writing controllers run on the Lease holder only"
         ),
-        (None, true) if !settings.leader_elect => tracing::warn!(
+        // Right for one replica (the chart turns election on for more): said, not warned.
+        (None, true) if !settings.leader_elect => tracing::info!(
             "Writing controllers without --leader-elect: run one replica, or every replica writes"
         ),
         _ => {}
