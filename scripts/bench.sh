@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every noe-rs benchmark: criterion micro-benchmarks, then noe-bench (start-up time, registry
 # requests per image, concurrent single-flight, memory with 100k cached lookups, and the warm path
-# against the floor server with wrk). Results go to stdout and to target/bench/report.md.
+# against the floor server with wrk, with and without the controllers over a simulated cluster),
+# then noe-bench-controllers (reflector memory, wrong-arch pod to Event, NodeView reads, and the
+# real noe process with its controllers). Results go to stdout and to target/bench/report.md.
 #
 #   scripts/bench.sh              # everything
 #   scripts/bench.sh --quick      # shorter wrk runs, 10k entries, no criterion
@@ -26,7 +28,7 @@ target="${CARGO_TARGET_DIR:-target}"
 out="$target/bench"
 mkdir -p "$out"
 
-cargo build --release -p noe --bin noe -p noe-bench --bin noe-bench
+cargo build --release -p noe --bin noe -p noe-bench --bin noe-bench --bin noe-bench-controllers
 
 if ! $quick; then
   cargo bench -p noe-registry --bench reference -- --noplot 2>&1 | tee "$out/criterion-reference.txt"
@@ -34,10 +36,17 @@ if ! $quick; then
   cargo bench -p noe-webhook --bench admission -- --noplot 2>&1 | tee "$out/criterion-admission.txt"
 fi
 
-args=(--noe "$target/release/noe")
+args=(--noe "$target/release/noe" --controllers)
+controllers=(--nodes 1000 --pods 20000)
 if $quick; then
-  args+=(--duration 5s --rounds 1 --entries 10000 --starts 5)
+  args+=(--duration 5s --rounds 1 --entries 10000 --starts 5 --cluster-pods 2000)
+  controllers=(--nodes 100 --pods 2000)
 fi
 # shellcheck disable=SC2086
 "$target/release/noe-bench" all "${args[@]}" ${NOE_BENCH_ARGS:-} | tee "$out/report.md"
+bench_controllers="$target/release/noe-bench-controllers"
+"$bench_controllers" memory "${controllers[@]}" | tee -a "$out/report.md"
+"$bench_controllers" latency --nodes "${controllers[1]}" --pods 5000 | tee -a "$out/report.md"
+"$bench_controllers" nodeview --nodes "${controllers[1]}" | tee -a "$out/report.md"
+"$bench_controllers" process --noe "$target/release/noe" "${controllers[@]}" | tee -a "$out/report.md"
 echo "report: $out/report.md" >&2

@@ -4,6 +4,10 @@ The container args: one --flag=value per value (docs/configuration.md). Returned
 */}}
 {{- define "noe.args" -}}
 {{- $mounts := (include "noe.hostMounts" . | fromYaml).mounts | default list -}}
+{{- $ctl := include "noe.controllers" . | fromYaml -}}
+{{- if and (has "auto" (.Values.schedulableArchitectures | default list)) (not $ctl.watchNodes) -}}
+{{- fail "schedulableArchitectures: auto needs controller.watchNodes: true (the architectures are read from the nodes)" -}}
+{{- end -}}
 {{- $archTolerations := include "noe.archTolerations" . -}}
 args:
 - "--webhook-addr=:8443"
@@ -73,7 +77,22 @@ args:
 {{- if $k.config }}
 - {{ printf "--image-credential-provider-config=%s" $k.config | quote }}
 {{- end }}
-{{- if .Values.ha.enabled }}
+{{- if $ctl.watchNodes }}
+- "--watch-nodes=true"
+{{- end }}
+{{- if ne $ctl.remediate "off" }}
+- {{ printf "--remediate=%s" $ctl.remediate | quote }}
+{{- end }}
+{{- if eq $ctl.remediate "evict" }}
+- {{ printf "--remediate-rate=%d" (int .Values.controller.remediateRate) | quote }}
+{{- end }}
+{{- with .Values.controller.taintArches }}
+- {{ printf "--taint-arches=%s" (join "," .) | quote }}
+{{- end }}
+{{- if $ctl.leaderElect }}
 - "--leader-elect=true"
+{{- end }}
+{{- if $ctl.lease }}
+- {{ printf "--leader-elect-resource-name=%s" (include "noe.name" .) | quote }}
 {{- end }}
 {{- end -}}

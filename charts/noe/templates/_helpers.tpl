@@ -133,3 +133,26 @@ config: {{ $cfg | quote }}
 configInBinDir: {{ if and $bin $cfg (hasPrefix (printf "%s/" $bin) $cfg) }}true{{ else }}false{{ end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+What the controller values turn on (docs/configuration.md, "Controllers"), as a map for fromYaml:
+remediate (off | report | evict), nodes (a node reflector runs), writes (remediation or taints),
+leaderElect (--leader-elect: ha.enabled, or more than one replica running a writing controller),
+lease (leader election with something to elect: the Lease flags and RBAC).
+*/}}
+{{- define "noe.controllers" -}}
+{{- $c := .Values.controller | default dict -}}
+{{- $remediate := toString ($c.remediate | default "off") -}}
+{{- if eq $remediate "false" }}{{ $remediate = "off" }}{{ end -}}
+{{- $taints := $c.taintArches | default list -}}
+{{- $writes := or (ne $remediate "off") (gt (len $taints) 0) -}}
+{{- $ha := and .Values.ha .Values.ha.enabled -}}
+{{- $elect := or $ha (and $writes (gt (int (include "noe.replicas" .)) 1)) -}}
+watchNodes: {{ $c.watchNodes | default false }}
+remediate: {{ $remediate | quote }}
+taints: {{ gt (len $taints) 0 }}
+nodes: {{ or ($c.watchNodes | default false) $writes }}
+writes: {{ $writes }}
+leaderElect: {{ $elect }}
+lease: {{ and $elect $writes }}
+{{- end -}}

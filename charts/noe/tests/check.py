@@ -25,13 +25,17 @@ KNOWN_FLAGS = {
     "metrics-addr", "health-probe-addr", "preference-mode", "on-lookup-error", "registry-timeout",
     "admission-deadline", "preference-weight", "arch-tolerations-file", "allow-registry-cidrs",
     "kubeconfig", "cache-ttl", "cache-max-entries", "log-format", "log-level", "leader-elect",
-    "shutdown-delay", "metrics-max-namespaces",
+    "shutdown-delay", "metrics-max-namespaces", "watch-nodes", "remediate", "remediate-rate",
+    "taint-arches", "leader-elect-resource-name", "leader-elect-resource-namespace",
+    "leader-elect-identity", "leader-elect-lease-duration", "leader-elect-renew-deadline",
+    "leader-elect-retry-period",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
     "pod": "Pod", "deployment": "Deployment", "service": "Service",
     "serviceaccount": "ServiceAccount", "clusterrole": "ClusterRole",
-    "clusterrolebinding": "ClusterRoleBinding", "rolebinding": "RoleBinding", "issuer": "Issuer",
+    "clusterrolebinding": "ClusterRoleBinding", "rolebinding": "RoleBinding", "role": "Role",
+    "issuer": "Issuer",
     "certificate": "Certificate", "mutatingwebhookconfiguration": "MutatingWebhookConfiguration",
 }
 SKIP_LABEL = "arch.noe.adevinta.com/skip"
@@ -146,23 +150,49 @@ def invariants(r, release, namespace):
           and svc["spec"]["selector"] == {"app": release}
           and pod["metadata"]["labels"].get("app") == release)
 
-    # RBAC: get on secrets, nothing else.
+    # RBAC: get on secrets, and exactly what the enabled controllers use.
     cr = r.one("ClusterRole")
-    check("ClusterRole: get secrets only",
-          cr["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
-          str(cr["rules"]))
+    check("ClusterRole: secrets get, plus what the controllers' flags need, nothing else",
+          cr["rules"] == expected_cluster_rules(f), f"{cr['rules']} for {controller_flags(f)}")
     crb = r.one("ClusterRoleBinding")
+    sa = [{"kind": "ServiceAccount", "name": spec["serviceAccountName"], "namespace": namespace}]
     check("ClusterRoleBinding binds the ClusterRole to the pod's ServiceAccount",
           crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                              "name": cr["metadata"]["name"]}
-          and crb["subjects"] == [{"kind": "ServiceAccount", "name": spec["serviceAccountName"],
-                                   "namespace": namespace}])
-    check("no Role (nothing else granted)", not r.all("Role"))
+          and crb["subjects"] == sa)
+    lease = f.get("leader-elect") == ["true"] and writes(f)
+    roles = r.all("Role")
+    check("a Role exactly when leader election has something to elect",
+          len(roles) == (1 if lease else 0), f"{len(roles)} Roles, flags {controller_flags(f)}")
+    if lease and len(roles) == 1:
+        role = roles[0]
+        check("Role: leases create, and get/update of our Lease only, in the release namespace",
+              role["metadata"]["namespace"] == namespace and role["rules"] == [
+                  {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                   "verbs": ["create"]},
+                  {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                   "resourceNames": [release], "verbs": ["get", "update"]}], str(role["rules"]))
+        check("--leader-elect-resource-name is the Lease the Role names",
+              f.get("leader-elect-resource-name") == [release])
+        bound = [rb for rb in r.all("RoleBinding") if rb["roleRef"]["kind"] == "Role"]
+        check("the Role is bound to our ServiceAccount",
+              len(bound) == 1 and bound[0]["roleRef"]["name"] == role["metadata"]["name"]
+              and bound[0]["subjects"] == sa)
+    else:
+        check("no Lease flag without a Role", "leader-elect-resource-name" not in f)
     for rb in r.all("RoleBinding"):
-        check("RoleBinding only for podSecurityPolicyClusterRole, to our ServiceAccount",
-              rb["roleRef"]["kind"] == "ClusterRole" and rb["subjects"] == [
-                  {"kind": "ServiceAccount", "name": spec["serviceAccountName"],
-                   "namespace": namespace}])
+        check("RoleBinding for podSecurityPolicyClusterRole or the leader election Role, to our "
+              "ServiceAccount", rb["roleRef"]["kind"] in ("ClusterRole", "Role")
+              and rb["subjects"] == sa)
+    replicas = dep["spec"]["replicas"]
+    check("leader election whenever more than one replica runs a writing controller",
+          not (writes(f) and replicas > 1) or f.get("leader-elect") == ["true"],
+          f"{replicas} replicas, {controller_flags(f)}")
+    env = {e["name"]: e for e in c.get("env", [])}
+    check("POD_NAME and POD_NAMESPACE from the downward API",
+          env.get("POD_NAME", {}).get("valueFrom") == {"fieldRef": {"fieldPath": "metadata.name"}}
+          and env.get("POD_NAMESPACE", {}).get("valueFrom") == {
+              "fieldRef": {"fieldPath": "metadata.namespace"}})
 
     # Host files: typed, read-only, never a broad parent directory.
     mounts = {m["name"]: m for m in c["volumeMounts"]}
@@ -265,6 +295,33 @@ def invariants(r, release, namespace):
               s["namespaceSelector"] == {"matchNames": [namespace]})
 
 
+def writes(f):
+    """A writing controller runs: remediation or taints."""
+    return f.get("remediate", ["off"]) != ["off"] or bool(f.get("taint-arches"))
+
+
+def controller_flags(f):
+    return {k: v for k, v in f.items()
+            if k in ("watch-nodes", "remediate", "taint-arches", "leader-elect")}
+
+
+def expected_cluster_rules(f):
+    """The ClusterRole the controller flags need (docs/configuration.md, Controllers)."""
+    rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    remediate = f.get("remediate", ["off"])[0]
+    taints = bool(f.get("taint-arches"))
+    if f.get("watch-nodes") == ["true"] or remediate != "off" or taints:
+        verbs = ["get", "list", "watch", "patch"] if taints else ["list", "watch"]
+        rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": verbs})
+    if remediate != "off":
+        rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]})
+        rules.append({"apiGroups": ["events.k8s.io"], "resources": ["events"],
+                      "verbs": ["create", "patch"]})
+    if remediate == "evict":
+        rules.append({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]})
+    return rules
+
+
 def check_generated_cert(r, release, namespace, w, mwc_ann, svc):
     secrets = [s for s in r.all("Secret") if s["metadata"]["name"] == release]
     check("Helm-generated TLS Secret", len(secrets) == 1
@@ -306,8 +363,12 @@ def scenario_default(r, release, namespace):
         check(f"default --{k}={','.join(v)}", f.get(k) == v, str(f.get(k)))
     for k in ("cluster-schedulable-archs", "registry-proxies", "match-node-labels",
               "private-registries", "leader-elect", "image-credential-provider-config",
-              "arch-tolerations-file", "insecure-registries", "registry-ca-file"):
+              "arch-tolerations-file", "insecure-registries", "registry-ca-file", "watch-nodes",
+              "remediate", "remediate-rate", "taint-arches", "leader-elect-resource-name"):
         check(f"default has no --{k}", k not in f)
+    check("default: the ClusterRole grants get on secrets only",
+          r.one("ClusterRole")["rules"] == [
+              {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])
     dep = r.one("Deployment")
     check("default: 1 replica, no PDB", dep["spec"]["replicas"] == 1 and not r.all("PodDisruptionBudget"))
     w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
@@ -350,16 +411,29 @@ def scenario_full(r, release, namespace):
         "image-credential-provider-config": ["/etc/eks/credential-provider-config/config.yaml"],
         "admission-deadline": ["13s"], "leader-elect": ["true"], "log-level": ["debug"],
         "log-format": ["text"], "dev-self-signed-cert": ["false"], "shutdown-delay": ["7s"],
-        "metrics-max-namespaces": ["500"],
+        "metrics-max-namespaces": ["500"], "watch-nodes": ["true"], "remediate": ["evict"],
+        "remediate-rate": ["20"], "taint-arches": ["arm64"],
+        "leader-elect-resource-name": [release],
     }
     for k, v in want.items():
         check(f"full --{k}", f.get(k) == v, str(f.get(k)))
+    rules = {(tuple(x["apiGroups"]), tuple(x["resources"])): x["verbs"]
+             for x in r.one("ClusterRole")["rules"]}
+    check("full: every controller's RBAC", rules == {
+        (("",), ("secrets",)): ["get"],
+        (("",), ("nodes",)): ["get", "list", "watch", "patch"],
+        (("",), ("pods",)): ["list", "watch"],
+        (("events.k8s.io",), ("events",)): ["create", "patch"],
+        (("",), ("pods/eviction",)): ["create"]}, str(rules))
+    check("full: a leader election Role", len(r.all("Role")) == 1)
     c = container(r)
     check("full: extraArgs appended last", c["args"][-1] == "--dev-self-signed-cert=false")
     check("full: image with registry and tag",
           c["image"] == "registry.example.com:5000/platform/noe-rs:1.2.3")
     check("full: pullPolicy", c["imagePullPolicy"] == "Always")
-    check("full: extraEnv", c.get("env") == [{"name": "RUST_LOG", "value": "noe=debug"}])
+    check("full: extraEnv after the downward API entries",
+          [e["name"] for e in c.get("env", [])] == ["POD_NAME", "POD_NAMESPACE", "RUST_LOG"]
+          and c["env"][-1] == {"name": "RUST_LOG", "value": "noe=debug"})
     check("full: resources", c["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"})
     dep = r.one("Deployment")
     spec = dep["spec"]["template"]["spec"]
@@ -425,10 +499,17 @@ def scenario_full(r, release, namespace):
           sm["spec"]["endpoints"][0]["interval"] == "15s"
           and sm["spec"]["endpoints"][0]["scrapeTimeout"] == "5s"
           and sm["metadata"]["labels"].get("release") == "kube-prometheus-stack")
-    rb = r.one("RoleBinding")
+    rb = [x for x in r.all("RoleBinding") if x["roleRef"]["kind"] == "ClusterRole"]
     check("full: podSecurityPolicyClusterRole bound",
-          rb["roleRef"]["name"] == "psp-restricted" and rb["metadata"]["namespace"] == namespace)
+          len(rb) == 1 and rb[0]["roleRef"]["name"] == "psp-restricted"
+          and rb[0]["metadata"]["namespace"] == namespace)
     for key in PER_OBJECT_KIND:
+        if key == "rolebinding":
+            for x in r.all("RoleBinding"):
+                check(f"full: rolebinding labels on {x['metadata']['name']}",
+                      x["metadata"]["labels"].get("l-rolebinding") == "v"
+                      and x["metadata"]["annotations"].get("a-rolebinding") == "v")
+            continue
         m = r.meta(key)
         check(f"full: {key}.labels", m.get("labels", {}).get(f"l-{key}") == "v")
         check(f"full: {key}.annotations", (m.get("annotations") or {}).get(f"a-{key}") == "v")
@@ -446,7 +527,8 @@ def scenario_noe_values(r, release, namespace):
     check("noe values: docker config path", f.get("docker-config-path") == ["/var/lib/kubelet/config.json"])
     check("noe values: containerd path", f.get("containerd-config-path") == ["/etc/containerd"])
     for k in ("match-node-labels", "registry-proxies", "cluster-schedulable-archs",
-              "image-credential-provider-config", "private-registries", "leader-elect"):
+              "image-credential-provider-config", "private-registries", "leader-elect",
+              "watch-nodes", "remediate", "taint-arches"):
         check(f"noe values: empty value gives no --{k}", k not in f)
     check("noe values: no RoleBinding", not r.all("RoleBinding"))
 
@@ -469,8 +551,8 @@ def scenario_noe_values_test_full(r, release, namespace):
     check("noe full values: config inside the plugin dir is not mounted twice",
           "kubelet-credential-provider-config" not in vols and "kubelet-credential-provider-bin" in vols)
     for key in PER_OBJECT_KIND:
-        if key in ("rolebinding", "service"):
-            continue  # no RoleBinding without podSecurityPolicyClusterRole; service not in the file
+        if key in ("rolebinding", "role", "service"):
+            continue  # no RoleBinding or Role without them enabled; service not in the file
         m = r.meta(key)
         check(f"noe full values: {key} labels and annotations",
               m.get("labels", {}).get("some") == "label"
@@ -482,6 +564,8 @@ def scenario_ha(r, release, namespace):
     spec = dep["spec"]["template"]["spec"]
     check("ha: replicaCount 1 raised to 2", dep["spec"]["replicas"] == 2)
     check("ha: --leader-elect=true", flags(r).get("leader-elect") == ["true"])
+    check("ha alone: nothing to elect, no Lease flag and no Role",
+          "leader-elect-resource-name" not in flags(r) and not r.all("Role"))
     check("ha: PodDisruptionBudget minAvailable 1", r.one("PodDisruptionBudget")["spec"]["minAvailable"] == 1)
     spread = {c["topologyKey"]: c for c in spec.get("topologySpreadConstraints", [])}
     host = spread.get("kubernetes.io/hostname", {})
@@ -504,7 +588,34 @@ def scenario_no_host_files(r, release, namespace):
     check("no candidates: no hostPath volume", not any("hostPath" in v for v in spec["volumes"]))
 
 
+def scenario_controllers_report(r, release, namespace):
+    f = flags(r)
+    for k, v in {"watch-nodes": ["true"], "remediate": ["report"],
+                 "cluster-schedulable-archs": ["auto,arm64"]}.items():
+        check(f"controllers report: --{k}={v[0]}", f.get(k) == v, str(f.get(k)))
+    for k in ("remediate-rate", "taint-arches", "leader-elect", "leader-elect-resource-name"):
+        check(f"controllers report: no --{k} (one replica, no eviction, no taint)", k not in f)
+    check("controllers report: no Role", not r.all("Role"))
+    check("controllers report: no eviction, no node writes",
+          not any("pods/eviction" in x["resources"] or "patch" in x["verbs"] and "nodes" in
+                  x["resources"] for x in r.one("ClusterRole")["rules"]))
+
+
+def scenario_controllers_taints(r, release, namespace):
+    f = flags(r)
+    want = {"taint-arches": ["arm64,s390x"], "leader-elect": ["true"],
+            "leader-elect-resource-name": [release]}
+    for k, v in want.items():
+        check(f"controllers taints: --{k}={v[0]}", f.get(k) == v, str(f.get(k)))
+    check("controllers taints: a bare YAML off is remediation off", "remediate" not in f)
+    check("controllers taints: 2 replicas, leader election on without ha",
+          r.one("Deployment")["spec"]["replicas"] == 2 and not r.all("PodDisruptionBudget"))
+    check("controllers taints: one Role for the Lease", len(r.all("Role")) == 1)
+
+
 SCENARIOS = {
+    "controllers-report": scenario_controllers_report,
+    "controllers-taints": scenario_controllers_taints,
     "no-host-files": scenario_no_host_files,
     "ha": scenario_ha,
     "default": scenario_default,

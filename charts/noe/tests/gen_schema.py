@@ -67,7 +67,7 @@ TOLERATION = {
 }
 
 PER_OBJECT = ["pod", "deployment", "service", "serviceaccount", "clusterrole",
-              "clusterrolebinding", "rolebinding", "issuer", "certificate",
+              "clusterrolebinding", "rolebinding", "role", "issuer", "certificate",
               "mutatingwebhookconfiguration"]
 
 schema = {
@@ -106,7 +106,22 @@ schema = {
         "onLookupError": {"enum": ["ignore-image", "allow-pod", "deny"]},
         "systemOS": {"type": "string", "pattern": r"^[a-z0-9]+$"},
         "schedulableArchitectures": string_list(
-            {"enum": GOARCH}, "--cluster-schedulable-archs (empty: all)"),
+            {"enum": GOARCH + ["auto"]},
+            "--cluster-schedulable-archs (empty: all; auto: the nodes' archs, needs "
+            "controller.watchNodes)"),
+        "controller": {
+            "type": "object",
+            "description": "controllers beside the webhook (docs/configuration.md, Controllers)",
+            "additionalProperties": False,
+            "properties": {
+                "watchNodes": {"type": "boolean", "description": "--watch-nodes"},
+                "remediate": {"enum": ["off", "report", "evict", False],
+                              "description": "--remediate (false: a bare YAML off)"},
+                "remediateRate": {"type": "integer", "minimum": 1, "maximum": 10000,
+                                  "description": "--remediate-rate (evictions per minute)"},
+                "taintArches": string_list({"enum": GOARCH}, "--taint-arches"),
+            },
+        },
         "matchNodeLabels": string_list(
             {"type": "string",
              "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -223,6 +238,8 @@ schema = {
 }
 for key in PER_OBJECT:
     schema["properties"][key] = meta_object(key)
+schema["properties"]["role"]["description"] = \
+    "extra labels and annotations of the leader election Role"
 
 out = pathlib.Path(__file__).resolve().parent.parent / "values.schema.json"
 text = json.dumps(schema, indent=2, ensure_ascii=False) + "\n"

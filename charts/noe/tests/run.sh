@@ -125,6 +125,8 @@ scenarios=(
   "no-host-files|$TESTS/values/no-host-files.yaml"
   "noe-values|$TESTS/values/noe-values.yaml"
   "noe-values-test-full|$TESTS/values/noe-values-test-full.yaml"
+  "controllers-report|$TESTS/values/controllers-report.yaml"
+  "controllers-taints|$TESTS/values/controllers-taints.yaml"
 )
 for f in examples/values/*.yaml; do
   [ -e "$f" ] && scenarios+=("example-$(basename "$f" .yaml)|$f")
@@ -272,6 +274,11 @@ violations=(
   "pod.labels as a list|pod.labels|--set pod.labels[0]=x"
   "extraArgs not a flag|extraArgs|--set extraArgs[0]=preferred-arch=arm64"
   "namespaceSelector with a bad operator|operator|--set webhook.namespaceSelector.matchExpressions[0].key=a,webhook.namespaceSelector.matchExpressions[0].operator=Has"
+  "controller.remediate unknown|controller.remediate|--set controller.remediate=delete"
+  "controller.remediateRate 0|controller.remediateRate|--set controller.remediateRate=0"
+  "controller.taintArches unknown arch|controller.taintArches|--set controller.taintArches[0]=aarch64"
+  "controller.watchNodes as a string|controller.watchNodes|--set-string controller.watchNodes=yes"
+  "unknown controller key|remediation|--set controller.remediation=report"
 )
 for entry in "${violations[@]}"; do
   IFS='|' read -r desc want rest <<<"$entry"
@@ -299,6 +306,15 @@ if "$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=-lea
   pass "extraArgs with a flag the chart does not set is appended (Go -flag spelling kept)"
 else
   fail "extraArgs -leader-elect=true not appended"
+fi
+
+# schedulableArchitectures: auto without controller.watchNodes fails the render, naming both.
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'schedulableArchitectures[0]=auto' 2>&1 >/dev/null)"; then
+  fail "schedulableArchitectures auto without controller.watchNodes is refused (helm template succeeded)"
+elif echo "$err" | grep -q 'schedulableArchitectures: auto needs controller.watchNodes: true'; then
+  pass "schedulableArchitectures auto without controller.watchNodes is refused"
+else
+  fail "schedulableArchitectures auto without controller.watchNodes: unexpected error"; echo "$err"
 fi
 
 # A values file with several mistakes at once reports each of them.

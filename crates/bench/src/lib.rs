@@ -1,15 +1,19 @@
 //! noe-rs benchmarks (the targets of docs/benchmarks.md). Not a test suite: it measures and prints tables, it asserts
 //! nothing about timing. `scripts/bench.sh` builds the release `noe` and runs `noe-bench all`.
 //!
+//! - [`cluster`]: a simulated cluster (nodes and pods) for the scripted API server, shared with
+//!   `noe-bench-controllers`.
 //! - [`floor`]: the floor server, a minimal HTTPS admission endpoint on the same TLS stack as
 //!   `noe` (hyper 1 auto builder + tokio-rustls, ring) that parses the request JSON and answers
 //!   a constant AdmissionReview.
-//! - [`warm`]: `noe` (platforms cached) and the floor driven side by side by `wrk`.
+//! - [`warm`]: `noe` (platforms cached) and the floor driven side by side by `wrk`; with
+//!   `--controllers`, also `noe` running its controllers over a simulated cluster.
 //! - [`requests`]: registry HTTP requests per unique image, from the real registry's access log,
 //!   and N concurrent admissions of one uncached image.
 //! - [`memory`]: RSS of `noe` holding 100k cached lookups.
 //! - [`startup`]: exec to `/readyz` answering 200.
 
+pub mod cluster;
 pub mod floor;
 pub mod memory;
 pub mod noe;
@@ -87,6 +91,16 @@ pub struct Options {
     /// Start-up samples.
     #[arg(long, default_value_t = 10)]
     pub starts: u32,
+    /// `warm`: also measure `noe` running its controllers (`--watch-nodes --remediate=report`)
+    /// over a simulated cluster served by the scripted API server, in the same rounds.
+    #[arg(long)]
+    pub controllers: bool,
+    /// Nodes of the simulated cluster (`--controllers`).
+    #[arg(long, default_value_t = 1000)]
+    pub cluster_nodes: usize,
+    /// Pods of the simulated cluster (`--controllers`).
+    #[arg(long, default_value_t = 20_000)]
+    pub cluster_pods: usize,
 }
 
 fn parse_seconds(text: &str) -> Result<Duration, String> {

@@ -1,13 +1,87 @@
 //! The warm path: `noe` with the image's platforms cached against the floor, driven by wrk side
-//! by side (alternating rounds in one run), same request body, same client settings.
+//! by side (alternating rounds in one run), same request body, same client settings. With
+//! `--controllers`, a third server in the same rounds: `noe` running its controllers
+//! (`--watch-nodes --remediate=report`) over a simulated cluster of the scripted API server,
+//! measured once its reflectors listed everything and remediation checked every pod.
+
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use noe_test_support::{push_standard_fixtures, Registry};
+use noe_test_support::{push_standard_fixtures, Fixtures, KubeApi, Registry};
 
-use crate::noe::{admit, start_floor, start_noe, Tls};
+use crate::cluster::populate_with;
+use crate::noe::{admit, start_floor, start_noe, Process, Tls};
 use crate::wrk::{self, Report};
 use crate::Options;
 use noe_test_support::pod_review;
+
+/// The simulated cluster and the `noe` that runs controllers over it.
+struct Cluster {
+    _api: KubeApi,
+    noe: Process,
+    synced: Duration,
+}
+
+/// Sum of every sample of a counter family in `noe`'s `/metrics`.
+async fn counter_sum(process: &Process, name: &str) -> anyhow::Result<f64> {
+    let addr = process.metrics.context("no metrics address")?;
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await?
+        .text()
+        .await?;
+    Ok(text
+        .lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// Starts the API server with the cluster (pods drawing from fixture images that run on both
+/// arches) and `noe` with its controllers; waits until every pod was checked.
+async fn start_cluster(
+    options: &Options,
+    registry: &Registry,
+    fixtures: &Fixtures,
+    tls: &Tls,
+) -> anyhow::Result<Cluster> {
+    let api = KubeApi::start().await?;
+    let pool = [
+        fixtures.oci_index.reference(),
+        fixtures.docker_list.reference(),
+        fixtures.nested_index.reference(),
+    ];
+    populate_with(&api, options.cluster_nodes, options.cluster_pods, &pool);
+    let kubeconfig = tls.dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, api.kubeconfig_yaml())?;
+    let started = Instant::now();
+    let noe = start_noe(
+        &options.noe,
+        tls,
+        &[
+            format!("--insecure-registries={}", registry.host()),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "--watch-nodes".to_owned(),
+            "--remediate=report".to_owned(),
+        ],
+    )
+    .await?;
+    let deadline = started + Duration::from_secs(600);
+    let pods = options.cluster_pods as f64;
+    while counter_sum(&noe, "noe_controller_pods_checked_total").await? < pods {
+        if Instant::now() > deadline {
+            bail!("the controllers did not check every pod within 600 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(Cluster {
+        _api: api,
+        noe,
+        synced: started.elapsed(),
+    })
+}
 
 pub async fn run(options: &Options) -> anyhow::Result<()> {
     let registry = Registry::start().await?;
@@ -30,13 +104,22 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let cluster = if options.controllers {
+        Some(start_cluster(options, &registry, &fixtures, &tls).await?)
+    } else {
+        None
+    };
     let floor = start_floor(&tls).await?;
     let review = pod_review(
         "7f0c4a1e-3b52-4c1f-9d1a-2f6c1c3b9e10",
         &[fixtures.oci_index.reference()],
     );
     let client = tls.client()?;
-    for server in std::iter::once(&noe).chain(&baseline) {
+    let with_controllers = cluster.as_ref().map(|c| &c.noe);
+    for server in std::iter::once(&noe)
+        .chain(&baseline)
+        .chain(with_controllers)
+    {
         let warm = admit(&client, server.addr, &review).await?;
         if warm["response"]["patch"].is_null() {
             bail!("the warm-up admission did not patch the pod: {warm}");
@@ -49,10 +132,14 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     let mut floors = Vec::new();
     let mut ours = Vec::new();
     let mut baselines = Vec::new();
+    let mut controlled = Vec::new();
     for _ in 0..options.rounds {
         let mut servers = vec![(&floor, &mut floors, "floor"), (&noe, &mut ours, "noe")];
         if let Some(baseline) = &baseline {
             servers.push((baseline, &mut baselines, "baseline"));
+        }
+        if let Some(cluster) = &cluster {
+            servers.push((&cluster.noe, &mut controlled, "noe+controllers"));
         }
         for (server, out, name) in servers {
             let cpu = server.cpu_seconds()?;
@@ -89,6 +176,9 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         row(round + 1, "noe", o);
         if let Some(b) = baselines.get(round) {
             row(round + 1, "baseline", b);
+        }
+        if let Some(c) = controlled.get(round) {
+            row(round + 1, "noe+controllers", c);
         }
     }
     let floor_mean = mean(&floors);
@@ -133,6 +223,26 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
             base.p99_ms / floor_mean.p99_ms,
             base.server_cpu_us,
             ours_mean.server_cpu_us / base.server_cpu_us,
+        );
+    }
+    if let Some(cluster) = &cluster {
+        let with = mean(&controlled);
+        println!();
+        println!(
+            "`noe --watch-nodes --remediate=report` over {} nodes and {} pods (synced in {:.1} s, before the rounds) in the same rounds: {:.0} req/s ({:.2}× the floor; {:.2}× noe without controllers), p50 {:.3} ms ({:.2}× noe's), p99 {:.3} ms ({:.2}× the floor's; {:.2}× noe's), {:.1} server CPU µs per request ({:.2}× noe's).",
+            options.cluster_nodes,
+            options.cluster_pods,
+            cluster.synced.as_secs_f64(),
+            with.requests_per_second,
+            with.requests_per_second / floor_mean.requests_per_second,
+            with.requests_per_second / ours_mean.requests_per_second,
+            with.p50_ms,
+            with.p50_ms / ours_mean.p50_ms,
+            with.p99_ms,
+            with.p99_ms / floor_mean.p99_ms,
+            with.p99_ms / ours_mean.p99_ms,
+            with.server_cpu_us,
+            with.server_cpu_us / ours_mean.server_cpu_us,
         );
     }
     println!();

@@ -14,7 +14,7 @@ pub const OTHER_NAMESPACE: &str = "_other";
 #[derive(Clone)]
 pub struct Metrics {
     /// `noe_pods_deletion_total{namespace,status}`: evictions (noe's name; noe deleted),
-    /// status `success`, `blocked` (a PodDisruptionBudget said 429) or `failure`.
+    /// status `success`, `blocked` (a PodDisruptionBudget said 429) or `failed` (noe's values).
     pub(crate) deletions: IntCounterVec,
     /// `noe_controller_pods_checked_total{result}`: remediation verdicts.
     pub(crate) checked: IntCounterVec,

@@ -84,6 +84,12 @@ impl Controller for Remediation {
             shared: self.state.clone(),
         });
         Box::pin(async move {
+            let mut stop = stop;
+            // A pod judged before its node is listed would wait `node_wait` for nothing.
+            tokio::select! {
+                () = state.ctx.nodes.ready() => {}
+                () = &mut stop => return,
+            }
             let metrics = state.ctx.metrics.clone();
             KController::new(api, watcher::Config::default().fields("spec.nodeName!="))
                 .with_config(controller::Config::default().concurrency(CONCURRENCY))
@@ -207,7 +213,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         }
         Err(error) => {
             if !matches!(error, Error::NotLeader { .. }) {
-                deletions("failure");
+                deletions("failed");
             }
             Err(error)
         }

@@ -13,7 +13,7 @@ use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{Credentials, RegistryLookup, Resolve};
 
-use crate::config::RegistrySettings;
+use crate::config::{KubeSettings, RegistrySettings};
 
 /// Why the shared parts could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +25,34 @@ pub enum Error {
     Resolver(#[source] noe_registry::Error),
     #[error("cannot register metrics")]
     Metrics(#[from] prometheus::Error),
+    #[error("cannot read the kubeconfig {}", path.display())]
+    Kubeconfig {
+        path: std::path::PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no in-cluster Kubernetes configuration (outside a cluster, give a kubeconfig)")]
+    InCluster(#[source] kube::config::InClusterError),
+    #[error("cannot build the Kubernetes API client")]
+    KubeClient(#[source] kube::Error),
+}
+
+/// A client from the kubeconfig file when one is given, else the in-cluster configuration.
+pub async fn kube_client(settings: &KubeSettings) -> Result<kube::Client, Error> {
+    let config = match &settings.kubeconfig {
+        Some(path) => {
+            let kubeconfig = |source| Error::Kubeconfig {
+                path: path.clone(),
+                source,
+            };
+            let file = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig)?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(kubeconfig)?
+        }
+        None => kube::Config::incluster().map_err(Error::InCluster)?,
+    };
+    kube::Client::try_from(config).map_err(Error::KubeClient)
 }
 
 /// The parts every command shares.

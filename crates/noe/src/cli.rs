@@ -1,4 +1,4 @@
-//! The command line: `noe` (serve), `noe inspect`, `noe explain`.
+//! The command line: `noe` (serve), `noe inspect`, `noe explain`, `noe untaint`.
 //!
 //! Every flag has an environment variable `NOE_<FLAG_NAME>`, and Go `flag` spellings
 //! (`-flag v`, `-flag=v`) are normalised before clap parses (see [`go_flags`]). The flag groups
@@ -6,15 +6,18 @@
 //! the subcommand does not use is refused rather than ignored. Each group turns into the typed
 //! configuration of what it configures ([`Run`]); nothing below the command line sees a flag.
 
+pub mod controller;
 pub mod explain;
 pub mod go_flags;
 pub mod inspect;
+pub mod kube;
 pub mod logging;
 pub mod parse;
 pub mod policy;
 pub mod registry;
 pub mod serve;
 pub mod server;
+pub mod untaint;
 
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsString;
@@ -23,6 +26,8 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+pub use controller::{ControllerArgs, TaintArgs};
+pub use kube::KubeArgs;
 pub use logging::{LogArgs, LogFormat};
 pub use parse::ConfigError;
 pub use policy::PolicyArgs;
@@ -32,6 +37,7 @@ pub use server::ServerArgs;
 use crate::config;
 use explain::ExplainArgs;
 use inspect::InspectArgs;
+use untaint::UntaintArgs;
 
 /// noe-rs: pins Pods to the CPU architectures all their images support.
 ///
@@ -46,7 +52,16 @@ pub struct Args {
     pub server: ServerArgs,
 
     #[command(flatten)]
+    pub kube: KubeArgs,
+
+    #[command(flatten)]
     pub policy: PolicyArgs,
+
+    #[command(flatten)]
+    pub controller: ControllerArgs,
+
+    #[command(flatten)]
+    pub taints: TaintArgs,
 
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -67,17 +82,22 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Print what the webhook would do to a Pod or workload file, without a cluster.
     Explain(ExplainArgs),
+    /// Remove the arch taint (`--taint-arches`) from every node that carries it.
+    Untaint(UntaintArgs),
 }
 
 /// How long finished work waits for blocking threads at exit.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What to run, with its typed configuration.
+// Built once per process: the size of its largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Run {
     Serve(config::Serve),
     Inspect(config::Inspect),
     Explain(config::Explain),
+    Untaint(config::Untaint),
 }
 
 impl Args {
@@ -107,10 +127,22 @@ impl Args {
         match &self.command {
             None | Some(Command::Serve) => (
                 "serve",
-                &["ServerArgs", "PolicyArgs", "RegistryArgs", "LogArgs"],
+                &[
+                    "ServerArgs",
+                    "KubeArgs",
+                    "PolicyArgs",
+                    "ControllerArgs",
+                    "TaintArgs",
+                    "RegistryArgs",
+                    "LogArgs",
+                ],
             ),
             Some(Command::Inspect(_)) => ("inspect", &["RegistryArgs", "LogArgs"]),
-            Some(Command::Explain(_)) => ("explain", &["PolicyArgs", "RegistryArgs", "LogArgs"]),
+            Some(Command::Explain(_)) => (
+                "explain",
+                &["PolicyArgs", "TaintArgs", "RegistryArgs", "LogArgs"],
+            ),
+            Some(Command::Untaint(_)) => ("untaint", &["KubeArgs", "LogArgs"]),
         }
     }
 
@@ -136,11 +168,22 @@ impl Args {
             }
         }
         Ok(match &self.command {
-            None | Some(Command::Serve) => Run::Serve(config::Serve {
-                server: self.server.settings(),
-                decision: self.policy.decision()?,
-                registry: self.registry.settings()?,
-            }),
+            None | Some(Command::Serve) => {
+                let decision = self.decision()?;
+                let env = |name: &str| std::env::var(name).ok();
+                let controllers = self.controller.settings(
+                    &self.taints,
+                    decision.policy.schedulable_from_nodes,
+                    &env,
+                )?;
+                Run::Serve(config::Serve {
+                    server: self.server.settings(),
+                    kube: self.kube.settings(),
+                    decision,
+                    registry: self.registry.settings()?,
+                    controllers,
+                })
+            }
             Some(Command::Inspect(inspect)) => Run::Inspect(config::Inspect {
                 images: inspect.images.clone(),
                 output: inspect.output,
@@ -149,15 +192,25 @@ impl Args {
             Some(Command::Explain(explain)) => Run::Explain(config::Explain {
                 file: explain.file.clone(),
                 output: explain.output,
-                decision: self.policy.decision()?,
+                decision: self.decision()?,
                 registry: self.registry.settings()?,
+            }),
+            Some(Command::Untaint(_)) => Run::Untaint(config::Untaint {
+                kube: self.kube.settings(),
             }),
         })
     }
 
+    /// The decision's configuration, with the tolerations of the tainted arches.
+    fn decision(&self) -> Result<config::Decision, ConfigError> {
+        let mut decision = self.policy.decision()?;
+        self.taints.tolerate(&mut decision.policy)?;
+        Ok(decision)
+    }
+
     /// Builds the configuration, sets up logging, and runs the server or the subcommand.
     /// Exit codes: 0 done, 1 failed (an image not resolved, a pod denied by `explain`, the server
-    /// could not start), 2 the command line cannot run.
+    /// could not start, `untaint` could not reach every node), 2 the command line cannot run.
     pub fn run(self) -> ExitCode {
         let run = match self.to_run() {
             Ok(run) => run,
@@ -182,6 +235,7 @@ impl Args {
                 Run::Serve(config) => serve::run(config).await,
                 Run::Inspect(config) => inspect::run(config).await,
                 Run::Explain(config) => explain::run(config).await,
+                Run::Untaint(config) => untaint::run(config).await,
             }
         });
         // A blocking read that never returns (a credential file on a hung mount) must not keep

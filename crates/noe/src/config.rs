@@ -31,13 +31,29 @@ pub enum CertSource {
 pub struct ServerSettings {
     pub cert: CertSource,
     pub addresses: Addresses,
-    /// Out-of-cluster API access; `None`: the in-cluster configuration.
-    pub kubeconfig: Option<PathBuf>,
-    pub leader_elect: bool,
     /// After SIGTERM: not ready, still answering for this long, then drain.
     pub shutdown_delay: Duration,
     /// Distinct `namespace` metric label values at most.
     pub metrics_max_namespaces: usize,
+}
+
+/// How the Kubernetes API is reached.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KubeSettings {
+    /// Out-of-cluster API access; `None`: the in-cluster configuration.
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// The controllers, and what the admission reads of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControllerSettings {
+    /// What `noe_controller` runs (nothing by default).
+    pub config: noe_controller::Config,
+    /// The admission reads the node reflector: the cluster's archs (warnings, and the
+    /// schedulable archs with `auto`) and the node of a pod that gets a debug container.
+    pub node_facts: bool,
+    /// Leader election was asked for (with no writing controller there is nothing to elect).
+    pub leader_elect: bool,
 }
 
 /// The decision and its deadline.
@@ -60,8 +76,16 @@ pub enum Output {
 #[derive(Clone, Debug)]
 pub struct Serve {
     pub server: ServerSettings,
+    pub kube: KubeSettings,
     pub decision: Decision,
     pub registry: RegistrySettings,
+    pub controllers: ControllerSettings,
+}
+
+/// `noe untaint`.
+#[derive(Clone, Debug)]
+pub struct Untaint {
+    pub kube: KubeSettings,
 }
 
 /// `noe inspect`.

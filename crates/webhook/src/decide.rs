@@ -9,6 +9,7 @@
 
 mod architectures;
 mod audit;
+mod cluster;
 mod ephemeral;
 mod facts;
 mod outcome;
@@ -65,6 +66,8 @@ pub type Lookups =
 /// Decides what to do with a pod being created (steps 1–10 in docs/architecture.md), then, in
 /// audit mode, turns that into its report.
 pub fn decide(plan: &Plan<'_>, lookups: &Lookups, facts: &Facts, policy: &Policy) -> Decision {
+    let policy = cluster::effective(policy, facts);
+    let policy = policy.as_ref();
     let mut decision = enforce(plan, lookups, facts, policy);
     if policy.mode == Mode::Audit {
         decision = audit::audit(plan.pod, decision);
@@ -102,7 +105,9 @@ fn enforce(plan: &Plan<'_>, lookups: &Lookups, facts: &Facts, policy: &Policy) -
         signals: Vec::new(),
     };
     match &plan.arch {
-        Arch::User { reason, pins } => pinned(plan, lookups, policy, *reason, pins, decision),
+        Arch::User { reason, pins } => {
+            pinned(plan, lookups, facts, policy, *reason, pins, decision)
+        }
         Arch::Decide(analysis) => ours(plan, analysis, lookups, facts, policy, decision),
     }
 }
@@ -112,6 +117,7 @@ fn enforce(plan: &Plan<'_>, lookups: &Lookups, facts: &Facts, policy: &Policy) -
 fn pinned(
     plan: &Plan<'_>,
     lookups: &Lookups,
+    facts: &Facts,
     policy: &Policy,
     reason: SkipReason,
     pins: &Pins<'_>,
@@ -152,6 +158,7 @@ fn pinned(
     }
     // Step 9: the pinned archs the images are known to support; without resolved images, the
     // archs the pod names (configured ones only: they are the only ones with tolerations).
+    let resolved = common.is_some();
     let candidates: BTreeSet<&str> = match common {
         Some(common) => common,
         None if pins.explicit() => policy.architectures.keys().map(String::as_str).collect(),
@@ -161,6 +168,9 @@ fn pinned(
         .into_iter()
         .filter(|a| pins.admits(a) && policy.is_schedulable(a))
         .collect();
+    if resolved {
+        cluster::warn_without_nodes(&may_run_on, facts, &mut decision);
+    }
     write::untouched(plan, policy, reason, &may_run_on, decision)
 }
 

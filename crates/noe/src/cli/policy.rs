@@ -24,7 +24,9 @@ pub struct PolicyArgs {
     )]
     pub preferred_arch: String,
 
-    /// Architectures schedulable in the cluster, comma separated; empty means all.
+    /// Architectures schedulable in the cluster, comma separated; empty means all. `auto`
+    /// (with --watch-nodes) takes the architectures of the cluster's nodes, plus the others
+    /// listed (pools scaled to zero).
     #[arg(
         long,
         global = true,
@@ -110,10 +112,23 @@ pub struct PolicyArgs {
 }
 
 const TOLERATIONS_FLAG: &str = "arch-tolerations-file";
+/// `--cluster-schedulable-archs=auto`.
+const AUTO: &str = "auto";
 
 impl PolicyArgs {
+    /// The listed architectures (without `auto`).
     pub fn schedulable_archs(&self) -> Vec<String> {
         non_empty(&self.cluster_schedulable_archs)
+            .into_iter()
+            .filter(|arch| arch != AUTO)
+            .collect()
+    }
+
+    /// `--cluster-schedulable-archs` has `auto`: the nodes' architectures are schedulable.
+    pub fn schedulable_from_nodes(&self) -> bool {
+        self.cluster_schedulable_archs
+            .iter()
+            .any(|arch| arch.trim() == AUTO)
     }
 
     pub fn preferred_arch(&self) -> Option<String> {
@@ -148,6 +163,7 @@ impl PolicyArgs {
         let policy = Policy {
             preferred_arch: self.preferred_arch(),
             schedulable_archs: self.schedulable_archs().into_iter().collect(),
+            schedulable_from_nodes: self.schedulable_from_nodes(),
             system_os: self.system_os.trim().to_owned(),
             preference_mode: self.preference_mode,
             preference_weight: Weight::try_from(self.preference_weight)

@@ -1,17 +1,30 @@
 //! `noe` (or `noe serve`): the composition root. The only place where the server, the
-//! admission, the resolver, the credentials and the Kubernetes client are built and connected.
+//! admission, the resolver, the credentials, the Kubernetes client and the controllers are built
+//! and connected.
 
+pub mod facts;
+pub mod platforms;
+
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use noe_controller::{Controllers, Deps, Leadership, NodeView};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
+use noe_webhook::server::health::Readiness;
 use noe_webhook::server::tls::{self, CertDir, Reloadable};
 use noe_webhook::server::{self, Limits, Running, Termination, CERT_POLL_INTERVAL};
 
-use crate::app::App;
-use crate::config::{self, CertSource, ServerSettings};
+use crate::app::{self, App};
+use crate::config::{self, CertSource, ControllerSettings, ServerSettings};
+use facts::NodeViewFacts;
+use platforms::ResolverPlatforms;
+
+/// How long the controllers may take to stop (a held Lease is released) before they are
+/// abandoned.
+const CONTROLLERS_STOP: Duration = Duration::from_secs(5);
 
 /// Serves until SIGTERM, SIGINT or SIGHUP.
 pub async fn run(config: config::Serve) -> ExitCode {
@@ -32,37 +45,86 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = Termination>,
 ) -> anyhow::Result<()> {
     let delay = config.server.shutdown_delay;
-    let running = start(config).await?;
+    let serving = start(config).await?;
     let delay = match shutdown.await {
         Termination::Terminate => delay,
         Termination::Interrupt => Duration::ZERO,
     };
     tracing::info!(?delay, "Shutting down");
-    running.terminate(delay).await;
+    serving.terminate(delay).await;
     Ok(())
 }
 
+/// The running server and controllers.
+#[derive(Debug)]
+pub struct Serving {
+    pub webhook_addr: SocketAddr,
+    pub metrics_addr: SocketAddr,
+    pub health_addr: SocketAddr,
+    server: Running,
+    controllers: Option<noe_controller::Running>,
+}
+
+impl Serving {
+    /// What `/readyz` answers.
+    pub fn readiness(&self) -> &Readiness {
+        &self.server.readiness
+    }
+
+    /// The node reflector's view (`--watch-nodes`, remediation or taints).
+    pub fn node_view(&self) -> Option<NodeView> {
+        self.controllers.as_ref().and_then(|c| c.node_view())
+    }
+
+    /// Whether this replica may run the writing controllers now (`None`: no controller runs).
+    pub fn leadership(&self) -> Option<Leadership> {
+        self.controllers.as_ref().map(|c| c.leadership())
+    }
+
+    /// Stops the controllers (releasing a held Lease) and the server, draining open admission
+    /// connections.
+    pub async fn shutdown(self) {
+        futures::join!(stop(self.controllers), self.server.shutdown());
+    }
+
+    /// The shutdown a pod gets: the controllers stop at once (another replica takes the Lease
+    /// over), admissions are still answered for `delay` while the endpoint is removed, then
+    /// drained.
+    pub async fn terminate(self, delay: Duration) {
+        futures::join!(stop(self.controllers), self.server.terminate(delay));
+    }
+}
+
+async fn stop(controllers: Option<noe_controller::Running>) {
+    let Some(controllers) = controllers else {
+        return;
+    };
+    if tokio::time::timeout(CONTROLLERS_STOP, controllers.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(timeout = ?CONTROLLERS_STOP, "Controllers did not stop in time; abandoned");
+    }
+}
+
 /// Builds everything and starts serving.
-pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
+pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     let config::Serve {
         server:
             ServerSettings {
                 cert,
                 addresses,
-                kubeconfig,
-                leader_elect,
                 shutdown_delay: _,
                 metrics_max_namespaces,
             },
+        kube,
         decision: config::Decision {
             policy,
             admission_deadline,
         },
         registry,
+        controllers,
     } = config;
-    if leader_elect {
-        tracing::info!("--leader-elect is accepted for noe compatibility and has no effect yet");
-    }
     let tls = match cert {
         CertSource::SelfSigned => {
             tracing::warn!("Serving a generated self-signed certificate (--dev-self-signed-cert): local trials only");
@@ -78,45 +140,100 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
     };
     let memo = registry.resolver.cache_ttl;
     let app = App::build(registry).await?;
-    let pull_secrets = match kube_client(kubeconfig.as_deref()).await {
-        Ok(client) => Some(PullSecrets::new(client)),
+    // One client for the pull secrets and the controllers.
+    let client = match app::kube_client(&kube).await {
+        Ok(client) => Some(client),
+        Err(error) if controllers.config.is_enabled() => {
+            return Err(error).context("the controllers need Kubernetes API access");
+        }
         Err(error) => {
-            tracing::warn!(error = %format!("{error:#}"), "No Kubernetes API access: image pull secrets are not read");
+            tracing::warn!(error = %noe_webhook::resolve::one_line(&error), "No Kubernetes API access: image pull secrets are not read");
             None
         }
     };
-    let admission = app.admission(
+    if controllers.leader_elect && controllers.config.leader_election.is_none() {
+        tracing::info!("--leader-elect: no writing controller is enabled, nothing to elect");
+    }
+    let pull_secrets = client.clone().map(PullSecrets::new);
+    let running = match client {
+        Some(client) if controllers.config.is_enabled() => Some(start_controllers(
+            client,
+            &controllers,
+            &app,
+            pull_secrets.clone(),
+            metrics_max_namespaces,
+        )?),
+        _ => None,
+    };
+    let mut admission = app.admission(
         policy,
         admission_deadline,
         memo,
         metrics_max_namespaces,
         pull_secrets,
     )?;
+    if controllers.node_facts {
+        if let Some(nodes) = running.as_ref().and_then(|r| r.node_view()) {
+            admission = admission.with_facts(Arc::new(NodeViewFacts::new(nodes)));
+        }
+    }
     let limits = Limits {
         body_read_timeout: admission_deadline,
         drain_timeout: admission_deadline.saturating_add(Duration::from_secs(5)),
         ..Limits::default()
     };
-    Ok(server::start(
+    let server = match server::start(
         addresses,
         tls,
         Arc::new(admission),
         limits,
         app.metrics.clone(),
     )
-    .await?)
+    .await
+    {
+        Ok(server) => server,
+        Err(error) => {
+            stop(running).await;
+            return Err(error.into());
+        }
+    };
+    Ok(Serving {
+        webhook_addr: server.webhook_addr,
+        metrics_addr: server.metrics_addr,
+        health_addr: server.health_addr,
+        server,
+        controllers: running,
+    })
 }
 
-/// A client from `kubeconfig`, else the in-cluster configuration.
-async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await?
-        }
-        None => kube::Config::incluster()?,
+/// Starts what the controller settings enable, with the webhook's lookups for the pods' images
+/// and metrics on the App's registry.
+fn start_controllers(
+    client: kube::Client,
+    settings: &ControllerSettings,
+    app: &App,
+    pull_secrets: Option<PullSecrets>,
+    max_namespaces: usize,
+) -> anyhow::Result<noe_controller::Running> {
+    let config = settings.config.clone();
+    let writes =
+        config.remediate != noe_controller::Remediate::Off || !config.taint_arches.is_empty();
+    match (&config.leader_election, writes) {
+        (Some(lease), _) => tracing::info!(
+            lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity,
+            "Leader election: the writing controllers run on the Lease holder only"
+        ),
+        // Right for one replica (the chart turns election on for more): said, not warned.
+        (None, true) if !settings.leader_elect => tracing::info!(
+            "Writing controllers without --leader-elect: run one replica, or every replica writes"
+        ),
+        _ => {}
+    }
+    let platforms = ResolverPlatforms::new(app, pull_secrets, platforms::DEADLINE);
+    let metrics = noe_controller::Metrics::new(&app.metrics, max_namespaces)
+        .context("cannot register the controller metrics")?;
+    let deps = Deps {
+        platforms: Some(Arc::new(platforms)),
     };
-    Ok(kube::Client::try_from(config)?)
+    Ok(Controllers::start(client, config, deps, metrics)?)
 }

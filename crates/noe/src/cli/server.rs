@@ -1,4 +1,4 @@
-//! Flags of the serving process: addresses, certificates, cluster access.
+//! Flags of the serving process: addresses, certificates, shutdown, metrics.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -31,10 +31,6 @@ pub struct ServerArgs {
     #[arg(long, global = true, env = "NOE_HEALTH_PROBE_ADDR", default_value = ":8081", value_parser = parse_addr)]
     pub health_probe_addr: SocketAddr,
 
-    /// kubeconfig for out-of-cluster API access; in a pod the in-cluster config is used.
-    #[arg(long, global = true, env = "NOE_KUBECONFIG", value_parser = super::parse::any_path)]
-    pub kubeconfig: Option<PathBuf>,
-
     /// After SIGTERM: report not ready at once, keep answering for this long (Go duration) while the
     /// endpoint is removed, then drain. SIGINT and SIGHUP drain at once.
     #[arg(long, global = true, env = "NOE_SHUTDOWN_DELAY", default_value = "5s",
@@ -50,12 +46,6 @@ pub struct ServerArgs {
         default_value_t = 1000
     )]
     pub metrics_max_namespaces: usize,
-
-    /// Accepted for noe compatibility; a logged no-op until the pod controller exists.
-    #[arg(long, global = true, env = "NOE_LEADER_ELECT", action = ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = BoolishValueParser::new())]
-    pub leader_elect: bool,
 }
 
 impl ServerArgs {
@@ -73,11 +63,6 @@ impl ServerArgs {
                 metrics: self.metrics_addr,
                 health: self.health_probe_addr,
             },
-            kubeconfig: self
-                .kubeconfig
-                .clone()
-                .filter(|path| !path.as_os_str().is_empty()),
-            leader_elect: self.leader_elect,
             shutdown_delay: self.shutdown_delay,
             metrics_max_namespaces: self.metrics_max_namespaces,
         }

@@ -6,6 +6,8 @@ use noe_webhook::decide::{OnLookupError, PreferenceMode};
 
 use super::*;
 
+mod controller;
+
 fn parse(argv: &[&str]) -> Result<Args, clap::Error> {
     Args::try_parse_normalized(argv.iter().map(OsString::from))
 }
@@ -40,7 +42,7 @@ fn defaults_match_the_design() {
     assert_eq!(args.server.health_probe_addr.port(), 8081);
     assert_eq!(args.server.cert_dir, std::path::PathBuf::from("./"));
     assert!(!args.server.dev_self_signed_cert);
-    assert!(!args.server.leader_elect);
+    assert!(!args.controller.leader_elect);
     assert_eq!(args.log.log_format, LogFormat::Json);
     assert_eq!(args.log.log_level, "info");
     assert!(args.to_run().is_ok());
@@ -76,7 +78,11 @@ fn booleans_accept_go_forms() {
         (&["noe"], false),
     ];
     for (argv, want) in cases {
-        assert_eq!(parse(argv).unwrap().server.leader_elect, *want, "{argv:?}");
+        assert_eq!(
+            parse(argv).unwrap().controller.leader_elect,
+            *want,
+            "{argv:?}"
+        );
     }
     let args = parse(&[
         "noe",
@@ -416,7 +422,7 @@ fn the_charts_argument_list_parses_and_validates() {
     ])
     .unwrap();
     assert!(args.to_run().is_ok());
-    assert!(args.server.leader_elect);
+    assert!(args.controller.leader_elect);
     let Ok(Run::Serve(config)) = args.to_run() else {
         panic!("not serve")
     };

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Pod;
+use noe::cli::serve::Serving;
 use noe::cli::{Args, Run};
 use noe_test_support::{push_standard_fixtures, Fixtures, Registry, TestCa};
-use noe_webhook::server::Running;
 use serde_json::{json, Value};
 
 pub struct Harness {
@@ -18,7 +18,7 @@ pub struct Harness {
 }
 
 pub struct Server {
-    pub running: Running,
+    pub running: Serving,
     pub url: String,
     pub client: reqwest::Client,
 }
@@ -242,7 +242,7 @@ pub async fn run_noe(args: &[String]) -> (i32, String, String) {
 }
 
 /// Starts the server in-process from a command line, as `noe` would (Go spellings allowed).
-pub async fn start_server(argv: Vec<String>) -> Running {
+pub async fn start_server(argv: Vec<String>) -> Serving {
     let args = Args::try_parse_normalized(argv.into_iter().map(Into::into)).unwrap();
     let Run::Serve(config) = args.to_run().unwrap() else {
         panic!("not a server command line")

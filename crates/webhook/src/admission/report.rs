@@ -158,6 +158,10 @@ fn signals(metrics: &Metrics, scope: &Scope<'_>, signals: &[Signal]) {
                 let _span = scope.enter(Level::INFO);
                 tracing::info!(previous = %previous.join(","), "Recomputed our earlier constraint")
             }
+            Signal::NoNode { archs } => {
+                let _span = scope.enter(Level::INFO);
+                tracing::info!(archs = %archs.join(","), "No node has the pod's architectures")
+            }
         }
     }
 }

@@ -2,6 +2,9 @@
 //! so it stays pure. Every field is optional: absent means unknown, and the decision then does
 //! what it does without that fact.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
 /// Facts about the pod's surroundings.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Facts {
@@ -10,6 +13,10 @@ pub struct Facts {
     pub namespace_preferred_arch: Option<String>,
     /// The node the pod is bound to (ephemeral containers, [`check_ephemeral`](super::check_ephemeral)).
     pub node: Option<NodeFacts>,
+    /// The architectures (`kubernetes.io/arch`) of the cluster's nodes, once they are known
+    /// (`--watch-nodes`): with `--cluster-schedulable-archs=auto` they are the schedulable
+    /// archs, and a pod that may only run on archs no node has gets a warning.
+    pub cluster_archs: Option<Arc<BTreeSet<String>>>,
 }
 
 /// A node's platform, from its labels.

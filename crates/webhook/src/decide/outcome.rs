@@ -187,4 +187,10 @@ pub enum Signal {
     /// The pod's own arch constraint admits no architecture its images support (step 6b), or a
     /// debug container's image cannot run on its node.
     Contradiction,
+    /// No node of the cluster has an architecture the pod may run on (`--watch-nodes`): it stays
+    /// pending until one joins.
+    NoNode {
+        /// The architectures the pod may run on.
+        archs: Vec<String>,
+    },
 }

@@ -146,7 +146,7 @@ pub(crate) fn context(resolved: &[Resolved<'_>], os: &str, policy: &Policy) -> S
     if resolved.iter().any(|r| r.other_os) {
         out.push_str(&format!(" (pod OS: {})", text::truncate(os, 64)));
     }
-    if !policy.schedulable_archs.is_empty() {
+    if !policy.schedulable_from_nodes && !policy.schedulable_archs.is_empty() {
         out.push_str(&format!(
             " (schedulable: {})",
             text::list(&policy.schedulable_archs)

@@ -130,8 +130,13 @@ impl PolicyError {
 pub struct Policy {
     /// `--preferred-arch`; `None` or empty = no cluster-wide preference.
     pub preferred_arch: Option<String>,
-    /// `--cluster-schedulable-archs`; empty = every architecture is schedulable.
+    /// `--cluster-schedulable-archs`; empty = every architecture is schedulable. With
+    /// [`Policy::schedulable_from_nodes`], the archs added to the nodes' (pools at zero).
     pub schedulable_archs: BTreeSet<String>,
+    /// `--cluster-schedulable-archs=auto`: the schedulable archs are those of the cluster's nodes
+    /// ([`Facts::cluster_archs`](super::Facts::cluster_archs)) plus `schedulable_archs`; every
+    /// arch is while the nodes are not known.
+    pub schedulable_from_nodes: bool,
     /// `--system-os`: the OS of pods that do not state one.
     pub system_os: String,
     /// `--preference-mode`.
@@ -159,6 +164,7 @@ impl Default for Policy {
         Self {
             preferred_arch: Some("amd64".to_owned()),
             schedulable_archs: BTreeSet::new(),
+            schedulable_from_nodes: false,
             system_os: "linux".to_owned(),
             preference_mode: PreferenceMode::Required,
             preference_weight: Weight::DEFAULT,
@@ -173,7 +179,8 @@ impl Default for Policy {
 }
 
 impl Policy {
-    /// Refuses contradictory settings.
+    /// Refuses contradictory settings. With `schedulable_from_nodes` the schedulable archs are
+    /// not known yet, so the preferred and fallback archs are not checked against them.
     pub fn validate(&self) -> Result<(), PolicyError> {
         let schedulable = || {
             self.schedulable_archs
@@ -217,9 +224,12 @@ impl Policy {
         self.fallback_arch.as_deref().filter(|a| !a.is_empty())
     }
 
-    /// Whether `arch` is schedulable (an empty list means every arch is).
+    /// Whether `arch` is schedulable (an empty list means every arch is; so does
+    /// `schedulable_from_nodes` until the decision knows the nodes).
     pub fn is_schedulable(&self, arch: &str) -> bool {
-        self.schedulable_archs.is_empty() || self.schedulable_archs.contains(arch)
+        self.schedulable_from_nodes
+            || self.schedulable_archs.is_empty()
+            || self.schedulable_archs.contains(arch)
     }
 }
 
@@ -304,5 +314,16 @@ mod tests {
             ..Policy::default()
         };
         assert_eq!(no_os.validate(), Err(PolicyError::EmptySystemOs));
+        // `auto`: the nodes' archs are not known at start, so the preferred and fallback archs
+        // are not checked against the extra ones.
+        let auto = Policy {
+            schedulable_from_nodes: true,
+            schedulable_archs: BTreeSet::from(["arm64".to_owned()]),
+            on_lookup_error: OnLookupError::Fallback,
+            fallback_arch: Some("s390x".to_owned()),
+            ..Policy::default()
+        };
+        assert_eq!(auto.validate(), Ok(()));
+        assert!(auto.is_schedulable("amd64"));
     }
 }

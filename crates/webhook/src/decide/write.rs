@@ -9,8 +9,8 @@ use super::plan::{Analysis, Plan};
 use super::pod::{self, array, NODE_AFFINITY, PREFERRED};
 use super::terms::{self, Group, TermKind};
 use super::{
-    tolerations, Decision, Facts, Policy, PreferenceMode, Signal, SkipReason, Verdict, ARCH_LABEL,
-    PLATFORMS_ANNOTATION,
+    cluster, tolerations, Decision, Facts, Policy, PreferenceMode, Signal, SkipReason, Verdict,
+    ARCH_LABEL, PLATFORMS_ANNOTATION,
 };
 use crate::patch::PatchBuilder;
 
@@ -240,6 +240,7 @@ pub(crate) fn constrain(
     };
     may_run_on.extend(common.iter().filter(|a| analysis.user_terms.admits(a)));
     tolerations::add(&mut patch, policy, &may_run_on);
+    cluster::warn_without_nodes(&may_run_on, facts, &mut decision);
 
     let value = common.iter().copied().collect::<Vec<_>>().join(",");
     if pod::annotation(raw, PLATFORMS_ANNOTATION) != Some(value.as_str()) {

@@ -2,6 +2,7 @@
 //! replay of the placement conformance cases, each judged by where the scheduler may place the
 //! patched pod.
 
+mod cases_nodes;
 mod cases_noe;
 mod cases_peers;
 mod conformance;

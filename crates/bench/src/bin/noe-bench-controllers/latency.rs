@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _};
 use noe_controller::{Config, Controllers, Deps, Metrics, Remediate};
 use noe_test_support::{KubeApi, PodFixture};
 
-use crate::cluster::{arm_node, counter_sum, platforms, populate, AMD_ONLY};
+use noe_bench::cluster::{arm_node, counter_sum, platforms, populate, AMD_ONLY};
 
 /// `latency` options.
 #[derive(Clone, Debug, clap::Args)]
@@ -22,7 +22,8 @@ pub struct Options {
     pub samples: usize,
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+/// The `p` quantile of sorted samples (nearest rank).
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }

@@ -8,13 +8,15 @@
 //! - `nodeview`: nanoseconds per `NodeView::archs()` and `NodeView::node(name)` call.
 //! - `latency`: time from a wrong-arch pod appearing in the watch to its Event and its eviction
 //!   request arriving at the API server, over a bounded number of pods added one at a time.
+//! - `process`: the real `noe` binary with `--kubeconfig --watch-nodes --remediate=report`: RSS
+//!   above the same binary idle, and wrong-arch pod to Event through the webhook's resolver.
 //!
 //! Not a test: it measures and prints markdown, it asserts nothing about timing.
 
-mod cluster;
 mod latency;
 mod memory;
 mod nodeview;
+mod process;
 
 use std::process::ExitCode;
 
@@ -39,6 +41,8 @@ enum Command {
     Latency(latency::Options),
     /// What the admission path pays to read the node store.
     Nodeview(nodeview::Options),
+    /// The real `noe` process: reflector memory and wrong-arch pod to Event.
+    Process(process::Options),
     /// (internal) The measured process of `memory`.
     Child(memory::ChildOptions),
 }
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
             Command::Memory(options) => memory::run(&options).await,
             Command::Latency(options) => latency::run(&options).await,
             Command::Child(options) => memory::child(&options).await,
+            Command::Process(options) => process::run(&options).await,
             Command::Nodeview(options) => {
                 nodeview::run(&options);
                 Ok(())

@@ -7,7 +7,7 @@ use noe_controller::{Config, Controllers, Deps, Metrics, Remediate};
 use noe_test_support::{KubeApi, Resource};
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::cluster::{counter_sum, platforms, populate};
+use noe_bench::cluster::{counter_sum, platforms, populate};
 
 /// `memory` options.
 #[derive(Clone, Debug, clap::Args)]
@@ -190,7 +190,7 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         api.get(resource, namespace, name)
             .map_or(0, |object| object.to_string().len())
     };
-    let node_bytes = size(Resource::Nodes, "", &crate::cluster::node_name(0));
+    let node_bytes = size(Resource::Nodes, "", &noe_bench::cluster::node_name(0));
     let pod_bytes = size(Resource::Pods, "team-0", "svc-000000");
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!("## Controllers: reflector memory");

@@ -7,7 +7,7 @@ use std::time::Instant;
 use noe_controller::objects::NodeRecord;
 use noe_controller::NodeView;
 
-use crate::cluster::node_name;
+use noe_bench::cluster::node_name;
 
 /// `nodeview` options.
 #[derive(Clone, Debug, clap::Args)]

@@ -8,7 +8,7 @@
 //! docs/compatibility.md); `cases_peers` the rules that come from our peers and our own design:
 //! pods that pin some or all of their terms, DaemonSet pods, image volumes, the fallback arch,
 //! contradictions, the namespace preference, the pod's own preference, per-arch settings and
-//! audit mode.
+//! audit mode; `cases_nodes` what the cluster's nodes change (`--watch-nodes`, `auto`).
 
 #[test]
 fn noe_cases() {
@@ -18,4 +18,9 @@ fn noe_cases() {
 #[test]
 fn peer_and_design_cases() {
     super::runner::run(super::cases_peers::cases());
+}
+
+#[test]
+fn node_awareness_cases() {
+    super::runner::run(super::cases_nodes::cases());
 }

@@ -38,14 +38,23 @@ fn pool_image(i: usize) -> String {
 
 /// Puts `nodes` nodes and `pods` pods (all fitting their node) into the API server.
 pub fn populate(api: &KubeApi, nodes: usize, pods: usize) {
+    let pool: Vec<String> = (0..IMAGE_POOL).map(pool_image).collect();
+    populate_with(api, nodes, pods, &pool);
+}
+
+/// Puts `nodes` nodes and `pods` pods into the API server, each pod with [`IMAGES_PER_POD`]
+/// images drawn from `pool` (which must support amd64 and arm64 for the pods to fit).
+pub fn populate_with(api: &KubeApi, nodes: usize, pods: usize, pool: &[String]) {
     for i in 0..nodes {
         api.put_node(node_json(&node_name(i), arch_of(i), "linux"));
     }
     for p in 0..pods {
-        let images: Vec<String> = (0..IMAGES_PER_POD)
-            .map(|c| pool_image((p.wrapping_mul(7).wrapping_add(c)) % IMAGE_POOL))
+        let images: Vec<&str> = (0..IMAGES_PER_POD)
+            .filter_map(|c| {
+                let index = p.wrapping_mul(7).wrapping_add(c) % pool.len().max(1);
+                pool.get(index).map(String::as_str)
+            })
             .collect();
-        let images: Vec<&str> = images.iter().map(String::as_str).collect();
         let node = node_name(p % nodes.max(1));
         let mut pod = PodFixture::new(
             &format!("team-{}", p % 50),

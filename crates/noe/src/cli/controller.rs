@@ -1,0 +1,336 @@
+//! Flags of the controllers (docs/configuration.md, "Controllers"): node awareness, pod
+//! remediation, leader election (`ControllerArgs`, the server only), and the node taints by arch
+//! (`TaintArgs`, also read by `noe explain`: the taints' tolerations are part of the decision).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Args, ValueEnum};
+use noe_controller::taints::{TAINT_EFFECT, TAINT_KEY};
+use noe_controller::{Config, LeaseConfig, Remediate};
+use noe_webhook::decide::Policy;
+
+use super::parse::{non_empty, ConfigError};
+use crate::config::ControllerSettings;
+
+/// `--remediate`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum RemediateMode {
+    /// Pods are not looked at.
+    #[default]
+    Off,
+    /// An Event on each pod whose images cannot run on its node, and a metric.
+    Report,
+    /// Report, then evict such pods that have a controller owner, through the Eviction API
+    /// (PodDisruptionBudgets respected), at most `--remediate-rate` per minute.
+    Evict,
+}
+
+impl From<RemediateMode> for Remediate {
+    fn from(mode: RemediateMode) -> Self {
+        match mode {
+            RemediateMode::Off => Self::Off,
+            RemediateMode::Report => Self::Report,
+            RemediateMode::Evict => Self::Evict,
+        }
+    }
+}
+
+/// The environment variable the chart fills with the pod's name (downward API).
+pub const POD_NAME_ENV: &str = "POD_NAME";
+/// The environment variable the chart fills with the pod's namespace (downward API).
+pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Controllers")]
+pub struct ControllerArgs {
+    /// Keep a reflector of the cluster's Nodes: pods whose architectures no node has get a
+    /// warning, debug containers are checked against their node without an API call, and
+    /// `--cluster-schedulable-archs=auto` reads the nodes' architectures.
+    #[arg(long, global = true, env = "NOE_WATCH_NODES", action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub watch_nodes: bool,
+
+    /// Pods running on a node their images cannot run on: `off`, `report` (an Event and a
+    /// metric) or `evict` (report, then evict those with a controller owner through the Eviction
+    /// API, PodDisruptionBudgets respected).
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_REMEDIATE",
+        value_enum,
+        default_value = "off"
+    )]
+    pub remediate: RemediateMode,
+
+    /// Evictions per minute at most with `--remediate=evict`.
+    #[arg(long, global = true, env = "NOE_REMEDIATE_RATE", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub remediate_rate: u32,
+
+    /// Run the writing controllers (remediation, taints) only on the replica that holds a
+    /// Lease; every replica serves admissions.
+    #[arg(long, global = true, env = "NOE_LEADER_ELECT", action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub leader_elect: bool,
+
+    /// Name of the Lease (coordination.k8s.io/v1).
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_LEADER_ELECT_RESOURCE_NAME",
+        default_value = "noe"
+    )]
+    pub leader_elect_resource_name: String,
+
+    /// Namespace of the Lease; default: $POD_NAMESPACE.
+    #[arg(long, global = true, env = "NOE_LEADER_ELECT_RESOURCE_NAMESPACE")]
+    pub leader_elect_resource_namespace: Option<String>,
+
+    /// This replica's identity in the Lease (unique among replicas); default: $POD_NAME.
+    #[arg(long, global = true, env = "NOE_LEADER_ELECT_IDENTITY")]
+    pub leader_elect_identity: Option<String>,
+
+    /// How long the others wait after the leader's last renewal before taking the Lease.
+    #[arg(long, global = true, env = "NOE_LEADER_ELECT_LEASE_DURATION", default_value = "15s",
+          value_parser = super::parse::positive_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// The leader stops writing when it could not renew for this long (below the lease duration).
+    #[arg(long, global = true, env = "NOE_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s",
+          value_parser = super::parse::positive_duration)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// Time between attempts to acquire or renew the Lease (below the renew deadline).
+    #[arg(long, global = true, env = "NOE_LEADER_ELECT_RETRY_PERIOD", default_value = "2s",
+          value_parser = super::parse::positive_duration)]
+    pub leader_elect_retry_period: Duration,
+}
+
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Controllers")]
+pub struct TaintArgs {
+    /// Architectures whose nodes keep the taint `arch.noe.adevinta.com/arch=<arch>:NoSchedule`
+    /// (`noe untaint` removes it); pods that may run on them get its toleration. Comma separated.
+    #[arg(long, global = true, env = "NOE_TAINT_ARCHES", value_delimiter = ',')]
+    pub taint_arches: Vec<String>,
+}
+
+/// A Kubernetes label value: at most 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both
+/// ends (node arch labels are label values).
+fn is_label_value(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let edge = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+    !text.is_empty()
+        && text.len() <= 63
+        && edge(bytes.first())
+        && edge(bytes.last())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A DNS-1123 subdomain (object names): at most 253 characters of `[a-z0-9.-]`, alphanumeric
+/// at both ends.
+fn is_object_name(text: &str, max: usize) -> bool {
+    let bytes = text.as_bytes();
+    let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    !text.is_empty()
+        && text.len() <= max
+        && edge(bytes.first())
+        && edge(bytes.last())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
+}
+
+impl TaintArgs {
+    /// The tainted arches; refuses one that is not a label value.
+    pub fn arches(&self) -> Result<BTreeSet<String>, ConfigError> {
+        let arches: BTreeSet<String> = non_empty(&self.taint_arches).into_iter().collect();
+        if let Some(bad) = arches.iter().find(|arch| !is_label_value(arch)) {
+            return Err(ConfigError::Contradiction(format!(
+                "--taint-arches {bad:?} is not an architecture (a node label value)"
+            )));
+        }
+        Ok(arches)
+    }
+
+    /// Adds the toleration of each tainted arch to the per-arch settings of the decision (the
+    /// same path as `--arch-tolerations-file`), so pods that may run there tolerate the taint.
+    pub fn tolerate(&self, policy: &mut Policy) -> Result<(), ConfigError> {
+        for arch in self.arches()? {
+            let toleration = serde_json::json!({
+                "key": TAINT_KEY,
+                "operator": "Equal",
+                "value": arch,
+                "effect": TAINT_EFFECT,
+            });
+            let settings = policy.architectures.entry(arch).or_default();
+            if !settings.tolerations.contains(&toleration) {
+                settings.tolerations.push(toleration);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ControllerArgs {
+    /// The controllers' configuration. `env` reads the environment (`POD_NAME`,
+    /// `POD_NAMESPACE`); `auto` says `--cluster-schedulable-archs=auto` was given. Refuses
+    /// contradictions with one line naming the flags.
+    pub fn settings(
+        &self,
+        taints: &TaintArgs,
+        auto: bool,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ControllerSettings, ConfigError> {
+        let contradiction = |text: &str| Err(ConfigError::Contradiction(text.to_owned()));
+        if auto && !self.watch_nodes {
+            return contradiction(
+                "--cluster-schedulable-archs=auto needs --watch-nodes (the architectures are read from the nodes)",
+            );
+        }
+        let taint_arches = taints.arches()?;
+        let remediate = Remediate::from(self.remediate);
+        let writes = remediate != Remediate::Off || !taint_arches.is_empty();
+        let leader_election = if self.leader_elect && writes {
+            Some(self.lease(env)?)
+        } else {
+            None
+        };
+        let config = Config {
+            watch_nodes: self.watch_nodes,
+            remediate,
+            remediate_rate_per_minute: self.remediate_rate,
+            taint_arches,
+            leader_election,
+            instance: env(POD_NAME_ENV).filter(|name| !name.is_empty()),
+            ..Config::default()
+        };
+        config
+            .validate()
+            .map_err(|error| ConfigError::Contradiction(error.to_string()))?;
+        Ok(ControllerSettings {
+            config,
+            node_facts: self.watch_nodes,
+            leader_elect: self.leader_elect,
+        })
+    }
+
+    /// The Lease: name, namespace (flag, else `POD_NAMESPACE`), identity (flag, else
+    /// `POD_NAME`), timings.
+    fn lease(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<LeaseConfig, ConfigError> {
+        let given = |flag: &Option<String>, var: &str| {
+            flag.clone()
+                .or_else(|| env(var))
+                .map(|value| value.trim().to_owned())
+                .filter(|value| !value.is_empty())
+        };
+        let contradiction = |text: String| ConfigError::Contradiction(text);
+        let name = self.leader_elect_resource_name.trim();
+        if !is_object_name(name, 253) {
+            return Err(contradiction(format!(
+                "--leader-elect-resource-name {name:?} is not a Kubernetes object name"
+            )));
+        }
+        let Some(namespace) = given(&self.leader_elect_resource_namespace, POD_NAMESPACE_ENV)
+        else {
+            return Err(contradiction(format!(
+                "--leader-elect needs the Lease's namespace: set {POD_NAMESPACE_ENV} (the chart sets it) or --leader-elect-resource-namespace"
+            )));
+        };
+        if !is_object_name(&namespace, 63) {
+            return Err(contradiction(format!(
+                "--leader-elect-resource-namespace {namespace:?} is not a namespace name"
+            )));
+        }
+        let Some(identity) = given(&self.leader_elect_identity, POD_NAME_ENV) else {
+            return Err(contradiction(format!(
+                "--leader-elect needs this replica's identity: set {POD_NAME_ENV} (the chart sets it) or --leader-elect-identity"
+            )));
+        };
+        if identity.len() > 253 || identity.chars().any(char::is_control) {
+            return Err(contradiction(format!(
+                "--leader-elect-identity must be at most 253 printable characters (got {} bytes)",
+                identity.len()
+            )));
+        }
+        let (duration, deadline, retry) = (
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_deadline,
+            self.leader_elect_retry_period,
+        );
+        if !(duration > deadline && deadline > retry) || duration < Duration::from_secs(1) {
+            return Err(contradiction(format!(
+                "--leader-elect-lease-duration ({duration:?}) must be above --leader-elect-renew-deadline ({deadline:?}), itself above --leader-elect-retry-period ({retry:?}), and at least 1s"
+            )));
+        }
+        Ok(LeaseConfig {
+            lease_duration: duration,
+            renew_deadline: deadline,
+            retry_period: retry,
+            ..LeaseConfig::new(name, &namespace, &identity)
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_and_object_names() {
+        for good in ["arm64", "amd64", "ppc64le", "arm.v7", "a_b-c"] {
+            assert!(is_label_value(good), "{good}");
+        }
+        let long = "a".repeat(64);
+        for bad in ["", "-arm", "arm-", "arm64 ", "a/b", long.as_str(), "ärm"] {
+            assert!(!is_label_value(bad), "{bad:?}");
+        }
+        for good in ["noe", "noe-system", "noe.controllers", "a1"] {
+            assert!(is_object_name(good, 253), "{good}");
+        }
+        for bad in ["", "Noe", "noe_", "-noe", "noe-", "a b"] {
+            assert!(!is_object_name(bad, 253), "{bad:?}");
+        }
+        assert!(!is_object_name(&"a".repeat(64), 63));
+    }
+
+    #[test]
+    fn tolerations_of_the_taints_join_the_per_arch_settings() {
+        let taints = TaintArgs {
+            taint_arches: vec!["arm64".into(), " ".into(), "arm64".into()],
+        };
+        let mut policy = Policy::default();
+        policy.architectures.insert(
+            "arm64".into(),
+            noe_webhook::decide::ArchSettings {
+                tolerations: vec![serde_json::json!({"key": "pool", "operator": "Exists"})],
+                ..Default::default()
+            },
+        );
+        taints.tolerate(&mut policy).unwrap();
+        taints.tolerate(&mut policy).unwrap();
+        assert_eq!(
+            policy.architectures["arm64"].tolerations,
+            [
+                serde_json::json!({"key": "pool", "operator": "Exists"}),
+                serde_json::json!({"key": "arch.noe.adevinta.com/arch", "operator": "Equal",
+                                   "value": "arm64", "effect": "NoSchedule"}),
+            ]
+        );
+        assert_eq!(policy.architectures.len(), 1);
+        let bad = TaintArgs {
+            taint_arches: vec!["arm 64".into()],
+        };
+        assert_eq!(
+            bad.tolerate(&mut policy).unwrap_err().to_string(),
+            "--taint-arches \"arm 64\" is not an architecture (a node label value)"
+        );
+    }
+}
