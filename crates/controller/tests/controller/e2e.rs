@@ -6,7 +6,6 @@
 //! Waits are bounded polls for a condition (no timed assertions); retry intervals are shortened
 //! through `Config::timings` because the API server runs on real sockets, where tokio's paused
 //! clock would fire the client's own timeouts.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -157,14 +156,15 @@ async fn report_writes_one_event_on_the_misplaced_pod_only() {
         event.body["note"],
         "node arm is linux/arm64; images that cannot run there: amd-only:1 [linux/amd64]"
     );
-    assert_eq!(
+    // The counter is bumped after the Event is written: wait for it rather than race it.
+    eventually("the misplaced pod counted", || {
         counter(
             &registry,
             "noe_controller_pods_misplaced_total",
-            &[("namespace", "shop")]
-        ),
-        1
-    );
+            &[("namespace", "shop")],
+        ) == 1
+    })
+    .await;
 
     // A status update of the misplaced pod does not write a second Event.
     let mut wrong = api.get(Resource::Pods, "shop", "wrong").unwrap();

@@ -1,6 +1,5 @@
 //! The pure decisions, table-tested: remediation's screen/judge/note, the taint plan, the
 //! trimmed records (parsed from the API reference's JSON) and the configuration checks.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::time::Duration;

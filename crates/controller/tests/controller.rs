@@ -1,0 +1,8 @@
+//! The controller crate's integration tests, one binary: the pure decisions' tables, and the
+//! controllers end to end with kube's real `Client` against the scripted API server.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod controller {
+    mod e2e;
+    mod tables;
+}
