@@ -116,15 +116,21 @@ impl Admission {
         };
         let facts = async {
             match &self.facts {
-                Some(source) => self.resolve.bounded(source.facts(request)).await,
+                Some(source) => {
+                    self.resolve
+                        .bounded(source.facts(request))
+                        .instrument(scope.span().clone())
+                        .await
+                }
                 None => None,
             }
         };
+        let span = || scope.span().clone();
         let (resolved, facts) = futures::future::join(
-            self.resolve.platforms(scope.namespace, &secrets, &images),
+            self.resolve
+                .platforms_traced(scope.namespace, &secrets, &images, span),
             facts,
         )
-        .instrument(scope.span().clone())
         .await;
         report::resolved(&self.metrics, scope, &resolved);
         let facts = facts.unwrap_or_default();

@@ -192,6 +192,21 @@ impl Resolve {
         pull_secrets: &[String],
         images: &[String],
     ) -> Resolved {
+        self.platforms_traced(namespace, pull_secrets, images, tracing::Span::none)
+            .await
+    }
+
+    /// [`Resolve::platforms`], with the lookups that go to a registry inside `span` (so registry
+    /// logs name the pod). `span` is called only then: building a span with formatted fields for
+    /// every warm admission costs a visible share of the throughput (docs/benchmarks.md).
+    pub async fn platforms_traced(
+        &self,
+        namespace: &str,
+        pull_secrets: &[String],
+        images: &[String],
+        span: impl FnOnce() -> tracing::Span,
+    ) -> Resolved {
+        use tracing::Instrument as _;
         if images.is_empty() {
             return Resolved::default();
         }
@@ -213,7 +228,9 @@ impl Resolve {
                 };
             }
         }
-        self.look_up(images, context, deadline).await
+        self.look_up(images, context, deadline)
+            .instrument(span())
+            .await
     }
 
     async fn look_up(
