@@ -33,11 +33,23 @@ pub struct ServerSettings {
     pub addresses: Addresses,
     /// Out-of-cluster API access; `None`: the in-cluster configuration.
     pub kubeconfig: Option<PathBuf>,
+    /// What the admission reads from the cluster besides pull secrets.
+    pub facts: FactSettings,
     pub leader_elect: bool,
     /// After SIGTERM: not ready, still answering for this long, then drain.
     pub shutdown_delay: Duration,
     /// Distinct `namespace` metric label values at most.
     pub metrics_max_namespaces: usize,
+}
+
+/// What the admission reads from the Kubernetes API about a pod's surroundings; each part
+/// needs its own RBAC, so each is off unless asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FactSettings {
+    /// The namespace's `arch.noe.adevinta.com/preferred` label (`get namespaces`).
+    pub namespace_preference: bool,
+    /// Debug containers checked against their pod's node (`get nodes`).
+    pub ephemeral_containers: bool,
 }
 
 /// The decision and its deadline.

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use noe_webhook::facts::{ClusterFacts, NamespacePreferences, NodeGets};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::tls::{self, CertDir, Reloadable};
 use noe_webhook::server::{self, Limits, Running, Termination, CERT_POLL_INTERVAL};
 
 use crate::app::App;
-use crate::config::{self, CertSource, ServerSettings};
+use crate::config::{self, CertSource, FactSettings, ServerSettings};
 
 /// Serves until SIGTERM, SIGINT or SIGHUP.
 pub async fn run(config: config::Serve) -> ExitCode {
@@ -50,6 +51,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
                 cert,
                 addresses,
                 kubeconfig,
+                facts,
                 leader_elect,
                 shutdown_delay: _,
                 metrics_max_namespaces,
@@ -78,20 +80,24 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
     };
     let memo = registry.resolver.cache_ttl;
     let app = App::build(registry).await?;
-    let pull_secrets = match kube_client(kubeconfig.as_deref()).await {
-        Ok(client) => Some(PullSecrets::new(client)),
+    let client = match kube_client(kubeconfig.as_deref()).await {
+        Ok(client) => Some(client),
         Err(error) => {
             tracing::warn!(error = %format!("{error:#}"), "No Kubernetes API access: image pull secrets are not read");
             None
         }
     };
-    let admission = app.admission(
+    let pull_secrets = client.clone().map(PullSecrets::new);
+    let mut admission = app.admission(
         policy,
         admission_deadline,
         memo,
         metrics_max_namespaces,
         pull_secrets,
     )?;
+    if let Some(facts) = cluster_facts(facts, client)? {
+        admission = admission.with_facts(Arc::new(facts));
+    }
     let limits = Limits {
         body_read_timeout: admission_deadline,
         drain_timeout: admission_deadline.saturating_add(Duration::from_secs(5)),
@@ -105,6 +111,34 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
         app.metrics.clone(),
     )
     .await?)
+}
+
+/// The facts the admission reads from the cluster, `None` when none is asked for. Each asked for
+/// needs the API: without it start-up fails rather than silently ignoring the flag.
+fn cluster_facts(
+    settings: FactSettings,
+    client: Option<kube::Client>,
+) -> anyhow::Result<Option<ClusterFacts>> {
+    let FactSettings {
+        namespace_preference,
+        ephemeral_containers,
+    } = settings;
+    if !namespace_preference && !ephemeral_containers {
+        return Ok(None);
+    }
+    let Some(client) = client else {
+        anyhow::bail!(
+            "--namespace-preference and --check-ephemeral-containers need Kubernetes API access (in a pod, or --kubeconfig)"
+        );
+    };
+    let mut facts = ClusterFacts::new();
+    if namespace_preference {
+        facts = facts.with_namespaces(NamespacePreferences::new(client.clone()));
+    }
+    if ephemeral_containers {
+        facts = facts.with_nodes(Arc::new(NodeGets::new(client)));
+    }
+    Ok(Some(facts))
 }
 
 /// A client from `kubeconfig`, else the in-cluster configuration.

@@ -28,6 +28,8 @@ pub struct Request {
     pub sub_resource: Option<String>,
     pub namespace: String,
     pub object: Option<Value>,
+    /// The object before an update (`oldObject`), raw.
+    pub old_object: Option<Value>,
 }
 
 impl Request {
@@ -38,6 +40,17 @@ impl Request {
             && self.operation == Operation::Create
             && self.sub_resource.as_deref().is_none_or(str::is_empty);
         self.object.as_ref().filter(|_| is_creation)
+    }
+
+    /// A pod and its previous version, when ephemeral (debug) containers are being added: an
+    /// `UPDATE` of the `pods/ephemeralcontainers` subresource.
+    pub fn ephemeral_update(&self) -> Option<(&Value, Option<&Value>)> {
+        let is_debug = self.kind == "Pod"
+            && self.group.is_empty()
+            && self.operation == Operation::Update
+            && self.sub_resource.as_deref() == Some("ephemeralcontainers");
+        let pod = self.object.as_ref().filter(|_| is_debug)?;
+        Some((pod, self.old_object.as_ref()))
     }
 }
 
@@ -96,6 +109,7 @@ pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
     let request: AdmissionRequest<DynamicObject> =
         review.try_into().map_err(|_| Invalid::NoRequest)?;
     let object = request.object.map(raw);
+    let old_object = request.old_object.map(raw);
     let namespace = request
         .namespace
         .filter(|n| !n.is_empty())
@@ -116,6 +130,7 @@ pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
         sub_resource: request.sub_resource,
         namespace,
         object,
+        old_object,
     })
 }
 
