@@ -8,6 +8,7 @@ mod noe {
     mod docs_flags;
     mod e2e_admission;
     mod e2e_cli;
+    mod e2e_facts;
     mod e2e_private;
     mod fault_sigterm;
     mod harness;
