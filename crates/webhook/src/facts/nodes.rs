@@ -42,6 +42,23 @@ pub fn node_facts(node: &Node) -> NodeFacts {
     }
 }
 
+/// The platform labels of a Node as raw JSON (a Node in a file, `noe explain`).
+pub fn node_facts_json(node: &serde_json::Value) -> NodeFacts {
+    let label = |key: &str| {
+        let value = node
+            .pointer("/metadata/labels")
+            .and_then(|labels| labels.get(key))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        super::label_value(value.as_ref())
+    };
+    NodeFacts {
+        arch: label(ARCH_LABEL),
+        os: label(OS_LABEL),
+        windows_build: label(WINDOWS_BUILD_LABEL),
+    }
+}
+
 /// Nodes read with one GET each, cached. Cheap to clone.
 #[derive(Clone)]
 pub struct NodeGets {
