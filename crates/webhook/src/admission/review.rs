@@ -357,6 +357,32 @@ mod tests {
     }
 
     #[test]
+    fn debug_container_updates() {
+        let mut body: Value =
+            serde_json::from_slice(&review(V1, "UPDATE", "ephemeralcontainers", pod_kind()))
+                .unwrap();
+        body["request"]["oldObject"] = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p"}, "spec": {"containers": []}});
+        let request = parse(&serde_json::to_vec(&body).unwrap()).unwrap();
+        assert!(request.pod_creation().is_none());
+        let (pod, old) = request.ephemeral_update().unwrap();
+        assert_eq!(pod["spec"]["futureField"], 1);
+        assert_eq!(old.unwrap()["metadata"]["name"], "p");
+        for (operation, sub_resource) in [
+            ("CREATE", ""),
+            ("UPDATE", ""),
+            ("UPDATE", "status"),
+            ("CREATE", "ephemeralcontainers"),
+        ] {
+            let request = parse(&review(V1, operation, sub_resource, pod_kind())).unwrap();
+            assert!(
+                request.ephemeral_update().is_none(),
+                "{operation} {sub_resource}"
+            );
+        }
+    }
+
+    #[test]
     fn salvage_what_a_broken_body_says() {
         assert_eq!(salvage(b"not json"), (V1, String::new()));
         assert_eq!(
