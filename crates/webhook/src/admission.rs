@@ -132,7 +132,10 @@ impl Admission {
             .unwrap_or_default();
         let facts = async {
             match &self.facts {
-                Some(source) if plan.wants_namespace_preference(&self.policy) => {
+                Some(source)
+                    if source.knows_namespaces()
+                        && plan.wants_namespace_preference(&self.policy) =>
+                {
                     let request = FactRequest {
                         namespace: Some(scope.namespace),
                         node_name: None,

@@ -40,6 +40,12 @@ pub trait FactSource: Send + Sync + 'static {
     fn knows_nodes(&self) -> bool {
         false
     }
+
+    /// Whether this source can tell a namespace's preferred arch at all. When it cannot, pod
+    /// creations do not ask (no timer, no allocation on the warm path).
+    fn knows_namespaces(&self) -> bool {
+        true
+    }
 }
 
 /// Knows nothing: every fact unknown (the default, and `noe explain` without a cluster).
@@ -49,6 +55,10 @@ pub struct NoFacts;
 impl FactSource for NoFacts {
     fn facts<'a>(&'a self, _request: FactRequest<'a>) -> BoxFuture<'a, Facts> {
         Box::pin(async { Facts::default() })
+    }
+
+    fn knows_namespaces(&self) -> bool {
+        false
     }
 }
 
@@ -120,6 +130,10 @@ impl FactSource for ClusterFacts {
 
     fn knows_nodes(&self) -> bool {
         self.nodes.is_some()
+    }
+
+    fn knows_namespaces(&self) -> bool {
+        self.namespaces.is_some()
     }
 }
 

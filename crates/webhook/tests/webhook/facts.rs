@@ -166,7 +166,7 @@ async fn cluster_facts_ask_only_what_is_wanted() {
     let client = api.client().unwrap();
     let namespaces_only =
         ClusterFacts::new().with_namespaces(NamespacePreferences::new(client.clone()));
-    assert!(!namespaces_only.knows_nodes());
+    assert!(!namespaces_only.knows_nodes() && namespaces_only.knows_namespaces());
     let facts = namespaces_only
         .facts(FactRequest {
             namespace: Some("team-a"),
@@ -179,6 +179,9 @@ async fn cluster_facts_ask_only_what_is_wanted() {
 
     let both = namespaces_only.with_nodes(Arc::new(NodeGets::new(client)));
     assert!(both.knows_nodes());
+    assert!(!ClusterFacts::new()
+        .with_nodes(Arc::new(NodeGets::new(api.client().unwrap())))
+        .knows_namespaces());
     let facts = both
         .facts(FactRequest {
             namespace: None,
