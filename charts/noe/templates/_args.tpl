@@ -9,6 +9,7 @@ The container args: one --flag=value per value (docs/configuration.md). Returned
 {{- fail "schedulableArchitectures: auto needs controller.watchNodes: true (the architectures are read from the nodes)" -}}
 {{- end -}}
 {{- $archTolerations := include "noe.archTolerations" . -}}
+{{- $platformOverrides := include "noe.platformOverrides" . -}}
 args:
 - "--webhook-addr=:8443"
 - "--metrics-addr=:8080"
@@ -18,6 +19,8 @@ args:
 - {{ printf "--preference-mode=%s" .Values.preferenceMode | quote }}
 - {{ printf "--preference-weight=%d" (int .Values.preferenceWeight) | quote }}
 - {{ printf "--on-lookup-error=%s" .Values.onLookupError | quote }}
+- {{ printf "--mode=%s" .Values.mode | quote }}
+- {{ printf "--on-contradiction=%s" .Values.onContradiction | quote }}
 - {{ printf "--system-os=%s" .Values.systemOS | quote }}
 - {{ printf "--admission-deadline=%s" (include "noe.admissionDeadline" .) | quote }}
 - {{ printf "--registry-timeout=%s" .Values.registryTimeout | quote }}
@@ -50,6 +53,18 @@ args:
 {{- end }}
 {{- if $archTolerations }}
 - "--arch-tolerations-file=/etc/noe/arch-tolerations/tolerations.yaml"
+{{- end }}
+{{- with .Values.fallbackArch }}
+- {{ printf "--fallback-arch=%s" . | quote }}
+{{- end }}
+{{- if $platformOverrides }}
+- "--platform-overrides=/etc/noe/platform-overrides/overrides.yaml"
+{{- end }}
+{{- if .Values.namespacePreference.enabled }}
+- "--namespace-preference=true"
+{{- end }}
+{{- if .Values.ephemeralContainers.enabled }}
+- "--check-ephemeral-containers=true"
 {{- end }}
 {{- /* An empty list is passed as an empty flag: "no files", not the binary's defaults. */}}
 {{- range $mounts }}

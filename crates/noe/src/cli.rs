@@ -81,6 +81,9 @@ pub enum Command {
     /// Print the platforms of images, as the webhook sees them.
     Inspect(InspectArgs),
     /// Print what the webhook would do to a Pod or workload file, without a cluster.
+    ///
+    /// The decision flags (preferred arch, modes, tolerations, overrides...) and the registry
+    /// flags apply as they would to the server; the server flags are refused.
     Explain(ExplainArgs),
     /// Remove the arch taint (`--taint-arches`) from every node that carries it.
     Untaint(UntaintArgs),

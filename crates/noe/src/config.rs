@@ -31,6 +31,8 @@ pub enum CertSource {
 pub struct ServerSettings {
     pub cert: CertSource,
     pub addresses: Addresses,
+    /// What the admission reads from the cluster besides pull secrets.
+    pub facts: FactSettings,
     /// After SIGTERM: not ready, still answering for this long, then drain.
     pub shutdown_delay: Duration,
     /// Distinct `namespace` metric label values at most.
@@ -54,6 +56,16 @@ pub struct ControllerSettings {
     pub node_facts: bool,
     /// Leader election was asked for (with no writing controller there is nothing to elect).
     pub leader_elect: bool,
+}
+
+/// What the admission reads from the Kubernetes API about a pod's surroundings; each part
+/// needs its own RBAC, so each is off unless asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FactSettings {
+    /// The namespace's `arch.noe.adevinta.com/preferred` label (`get namespaces`).
+    pub namespace_preference: bool,
+    /// Debug containers checked against their pod's node (`get nodes`).
+    pub ephemeral_containers: bool,
 }
 
 /// The decision and its deadline.

@@ -9,6 +9,8 @@ mod noe {
     mod e2e_admission;
     mod e2e_cli;
     mod e2e_controllers;
+    mod e2e_facts;
+    mod e2e_overrides;
     mod e2e_private;
     mod fault_sigterm;
     mod harness;

@@ -29,6 +29,9 @@ pub struct Config {
     /// names ([`HostsProvider::configured_hosts`]) are `registry` metric label values, with the
     /// proxies, insecure and private registries above: the resolver computes that set itself.
     pub hosts: Option<Arc<dyn HostsProvider>>,
+    /// `--platform-overrides`: images whose platforms the operator states, answered before any
+    /// registry lookup ([`crate::overrides`]).
+    pub platform_overrides: Option<Arc<crate::overrides::PlatformOverrides>>,
 }
 
 impl Default for Config {
@@ -43,6 +46,7 @@ impl Default for Config {
             cache_max_entries: 100_000,
             private_registries: Vec::new(),
             hosts: None,
+            platform_overrides: None,
         }
     }
 }

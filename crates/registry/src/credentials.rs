@@ -9,7 +9,7 @@ pub mod docker_config;
 pub mod exec;
 pub mod matching;
 pub mod provider;
-mod reload;
+pub(crate) mod reload;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -25,6 +25,10 @@
 //! the HTTP with timeouts, the 4 MiB body cap, one retry on 429/5xx and hand-followed redirects
 //! that drop `Authorization` across hosts; [`ssrf`] refuses metadata and link-local addresses.
 //!
+//! Before any of it, [`overrides`] (`--platform-overrides`) may answer for an image: the
+//! operator states its platforms (unreachable registries, wrong metadata, arch-neutral
+//! artifacts as [`Platform::any`]).
+//!
 //! Around it: [`credentials`] reads docker, containerd and kubelet plugin configuration through
 //! [`files`] (bounded reads off the async workers, reloaded in the background); [`hosts`] carries
 //! each host's TLS files (`ca`, mTLS `client`); [`glob`] is the one pattern matcher, [`duration`]
@@ -51,6 +55,7 @@ pub mod glob;
 pub mod hosts;
 pub mod manifest;
 pub mod metrics;
+pub mod overrides;
 pub mod platform;
 pub mod proxies;
 pub mod reference;

@@ -38,7 +38,21 @@ pub struct Platform {
     pub os_version: Option<String>,
 }
 
+/// The architecture of [`Platform::any`]: never one a registry can send (`*` is refused by
+/// [`Platform::from_wire`]), only what a platform override (`platforms: ["*"]`) says.
+pub const ANY_ARCH: &str = "*";
+
 impl Platform {
+    /// Runs anywhere: an image a platform override declares arch-neutral. Displayed as `*`.
+    pub fn any() -> Self {
+        Self::new("", ANY_ARCH, None)
+    }
+
+    /// Whether this is [`Platform::any`].
+    pub fn is_any(&self) -> bool {
+        self.architecture == ANY_ARCH && self.os.is_empty()
+    }
+
     /// A platform from its parts; an empty variant is stored as `None`.
     pub fn new(
         os: impl Into<String>,

@@ -167,6 +167,9 @@ impl Resolver {
         image: &str,
         credentials: &[CredentialCandidate],
     ) -> Result<Arc<Resolution>, Error> {
+        if let Some((reference, matched)) = self.platform_override(image).await? {
+            return Ok(Arc::new(matched.resolution(&reference)));
+        }
         let (entry, reference, target) = self.cached(image, credentials).await?;
         Ok(Arc::new(entry.resolution(&reference.to_string(), &target)))
     }
@@ -178,7 +181,33 @@ impl Resolver {
         image: &str,
         credentials: &[CredentialCandidate],
     ) -> Result<Arc<[Platform]>, Error> {
+        if let Some((_, matched)) = self.platform_override(image).await? {
+            return Ok(matched.platforms);
+        }
         Ok(self.cached(image, credentials).await?.0.platforms())
+    }
+
+    /// The `--platform-overrides` file, when there is one.
+    pub fn platform_overrides_file(&self) -> Option<&std::path::Path> {
+        self.inner
+            .config
+            .platform_overrides
+            .as_deref()
+            .map(crate::overrides::PlatformOverrides::path)
+    }
+
+    /// The `--platform-overrides` entry that answers for `image` (matched on its normalized
+    /// reference, before proxies), with that reference; `None` without overrides or match.
+    pub async fn platform_override(
+        &self,
+        image: &str,
+    ) -> Result<Option<(Reference, crate::overrides::Matched)>, Error> {
+        let Some(overrides) = &self.inner.config.platform_overrides else {
+            return Ok(None);
+        };
+        let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
+        let matched = overrides.find(&reference).await;
+        Ok(matched.map(|m| (reference, m)))
     }
 
     /// The cache entry of `image` looked up with `credentials` (loaded on a miss), with the

@@ -2,7 +2,8 @@
 //! kube's real `Client`: no kube-apiserver can run here. It speaks the few REST paths noe-rs
 //! uses, answering JSON written from the Kubernetes API reference:
 //!
-//! - `v1` nodes and pods, `coordination.k8s.io/v1` leases, `events.k8s.io/v1` events;
+//! - `v1` nodes, pods and namespaces, `coordination.k8s.io/v1` leases, `events.k8s.io/v1`
+//!   events;
 //! - list with `limit`/`continue` pages and the list `resourceVersion`; field selectors
 //!   `spec.nodeName!=`, `spec.nodeName=X`, `metadata.name=X` (label selectors are ignored);
 //! - watch (`?watch=1`): newline-delimited `ADDED`/`MODIFIED`/`DELETED` events from the
@@ -38,7 +39,7 @@ use crate::serve::{Handler, Server};
 use crate::TestCa;
 pub use fault::{Fault, RecordedRequest};
 use handler::{lock, Shared};
-pub use objects::{lease_json, node_json, pod_json, PodFixture};
+pub use objects::{lease_json, namespace_json, node_json, pod_json, PodFixture};
 use store::Inner;
 pub use store::Resource;
 

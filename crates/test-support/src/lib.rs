@@ -84,11 +84,12 @@ pub use image::{
     build_index, media_types, platform_json, BuiltImage, Descriptor, Flavor, IndexEntry, OCI_EMPTY,
 };
 pub use kube_api::{
-    lease_json, node_json, pod_json, Fault, KubeApi, PodFixture, RecordedRequest, Resource,
+    lease_json, namespace_json, node_json, pod_json, Fault, KubeApi, PodFixture, RecordedRequest,
+    Resource,
 };
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
-pub use review::{admission_review, pod_review};
+pub use review::{admission_review, ephemeral_review, pod_review};
 pub use stalled_client::StalledClient;
 pub use token_server::{
     decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,

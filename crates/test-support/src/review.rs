@@ -45,3 +45,36 @@ pub fn admission_review(
         }
     })
 }
+
+/// The AdmissionReview the apiserver sends when `kubectl debug` adds an ephemeral container to a
+/// running pod: an `UPDATE` of the `pods/ephemeralcontainers` subresource, `object` the pod with
+/// the new container, `oldObject` the pod before.
+pub fn ephemeral_review(
+    version: &str,
+    namespace: &str,
+    uid: &str,
+    object: &Value,
+    old_object: &Value,
+) -> Value {
+    json!({
+        "apiVersion": version,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "ephemeralcontainers",
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestSubResource": "ephemeralcontainers",
+            "name": object["metadata"]["name"],
+            "namespace": namespace,
+            "operation": "UPDATE",
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object,
+            "oldObject": old_object,
+            "dryRun": false,
+            "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+        }
+    })
+}

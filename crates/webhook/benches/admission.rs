@@ -2,7 +2,8 @@
 //! what the floor server of `noe-bench warm` does with the same body (parse it into a JSON value):
 //! the per-request CPU the warm-path ratio (docs/benchmarks.md) is made of, without TLS, HTTP or the
 //! noise of a load generator; then two of its steps alone (which images to look up, the
-//! decision). Run with `cargo bench -p noe-webhook --bench admission`.
+//! decision), and the handler asking a fact source (`--namespace-preference`'s plumbing). Run with
+//! `cargo bench -p noe-webhook --bench admission`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -13,7 +14,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use futures::future::BoxFuture;
 use noe_registry::{CredentialCandidate, Platform};
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::Policy;
+use noe_webhook::decide::{Facts, Policy};
+use noe_webhook::facts::{FactRequest, FactSource};
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, Resolve};
 
@@ -31,6 +33,21 @@ impl PlatformLookup for MultiArch {
                 Platform::new("linux", "amd64", None),
                 Platform::new("linux", "arm64", None),
             ]))
+        })
+    }
+}
+
+/// A namespace preference answered at once (what a warm `NamespacePreferences` cache returns):
+/// the cost of asking for facts, without the cache's own lookup.
+struct Prefers;
+
+impl FactSource for Prefers {
+    fn facts<'a>(&'a self, _request: FactRequest<'a>) -> BoxFuture<'a, Facts> {
+        Box::pin(async {
+            Facts {
+                namespace_preferred_arch: Some("arm64".to_owned()),
+                ..Facts::default()
+            }
         })
     }
 }
@@ -63,6 +80,17 @@ fn bench(c: &mut Criterion) {
     let body = body();
     let answer = runtime.block_on(admission.review(&body));
     assert!(String::from_utf8_lossy(&answer).contains("\"patch\""));
+    let with_facts = Admission::new(
+        Resolve::new(
+            Arc::new(MultiArch),
+            Arc::new(Anonymous),
+            Duration::from_secs(10),
+        )
+        .with_memo(Duration::from_secs(10)),
+        Policy::default(),
+        Metrics::register(&prometheus::Registry::new()).unwrap(),
+    )
+    .with_facts(Arc::new(Prefers));
 
     let mut group = c.benchmark_group("warm admission");
     group.bench_function("parse only (the floor's work)", |b| {
@@ -98,6 +126,10 @@ fn bench(c: &mut Criterion) {
     group.bench_function("review (noe's handler)", |b| {
         b.iter(|| black_box(runtime.block_on(admission.review(black_box(&body)))))
     });
+    group.bench_function(
+        "review, with a namespace fact source (answered at once)",
+        |b| b.iter(|| black_box(runtime.block_on(with_facts.review(black_box(&body))))),
+    );
     let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
     let pod = &review["request"]["object"];
     let policy = Policy::default();

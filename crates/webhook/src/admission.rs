@@ -1,7 +1,8 @@
 //! The admission envelope: read an AdmissionReview, and for a pod being created look its images
-//! up ([`crate::resolve`]), decide ([`crate::decide`], pure) and answer; [`report`] turns the
-//! decision into metrics and log lines. Anything else is allowed unchanged. Every body, even a
-//! broken one, gets a well-formed AdmissionReview.
+//! up ([`crate::resolve`]), decide ([`crate::decide`], pure) and answer; for debug containers
+//! added to a pod (`pods/ephemeralcontainers`), check their images against the pod's node;
+//! [`report`] turns the decision into metrics and log lines. Anything else is allowed
+//! unchanged. Every body, even a broken one, gets a well-formed AdmissionReview.
 
 pub mod report;
 pub mod review;
@@ -77,13 +78,22 @@ impl Admission {
     }
 
     async fn answer(&self, request: review::Request) -> (Bytes, &'static str) {
-        let Some(pod) = request.pod_creation() else {
+        let decision = if let Some(pod) = request.pod_creation() {
+            let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
+            let decision = self.decide(pod, &scope).await;
+            Some((scope, decision))
+        } else if let Some((pod, old)) = request.ephemeral_update() {
+            let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
+            let decision = self.debug_containers(pod, old, &scope).await;
+            Some((scope, decision))
+        } else {
+            None
+        };
+        let Some((scope, decision)) = decision else {
             tracing::debug!(uid = request.uid, kind = request.kind, operation = ?request.operation, "Not a pod creation: allowed");
             let reply = review::respond(request.api_version, &request.uid, Answer::allow());
             return (reply, outcome::ALLOWED);
         };
-        let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
-        let decision = self.decide(pod, &scope).await;
         let (answer, outcome) = report::answer(&self.metrics, &scope, decision);
         (
             review::respond(request.api_version, &request.uid, answer),
@@ -97,8 +107,21 @@ impl Admission {
         self.decide(pod, &Scope::detached(namespace)).await
     }
 
+    /// What the debug containers `pod` has and `old` had not would meet on the pod's node,
+    /// outside any review (`noe explain`).
+    pub async fn debug_decision(
+        &self,
+        pod: &Value,
+        old: Option<&Value>,
+        namespace: &str,
+    ) -> Decision {
+        self.debug_containers(pod, old, &Scope::detached(namespace))
+            .await
+    }
+
     /// The pod is read once ([`decide::plan`]); its images are looked up inside the admission's
-    /// span, so registry logs name the pod.
+    /// span, so registry logs name the pod. The namespace is asked about alongside, only when
+    /// its preference may decide.
     async fn decide(&self, pod: &Value, scope: &Scope<'_>) -> Decision {
         use tracing::Instrument as _;
         let plan = decide::plan(pod, &self.policy);
@@ -107,22 +130,24 @@ impl Admission {
             .get("spec")
             .map(image_pull_secret_names)
             .unwrap_or_default();
-        let request = FactRequest {
-            namespace: scope.namespace,
-            node_name: pod
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty()),
+        // Asked only when it can change the decision: the cluster's nodes, or the namespace's
+        // preference for a pod whose arch the decision writes without a preference of its own.
+        let wants_namespace = |source: &Arc<dyn FactSource>| {
+            source.knows_namespaces() && plan.wants_namespace_preference(&self.policy)
         };
         let facts = async {
             match &self.facts {
-                Some(source) => {
+                Some(source) if source.knows_cluster() || wants_namespace(source) => {
+                    let request = FactRequest {
+                        namespace: Some(scope.namespace).filter(|_| wants_namespace(source)),
+                        node_name: None,
+                    };
                     self.resolve
                         .bounded(source.facts(request))
                         .instrument(scope.span().clone())
                         .await
                 }
-                None => None,
+                _ => None,
             }
         };
         let span = || scope.span().clone();
@@ -135,6 +160,50 @@ impl Admission {
         report::resolved(&self.metrics, scope, &resolved);
         let facts = facts.unwrap_or_default();
         decide::decide(&plan, &resolved.lookups, &facts, &self.policy)
+    }
+
+    /// Debug containers added to a running pod (step 3): their images are looked up alongside
+    /// the pod's node, and checked against it. Without a source that knows nodes, or without
+    /// new debug images, the update is allowed unchanged and nothing is looked up.
+    async fn debug_containers(
+        &self,
+        pod: &Value,
+        old: Option<&Value>,
+        scope: &Scope<'_>,
+    ) -> Decision {
+        use tracing::Instrument as _;
+        let images = decide::ephemeral_images(pod, old);
+        let node_name = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty());
+        let source = self.facts.as_ref().filter(|source| source.knows_nodes());
+        let (Some(source), Some(node_name), false) = (source, node_name, images.is_empty()) else {
+            return decide::check_ephemeral(
+                &images,
+                &Default::default(),
+                &Default::default(),
+                &self.policy,
+            );
+        };
+        let owned: Vec<String> = images.iter().map(|i| (*i).to_owned()).collect();
+        let secrets = pod
+            .get("spec")
+            .map(image_pull_secret_names)
+            .unwrap_or_default();
+        let request = FactRequest {
+            namespace: None,
+            node_name: Some(node_name),
+        };
+        let (resolved, facts) = futures::future::join(
+            self.resolve.platforms(scope.namespace, &secrets, &owned),
+            self.resolve.bounded(source.facts(request)),
+        )
+        .instrument(scope.span().clone())
+        .await;
+        report::resolved(&self.metrics, scope, &resolved);
+        let facts = facts.unwrap_or_default();
+        decide::check_ephemeral(&images, &resolved.lookups, &facts, &self.policy)
     }
 }
 

@@ -2,8 +2,13 @@
 //!
 //! Every document of the file is explained in order (a `kind: List` counts as its items); one
 //! that is not a Pod or a workload with a pod template is reported as skipped, with the reason.
+//! Namespaces and Nodes of the file are the facts a cluster would give ([`facts`]): the
+//! namespace's preferred arch, and the node of a bound pod whose debug (ephemeral) containers
+//! are then checked. An image a `--platform-overrides` entry answered for is named in a note.
 //! Exit code: 0 when every pod would be admitted, 1 when one would be denied, 2 when the file or
 //! the flags cannot be used.
+
+mod facts;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -11,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::{Decision, Verdict};
+use noe_webhook::decide::{Decision, Signal, Verdict, AUDIT_ANNOTATION, PREFERRED_LABEL};
 use noe_webhook::patch::{pod_template_pointer, with_prefix, Op};
 use noe_webhook::resolve::one_line;
 use serde::Deserialize;
@@ -19,16 +24,20 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::config::{self, Output};
+use facts::FileFacts;
 
 #[derive(Clone, Debug, Args)]
 pub struct ExplainArgs {
     /// A Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job or CronJob (YAML or JSON,
-    /// several documents or a `kind: List` allowed; `-` = stdin).
+    /// several documents or a `kind: List` allowed; `-` = stdin). Namespaces and Nodes in the
+    /// file stand for the cluster's: a namespace's `arch.noe.adevinta.com/preferred` label, and
+    /// the node a pod with debug containers is bound to.
     #[arg(long, short = 'f', env = "NOE_FILE")]
     pub file: PathBuf,
 
     /// `json` prints one object per document and line:
-    /// `{"kind","name","allowed","message","warnings","patch"}` (or `{"kind","name","skipped"}`).
+    /// `{"kind","name","allowed","message","warnings","patch"}` (`"notes"` too when a platform
+    /// override answered), or `{"kind","name","skipped"}`.
     #[arg(
         long,
         short = 'o',
@@ -104,7 +113,9 @@ async fn explain_file(config: config::Explain) -> Result<bool, Error> {
     let app = App::build(registry)
         .await
         .map_err(|error| Error::Setup(one_line(&error)))?;
-    // The same admission flow as the server, with node-level credentials only (no cluster).
+    let facts = FileFacts::of(&objects);
+    // The same admission flow as the server, with node-level credentials only (no cluster),
+    // and the file's Namespaces and Nodes as the cluster's facts.
     let admission = app
         .admission(
             policy,
@@ -113,11 +124,17 @@ async fn explain_file(config: config::Explain) -> Result<bool, Error> {
             noe_webhook::metrics::DEFAULT_MAX_NAMESPACES,
             None,
         )
-        .map_err(|error| Error::Setup(one_line(&error)))?;
+        .map_err(|error| Error::Setup(one_line(&error)))?
+        .with_facts(std::sync::Arc::new(facts.clone()));
+    let context = Context {
+        admission: &admission,
+        app: &app,
+        facts: &facts,
+    };
     let mut denied = false;
     let mut stdout = std::io::stdout().lock();
     for object in &objects {
-        let explained = explain(&admission, object).await;
+        let explained = explain(&context, object).await;
         denied |= explained.denied();
         let printed = match output {
             Output::Json => serde_json::to_string(&explained.json())
@@ -151,6 +168,13 @@ pub fn documents(text: &str) -> Result<Vec<Value>, yaml_serde::Error> {
     Ok(out)
 }
 
+/// What explaining needs: the admission, the shared parts (platform overrides), the file's facts.
+pub struct Context<'a> {
+    pub admission: &'a Admission,
+    pub app: &'a App,
+    pub facts: &'a FileFacts,
+}
+
 /// What the webhook would do to one object.
 #[derive(Debug)]
 pub struct Explained {
@@ -158,6 +182,9 @@ pub struct Explained {
     /// `namespace/name` (or `generateName`).
     pub name: String,
     pub outcome: Outcome,
+    /// What else explains the outcome: images a platform override answered for, debug
+    /// containers that could not be checked.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -180,7 +207,8 @@ const DAEMONSET_NOTE: &str =
     "DaemonSet pods are pinned to their node by the DaemonSet controller: no architecture constraint is added";
 
 /// Decides for a Pod or the pod template of a workload, as the webhook would for its pods.
-pub async fn explain(admission: &Admission, object: &Value) -> Explained {
+pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
+    let admission = context.admission;
     let kind = object
         .get("kind")
         .and_then(Value::as_str)
@@ -200,24 +228,70 @@ pub async fn explain(admission: &Admission, object: &Value) -> Explained {
     let name = Some(field("name"))
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| field("generateName"));
-    let explained = |outcome| Explained {
+    let cluster_scoped = matches!(kind.as_str(), "Namespace" | "Node");
+    let explained = |outcome, notes| Explained {
         kind: kind.clone(),
-        name: format!("{namespace}/{name}"),
+        name: if cluster_scoped {
+            name.clone()
+        } else {
+            format!("{namespace}/{name}")
+        },
         outcome,
+        notes,
     };
+    let fact = match kind.as_str() {
+        "Namespace" => Some(format!(
+            "a Namespace: its {PREFERRED_LABEL} label applies to this file's pods in it"
+        )),
+        "Node" => Some(
+            "a Node: the debug containers of this file's pods bound to it are checked against it"
+                .to_owned(),
+        ),
+        _ => None,
+    };
+    if let Some(reason) = fact {
+        return explained(Outcome::Skipped(reason), Vec::new());
+    }
     let Some(prefix) = pod_template_pointer(&kind) else {
         return explained(Outcome::Skipped(format!(
             "kind {kind:?} is not a Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob or PodTemplate"
-        )));
+        )), Vec::new());
     };
     let Some(pod) = object
         .pointer(prefix.as_str())
         .filter(|pod| pod.is_object())
     else {
-        return explained(Outcome::Skipped(format!(
-            "the {kind} has no pod template at {prefix}"
-        )));
+        return explained(
+            Outcome::Skipped(format!("the {kind} has no pod template at {prefix}")),
+            Vec::new(),
+        );
     };
+    let mut notes = override_notes(context.app, pod).await;
+    let node = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    let debug = pod
+        .pointer("/spec/ephemeralContainers")
+        .and_then(Value::as_array)
+        .is_some_and(|c| !c.is_empty());
+    if let (Some(node), true) = (node, debug) {
+        // A bound pod with debug containers: they are checked as if just added.
+        if !context.facts.has_node(node) {
+            notes.push(format!(
+                "debug containers not checked: node {node} is not in the file (add the Node to check them)"
+            ));
+        }
+        let decision = admission.debug_decision(pod, None, &namespace).await;
+        return explained(
+            Outcome::Decided {
+                decision,
+                patch: Vec::new(),
+                note: Some(DEBUG_NOTE),
+            },
+            notes,
+        );
+    }
     let (decision, note) = if kind == "DaemonSet" {
         let pod = daemonset_pod(pod, &name);
         (
@@ -231,11 +305,56 @@ pub async fn explain(admission: &Admission, object: &Value) -> Explained {
         Verdict::Patch { ops, .. } => with_prefix(ops.clone(), prefix),
         _ => Vec::new(),
     };
-    explained(Outcome::Decided {
-        decision,
-        patch,
-        note,
-    })
+    explained(
+        Outcome::Decided {
+            decision,
+            patch,
+            note,
+        },
+        notes,
+    )
+}
+
+/// The pod's debug containers were checked against its node (`pods/ephemeralcontainers`).
+const DEBUG_NOTE: &str = "debug containers checked against the pod's node";
+
+/// A note per image of `pod` a `--platform-overrides` entry answers for.
+async fn override_notes(app: &App, pod: &Value) -> Vec<String> {
+    let mut images: Vec<&str> = Vec::new();
+    let spec = pod.get("spec");
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        let containers = spec.and_then(|s| s.get(list)).and_then(Value::as_array);
+        for container in containers.into_iter().flatten() {
+            images.extend(container.get("image").and_then(Value::as_str));
+        }
+    }
+    let volumes = spec
+        .and_then(|s| s.get("volumes"))
+        .and_then(Value::as_array);
+    for volume in volumes.into_iter().flatten() {
+        images.extend(volume.pointer("/image/reference").and_then(Value::as_str));
+    }
+    images.sort_unstable();
+    images.dedup();
+    let mut notes = Vec::new();
+    for image in images.into_iter().filter(|i| !i.is_empty()) {
+        if let Ok(Some(found)) = app.platform_override(image).await {
+            let platforms: Vec<String> = found
+                .matched
+                .platforms
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            notes.push(format!(
+                "platforms of {image} from --platform-overrides {} entry {} (pattern {}): {}",
+                found.file.display(),
+                found.matched.entry,
+                found.matched.pattern,
+                platforms.join(" ")
+            ));
+        }
+    }
+    notes
 }
 
 /// A pod of the DaemonSet `name` as its controller creates it: the template, with every required
@@ -313,11 +432,10 @@ impl Explained {
             Outcome::Decided { decision, note, .. } => {
                 let message = match &decision.verdict {
                     Verdict::Deny { message, .. } => message.clone(),
-                    Verdict::Patch { common, .. } if common.is_empty() => {
-                        "no architecture constraint added".to_owned()
-                    }
-                    Verdict::Patch { common, .. } => {
-                        format!("constrained to the architectures {}", common.join(","))
+                    Verdict::Patch { common, ops } => patch_summary(common, ops, decision),
+                    Verdict::Unchanged { .. } if *note == Some(DEBUG_NOTE) => {
+                        return "debug containers allowed (checked against the pod's node)"
+                            .to_owned()
                     }
                     Verdict::Unchanged { reason } => format!("unchanged: {}", reason.as_str()),
                 };
@@ -329,9 +447,10 @@ impl Explained {
         }
     }
 
-    /// `{"kind","name","allowed","message","warnings","patch"}`, or `{"kind","name","skipped"}`.
+    /// `{"kind","name","allowed","message","warnings","patch"}` (and `"notes"` when there are
+    /// any), or `{"kind","name","skipped"}`.
     pub fn json(&self) -> Value {
-        match &self.outcome {
+        let mut json = match &self.outcome {
             Outcome::Skipped(reason) => {
                 json!({"kind": self.kind, "name": self.name, "skipped": reason})
             }
@@ -345,7 +464,11 @@ impl Explained {
                 "warnings": decision.warnings,
                 "patch": patch,
             }),
+        };
+        if !self.notes.is_empty() {
+            json["notes"] = json!(self.notes);
         }
+        json
     }
 
     pub fn write_text(&self, out: &mut impl Write) -> std::io::Result<()> {
@@ -367,12 +490,74 @@ impl Explained {
         for warning in warnings {
             writeln!(out, "  warning: {warning}")?;
         }
+        for note in &self.notes {
+            writeln!(out, "  note: {note}")?;
+        }
         if !patch.is_empty() {
             let pretty = serde_json::to_string_pretty(patch).map_err(std::io::Error::other)?;
             writeln!(out, "patch:\n{pretty}")?;
         }
         Ok(())
     }
+}
+
+/// What a patch does, in words: the architectures it constrains the pod to, the audit
+/// annotation (audit mode: nothing else is written), tolerations added, node labels copied.
+fn patch_summary(common: &[String], ops: &[Op], decision: &Decision) -> String {
+    let ops: Vec<Value> = ops
+        .iter()
+        .filter_map(|op| serde_json::to_value(op).ok())
+        .collect();
+    let path = |op: &Value| {
+        op.get("path")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut parts = Vec::new();
+    if !common.is_empty() {
+        parts.push(format!(
+            "constrained to the architectures {}",
+            common.join(",")
+        ));
+    }
+    let audit = ops.iter().find_map(|op| {
+        let value = op.get("value")?;
+        match path(op).as_str() {
+            "/metadata/annotations/arch.noe.adevinta.com~1audit" => value.as_str(),
+            "/metadata/annotations" => value.get(AUDIT_ANNOTATION).and_then(Value::as_str),
+            _ => None,
+        }
+    });
+    if let Some(value) = audit {
+        parts.push(format!(
+            "audit mode: nothing enforced, annotated {AUDIT_ANNOTATION}={value}"
+        ));
+    }
+    if ops
+        .iter()
+        .any(|op| path(op).starts_with("/spec/tolerations"))
+    {
+        parts.push("tolerations added".to_owned());
+    }
+    let copied: Vec<&str> = decision
+        .signals
+        .iter()
+        .filter_map(|signal| match signal {
+            Signal::NodeMatchInjection { label } => Some(label.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !copied.is_empty() && audit.is_none() {
+        parts.push(format!(
+            "pod labels copied into nodeSelector: {}",
+            copied.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        parts.push("patched without an architecture constraint".to_owned());
+    }
+    parts.join("; ")
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use clap::Args;
 use noe_registry::Resolution;
 use noe_webhook::resolve::one_line;
 
-use crate::app::App;
+use crate::app::{App, Overridden};
 use crate::config::{self, Output};
 
 #[derive(Clone, Debug, Args)]
@@ -45,6 +45,19 @@ pub async fn run(config: config::Inspect) -> ExitCode {
     let mut failed = false;
     let mut stdout = std::io::stdout().lock();
     for image in &images {
+        // A reference that does not parse fails below, with the usual message.
+        if let Ok(Some(found)) = app.platform_override(image).await {
+            let printed = match output {
+                Output::Json => serde_json::to_string(&found.json())
+                    .map_err(std::io::Error::other)
+                    .and_then(|line| writeln!(stdout, "{line}")),
+                Output::Text => found.write_text(&mut stdout),
+            };
+            if printed.is_err() {
+                return ExitCode::FAILURE;
+            }
+            continue;
+        }
         match app.resolve(image).await {
             Ok(resolution) => {
                 let printed = match output {
@@ -120,6 +133,45 @@ fn write_text(out: &mut impl Write, resolution: &Resolution) -> std::io::Result<
     )?;
     writeln!(out, "platforms:   {}", platforms.join(" "))?;
     writeln!(out)
+}
+
+impl Overridden {
+    /// The `--output json` line: the usual keys (no digest, media type or credential: no
+    /// registry was contacted) and `override`.
+    fn json(&self) -> serde_json::Value {
+        let resolution = self.matched.resolution(&self.reference);
+        let mut json = serde_json::to_value(&resolution).unwrap_or_default();
+        json["credentialSource"] = serde_json::json!("none");
+        json["override"] = serde_json::json!({
+            "file": self.file.display().to_string(),
+            "entry": self.matched.entry,
+            "pattern": self.matched.pattern,
+        });
+        json
+    }
+
+    fn write_text(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let platforms: Vec<String> = self
+            .matched
+            .platforms
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        writeln!(
+            out,
+            "image:       {}",
+            printable(&self.reference.to_string())
+        )?;
+        writeln!(
+            out,
+            "override:    {} entry {} (pattern {}): no registry contacted",
+            printable(&self.file.display().to_string()),
+            self.matched.entry,
+            printable(&self.matched.pattern)
+        )?;
+        writeln!(out, "platforms:   {}", platforms.join(" "))?;
+        writeln!(out)
+    }
 }
 
 #[cfg(test)]

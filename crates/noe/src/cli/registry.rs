@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use noe_registry::credentials::SourcesConfig;
+use noe_registry::credentials::{SourcesConfig, DEFAULT_RELOAD_INTERVAL};
+use noe_registry::overrides::{Error as OverridesError, PlatformOverrides};
 
 use super::parse::{non_empty, non_empty_path, ConfigError};
 use crate::config::RegistrySettings;
@@ -80,6 +81,12 @@ pub struct RegistryArgs {
     /// Platform cache TTL for tags (Go duration).
     #[arg(long, global = true, env = "NOE_CACHE_TTL", default_value = "1h", value_parser = super::parse::duration)]
     pub cache_ttl: Duration,
+
+    /// YAML list of `{images: [pattern...], platforms: [os/arch[/variant]... | "*"]}`: images
+    /// whose platforms are stated here instead of read from their registry (kubelet `matchImages`
+    /// patterns, first match wins); read again when it changes.
+    #[arg(long, global = true, env = "NOE_PLATFORM_OVERRIDES", value_parser = super::parse::any_path)]
+    pub platform_overrides: Option<PathBuf>,
 
     /// Maximum number of entries of the platform cache.
     #[arg(long, global = true, env = "NOE_CACHE_MAX_ENTRIES", default_value_t = 100_000,
@@ -179,6 +186,23 @@ impl RegistryArgs {
             })?),
             None => None,
         };
+        let platform_overrides = match non_empty_path(&self.platform_overrides) {
+            Some(path) => Some(std::sync::Arc::new(
+                PlatformOverrides::load(path, DEFAULT_RELOAD_INTERVAL).map_err(|error| {
+                    ConfigError::Invalid {
+                        flag: "platform-overrides",
+                        path: path.clone(),
+                        reason: match error {
+                            OverridesError::Invalid { reason, .. } => reason.to_string(),
+                            OverridesError::Missing { .. } => "no such file".to_owned(),
+                            OverridesError::Read { source, .. } => source.to_string(),
+                            other => other.to_string(),
+                        },
+                    }
+                })?,
+            )),
+            None => None,
+        };
         let resolver = noe_registry::Config {
             proxies: self.proxies(),
             insecure_registries: non_empty(&self.insecure_registries),
@@ -189,6 +213,7 @@ impl RegistryArgs {
             cache_max_entries: self.cache_max_entries,
             private_registries: non_empty(&self.private_registries),
             hosts: None,
+            platform_overrides,
         };
         let sources = SourcesConfig {
             docker_config_paths: self.docker_config_paths_setting(),

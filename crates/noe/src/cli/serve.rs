@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use noe_controller::{Controllers, Deps, Leadership, NodeView};
+use noe_webhook::facts::{ClusterFacts, NamespacePreferences, NodeGets};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::health::Readiness;
 use noe_webhook::server::tls::{self, CertDir, Reloadable};
 use noe_webhook::server::{self, Limits, Running, Termination, CERT_POLL_INTERVAL};
 
 use crate::app::{self, App};
-use crate::config::{self, CertSource, ControllerSettings, ServerSettings};
+use crate::config::{self, CertSource, ControllerSettings, FactSettings, ServerSettings};
 use facts::NodeViewFacts;
 use platforms::ResolverPlatforms;
 
@@ -114,6 +115,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             ServerSettings {
                 cert,
                 addresses,
+                facts,
                 shutdown_delay: _,
                 metrics_max_namespaces,
             },
@@ -155,6 +157,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         tracing::info!("--leader-elect: no writing controller is enabled, nothing to elect");
     }
     let pull_secrets = client.clone().map(PullSecrets::new);
+    let client_for_facts = client.clone();
     let running = match client {
         Some(client) if controllers.config.is_enabled() => Some(start_controllers(
             client,
@@ -172,10 +175,21 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         metrics_max_namespaces,
         pull_secrets,
     )?;
-    if controllers.node_facts {
-        if let Some(nodes) = running.as_ref().and_then(|r| r.node_view()) {
-            admission = admission.with_facts(Arc::new(NodeViewFacts::new(nodes)));
+    let cluster = cluster_facts(facts, client_for_facts)?;
+    let view = running
+        .as_ref()
+        .filter(|_| controllers.node_facts)
+        .and_then(|r| r.node_view());
+    let source: Option<Arc<dyn noe_webhook::facts::FactSource>> = match (view, cluster) {
+        (Some(nodes), Some(cluster)) => {
+            Some(Arc::new(NodeViewFacts::over(nodes, Arc::new(cluster))))
         }
+        (Some(nodes), None) => Some(Arc::new(NodeViewFacts::new(nodes))),
+        (None, Some(cluster)) => Some(Arc::new(cluster)),
+        (None, None) => None,
+    };
+    if let Some(source) = source {
+        admission = admission.with_facts(source);
     }
     let limits = Limits {
         body_read_timeout: admission_deadline,
@@ -236,4 +250,32 @@ fn start_controllers(
         platforms: Some(Arc::new(platforms)),
     };
     Ok(Controllers::start(client, config, deps, metrics)?)
+}
+
+/// The facts the admission reads from the cluster, `None` when none is asked for. Each asked for
+/// needs the API: without it start-up fails rather than silently ignoring the flag.
+fn cluster_facts(
+    settings: FactSettings,
+    client: Option<kube::Client>,
+) -> anyhow::Result<Option<ClusterFacts>> {
+    let FactSettings {
+        namespace_preference,
+        ephemeral_containers,
+    } = settings;
+    if !namespace_preference && !ephemeral_containers {
+        return Ok(None);
+    }
+    let Some(client) = client else {
+        anyhow::bail!(
+            "--namespace-preference and --check-ephemeral-containers need Kubernetes API access (in a pod, or --kubeconfig)"
+        );
+    };
+    let mut facts = ClusterFacts::new();
+    if namespace_preference {
+        facts = facts.with_namespaces(NamespacePreferences::new(client.clone()));
+    }
+    if ephemeral_containers {
+        facts = facts.with_nodes(Arc::new(NodeGets::new(client)));
+    }
+    Ok(Some(facts))
 }

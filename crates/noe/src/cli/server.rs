@@ -31,6 +31,20 @@ pub struct ServerArgs {
     #[arg(long, global = true, env = "NOE_HEALTH_PROBE_ADDR", default_value = ":8081", value_parser = parse_addr)]
     pub health_probe_addr: SocketAddr,
 
+    /// Read each pod's namespace label `arch.noe.adevinta.com/preferred` (a cached GET of the
+    /// Namespace; needs `get namespaces`): the namespace's preferred arch, after the pod's label.
+    #[arg(long, global = true, env = "NOE_NAMESPACE_PREFERENCE", action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub namespace_preference: bool,
+
+    /// Check the images of debug containers added to a running pod (`pods/ephemeralcontainers`)
+    /// against its node's platform (a cached GET of the Node; needs `get nodes`).
+    #[arg(long, global = true, env = "NOE_CHECK_EPHEMERAL_CONTAINERS", action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub check_ephemeral_containers: bool,
+
     /// After SIGTERM: report not ready at once, keep answering for this long (Go duration) while the
     /// endpoint is removed, then drain. SIGINT and SIGHUP drain at once.
     #[arg(long, global = true, env = "NOE_SHUTDOWN_DELAY", default_value = "5s",
@@ -62,6 +76,10 @@ impl ServerArgs {
                 webhook: self.webhook_addr,
                 metrics: self.metrics_addr,
                 health: self.health_probe_addr,
+            },
+            facts: crate::config::FactSettings {
+                namespace_preference: self.namespace_preference,
+                ephemeral_containers: self.check_ephemeral_containers,
             },
             shutdown_delay: self.shutdown_delay,
             metrics_max_namespaces: self.metrics_max_namespaces,

@@ -1,7 +1,9 @@
 //! AdmissionReviews that real kube-apiservers sent (other projects' captures, kept outside the
 //! repository): each is replayed through the server with its images rewritten to fixtures of the
 //! real registry on loopback, and every answer must be a well-formed AdmissionReview for it whose
-//! patch applies and yields a valid Pod. The data is located by `NOE_CONFORMANCE_DIR`, else
+//! patch applies and yields a valid Pod; from each pod creation, a debug-container update
+//! (`pods/ephemeralcontainers`) is derived and checked against a node of the scripted API
+//! server. The data is located by `NOE_CONFORMANCE_DIR`, else
 //! `../shared/conformance` beside the repository; without it the test says so and passes.
 
 use std::path::PathBuf;
@@ -118,5 +120,99 @@ async fn captured_reviews_get_answers_that_apply_and_validate() {
         patched > 0,
         "no capture was patched: the replay decided nothing"
     );
+    server.running.shutdown().await;
+}
+
+/// Derived from every captured pod creation: the same pod, bound to an arm64 node, gets a debug
+/// container (`pods/ephemeralcontainers` UPDATE, object and oldObject as the apiserver sends
+/// them). A debug image that cannot run on the node is warned about, one that can is allowed
+/// silently, and the answer is a well-formed AdmissionReview in the version asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn derived_debug_container_updates() {
+    let Some(dir) = conformance_dir() else {
+        eprintln!("no conformance data (set NOE_CONFORMANCE_DIR): nothing to replay");
+        return;
+    };
+    let h = Harness::start().await;
+    let f = &h.fixtures;
+    let api = noe_test_support::KubeApi::start().await.unwrap();
+    api.put_node(noe_test_support::node_json("arm-1", "arm64", "linux"));
+    let kubeconfig = h.cert_dir.path().join("kubeconfig.yaml");
+    std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+    let mut argv: Vec<String> = h
+        .base_flags()
+        .into_iter()
+        .filter(|flag| !flag.starts_with("--kubeconfig"))
+        .collect();
+    argv.push(format!("--kubeconfig={}", kubeconfig.display()));
+    argv.push("--check-ephemeral-containers".into());
+    let running = super::harness::start_server(argv).await;
+    let server = super::harness::Server {
+        url: format!("https://localhost:{}/mutate", running.webhook_addr.port()),
+        running,
+        client: h.client.clone(),
+    };
+    let images = [f.oci_index.reference(), f.docker_list.reference()];
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    let mut derived = 0;
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        let review = as_review(serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap());
+        let request = &review["request"];
+        if NOT_A_VALID_OBJECT.contains(&name.as_str())
+            || request["operation"] != "CREATE"
+            || !request["object"].is_object()
+        {
+            continue;
+        }
+        let mut bound = request["object"].clone();
+        rewrite_images(&mut bound, &images);
+        bound["spec"]["nodeName"] = json!("arm-1");
+        if bound["metadata"]["name"].as_str().is_none_or(str::is_empty) {
+            bound["metadata"]["name"] = json!("derived");
+        }
+        let version = review["apiVersion"].as_str().unwrap().to_owned();
+        let namespace = request["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_owned();
+        for (debug_image, warned) in [
+            (f.docker_single.reference(), true),
+            (f.oci_index.reference(), false),
+        ] {
+            let mut object = bound.clone();
+            let mut debug = object["spec"]["ephemeralContainers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            debug.push(json!({"name": "noe-debugger", "image": debug_image,
+                              "stdin": true, "tty": true, "terminationMessagePolicy": "File"}));
+            object["spec"]["ephemeralContainers"] = json!(debug);
+            let uid = format!("{name}-{warned}");
+            let update =
+                noe_test_support::ephemeral_review(&version, &namespace, &uid, &object, &bound);
+            let (status, answer) = server.post(serde_json::to_vec(&update).unwrap()).await;
+            assert_eq!(status, 200, "{name}");
+            assert_eq!(answer["apiVersion"], version.as_str(), "{name}: {answer}");
+            let response = &answer["response"];
+            assert_eq!(response["uid"], uid.as_str(), "{name}");
+            assert_eq!(response["allowed"], true, "{name}: {answer}");
+            assert!(response.get("patch").is_none(), "{name}: {answer}");
+            let warnings = response["warnings"].to_string();
+            assert_eq!(
+                warnings.contains("cannot run on the pod's node (linux/arm64)"),
+                warned,
+                "{name}: {answer}"
+            );
+        }
+        derived += 1;
+    }
+    eprintln!("{derived} debug container updates derived");
+    assert!(derived > 0, "no capture could be derived");
     server.running.shutdown().await;
 }

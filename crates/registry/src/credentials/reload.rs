@@ -48,6 +48,17 @@ impl<T: Default + Send + Sync + 'static> Reloading<T> {
         }
     }
 
+    /// Starts with `value`, loaded now (read at start-up, where a file must be valid); the
+    /// first reload is due after `every`.
+    pub fn with_value(value: T, every: Duration) -> Self {
+        let reloading = Self::new(every, Duration::ZERO);
+        reloading
+            .current
+            .send_replace(Some((Instant::now(), Arc::new(value))));
+        reloading.waited.store(true, Ordering::Release);
+        reloading
+    }
+
     /// The current value. When it is older than the interval, a reload with `load` starts in the
     /// background (unless one is running) and the current value is returned. When there is none
     /// yet, the load starts and the first readers wait for it at most `first_wait`; after that,

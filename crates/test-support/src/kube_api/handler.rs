@@ -61,6 +61,7 @@ fn parse_path(path: &str) -> Option<Target> {
     let resource = match (group, plural) {
         ("", "nodes") => Resource::Nodes,
         ("", "pods") => Resource::Pods,
+        ("", "namespaces") => Resource::Namespaces,
         ("coordination.k8s.io", "leases") => Resource::Leases,
         ("events.k8s.io", "events") => Resource::Events,
         _ => return None,

@@ -305,3 +305,30 @@ pub fn lease_json(name: &str, holder: &str, renew_time: &str, duration_seconds: 
         },
     })
 }
+
+/// A Namespace named `name` with these labels (and the `kubernetes.io/metadata.name` label the
+/// apiserver always sets), as the API returns it.
+pub fn namespace_json(name: &str, labels: &[(&str, &str)]) -> Value {
+    let mut all = serde_json::Map::new();
+    all.insert("kubernetes.io/metadata.name".into(), json!(name));
+    for (key, value) in labels {
+        all.insert((*key).to_owned(), json!(value));
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "uid": format!("ns-{name}"),
+            "creationTimestamp": "2026-10-01T10:00:00Z",
+            "labels": all,
+            "managedFields": [
+                {"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1",
+                 "time": "2026-10-01T10:00:00Z", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}}},
+            ],
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    })
+}

@@ -27,6 +27,8 @@ pub enum Resource {
     Leases,
     /// `events.k8s.io/v1` Event.
     Events,
+    /// `v1` Namespace (cluster scoped).
+    Namespaces,
 }
 
 impl Resource {
@@ -36,19 +38,20 @@ impl Resource {
             Self::Pods => "Pod",
             Self::Leases => "Lease",
             Self::Events => "Event",
+            Self::Namespaces => "Namespace",
         }
     }
 
     pub(crate) fn api_version(self) -> &'static str {
         match self {
-            Self::Nodes | Self::Pods => "v1",
+            Self::Nodes | Self::Pods | Self::Namespaces => "v1",
             Self::Leases => "coordination.k8s.io/v1",
             Self::Events => "events.k8s.io/v1",
         }
     }
 
     pub(crate) fn namespaced(self) -> bool {
-        !matches!(self, Self::Nodes)
+        !matches!(self, Self::Nodes | Self::Namespaces)
     }
 }
 

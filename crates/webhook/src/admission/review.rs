@@ -28,6 +28,8 @@ pub struct Request {
     pub sub_resource: Option<String>,
     pub namespace: String,
     pub object: Option<Value>,
+    /// The object before an update (`oldObject`), raw.
+    pub old_object: Option<Value>,
 }
 
 impl Request {
@@ -38,6 +40,17 @@ impl Request {
             && self.operation == Operation::Create
             && self.sub_resource.as_deref().is_none_or(str::is_empty);
         self.object.as_ref().filter(|_| is_creation)
+    }
+
+    /// A pod and its previous version, when ephemeral (debug) containers are being added: an
+    /// `UPDATE` of the `pods/ephemeralcontainers` subresource.
+    pub fn ephemeral_update(&self) -> Option<(&Value, Option<&Value>)> {
+        let is_debug = self.kind == "Pod"
+            && self.group.is_empty()
+            && self.operation == Operation::Update
+            && self.sub_resource.as_deref() == Some("ephemeralcontainers");
+        let pod = self.object.as_ref().filter(|_| is_debug)?;
+        Some((pod, self.old_object.as_ref()))
     }
 }
 
@@ -96,6 +109,7 @@ pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
     let request: AdmissionRequest<DynamicObject> =
         review.try_into().map_err(|_| Invalid::NoRequest)?;
     let object = request.object.map(raw);
+    let old_object = request.old_object.map(raw);
     let namespace = request
         .namespace
         .filter(|n| !n.is_empty())
@@ -116,6 +130,7 @@ pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
         sub_resource: request.sub_resource,
         namespace,
         object,
+        old_object,
     })
 }
 
@@ -322,6 +337,32 @@ mod tests {
         for (body, want) in cases {
             let request = parse(&body).unwrap();
             assert_eq!(request.pod_creation().is_some(), want, "{request:?}");
+        }
+    }
+
+    #[test]
+    fn debug_container_updates() {
+        let mut body: Value =
+            serde_json::from_slice(&review(V1, "UPDATE", "ephemeralcontainers", pod_kind()))
+                .unwrap();
+        body["request"]["oldObject"] = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p"}, "spec": {"containers": []}});
+        let request = parse(&serde_json::to_vec(&body).unwrap()).unwrap();
+        assert!(request.pod_creation().is_none());
+        let (pod, old) = request.ephemeral_update().unwrap();
+        assert_eq!(pod["spec"]["futureField"], 1);
+        assert_eq!(old.unwrap()["metadata"]["name"], "p");
+        for (operation, sub_resource) in [
+            ("CREATE", ""),
+            ("UPDATE", ""),
+            ("UPDATE", "status"),
+            ("CREATE", "ephemeralcontainers"),
+        ] {
+            let request = parse(&review(V1, operation, sub_resource, pod_kind())).unwrap();
+            assert!(
+                request.ephemeral_update().is_none(),
+                "{operation} {sub_resource}"
+            );
         }
     }
 

@@ -55,6 +55,9 @@ fn node_platform(node: &NodeFacts, arch: &str) -> String {
 /// unstated OS, and on a Windows node of a known build, the same build when the image says.
 fn runs_on(platforms: &[noe_registry::Platform], node: &NodeFacts, arch: &str) -> bool {
     platforms.iter().any(|p| {
+        if p.is_any() {
+            return true;
+        }
         let os_ok = p.os.is_empty() || node.os.as_deref().is_none_or(|os| os == p.os);
         let build_ok = match (node.os.as_deref(), node.windows_build.as_deref()) {
             (Some(WINDOWS), Some(build)) => {

@@ -123,6 +123,20 @@ impl<'p> Plan<'p> {
     pub fn skip_reason(&self) -> Option<SkipReason> {
         self.skip
     }
+
+    /// Whether the namespace's preferred arch may decide (step 7): the decision writes the
+    /// pod's arch constraint, the pod has no soft preference of its own and no schedulable
+    /// preference label. Only then is the namespace worth asking about.
+    pub fn wants_namespace_preference(&self, policy: &Policy) -> bool {
+        let Arch::Decide(analysis) = &self.arch else {
+            return false;
+        };
+        self.skip.is_none()
+            && !analysis.user_preference
+            && self
+                .label_preference
+                .is_none_or(|arch| !policy.is_schedulable(arch))
+    }
 }
 
 fn arch_expressions(term: &Value) -> Vec<&Value> {

@@ -34,7 +34,8 @@ pub(crate) struct Failed<'a> {
     pub error: &'a str,
 }
 
-/// Every image of the plan, resolved or failed; arch-neutral image volumes are in neither.
+/// Every image of the plan, resolved or failed; arch-neutral images (image volumes without a
+/// platform, images a platform override declares `*`) are in neither.
 #[derive(Debug, Default)]
 pub(crate) struct Resolution<'a> {
     pub resolved: Vec<Resolved<'a>>,
@@ -70,6 +71,7 @@ pub(crate) fn resolve<'a>(
     for &(image, kind) in images {
         let error = match lookups.get(image) {
             Some(Ok(platforms)) if platforms.is_empty() && kind == ImageKind::Volume => continue,
+            Some(Ok(platforms)) if platforms.iter().any(Platform::is_any) => continue,
             Some(Ok(platforms)) if platforms.is_empty() => NO_PLATFORM,
             Some(Ok(platforms)) => {
                 let (usable, other_os) = usable(platforms, os, policy);

@@ -146,6 +146,23 @@ pub fn cases() -> Vec<Case> {
             .signals(vec![failed("app:1", "the registry lists no platform for it"), Signal::FailedOpen,
                           skipped(SkipReason::LookupFailed)]),
 
+        case("an image a platform override declares arch-neutral (\"*\") constrains nothing",
+            two_containers(),
+            lookups(&[("app:1", Ok(MULTI)), ("sidecar:2", Ok(&["*"]))]), Policy::default(),
+            Expect::Patch(&["amd64", "arm64"], vec![
+                add("/spec/nodeSelector", json!({"kubernetes.io/arch": "amd64"})),
+                annotations("amd64,arm64"),
+            ])).signals(vec![injected(selector::PREFERRED)]),
+        case("every image arch-neutral by override: nothing to decide",
+            pod(json!({})), lookups(&[("app:1", Ok(&["*"]))]), Policy::default(),
+            Expect::Unchanged(SkipReason::NoImages))
+            .signals(vec![skipped(SkipReason::NoImages)]),
+        case("a pinned pod with an arch-neutral image: no contradiction",
+            pod(json!({"spec": {"nodeSelector": {"kubernetes.io/arch": "s390x"}}})),
+            lookups(&[("app:1", Ok(&["*"]))]), Policy::default(),
+            Expect::Unchanged(SkipReason::NodeSelector))
+            .signals(vec![skipped(SkipReason::NodeSelector)]),
+
         // ---- Step 5: the fallback arch ----
         case("fallback: an image that cannot be found is taken to support only the fallback arch",
             two_containers(),

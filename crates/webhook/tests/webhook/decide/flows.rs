@@ -371,6 +371,7 @@ fn ephemeral_containers_are_checked_against_the_node() {
         ("amd-tool:1", Ok(&["linux/amd64"])),
         ("win-tool:1", Ok(&["windows/arm64"])),
         ("gone:1", Err("not found")),
+        ("neutral:1", Ok(&["*"])),
     ]);
     let deny = Policy {
         on_contradiction: OnContradiction::Deny,
@@ -384,6 +385,8 @@ fn ephemeral_containers_are_checked_against_the_node() {
         ("busybox:1", node(Some("arm64"), Some("linux")), &deny, unchanged.clone(), vec![]),
         ("amd-tool:1", node(None, Some("linux")), &deny, unchanged.clone(), vec![]),
         ("amd-tool:1", Facts::default(), &deny, unchanged.clone(), vec![]),
+        // A platform override's arch-neutral image runs on any node.
+        ("neutral:1", node(Some("s390x"), Some("linux")), &deny, unchanged.clone(), vec![]),
         (
             "amd-tool:1",
             node(Some("arm64"), Some("linux")),

@@ -9,8 +9,12 @@ use noe_webhook::decide::{
 use serde_json::Value;
 
 /// `"linux/arm/v7"` → a platform; `"/amd64"` has an empty OS.
-/// `os/arch[/variant][@os.version]`, e.g. `windows/amd64@10.0.20348.2227`.
+/// `os/arch[/variant][@os.version]`, e.g. `windows/amd64@10.0.20348.2227`; `*` is
+/// [`Platform::any`] (a platform override's arch-neutral image).
 pub fn platform(spec: &str) -> Platform {
+    if spec == "*" {
+        return Platform::any();
+    }
     let (spec, os_version) = spec
         .split_once('@')
         .map_or((spec, None), |(s, v)| (s, Some(v)));

@@ -1,0 +1,499 @@
+//! Platform overrides (`--platform-overrides FILE`): images whose platforms are stated by the
+//! operator instead of read from their registry, consulted before any registry lookup — for
+//! registries the webhook cannot reach, images whose metadata is wrong, and artifacts known to
+//! be arch-neutral.
+//!
+//! The file is a YAML (or JSON) list; the first entry with a pattern matching the image wins:
+//!
+//! ```yaml
+//! - images: ["registry.internal.corp/*", "docker.io/library/busybox:1.36"]
+//!   platforms: ["linux/amd64", "linux/arm64/v8"]
+//! - images: ["ghcr.io/org/wasm-module"]
+//!   platforms: ["*"]          # arch-neutral: constrains nothing
+//! ```
+//!
+//! Patterns have the kubelet `matchImages` syntax ([`crate::credentials::matching`]) and are
+//! matched against the normalized reference the pod names, before `--registry-proxies`
+//! (`nginx` is `docker.io/library/nginx:latest`; the path is a string prefix, so
+//! `docker.io/library/nginx` also matches its tags). The file is bounded ([`MAX_FILE_BYTES`],
+//! [`MAX_ENTRIES`], [`MAX_PATTERNS`] per entry, [`MAX_PATTERN_LEN`], at most
+//! [`MAX_PLATFORMS`](crate::platform::MAX_PLATFORMS) platforms per entry), validated at start
+//! with an error naming the entry, and read again in the background (every
+//! [`DEFAULT_RELOAD_INTERVAL`](crate::credentials::DEFAULT_RELOAD_INTERVAL), off the async
+//! workers through [`crate::files`]); a new version that cannot be read or is invalid is logged
+//! and the last good one kept.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::credentials::matching::image_matches;
+use crate::credentials::reload::Reloading;
+use crate::files::FileReader;
+use crate::platform::{Platform, WireFields, MAX_PLATFORMS};
+use crate::{Reference, Resolution};
+
+/// Largest file read.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Most entries in the file.
+pub const MAX_ENTRIES: usize = 1024;
+/// Most image patterns in one entry.
+pub const MAX_PATTERNS: usize = 64;
+/// Longest image pattern.
+pub const MAX_PATTERN_LEN: usize = 255;
+
+/// Why the overrides file cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: crate::files::Error,
+    },
+    #[error("{path} does not exist")]
+    Missing { path: PathBuf },
+    #[error("{path}: {reason}")]
+    Invalid { path: PathBuf, reason: Invalid },
+}
+
+impl Error {
+    /// A bounded label for the error.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Read { .. } => "read",
+            Self::Missing { .. } => "missing",
+            Self::Invalid { .. } => "invalid",
+        }
+    }
+}
+
+/// What is wrong with the contents: the whole file, or one entry (numbered from 1).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Invalid {
+    #[error("not a YAML list of {{images: [...], platforms: [...]}}: {0}")]
+    Format(String),
+    #[error("{0} entries (at most {MAX_ENTRIES})")]
+    TooManyEntries(usize),
+    #[error("entry {entry}: {reason}")]
+    Entry { entry: usize, reason: String },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    images: Vec<String>,
+    platforms: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    images: Vec<String>,
+    platforms: Arc<[Platform]>,
+}
+
+/// The parsed file: entries in file order.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    entries: Vec<Entry>,
+}
+
+/// The entry that answered for an image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Matched {
+    /// The entry's position in the file, from 1.
+    pub entry: usize,
+    /// The pattern that matched, as written.
+    pub pattern: String,
+    /// The platforms it states (sorted; `[*]` for arch-neutral, see [`Platform::is_any`]).
+    pub platforms: Arc<[Platform]>,
+}
+
+impl Matched {
+    /// The [`Resolution`] an override gives `reference`: no registry contacted, so no digest,
+    /// media type or credential.
+    pub fn resolution(&self, reference: &Reference) -> Resolution {
+        Resolution {
+            image: reference.to_string(),
+            resolved: reference.to_string(),
+            digest: String::new(),
+            media_type: String::new(),
+            credential_source: None,
+            platforms: self.platforms.to_vec(),
+        }
+    }
+}
+
+/// `os/arch[/variant]` (validated as a registry's fields are), or `*`.
+fn parse_platform(text: &str) -> Result<Platform, String> {
+    if text == "*" {
+        return Ok(Platform::any());
+    }
+    let parts: Vec<&str> = text.split('/').collect();
+    let (os, architecture, variant) = match parts.as_slice() {
+        [os, arch] => (*os, *arch, None),
+        [os, arch, variant] => (*os, *arch, Some(*variant)),
+        _ => {
+            return Err(format!(
+                "platform {:?} is not os/arch[/variant] or \"*\"",
+                shorten(text)
+            ))
+        }
+    };
+    if os.is_empty() || variant.is_some_and(str::is_empty) {
+        return Err(format!("platform {:?} has an empty part", shorten(text)));
+    }
+    Platform::from_wire(WireFields {
+        os,
+        architecture,
+        variant,
+        ..WireFields::default()
+    })
+    .map_err(|error| format!("platform {:?}: {error}", shorten(text)))
+}
+
+/// The error and its source on one line.
+fn with_source(error: &Error) -> String {
+    match std::error::Error::source(error) {
+        Some(source) => format!("{error}: {source}"),
+        None => error.to_string(),
+    }
+}
+
+fn shorten(text: &str) -> String {
+    text.chars().take(64).collect()
+}
+
+fn entry(raw: RawEntry) -> Result<Entry, String> {
+    let RawEntry { images, platforms } = raw;
+    if images.is_empty() {
+        return Err("images is empty".into());
+    }
+    if images.len() > MAX_PATTERNS {
+        return Err(format!(
+            "{} image patterns (at most {MAX_PATTERNS})",
+            images.len()
+        ));
+    }
+    for pattern in &images {
+        let valid_glob = pattern
+            .split('/')
+            .next()
+            .is_some_and(|host| host.split('.').all(crate::glob::is_valid));
+        if pattern.is_empty()
+            || pattern.len() > MAX_PATTERN_LEN
+            || pattern.chars().any(|c| c.is_whitespace() || c.is_control())
+            || !valid_glob
+        {
+            return Err(format!(
+                "image pattern {:?} is not a kubelet matchImages pattern (at most {MAX_PATTERN_LEN} characters, no spaces)",
+                shorten(pattern)
+            ));
+        }
+    }
+    if platforms.is_empty() {
+        return Err("platforms is empty (use [\"*\"] for an arch-neutral image)".into());
+    }
+    if platforms.len() > MAX_PLATFORMS {
+        return Err(format!(
+            "{} platforms (at most {MAX_PLATFORMS})",
+            platforms.len()
+        ));
+    }
+    let mut parsed = platforms
+        .iter()
+        .map(|p| parse_platform(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    if parsed.len() > 1 && parsed.iter().any(Platform::is_any) {
+        return Err("\"*\" stands alone: it already means every platform".into());
+    }
+    parsed.sort();
+    parsed.dedup();
+    Ok(Entry {
+        images,
+        platforms: parsed.into(),
+    })
+}
+
+impl Overrides {
+    /// Parses and validates the file's contents; an empty file has no entry.
+    pub fn parse(text: &str) -> Result<Self, Invalid> {
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        let raw: Option<Vec<yaml_serde::Value>> =
+            yaml_serde::from_str(text).map_err(|e| Invalid::Format(e.to_string()))?;
+        let raw = raw.unwrap_or_default();
+        if raw.len() > MAX_ENTRIES {
+            return Err(Invalid::TooManyEntries(raw.len()));
+        }
+        let mut entries = Vec::with_capacity(raw.len());
+        for (index, value) in raw.into_iter().enumerate() {
+            let number = index.saturating_add(1);
+            let parsed = yaml_serde::from_value::<RawEntry>(value)
+                .map_err(|e| e.to_string())
+                .and_then(entry)
+                .map_err(|reason| Invalid::Entry {
+                    entry: number,
+                    reason,
+                })?;
+            entries.push(parsed);
+        }
+        Ok(Self { entries })
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The first entry with a pattern matching `reference` (normalized, before proxies).
+    pub fn find(&self, reference: &Reference) -> Option<Matched> {
+        let image = reference.to_string();
+        self.entries.iter().enumerate().find_map(|(index, entry)| {
+            let pattern = entry.images.iter().find(|p| image_matches(p, &image))?;
+            Some(Matched {
+                entry: index.saturating_add(1),
+                pattern: pattern.clone(),
+                platforms: entry.platforms.clone(),
+            })
+        })
+    }
+}
+
+/// The overrides file, read again in the background. Cheap to share behind an `Arc`.
+pub struct PlatformOverrides {
+    path: PathBuf,
+    files: FileReader,
+    current: Reloading<Overrides>,
+}
+
+impl std::fmt::Debug for PlatformOverrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlatformOverrides")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Overrides, Error> {
+    let text = std::str::from_utf8(bytes).map_err(|_| Error::Invalid {
+        path: path.to_owned(),
+        reason: Invalid::Format("not UTF-8".into()),
+    })?;
+    Overrides::parse(text).map_err(|reason| Error::Invalid {
+        path: path.to_owned(),
+        reason,
+    })
+}
+
+impl PlatformOverrides {
+    /// Reads and validates `path` now (start-up: blocking, bounded to [`MAX_FILE_BYTES`]); it is
+    /// read again every `every` once lookups run.
+    pub fn load(path: &Path, every: Duration) -> Result<Self, Error> {
+        let bytes = crate::files::read_blocking(path, MAX_FILE_BYTES)
+            .map_err(|source| Error::Read {
+                path: path.to_owned(),
+                source,
+            })?
+            .ok_or_else(|| Error::Missing {
+                path: path.to_owned(),
+            })?;
+        let overrides = parse_bytes(path, &bytes)?;
+        Ok(Self {
+            path: path.to_owned(),
+            files: FileReader::default(),
+            current: Reloading::with_value(overrides, every),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The entry answering for `reference`, from the last good version of the file.
+    pub async fn find(&self, reference: &Reference) -> Option<Matched> {
+        let path = self.path.clone();
+        let files = self.files.clone();
+        let current = self
+            .current
+            .get(|previous| async move {
+                let read = files.read(&path, MAX_FILE_BYTES).await;
+                let loaded = match read {
+                    Ok(Some(bytes)) => parse_bytes(&path, &bytes),
+                    Ok(None) => Err(Error::Missing { path: path.clone() }),
+                    Err(source) => Err(Error::Read {
+                        path: path.clone(),
+                        source,
+                    }),
+                };
+                match loaded {
+                    Ok(overrides) => overrides,
+                    Err(error) => {
+                        tracing::warn!(error = %with_source(&error), "platform overrides not read again: keeping the last good version");
+                        previous.map(|p| (*p).clone()).unwrap_or_default()
+                    }
+                }
+            })
+            .await;
+        current.find(reference)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn reference(image: &str) -> Reference {
+        Reference::parse(image).unwrap()
+    }
+
+    #[test]
+    fn first_matching_entry_wins() {
+        let overrides = Overrides::parse(
+            "- images: [\"registry.internal.corp/team\", \"docker.io/library/busybox:1.36\"]\n  platforms: [linux/arm64/v8, linux/amd64, linux/amd64]\n- images: [\"*.internal.corp\"]\n  platforms: [\"*\"]\n",
+        )
+        .unwrap();
+        assert_eq!(overrides.len(), 2);
+        let found = overrides
+            .find(&reference("registry.internal.corp/team/app:1"))
+            .unwrap();
+        assert_eq!(found.entry, 1);
+        assert_eq!(found.pattern, "registry.internal.corp/team");
+        let shown: Vec<String> = found.platforms.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["linux/amd64", "linux/arm64/v8"]);
+        // Normalized before matching: `busybox:1.36` is docker.io/library/busybox:1.36.
+        assert_eq!(overrides.find(&reference("busybox:1.36")).unwrap().entry, 1);
+        assert!(overrides.find(&reference("busybox:1.37")).is_none());
+        let any = overrides
+            .find(&reference("registry.internal.corp/other/app"))
+            .unwrap();
+        assert_eq!(any.entry, 2);
+        assert!(any.platforms[0].is_any());
+        assert_eq!(any.platforms[0].to_string(), "*");
+        // A glob never spans a dot; ports must match.
+        assert!(overrides
+            .find(&reference("a.b.internal.corp/app"))
+            .is_none());
+        assert!(overrides
+            .find(&reference("registry.internal.corp:5000/team/app"))
+            .is_none());
+        let resolution = any.resolution(&reference("registry.internal.corp/other/app"));
+        assert_eq!(resolution.image, "registry.internal.corp/other/app:latest");
+        assert!(resolution.digest.is_empty() && resolution.credential_source.is_none());
+        assert!(Overrides::parse("").unwrap().is_empty());
+        assert!(Overrides::parse("[]").unwrap().is_empty());
+    }
+
+    #[test]
+    fn invalid_files_name_the_entry() {
+        let ok = "- {images: [a.io/x], platforms: [linux/amd64]}\n";
+        let cases: &[(String, &str)] = &[
+            ("{a: b}".into(), "not a YAML list"),
+            (
+                format!("{ok}- {{images: [], platforms: [linux/amd64]}}"),
+                "entry 2: images is empty",
+            ),
+            (
+                format!("{ok}- {{images: [a.io], platforms: []}}"),
+                "entry 2: platforms is empty",
+            ),
+            (
+                "- {images: [a.io], platforms: [amd64]}".into(),
+                "entry 1: platform \"amd64\" is not os/arch",
+            ),
+            (
+                "- {images: [a.io], platforms: [linux/amd64/v1/x]}".into(),
+                "is not os/arch",
+            ),
+            (
+                "- {images: [a.io], platforms: [\"linux/x y\"]}".into(),
+                "entry 1: platform \"linux/x y\": platform field architecture",
+            ),
+            (
+                "- {images: [a.io], platforms: [\"*\", linux/amd64]}".into(),
+                "stands alone",
+            ),
+            (
+                "- {images: [\"a b\"], platforms: [\"*\"]}".into(),
+                "is not a kubelet matchImages pattern",
+            ),
+            (
+                "- {images: [\"a[.io\"], platforms: [\"*\"]}".into(),
+                "is not a kubelet matchImages pattern",
+            ),
+            (
+                format!("- {{images: [{}], platforms: [\"*\"]}}", "a".repeat(256)),
+                "is not a kubelet",
+            ),
+            (
+                "- {images: [a.io], platforms: [\"*\"], extra: 1}".into(),
+                "entry 1: unknown field `extra`",
+            ),
+            (
+                "- {images: [a.io]}".into(),
+                "entry 1: missing field `platforms`",
+            ),
+        ];
+        for (text, want) in cases {
+            let error = Overrides::parse(text).unwrap_err().to_string();
+            assert!(error.contains(want), "{text:?}: {error}");
+        }
+        let many = "- {images: [a.io], platforms: [\"*\"]}\n".repeat(MAX_ENTRIES + 1);
+        assert_eq!(
+            Overrides::parse(&many).unwrap_err(),
+            Invalid::TooManyEntries(MAX_ENTRIES + 1)
+        );
+        let patterns: Vec<String> = (0..=MAX_PATTERNS).map(|i| format!("r{i}.io")).collect();
+        let text = format!("- {{images: [{}], platforms: [\"*\"]}}", patterns.join(","));
+        assert!(Overrides::parse(&text)
+            .unwrap_err()
+            .to_string()
+            .contains("image patterns"));
+    }
+
+    #[tokio::test]
+    async fn reloaded_when_the_file_changes_and_the_last_good_version_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("overrides.yaml");
+        std::fs::write(&path, "- {images: [a.io/x], platforms: [linux/amd64]}\n").unwrap();
+        let overrides = PlatformOverrides::load(&path, Duration::ZERO).unwrap();
+        let image = reference("a.io/x:1");
+        let arch = |m: Option<Matched>| m.map(|m| m.platforms[0].architecture.clone());
+        assert_eq!(arch(overrides.find(&image).await).as_deref(), Some("amd64"));
+        std::fs::write(&path, "- {images: [a.io/x], platforms: [linux/arm64]}\n").unwrap();
+        let mut seen = None;
+        for _ in 0..200 {
+            seen = arch(overrides.find(&image).await);
+            if seen.as_deref() == Some("arm64") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(seen.as_deref(), Some("arm64"), "the new version is read");
+        // An invalid version is refused: the last good one stays.
+        std::fs::write(&path, "- {images: [a.io/x], platforms: [arm64]}\n").unwrap();
+        for _ in 0..20 {
+            assert_eq!(arch(overrides.find(&image).await).as_deref(), Some("arm64"));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // At start, an invalid or missing file is an error naming it.
+        let error = PlatformOverrides::load(&path, Duration::ZERO).unwrap_err();
+        assert_eq!(error.kind(), "invalid");
+        assert!(error.to_string().contains("entry 1"), "{error}");
+        let missing =
+            PlatformOverrides::load(&dir.path().join("none"), Duration::ZERO).unwrap_err();
+        assert_eq!(missing.kind(), "missing");
+    }
+}
