@@ -26,6 +26,7 @@
 //! ```
 
 mod config;
+mod context;
 mod error;
 mod leader;
 mod metrics;
@@ -34,6 +35,7 @@ pub mod objects;
 mod platforms;
 pub mod remediate;
 mod runtime;
+mod shutdown;
 pub mod taints;
 
 pub use config::{Config, LeaseConfig, Remediate, Timings};

@@ -11,7 +11,7 @@ use kube::Api;
 use tokio::sync::watch;
 
 use crate::objects::NodeRecord;
-use crate::runtime::Shutdown;
+use crate::shutdown::Shutdown;
 use crate::Metrics;
 
 /// The node store's read side. Clones share everything; reads take the store's read lock

@@ -23,8 +23,8 @@ use kube::runtime::controller::{self, Action};
 use kube::runtime::{watcher, Controller as KController};
 use kube::Api;
 
+use crate::context::{Context, Controller, Stop};
 use crate::objects::PodRecord;
-use crate::runtime::{Context, Controller, Stop};
 use crate::{Config, Error, PodImages, PodPlatforms, Remediate};
 
 /// Pods judged at once.

@@ -4,63 +4,15 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::context::{Context, Controller, Stop};
 use crate::leader::{self, Leadership};
 use crate::nodes::{self, NodeView};
+use crate::shutdown::Shutdown;
 use crate::{remediate, taints, Config, Error, Metrics, PodPlatforms, Remediate};
-
-/// A clonable shutdown signal.
-#[derive(Clone, Debug)]
-pub(crate) struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    /// Resolves once shutdown was asked (or the runtime is gone).
-    pub(crate) async fn wait(&mut self) {
-        while !*self.0.borrow_and_update() {
-            if self.0.changed().await.is_err() {
-                return;
-            }
-        }
-    }
-}
-
-/// What every controller gets.
-#[derive(Clone)]
-pub(crate) struct Context {
-    pub(crate) client: kube::Client,
-    pub(crate) config: Arc<Config>,
-    pub(crate) leadership: Leadership,
-    pub(crate) nodes: NodeView,
-    pub(crate) recorder: Recorder,
-    pub(crate) metrics: Metrics,
-}
-
-impl Context {
-    /// `Err(NotLeader)` unless this replica may write now: call right before every write.
-    pub(crate) fn check_leader(&self, action: impl FnOnce() -> String) -> Result<(), Error> {
-        if self.leadership.is_leader() {
-            Ok(())
-        } else {
-            Err(Error::NotLeader { action: action() })
-        }
-    }
-}
-
-/// Resolves when a controller must stop (leadership lost or shutdown).
-pub(crate) type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>;
-
-/// A writing controller. It runs only while this replica leads: `run` is called when
-/// leadership starts and must return soon after `stop` resolves (leadership lost or shutdown).
-pub(crate) trait Controller: Send + Sync + 'static {
-    /// For logs.
-    fn name(&self) -> &'static str;
-    /// Runs until `stop` resolves.
-    fn run(&self, ctx: Context, stop: Stop) -> BoxFuture<'static, ()>;
-}
 
 /// What the composition root hands in.
 #[derive(Clone, Default)]

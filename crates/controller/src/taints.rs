@@ -17,8 +17,8 @@ pub use plan::{apply, converged, is_ours, wanted, TAINT_EFFECT, TAINT_KEY};
 use tokio::time::Instant;
 pub use write::{converge, Converged, ATTEMPTS};
 
+use crate::context::{Context, Controller, Stop};
 use crate::objects::NodeRecord;
-use crate::runtime::{Context, Controller, Stop};
 use crate::Error;
 
 /// The taint controller.

@@ -12,7 +12,7 @@ use kube::Api;
 use tokio::time::Instant;
 
 use super::{decide, Attempt, LeadershipWriter, Observed};
-use crate::runtime::Shutdown;
+use crate::shutdown::Shutdown;
 use crate::{Error, LeaseConfig, Metrics};
 
 /// Runs the election until `shutdown`, then releases a held lease.

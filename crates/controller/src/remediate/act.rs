@@ -8,8 +8,8 @@ use kube::Api;
 use serde_json::json;
 
 use super::Remedy;
+use crate::context::Context;
 use crate::objects::PodRecord;
-use crate::runtime::Context;
 use crate::Error;
 
 /// The Event reason on misplaced pods.
