@@ -412,8 +412,10 @@ impl Http {
             .with_label_values(&[label.as_str(), kind.as_str()])
             .start_timer();
         metrics.requests.inc();
+        let head = kind == Kind::ManifestHead;
         let mut builder = match form {
             Some(form) => self.client.request(Method::POST, url.clone()).form(form),
+            None if head => self.client.request(Method::HEAD, url.clone()),
             None => self.client.request(Method::GET, url.clone()),
         };
         builder = builder.headers(headers.clone()).timeout(timeout);
@@ -421,7 +423,12 @@ impl Http {
             let response = builder.send().await?;
             let status = response.status();
             let headers = response.headers().clone();
-            let body = read_capped(response).await?;
+            // A HEAD's Content-Length is that of the body it does not send.
+            let body = if head {
+                Bytes::new()
+            } else {
+                read_capped(response).await?
+            };
             Ok::<_, ReadError>(Response {
                 url: url.clone(),
                 status,

@@ -20,6 +20,8 @@ use crate::{Config, Error};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Manifest,
+    /// A HEAD of a manifest (revalidation).
+    ManifestHead,
     Blob,
     Token,
 }
@@ -28,6 +30,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Manifest => "manifest",
+            Self::ManifestHead => "manifest_head",
             Self::Blob => "blob",
             Self::Token => "token",
         }
@@ -49,6 +52,9 @@ pub struct Metrics {
     pub auth_cache_responses: IntCounterVec,
     pub request_duration: HistogramVec,
     pub cache_entries: IntGauge,
+    /// Expired tags revalidated with a HEAD, by `result`: `unchanged` (no GET), `changed`,
+    /// `no_digest` (the registry's HEAD named no digest: GET).
+    pub revalidations: IntCounterVec,
     labels: RegistryLabels,
 }
 
@@ -189,6 +195,12 @@ impl Metrics {
                 "Image lookups held in the platform cache",
             )
             .map_err(config_error)?,
+            revalidations: counter_vec(
+                "noe_registry_revalidations_total",
+                "Expired tags revalidated with a HEAD, by result (unchanged, changed, no_digest)",
+                &["result"],
+            )
+            .map_err(config_error)?,
             labels: RegistryLabels::new(config),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
@@ -204,11 +216,17 @@ impl Metrics {
             Box::new(metrics.auth_cache_responses.clone()),
             Box::new(metrics.request_duration.clone()),
             Box::new(metrics.cache_entries.clone()),
+            Box::new(metrics.revalidations.clone()),
         ];
         for collector in collectors {
             registry.register(collector).map_err(config_error)?;
         }
         Ok(metrics)
+    }
+
+    /// Counts a HEAD revalidation (`unchanged`, `changed`, `no_digest`).
+    pub fn count_revalidation(&self, result: &'static str) {
+        self.revalidations.with_label_values(&[result]).inc();
     }
 
     /// The bounded `registry` label value for a registry host (see [`labels`]).
@@ -370,6 +388,7 @@ mod tests {
             .with_label_values(&["manifest", "200"])
             .inc();
         metrics.errors.with_label_values(&["timeout"]).inc();
+        metrics.count_revalidation("unchanged");
         metrics.cache_responses.with_label_values(&["hit"]).inc();
         metrics
             .auth_cache_responses
@@ -401,6 +420,7 @@ mod tests {
             "noe_registry_authentication_cache_responses_total",
             "noe_registry_request_duration_seconds",
             "noe_registry_cache_entries",
+            "noe_registry_revalidations_total",
         ] {
             assert!(
                 names.iter().any(|n| n == name),

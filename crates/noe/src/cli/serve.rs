@@ -76,7 +76,6 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
             tls
         }
     };
-    let memo = registry.resolver.cache_ttl;
     let app = App::build(registry).await?;
     let pull_secrets = match kube_client(kubeconfig.as_deref()).await {
         Ok(client) => Some(PullSecrets::new(client)),
@@ -88,7 +87,6 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Running> {
     let admission = app.admission(
         policy,
         admission_deadline,
-        memo,
         metrics_max_namespaces,
         pull_secrets,
     )?;
