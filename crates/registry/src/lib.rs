@@ -64,4 +64,4 @@ pub use error::Error;
 pub use hosts::HostsProvider;
 pub use platform::Platform;
 pub use reference::Reference;
-pub use resolver::{Resolution, Resolver};
+pub use resolver::{Answered, Resolution, Resolver};

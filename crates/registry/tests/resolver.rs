@@ -7,6 +7,7 @@ mod resolver {
     pub mod faults;
     pub mod fixtures;
     pub mod mtls;
+    pub mod revalidate;
     pub mod shapes;
     pub mod support;
     pub mod tls;
