@@ -22,6 +22,12 @@ pub struct Config {
     pub cache_ttl: Duration,
     /// Bound on cached lookups (`--cache-max-entries`).
     pub cache_max_entries: u64,
+    /// Requests per second to one registry host (`--registry-qps`); 0 (the library's
+    /// default; the command line's is 20): unlimited.
+    pub registry_qps: f64,
+    /// Requests one registry host may get at once before the rate applies
+    /// (`--registry-burst`).
+    pub registry_burst: u32,
     /// kubelet `matchImages` patterns of images never tried anonymously.
     pub private_registries: Vec<String>,
     /// containerd-style host configuration (mirrors, per-host TLS and headers) of the registry
@@ -41,6 +47,8 @@ impl Default for Config {
             allow_cidrs: Vec::new(),
             cache_ttl: Duration::from_secs(3600),
             cache_max_entries: 100_000,
+            registry_qps: 0.0,
+            registry_burst: 50,
             private_registries: Vec::new(),
             hosts: None,
         }

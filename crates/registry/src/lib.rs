@@ -56,6 +56,7 @@ pub mod proxies;
 pub mod reference;
 pub mod resolver;
 pub mod ssrf;
+pub mod throttle;
 mod walk;
 
 pub use config::Config;

@@ -55,6 +55,12 @@ pub struct Metrics {
     /// Expired tags revalidated with a HEAD, by `result`: `unchanged` (no GET), `changed`,
     /// `no_digest` (the registry's HEAD named no digest: GET).
     pub revalidations: IntCounterVec,
+    /// Requests delayed or refused before being sent, by `registry` and `reason` (`delayed`,
+    /// `rate_limited`, `circuit_open`).
+    pub throttled: IntCounterVec,
+    /// Circuit breakers opened, by `registry` and `cause` (`too_many_requests`,
+    /// `server_errors`).
+    pub circuit_opened: IntCounterVec,
     labels: RegistryLabels,
 }
 
@@ -201,6 +207,18 @@ impl Metrics {
                 &["result"],
             )
             .map_err(config_error)?,
+            throttled: counter_vec(
+                "noe_registry_throttled_total",
+                "Registry requests delayed by the client-side rate limit or refused before being sent (rate limit, open circuit breaker)",
+                &["registry", "reason"],
+            )
+            .map_err(config_error)?,
+            circuit_opened: counter_vec(
+                "noe_registry_circuit_opened_total",
+                "Registry circuit breakers opened (429, or 5xx in a row)",
+                &["registry", "cause"],
+            )
+            .map_err(config_error)?,
             labels: RegistryLabels::new(config),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
@@ -217,6 +235,8 @@ impl Metrics {
             Box::new(metrics.request_duration.clone()),
             Box::new(metrics.cache_entries.clone()),
             Box::new(metrics.revalidations.clone()),
+            Box::new(metrics.throttled.clone()),
+            Box::new(metrics.circuit_opened.clone()),
         ];
         for collector in collectors {
             registry.register(collector).map_err(config_error)?;
@@ -389,6 +409,14 @@ mod tests {
             .inc();
         metrics.errors.with_label_values(&["timeout"]).inc();
         metrics.count_revalidation("unchanged");
+        metrics
+            .throttled
+            .with_label_values(&["docker.io", "circuit_open"])
+            .inc();
+        metrics
+            .circuit_opened
+            .with_label_values(&["docker.io", "too_many_requests"])
+            .inc();
         metrics.cache_responses.with_label_values(&["hit"]).inc();
         metrics
             .auth_cache_responses
@@ -421,6 +449,8 @@ mod tests {
             "noe_registry_request_duration_seconds",
             "noe_registry_cache_entries",
             "noe_registry_revalidations_total",
+            "noe_registry_throttled_total",
+            "noe_registry_circuit_opened_total",
         ] {
             assert!(
                 names.iter().any(|n| n == name),

@@ -85,6 +85,26 @@ pub struct RegistryArgs {
     #[arg(long, global = true, env = "NOE_CACHE_MAX_ENTRIES", default_value_t = 100_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub cache_max_entries: u64,
+
+    /// Requests per second to one registry host (client-side rate limit; 0: unlimited).
+    #[arg(long, global = true, env = "NOE_REGISTRY_QPS", default_value_t = 20.0,
+          value_parser = parse_qps)]
+    pub registry_qps: f64,
+
+    /// Requests one registry host may get at once before --registry-qps applies.
+    #[arg(long, global = true, env = "NOE_REGISTRY_BURST", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub registry_burst: u32,
+}
+
+/// A rate: a finite number of requests per second, 0 or more.
+fn parse_qps(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
+        _ => Err(format!(
+            "invalid rate {text:?} (expected requests per second, e.g. 20 or 0.5; 0: unlimited)"
+        )),
+    }
 }
 
 /// `docker.io=proxy.corp`; an empty item (from `--registry-proxies=`) is allowed and ignored.
@@ -187,6 +207,8 @@ impl RegistryArgs {
             allow_cidrs: self.allow_cidrs(),
             cache_ttl: self.cache_ttl,
             cache_max_entries: self.cache_max_entries,
+            registry_qps: self.registry_qps,
+            registry_burst: self.registry_burst,
             private_registries: non_empty(&self.private_registries),
             hosts: None,
         };

@@ -110,6 +110,9 @@ fn lists_durations_and_repeatable_paths() {
         "500ms",
         "--cache-ttl=2h",
         "--cache-max-entries=10",
+        "-registry-qps=2.5",
+        "--registry-burst",
+        "7",
         "--preference-mode=preferred",
         "--preference-weight=80",
         "--on-lookup-error",
@@ -117,6 +120,10 @@ fn lists_durations_and_repeatable_paths() {
     ])
     .unwrap();
     assert_eq!(args.policy.schedulable_archs(), ["amd64", "arm64"]);
+    assert_eq!(
+        (args.registry.registry_qps, args.registry.registry_burst),
+        (2.5, 7)
+    );
     assert_eq!(
         parse::non_empty(&args.policy.match_node_labels),
         ["team", "example.com/zone"]
@@ -188,6 +195,10 @@ fn bad_values_are_refused_by_clap() {
         &["noe", "--registry-timeout=0s"],
         &["noe", "--admission-deadline=0"],
         &["noe", "--cache-max-entries=0"],
+        &["noe", "--registry-qps=-1"],
+        &["noe", "--registry-qps=inf"],
+        &["noe", "--registry-qps=NaN"],
+        &["noe", "--registry-burst=0"],
         &["noe", "--system-os="],
     ] {
         assert!(parse(argv).is_err(), "{argv:?}");
