@@ -127,6 +127,8 @@ pub struct Loaded {
     /// Found with a credential only the caller's scope has: kept under that scope.
     pub scoped: bool,
     pub answered: Answered,
+    /// Fresh for less than the cache's TTL (what the shared cache had left of it).
+    pub fresh_for: Option<Duration>,
 }
 
 /// A cached resolution, when it stops being fresh, and its weight in cache units.
@@ -303,8 +305,10 @@ impl PlatformCache {
                 entry,
                 scoped,
                 answered,
+                fresh_for,
             }) => {
                 let ttl = if immutable { self.digest_ttl } else { self.ttl };
+                let ttl = fresh_for.map_or(ttl, |fresh| fresh.min(ttl));
                 let cached = self.cached(entry.clone(), ttl);
                 if scoped || scope.is_none() {
                     // Refused only when the entry alone exceeds the capacity: still answered.
@@ -339,6 +343,15 @@ impl PlatformCache {
             entry,
             expires: expiry(Instant::now(), ttl),
             units: bytes.div_ceil(self.unit_bytes).max(1),
+        }
+    }
+
+    /// How long a tag (or, `immutable`, a digest reference) stays fresh.
+    pub fn ttl(&self, immutable: bool) -> Duration {
+        if immutable {
+            self.digest_ttl
+        } else {
+            self.ttl
         }
     }
 

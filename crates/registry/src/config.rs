@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::shared::SharedConfig;
 use crate::HostsProvider;
 
 /// How to reach registries and how long to remember what they said.
@@ -28,6 +29,8 @@ pub struct Config {
     /// Requests one registry host may get at once before the rate applies
     /// (`--registry-burst`).
     pub registry_burst: u32,
+    /// The shared cache (`--shared-cache`); `None`: in-process only.
+    pub shared_cache: Option<SharedConfig>,
     /// kubelet `matchImages` patterns of images never tried anonymously.
     pub private_registries: Vec<String>,
     /// containerd-style host configuration (mirrors, per-host TLS and headers) of the registry
@@ -49,6 +52,7 @@ impl Default for Config {
             cache_max_entries: 100_000,
             registry_qps: 0.0,
             registry_burst: 50,
+            shared_cache: None,
             private_registries: Vec::new(),
             hosts: None,
         }

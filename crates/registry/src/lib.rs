@@ -55,6 +55,7 @@ pub mod platform;
 pub mod proxies;
 pub mod reference;
 pub mod resolver;
+pub mod shared;
 pub mod ssrf;
 pub mod throttle;
 mod walk;

@@ -61,6 +61,11 @@ pub struct Metrics {
     /// Circuit breakers opened, by `registry` and `cause` (`too_many_requests`,
     /// `server_errors`).
     pub circuit_opened: IntCounterVec,
+    /// Shared cache reads by `result`: `hit`, `miss`, `error` (failed or timed out: the lookup
+    /// went on without it), `bypassed` (not asked after repeated failures).
+    pub shared_reads: IntCounterVec,
+    /// Shared cache writes by `result`: `ok`, `error`, `bypassed`, `dropped` (too many at once).
+    pub shared_writes: IntCounterVec,
     labels: RegistryLabels,
 }
 
@@ -219,6 +224,18 @@ impl Metrics {
                 &["registry", "cause"],
             )
             .map_err(config_error)?,
+            shared_reads: counter_vec(
+                "noe_registry_shared_cache_reads_total",
+                "Shared cache reads by result (hit, miss, error, bypassed)",
+                &["result"],
+            )
+            .map_err(config_error)?,
+            shared_writes: counter_vec(
+                "noe_registry_shared_cache_writes_total",
+                "Shared cache writes by result (ok, error, bypassed, dropped)",
+                &["result"],
+            )
+            .map_err(config_error)?,
             labels: RegistryLabels::new(config),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
@@ -237,6 +254,8 @@ impl Metrics {
             Box::new(metrics.revalidations.clone()),
             Box::new(metrics.throttled.clone()),
             Box::new(metrics.circuit_opened.clone()),
+            Box::new(metrics.shared_reads.clone()),
+            Box::new(metrics.shared_writes.clone()),
         ];
         for collector in collectors {
             registry.register(collector).map_err(config_error)?;
@@ -417,6 +436,8 @@ mod tests {
             .circuit_opened
             .with_label_values(&["docker.io", "too_many_requests"])
             .inc();
+        metrics.shared_reads.with_label_values(&["hit"]).inc();
+        metrics.shared_writes.with_label_values(&["ok"]).inc();
         metrics.cache_responses.with_label_values(&["hit"]).inc();
         metrics
             .auth_cache_responses
@@ -451,6 +472,8 @@ mod tests {
             "noe_registry_revalidations_total",
             "noe_registry_throttled_total",
             "noe_registry_circuit_opened_total",
+            "noe_registry_shared_cache_reads_total",
+            "noe_registry_shared_cache_writes_total",
         ] {
             assert!(
                 names.iter().any(|n| n == name),

@@ -18,6 +18,7 @@ use crate::client::Http;
 pub use crate::client::MAX_REQUESTS_PER_LOOKUP;
 use crate::hosts::{Endpoint, HostsConfig};
 use crate::metrics::Metrics;
+use crate::shared::SharedCache;
 pub use crate::walk::{MAX_CONCURRENT_FETCHES, MAX_DEPTH, MAX_UNPLATFORMED};
 use crate::{proxies, Config, CredentialCandidate, Error, Platform, Reference};
 
@@ -87,6 +88,8 @@ struct Inner {
     http: Http,
     auth: Auth,
     cache: PlatformCache,
+    /// The second level, when configured.
+    shared: Option<SharedCache>,
     metrics: Metrics,
     /// Host configuration per registry (after proxies), the default server included.
     hosts: moka::future::Cache<String, Arc<HostsConfig>>,
@@ -107,12 +110,18 @@ impl Resolver {
         let http = Http::new(&config, metrics.clone())?;
         let auth = Auth::new(&config, metrics.clone());
         let cache = PlatformCache::new(&config, metrics.clone());
+        let shared = config
+            .shared_cache
+            .as_ref()
+            .map(|shared| SharedCache::new(shared, metrics.clone()))
+            .transpose()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
                 http,
                 auth,
                 cache,
+                shared,
                 metrics,
                 hosts: moka::future::Cache::builder()
                     .max_capacity(HOSTS_CACHE_MAX)

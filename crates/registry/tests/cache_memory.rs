@@ -45,6 +45,7 @@ async fn hundred_thousand_cached_images_fit_in_64_mib() {
                     entry,
                     scoped: scope.is_some(),
                     answered: Answered::Get,
+                    fresh_for: None,
                 })
             })
             .await

@@ -9,6 +9,7 @@ mod resolver {
     pub mod mtls;
     pub mod revalidate;
     pub mod shapes;
+    pub mod shared;
     pub mod support;
     pub mod tls;
 }

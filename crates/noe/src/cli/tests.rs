@@ -440,3 +440,44 @@ fn the_charts_argument_list_parses_and_validates() {
     assert!(config.registry.sources.provider_bin_dir.is_some());
     assert!(config.registry.sources.provider_config.is_some());
 }
+
+#[test]
+fn the_shared_cache_takes_its_secrets_from_files_never_from_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    let password = dir.path().join("password");
+    std::fs::write(&key, "0123456789abcdef0123\n").unwrap();
+    std::fs::write(&password, "s3cret\n").unwrap();
+    let key_flag = format!("--shared-cache-key-file={}", key.display());
+    let password_flag = format!("--shared-cache-password-file={}", password.display());
+    let settings = inspect_registry(&[
+        "noe",
+        "--shared-cache=redis://valkey.noe:6379/0",
+        &key_flag,
+        &password_flag,
+        "--shared-cache-timeout=25ms",
+        "inspect",
+        "nginx",
+    ]);
+    let shared = settings.resolver.shared_cache.unwrap();
+    assert_eq!(shared.url, "redis://valkey.noe:6379/0");
+    assert_eq!(shared.key, b"0123456789abcdef0123");
+    assert_eq!(shared.password.as_deref(), Some("s3cret"));
+    assert_eq!(shared.timeout, Duration::from_millis(25));
+    assert!(!format!("{shared:?}").contains("s3cret"));
+    // Off by default.
+    assert!(inspect_registry(&["noe", "inspect", "nginx"])
+        .resolver
+        .shared_cache
+        .is_none());
+
+    // No flag for the password; a key too short (or none) is refused with one line.
+    assert!(parse(&["noe", "--shared-cache-password=x"]).is_err());
+    std::fs::write(&key, "short").unwrap();
+    let error = parse(&["noe", "--shared-cache=redis://r:6379", &key_flag, "inspect", "x"])
+        .unwrap()
+        .to_run()
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("--shared-cache-key-file"), "{error}");
+}

@@ -39,6 +39,7 @@ async fn load(
                 entry: cache.compact(resolution, image),
                 scoped,
                 answered: Answered::Get,
+                fresh_for: None,
             })
         })
         .await
@@ -100,6 +101,7 @@ async fn an_expired_entry_is_handed_to_the_next_load() {
                 entry: stale,
                 scoped: false,
                 answered: Answered::Head,
+                fresh_for: None,
             })
         })
         .await
@@ -114,6 +116,7 @@ async fn an_expired_entry_is_handed_to_the_next_load() {
                 entry: cache.compact(resolution(pinned), pinned),
                 scoped: false,
                 answered: Answered::Get,
+                fresh_for: None,
             })
         })
         .await
@@ -252,6 +255,7 @@ async fn the_cache_stays_bounded_in_bytes() {
                     entry,
                     scoped: false,
                     answered: Answered::Get,
+                    fresh_for: None,
                 })
             })
             .await

@@ -11,8 +11,12 @@ use crate::auth::Session;
 use crate::cache::{Answered, Entry, Loaded};
 use crate::client::{Budget, Context, Http, MAX_REQUESTS_PER_LOOKUP};
 use crate::hosts::Endpoint;
+use crate::shared::{DigestValue, Learned, SharedCache};
 use crate::walk::Fetcher;
 use crate::{manifest, CredentialCandidate, Error, Reference, Resolution};
+
+/// What one credential found, and which credential it was (`None`: anonymous access).
+type Found<'a> = (Loaded, Option<&'a CredentialCandidate>);
 
 /// One image to look up.
 pub(super) struct Request<'a> {
@@ -35,6 +39,20 @@ impl Resolver {
         request: &Request<'_>,
         known: Option<Entry>,
     ) -> Result<Loaded, Error> {
+        let mut known = known;
+        if let Some(shared) = &self.inner.shared {
+            if let Some(loaded) = self.shared_answer(shared, request).await {
+                return Ok(loaded);
+            }
+            // A digest reference whose platforms are shared: a HEAD proves this replica may
+            // read it, then they are reused.
+            if let (None, Some(digest)) = (&known, &request.resolved.digest) {
+                known = shared
+                    .platforms(&request.resolved.name(), digest)
+                    .await
+                    .map(|value| self.shared_entry(request, digest, value, None));
+            }
+        }
         let mut last_error = None;
         let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
         for &endpoint in request.endpoints {
@@ -46,7 +64,11 @@ impl Resolver {
                     tracing::debug!(%error, mirror = %endpoint.url, "mirror failed, trying the next host");
                     last_error = Some(error);
                 }
-                other => return other,
+                Ok((loaded, credential)) => {
+                    self.share(request, &loaded, credential);
+                    return Ok(loaded);
+                }
+                Err(error) => return Err(error),
             }
         }
         Err(last_error.unwrap_or_else(|| Error::Config {
@@ -58,13 +80,13 @@ impl Resolver {
     }
 
     /// One endpoint: its credential candidates in order, then anonymous access unless private.
-    async fn lookup_at(
+    async fn lookup_at<'a>(
         &self,
-        request: &Request<'_>,
+        request: &Request<'a>,
         endpoint: &Endpoint,
         known: Option<&Entry>,
         budget: &Budget,
-    ) -> Result<Loaded, Error> {
+    ) -> Result<Found<'a>, Error> {
         let inner = &*self.inner;
         let resolved = request.resolved;
         let host = endpoint.host();
@@ -139,14 +161,14 @@ impl Resolver {
 
     /// One credential at one endpoint: a HEAD when a digest is known (an unchanged one is
     /// reused), else (or when the HEAD says nothing usable) the manifest walk.
-    async fn lookup_as(
+    async fn lookup_as<'a>(
         &self,
         http: &Http,
-        session: &Session<'_>,
-        request: &Request<'_>,
+        session: &Session<'a>,
+        request: &Request<'a>,
         endpoint: &Endpoint,
         known: Option<&Entry>,
-    ) -> Result<Loaded, Error> {
+    ) -> Result<Found<'a>, Error> {
         let inner = &*self.inner;
         let fetcher = Fetcher {
             http,
@@ -161,24 +183,35 @@ impl Resolver {
                 .candidate
                 .filter(|_| session.used.load(Ordering::Relaxed))
         };
+        let found = |entry, answered| {
+            let loaded = Loaded {
+                entry,
+                scoped: used().is_some_and(|c| c.scoped),
+                answered,
+                fresh_for: None,
+            };
+            Ok((loaded, used()))
+        };
         if let Some(known) = known {
-            let outcome = match fetcher.head(resolved.object()).await? {
+            match fetcher.head(resolved.object()).await? {
                 Some(digest) if known.has_digest(&digest) => {
                     inner.metrics.count_revalidation("unchanged");
-                    let entry =
-                        inner
-                            .cache
-                            .found_again(known, used().map(|c| c.source.as_str()), mirror);
-                    return Ok(Loaded {
-                        entry,
-                        scoped: used().is_some_and(|c| c.scoped),
-                        answered: Answered::Head,
-                    });
+                    let source = used().map(|c| c.source.as_str());
+                    let entry = inner.cache.found_again(known, source, mirror);
+                    return found(entry, Answered::Head);
                 }
-                Some(_) => "changed",
-                None => "no_digest",
-            };
-            inner.metrics.count_revalidation(outcome);
+                Some(digest) => {
+                    inner.metrics.count_revalidation("changed");
+                    // The HEAD proved access to this digest: its shared platforms may be used.
+                    if let Some(shared) = &inner.shared {
+                        if let Some(value) = shared.platforms(&resolved.name(), &digest).await {
+                            let entry = self.shared_entry(request, &digest, value, used());
+                            return found(entry, Answered::Head);
+                        }
+                    }
+                }
+                None => inner.metrics.count_revalidation("no_digest"),
+            }
         }
         let response = fetcher.manifest(resolved.object()).await?;
         let (media_type, parsed) = fetcher.parse(&response)?;
@@ -205,10 +238,83 @@ impl Resolver {
             platforms: walked.platforms,
             answered_by: Answered::Get,
         };
-        Ok(Loaded {
-            entry: inner.cache.compact(resolution, request.target),
-            scoped: used().is_some_and(|c| c.scoped),
-            answered: Answered::Get,
+        found(
+            inner.cache.compact(resolution, request.target),
+            Answered::Get,
+        )
+    }
+
+    /// The answer of the shared cache for one of the credentials this lookup holds (or for
+    /// anonymous access, unless the image is private).
+    async fn shared_answer(&self, shared: &SharedCache, request: &Request<'_>) -> Option<Loaded> {
+        let resolved = request.resolved;
+        let name = resolved.name();
+        let private = self
+            .inner
+            .config
+            .private_registries
+            .iter()
+            .any(|pattern| is_private(pattern, &name));
+        let scopes: Vec<Option<&CredentialCandidate>> = request
+            .credentials
+            .iter()
+            .map(Some)
+            .chain((!private).then_some(None))
+            .collect();
+        let (index, digest, fresh_for) = shared.tag(request.target, &scopes).await?;
+        let credential = scopes.get(index).copied().flatten();
+        let value = shared.platforms(&name, &digest).await?;
+        Some(Loaded {
+            entry: self.shared_entry(request, &digest, value, credential),
+            scoped: credential.is_some_and(|c| c.scoped),
+            answered: Answered::SharedCache,
+            fresh_for: Some(fresh_for),
         })
+    }
+
+    /// An entry of what the shared cache knows of `digest`.
+    fn shared_entry(
+        &self,
+        request: &Request<'_>,
+        digest: &str,
+        value: DigestValue,
+        credential: Option<&CredentialCandidate>,
+    ) -> Entry {
+        let resolution = Resolution {
+            image: request.reference.to_string(),
+            resolved: request.target.to_owned(),
+            digest: digest.to_owned(),
+            media_type: value.media_type,
+            credential_source: credential.map(|c| c.source.clone()),
+            platforms: value.platforms,
+            answered_by: Answered::SharedCache,
+        };
+        self.inner.cache.compact(resolution, request.target)
+    }
+
+    /// Writes what a registry lookup found to the shared cache (in the background).
+    fn share(
+        &self,
+        request: &Request<'_>,
+        loaded: &Loaded,
+        credential: Option<&CredentialCandidate>,
+    ) {
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        let immutable = request.resolved.digest.is_some();
+        let digest = loaded.entry.digest();
+        let platforms = (loaded.answered == Answered::Get).then(|| DigestValue {
+            media_type: loaded.entry.media_type().to_owned(),
+            platforms: loaded.entry.platforms().to_vec(),
+        });
+        shared.remember(&Learned {
+            target: request.target,
+            repository: &request.resolved.name(),
+            credential,
+            digest: &digest,
+            fresh_for: self.inner.cache.ttl(immutable),
+            platforms,
+        });
     }
 }
