@@ -9,6 +9,7 @@ mod noe {
     mod e2e_admission;
     mod e2e_cli;
     mod e2e_private;
+    mod e2e_shared;
     mod fault_sigterm;
     mod harness;
     mod process;

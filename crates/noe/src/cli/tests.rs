@@ -474,10 +474,16 @@ fn the_shared_cache_takes_its_secrets_from_files_never_from_flags() {
     // No flag for the password; a key too short (or none) is refused with one line.
     assert!(parse(&["noe", "--shared-cache-password=x"]).is_err());
     std::fs::write(&key, "short").unwrap();
-    let error = parse(&["noe", "--shared-cache=redis://r:6379", &key_flag, "inspect", "x"])
-        .unwrap()
-        .to_run()
-        .unwrap_err()
-        .to_string();
+    let error = parse(&[
+        "noe",
+        "--shared-cache=redis://r:6379",
+        &key_flag,
+        "inspect",
+        "x",
+    ])
+    .unwrap()
+    .to_run()
+    .unwrap_err()
+    .to_string();
     assert!(error.contains("--shared-cache-key-file"), "{error}");
 }
