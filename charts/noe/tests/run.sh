@@ -168,8 +168,9 @@ for entry in "${scenarios[@]}"; do
     mapfile -t noe_args < <("$PY" -c '
 import sys, yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
-    if d and d["kind"] == "Deployment":
-        print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$render")
+    # the noe Deployment only (not the in-chart Valkey of sharedCache.valkey)
+    if d and d["kind"] == "Deployment" and d["metadata"]["name"] == sys.argv[2]:
+        print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$render" "$RELEASE")
     if parse_err="$("$NOE_BIN" "${noe_args[@]}" --help 2>&1 >/dev/null)"; then
       pass "$name: the noe binary accepts the Deployment args"
     else
@@ -271,6 +272,9 @@ violations=(
   "toleration with a bad operator|operator|--set architectures.arm64.tolerations[0].operator=Is"
   "pod.labels as a list|pod.labels|--set pod.labels[0]=x"
   "extraArgs not a flag|extraArgs|--set extraArgs[0]=preferred-arch=arm64"
+  "sharedCache.url with a password|sharedCache.url|--set sharedCache.url=redis://:pw@valkey:6379/0"
+  "sharedCache.url not redis|sharedCache.url|--set sharedCache.url=http://valkey:6379"
+  "registryRateLimit.qps negative|registryRateLimit.qps|--set registryRateLimit.qps=-1"
   "namespaceSelector with a bad operator|operator|--set webhook.namespaceSelector.matchExpressions[0].key=a,webhook.namespaceSelector.matchExpressions[0].operator=Has"
 )
 for entry in "${violations[@]}"; do
@@ -300,6 +304,22 @@ if "$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=-lea
 else
   fail "extraArgs -leader-elect=true not appended"
 fi
+
+# The shared cache needs the Secret with its key, and one server, not two.
+for entry in \
+  "no Secret|needs sharedCache.existingSecret|--set sharedCache.url=redis://valkey:6379/0" \
+  "both a URL and the in-chart Valkey|not both|--set sharedCache.url=redis://valkey:6379/0,sharedCache.valkey.enabled=true,sharedCache.existingSecret=s"; do
+  IFS='|' read -r desc want rest <<<"$entry"
+  # shellcheck disable=SC2206
+  set_args=($rest)
+  if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" "${set_args[@]}" 2>&1 >/dev/null)"; then
+    fail "sharedCache with $desc is refused (helm template succeeded)"
+  elif echo "$err" | grep -qF -- "$want"; then
+    pass "sharedCache with $desc is refused: $(echo "$err" | grep -oF -- "$want" | head -1)"
+  else
+    fail "sharedCache with $desc: unexpected error"; echo "$err"
+  fi
+done
 
 # A values file with several mistakes at once reports each of them.
 multi="$OUT/mistyped.yaml"
@@ -350,9 +370,9 @@ missing=""
 chart_flags="$(for r in "$OUT"/*.yaml; do "$PY" -c '
 import sys, yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
-    if d and d.get("kind") == "Deployment":
+    if d and d.get("kind") == "Deployment" and d["metadata"]["name"] == sys.argv[2]:
         for a in d["spec"]["template"]["spec"]["containers"][0]["args"]:
-            print(a.split("=", 1)[0])' "$r"; done | sort -u)"
+            print(a.split("=", 1)[0])' "$r" "$RELEASE"; done | sort -u)"
 if [ "$(echo "$chart_flags" | wc -l)" -lt 20 ]; then
   fail "found only $(echo "$chart_flags" | wc -l) distinct flags in the renders"
 fi
