@@ -305,6 +305,33 @@ else
   fail "extraArgs -leader-elect=true not appended"
 fi
 
+# The NetworkPolicy example is valid, and selects the pods the chart labels (release "noe").
+np=examples/networkpolicy-shared-cache.yaml
+for v in "${K8S_VERSIONS[@]}"; do
+  if kv="$("$KV" --strict --kubernetes-version "$v" "$np" 2>&1)"; then
+    pass "$np: kubernetes-validate --strict $v"
+  else
+    fail "$np: kubernetes-validate --strict $v"; echo "$kv" | grep -v '^INFO'
+  fi
+done
+if "$PY" - "$np" "$OUT/example-shared-cache.yaml" <<'PY'
+import sys, yaml
+policy = yaml.safe_load(open(sys.argv[1]))
+docs = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+pods = {d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"]
+        for d in docs if d["kind"] == "Deployment"}
+target = policy["spec"]["podSelector"]["matchLabels"]
+source = policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+matches = lambda sel, labels: all(labels.get(k) == v for k, v in sel.items())
+assert matches(target, pods["noe-valkey"]) and not matches(target, pods["noe"]), (target, pods)
+assert matches(source, pods["noe"]) and not matches(source, pods["noe-valkey"]), (source, pods)
+PY
+then
+  pass "$np selects the in-chart Valkey and lets only noe's pods in"
+else
+  fail "$np does not match the chart's labels"
+fi
+
 # The shared cache needs the Secret with its key, and one server, not two.
 for entry in \
   "no Secret|needs sharedCache.existingSecret|--set sharedCache.url=redis://valkey:6379/0" \
