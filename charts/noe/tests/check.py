@@ -312,7 +312,7 @@ def scenario_default(r, release, namespace):
             "cache-ttl": ["1h"], "cache-max-entries": ["100000"], "log-level": ["info"],
             "log-format": ["json"], "docker-config-path": ["/var/lib/kubelet/config.json"],
             "containerd-config-path": ["/etc/containerd"], "shutdown-delay": ["5s"],
-            "metrics-max-namespaces": ["1000"], "registry-qps": ["20"], "registry-burst": ["50"]}
+            "metrics-max-namespaces": ["1000"], "registry-qps": ["50"], "registry-burst": ["100"]}
     for k, v in want.items():
         check(f"default --{k}={','.join(v)}", f.get(k) == v, str(f.get(k)))
     for k in ("cluster-schedulable-archs", "registry-proxies", "match-node-labels",

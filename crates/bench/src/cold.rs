@@ -77,6 +77,12 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
             ratio(max),
         );
     }
+    let delayed = noe
+        .metric("noe_registry_throttled_total{reason=\"delayed\"")
+        .await
+        .unwrap_or(0.0);
+    println!();
+    println!("Requests the client-side rate limit delayed (`noe_registry_throttled_total{{reason=\"delayed\"}}`): {delayed:.0}.");
     println!();
     println!(
         "noe's request pattern on paper (HEAD, then GET of the index, then a GET of every child, each step waiting for the previous one): at least 3 round trips per image, {} ms for any K.",

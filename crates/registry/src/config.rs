@@ -24,7 +24,7 @@ pub struct Config {
     /// Bound on cached lookups (`--cache-max-entries`).
     pub cache_max_entries: u64,
     /// Requests per second to one registry host (`--registry-qps`); 0 (the library's
-    /// default; the command line's is 20): unlimited.
+    /// default; the command line's is 50): unlimited.
     pub registry_qps: f64,
     /// Requests one registry host may get at once before the rate applies
     /// (`--registry-burst`).
@@ -51,7 +51,7 @@ impl Default for Config {
             cache_ttl: Duration::from_secs(3600),
             cache_max_entries: 100_000,
             registry_qps: 0.0,
-            registry_burst: 50,
+            registry_burst: 100,
             shared_cache: None,
             private_registries: Vec::new(),
             hosts: None,

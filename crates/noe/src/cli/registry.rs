@@ -88,12 +88,12 @@ pub struct RegistryArgs {
     pub cache_max_entries: u64,
 
     /// Requests per second to one registry host (client-side rate limit; 0: unlimited).
-    #[arg(long, global = true, env = "NOE_REGISTRY_QPS", default_value_t = 20.0,
+    #[arg(long, global = true, env = "NOE_REGISTRY_QPS", default_value_t = 50.0,
           value_parser = parse_qps)]
     pub registry_qps: f64,
 
     /// Requests one registry host may get at once before --registry-qps applies.
-    #[arg(long, global = true, env = "NOE_REGISTRY_BURST", default_value_t = 50,
+    #[arg(long, global = true, env = "NOE_REGISTRY_BURST", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub registry_burst: u32,
 
