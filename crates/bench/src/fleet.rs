@@ -52,6 +52,10 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         let names = tags(prefix, IMAGES);
         children.tag(&registry, 2, &names).await?;
         let images = references(&registry.host(), &names);
+        // After the kill, new images: what the replicas had cached in-process is no test.
+        let after_kill = tags(&format!("{prefix}-after"), IMAGES);
+        children.tag(&registry, 2, &after_kill).await?;
+        let after_kill = references(&registry.host(), &after_kill);
         let mut redis = if shared {
             Some(RedisServer::start()?)
         } else {
@@ -71,11 +75,16 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
             fleet.push(start_noe(&options.noe, &tls, &flags).await?);
         }
         registry.reset_requests();
-        let mut run = admit_rounds(&tls, &fleet, &images, |round| {
-            if kill && round == ROUNDS / 2 {
-                if let Some(redis) = redis.as_mut() {
-                    redis.kill();
+        let mut run = admit_rounds(&tls, &fleet, |round| {
+            if kill && round >= ROUNDS / 2 {
+                if round == ROUNDS / 2 {
+                    if let Some(redis) = redis.as_mut() {
+                        redis.kill();
+                    }
                 }
+                &after_kill
+            } else {
+                &images
             }
         })
         .await?;
@@ -92,7 +101,10 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         let label = match (shared, kill) {
             (false, _) => "no".to_owned(),
             (true, false) => "yes".to_owned(),
-            (true, true) => format!("killed after round {}", ROUNDS / 2),
+            (true, true) => format!(
+                "killed after round {}, then {IMAGES} new images",
+                ROUNDS / 2
+            ),
         };
         println!(
             "| {replicas} | {label} | {} | {} | {} | {} | {} | {:.1} | {shared_counts} |",
@@ -111,11 +123,11 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn admit_rounds(
+/// Admits `images_of(round)` round after round; `images_of` may act before a round (kill Redis).
+async fn admit_rounds<'a>(
     tls: &Tls,
     fleet: &[Process],
-    images: &[String],
-    mut before_round: impl FnMut(usize),
+    mut images_of: impl FnMut(usize) -> &'a Vec<String>,
 ) -> anyhow::Result<Run> {
     let client = tls.client()?;
     let mut run = Run {
@@ -126,7 +138,7 @@ async fn admit_rounds(
         shared: Vec::new(),
     };
     for round in 0..ROUNDS {
-        before_round(round);
+        let images = images_of(round);
         for (i, image) in images.iter().enumerate() {
             let replica = &fleet[(i + round) % fleet.len()];
             let review = pod_review(&format!("fleet-{round}-{i}"), std::slice::from_ref(image));
