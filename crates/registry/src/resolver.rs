@@ -1,6 +1,6 @@
 //! The resolver: the image as written → the cache (in-process, then shared) → on a miss, the
 //! reference → proxies → hosts → credential candidates in order → a HEAD when a digest is known,
-//! else the manifest walk ([`lookup`](self) below).
+//! else the manifest walk (`resolver/lookup.rs`).
 
 mod lookup;
 

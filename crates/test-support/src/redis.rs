@@ -42,7 +42,7 @@ exit "$status"
 /// ```no_run
 /// # fn demo() -> anyhow::Result<()> {
 /// use noe_test_support::RedisServer;
-/// let redis = RedisServer::builder().password("s3cret").start()?;
+/// let mut redis = RedisServer::builder().password("s3cret").start()?;
 /// assert_eq!(redis.command(&["PING"])?, "PONG");
 /// let url = redis.url(); // redis://127.0.0.1:PORT/0 (the password is given separately)
 /// redis.kill(); // the shared cache goes down mid-test
