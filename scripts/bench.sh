@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every noe-rs benchmark: criterion micro-benchmarks, then noe-bench (start-up time, registry
-# requests per image, concurrent single-flight, memory with 100k cached lookups, and the warm path
-# against the floor server with wrk, with and without the controllers over a simulated cluster),
-# then noe-bench-controllers (reflector memory, wrong-arch pod to Event, NodeView reads, and the
-# real noe process with its controllers). Results go to stdout and to target/bench/report.md.
+# requests per image, concurrent single-flight, memory with 100k cached lookups, the cold path
+# through a 50 ms delaying proxy, counted pulls over a simulated day, a fleet of 3 replicas sharing a
+# real redis-server, and the warm path against the floor server with wrk, with and without the
+# controllers over a simulated cluster), then noe-bench-controllers (reflector memory, wrong-arch
+# pod to Event, NodeView reads, and the real noe process with its controllers). Results go to
+# stdout and to target/bench/report.md.
 #
 #   scripts/bench.sh              # everything
 #   scripts/bench.sh --quick      # shorter wrk runs, 10k entries, no criterion
@@ -22,6 +24,11 @@ fi
 if ! command -v docker-registry >/dev/null; then
   echo "docker-registry (Debian package docker-registry) is needed for the registry benchmarks" >&2
   exit 1
+fi
+if ! command -v redis-server >/dev/null; then
+  echo "installing redis-server (Debian package, for noe-bench fleet)" >&2
+  sudo_cmd=""; [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq --no-install-recommends redis-server
 fi
 
 target="${CARGO_TARGET_DIR:-target}"

@@ -26,6 +26,20 @@ args:
 - {{ printf "--registry-timeout=%s" .Values.registryTimeout | quote }}
 - {{ printf "--cache-ttl=%s" .Values.cache.ttl | quote }}
 - {{ printf "--cache-max-entries=%d" (int64 .Values.cache.maxEntries) | quote }}
+- {{ printf "--registry-qps=%v" .Values.registryRateLimit.qps | quote }}
+- {{ printf "--registry-burst=%d" (int .Values.registryRateLimit.burst) | quote }}
+{{- $shared := include "noe.sharedCacheURL" . }}
+{{- if $shared }}
+- {{ printf "--shared-cache=%s" $shared | quote }}
+- "--shared-cache-key-file=/etc/noe/shared-cache/hmac-key"
+{{- if .Values.sharedCache.passwordKey }}
+- "--shared-cache-password-file=/etc/noe/shared-cache/password"
+{{- end }}
+- {{ printf "--shared-cache-timeout=%s" .Values.sharedCache.timeout | quote }}
+{{- if .Values.sharedCache.tls.caBundle }}
+- "--shared-cache-ca-file=/etc/noe/shared-cache-ca/ca.crt"
+{{- end }}
+{{- end }}
 - {{ printf "--log-level=%s" .Values.logLevel | quote }}
 - {{ printf "--log-format=%s" .Values.logFormat | quote }}
 - {{ printf "--shutdown-delay=%s" .Values.shutdownDelay | quote }}

@@ -170,3 +170,35 @@ writes: {{ $writes }}
 leaderElect: {{ $elect }}
 lease: {{ and $elect $writes }}
 {{- end -}}
+
+{{/*
+The shared cache URL: sharedCache.url, or the in-chart Valkey's Service; empty when off. Fails on
+a contradiction (both, or no Secret for the key).
+*/}}
+{{- define "noe.sharedCacheURL" -}}
+{{- $c := .Values.sharedCache -}}
+{{- if and $c.url $c.valkey.enabled -}}
+{{- fail "sharedCache: set either sharedCache.url or sharedCache.valkey.enabled, not both" -}}
+{{- end -}}
+{{- if or $c.url $c.valkey.enabled -}}
+{{- if not $c.existingSecret -}}
+{{- fail "sharedCache: the shared cache needs sharedCache.existingSecret, a Secret with the install's hmac-key (and the password) (see docs/configuration.md, Shared cache)" -}}
+{{- end -}}
+{{- if $c.url -}}
+{{- $c.url -}}
+{{- else -}}
+{{- printf "redis://%s-valkey.%s.svc:6379/0" (include "noe.name" .) .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of the in-chart Valkey's objects (its own `app`, so noe's selectors never match it). */}}
+{{- define "noe.valkeyLabels" -}}
+app: {{ printf "%s-valkey" (include "noe.name" .) }}
+app.kubernetes.io/name: valkey
+app.kubernetes.io/component: shared-cache
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/part-of: {{ .Chart.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}

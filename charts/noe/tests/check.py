@@ -32,6 +32,9 @@ KNOWN_FLAGS = {
     # The decision's features (issue 11).
     "mode", "on-contradiction", "fallback-arch", "platform-overrides", "namespace-preference",
     "check-ephemeral-containers",
+    # Registry economy (issue 14).
+    "registry-qps", "registry-burst", "shared-cache", "shared-cache-password-file",
+    "shared-cache-key-file", "shared-cache-ca-file", "shared-cache-timeout",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
@@ -141,10 +144,19 @@ def check(name, cond, detail=""):
         print(f"not ok - {name}" + (f": {detail}" if detail else ""))
 
 
+SHARED_CACHE_COMPONENT = "shared-cache"
+
+
 class Render:
     def __init__(self, path):
         with open(path) as f:
-            self.docs = [d for d in yaml.safe_load_all(f) if d]
+            docs = [d for d in yaml.safe_load_all(f) if d]
+        # The in-chart Valkey's objects, apart: the invariants are about noe's own.
+        def valkey(d):
+            labels = d.get("metadata", {}).get("labels") or {}
+            return labels.get("app.kubernetes.io/component") == SHARED_CACHE_COMPONENT
+        self.valkey = [d for d in docs if valkey(d)]
+        self.docs = [d for d in docs if not valkey(d)]
 
     def all(self, kind):
         return [d for d in self.docs if d.get("kind") == kind]
@@ -458,7 +470,8 @@ def scenario_default(r, release, namespace):
             "cache-ttl": ["1h"], "cache-max-entries": ["100000"], "log-level": ["info"],
             "log-format": ["json"], "docker-config-path": ["/var/lib/kubelet/config.json"],
             "containerd-config-path": ["/etc/containerd"], "shutdown-delay": ["5s"],
-            "metrics-max-namespaces": ["1000"], "mode": ["enforce"], "on-contradiction": ["warn"]}
+            "metrics-max-namespaces": ["1000"], "mode": ["enforce"], "on-contradiction": ["warn"],
+            "registry-qps": ["50"], "registry-burst": ["100"]}
     for k, v in want.items():
         check(f"default --{k}={','.join(v)}", f.get(k) == v, str(f.get(k)))
     for k in ("cluster-schedulable-archs", "registry-proxies", "match-node-labels",
@@ -466,11 +479,13 @@ def scenario_default(r, release, namespace):
               "arch-tolerations-file", "insecure-registries", "registry-ca-file", "watch-nodes",
               "remediate", "remediate-rate", "taint-arches", "leader-elect-resource-name",
               "fallback-arch", "platform-overrides", "namespace-preference",
-              "check-ephemeral-containers"):
+              "check-ephemeral-containers", "shared-cache", "shared-cache-key-file",
+              "shared-cache-password-file", "shared-cache-ca-file"):
         check(f"default has no --{k}", k not in f)
     check("default: the ClusterRole grants get on secrets only",
           r.one("ClusterRole")["rules"] == [
               {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])
+    check("default: no in-chart Valkey", not r.valkey)
     dep = r.one("Deployment")
     check("default: 1 replica, no PDB", dep["spec"]["replicas"] == 1 and not r.all("PodDisruptionBudget"))
     w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
@@ -521,6 +536,12 @@ def scenario_full(r, release, namespace):
         "metrics-max-namespaces": ["500"], "watch-nodes": ["true"], "remediate": ["evict"],
         "remediate-rate": ["20"], "taint-arches": ["arm64"],
         "leader-elect-resource-name": [release],
+        "registry-qps": ["7.5"], "registry-burst": ["30"],
+        "shared-cache": ["rediss://noe@valkey.cache.svc:6380/2"],
+        "shared-cache-key-file": ["/etc/noe/shared-cache/hmac-key"],
+        "shared-cache-password-file": ["/etc/noe/shared-cache/password"],
+        "shared-cache-timeout": ["15ms"],
+        "shared-cache-ca-file": ["/etc/noe/shared-cache-ca/ca.crt"],
     }
     for k, v in want.items():
         check(f"full --{k}", f.get(k) == v, str(f.get(k)))
@@ -534,6 +555,8 @@ def scenario_full(r, release, namespace):
         (("events.k8s.io",), ("events",)): ["create", "patch"],
         (("",), ("pods/eviction",)): ["create"]}, str(rules))
     check("full: a leader election Role", len(r.all("Role")) == 1)
+    check_shared_cache_mounts(r, release, "noe-shared-cache", "redis-password")
+    check("full: no in-chart Valkey (an external server)", not r.valkey)
     c = container(r)
     check("full: extraArgs appended last", c["args"][-1] == "--dev-self-signed-cert=false")
     check("full: image with registry and tag",
@@ -639,6 +662,73 @@ def scenario_full(r, release, namespace):
         m = r.meta(key)
         check(f"full: {key}.labels", m.get("labels", {}).get(f"l-{key}") == "v")
         check(f"full: {key}.annotations", (m.get("annotations") or {}).get(f"a-{key}") == "v")
+
+
+def check_shared_cache_mounts(r, release, secret, password_key):
+    """The key and password files come from the Secret, read-only; the CA from its ConfigMap."""
+    f = flags(r)
+    c = container(r)
+    spec = r.one("Deployment")["spec"]["template"]["spec"]
+    vols = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    sec = vols.get("shared-cache-secret", {}).get("secret", {})
+    items = {i["path"]: i["key"] for i in sec.get("items", [])}
+    check("shared cache: the Secret mounted read-only at /etc/noe/shared-cache",
+          sec.get("secretName") == secret
+          and mounts.get("shared-cache-secret", {}).get("mountPath") == "/etc/noe/shared-cache"
+          and mounts["shared-cache-secret"].get("readOnly") is True, str(sec))
+    want = {"hmac-key": "hmac-key"}
+    if password_key:
+        want["password"] = password_key
+    check("shared cache: the Secret's key and password items", items == want, str(items))
+    check("shared cache: files readable by the non-root user", sec.get("defaultMode") == 0o444)
+    check("shared cache: no secret in the args or the environment",
+          not any("password=" in a.lower() and "file" not in a for a in c["args"])
+          and not any("PASSWORD" in e.get("name", "") for e in c.get("env") or []))
+    if "shared-cache-ca-file" in f:
+        cms = {cm["metadata"]["name"]: cm for cm in r.all("ConfigMap")}
+        ca = cms.get(f"{release}-shared-cache-ca")
+        check("shared cache: CA ConfigMap mounted",
+              ca is not None and "BEGIN CERTIFICATE" in ca["data"]["ca.crt"]
+              and mounts.get("shared-cache-ca", {}).get("mountPath") == "/etc/noe/shared-cache-ca")
+
+
+def scenario_shared_cache_valkey(r, release, namespace):
+    f = flags(r)
+    check("valkey: --shared-cache is the in-chart Service",
+          f.get("shared-cache") == [f"redis://{release}-valkey.{namespace}.svc:6379/0"],
+          str(f.get("shared-cache")))
+    check_shared_cache_mounts(r, release, "noe-shared-cache", "password")
+    deps = [d for d in r.valkey if d["kind"] == "Deployment"]
+    svcs = [d for d in r.valkey if d["kind"] == "Service"]
+    check("valkey: one Deployment and one Service", len(deps) == 1 and len(svcs) == 1)
+    if len(deps) != 1 or len(svcs) != 1:
+        return
+    dep, svc = deps[0], svcs[0]
+    pod = dep["spec"]["template"]
+    vc = pod["spec"]["containers"][0]
+    check("valkey: the official image", vc["image"].startswith("valkey/valkey:"))
+    check("valkey: non-root, read-only root, no privileges",
+          pod["spec"]["securityContext"].get("runAsNonRoot") is True
+          and vc["securityContext"].get("readOnlyRootFilesystem") is True
+          and vc["securityContext"].get("allowPrivilegeEscalation") is False
+          and vc["securityContext"]["capabilities"]["drop"] == ["ALL"])
+    check("valkey: nothing persisted, bounded memory",
+          "--save ''" in vc["args"][0] and "--appendonly no" in vc["args"][0]
+          and "--maxmemory " in vc["args"][0] and "allkeys-lru" in vc["args"][0])
+    env = {e["name"]: e for e in vc.get("env", [])}
+    check("valkey: the password from the same Secret",
+          env.get("VALKEY_PASSWORD", {}).get("valueFrom", {}).get("secretKeyRef")
+          == {"name": "noe-shared-cache", "key": "password"})
+    check("valkey: its Service selects only its pods",
+          svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+          and svc["spec"]["selector"] != {"app": release}
+          and [p["port"] for p in svc["spec"]["ports"]] == [6379])
+    check("valkey: no service account token",
+          pod["spec"].get("automountServiceAccountToken") is False)
+    noe_svc = r.one("Service")
+    check("noe's Service does not select Valkey",
+          noe_svc["spec"]["selector"] != dep["spec"]["selector"]["matchLabels"])
 
 
 def scenario_certmanager_off(r, release, namespace):
@@ -762,6 +852,7 @@ SCENARIOS = {
     "certmanager-off": scenario_certmanager_off,
     "noe-values": scenario_noe_values,
     "noe-values-test-full": scenario_noe_values_test_full,
+    "example-shared-cache": scenario_shared_cache_valkey,
 }
 
 

@@ -205,6 +205,64 @@ schema = {
             "properties": {"ttl": DURATION,
                            "maxEntries": {"type": "integer", "minimum": 1}},
         },
+        "registryRateLimit": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "client-side rate limit per registry host",
+            "properties": {
+                "qps": {"type": "number", "minimum": 0,
+                        "description": "--registry-qps (requests per second; 0: unlimited)"},
+                "burst": {"type": "integer", "minimum": 1, "maximum": 100000,
+                          "description": "--registry-burst"},
+            },
+        },
+        "sharedCache": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "the shared cache (Valkey/Redis) replicas share what they learned in",
+            "properties": {
+                "url": {"type": "string",
+                        "pattern": r"^$|^rediss?://([^:@/\s]+@)?[^:@/\s]+(:[0-9]+)?(/[0-9]+)?$",
+                        "description": "--shared-cache: redis://host:6379/0 or rediss://...; "
+                                       "no password in it (sharedCache.existingSecret)"},
+                "existingSecret": {"type": "string",
+                                   "pattern": r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                   "description": "Secret with keys hmac-key and the password"},
+                "passwordKey": {"type": "string", "pattern": r"^$|^[-._a-zA-Z0-9]+$",
+                                "description": "the Secret key holding the password; empty: none"},
+                "timeout": DURATION,
+                "tls": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "caBundle": {"type": "string",
+                                     "pattern": r"^$|-----BEGIN CERTIFICATE-----",
+                                     "description": "PEM certificates (--shared-cache-ca-file)"},
+                    },
+                },
+                "valkey": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "description": "an in-chart Valkey (Deployment + Service)",
+                    "properties": {
+                        "enabled": {"type": "boolean"},
+                        "image": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "repository": {"type": "string", "minLength": 1,
+                                               "pattern": r"^[^:@\s]+$"},
+                                "tag": {"type": "string", "pattern": r"^[\w][\w.-]{0,127}$"},
+                                "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+                            },
+                        },
+                        "maxMemory": {"type": "string", "pattern": r"^[0-9]+(kb|mb|gb)$",
+                                      "description": "valkey maxmemory, e.g. 64mb"},
+                        "resources": {"type": "object"},
+                    },
+                },
+            },
+        },
         "dockerConfigPathCandidates": string_list(ABS_PATH, "--docker-config-path (files)"),
         "containerdConfigPathCandidates": string_list(
             ABS_PATH, "--containerd-config-path (a .toml file or a containerd config dir)"),

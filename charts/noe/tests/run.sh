@@ -178,8 +178,9 @@ for entry in "${scenarios[@]}"; do
     mapfile -t noe_args < <("$PY" -c '
 import sys, yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
-    if d and d["kind"] == "Deployment":
-        print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$render")
+    # the noe Deployment only (not the in-chart Valkey of sharedCache.valkey)
+    if d and d["kind"] == "Deployment" and d["metadata"]["name"] == sys.argv[2]:
+        print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$render" "$RELEASE")
     if parse_err="$("$NOE_BIN" "${noe_args[@]}" --help 2>&1 >/dev/null)"; then
       pass "$name: the noe binary accepts the Deployment args"
     else
@@ -281,6 +282,9 @@ violations=(
   "toleration with a bad operator|operator|--set architectures.arm64.tolerations[0].operator=Is"
   "pod.labels as a list|pod.labels|--set pod.labels[0]=x"
   "extraArgs not a flag|extraArgs|--set extraArgs[0]=preferred-arch=arm64"
+  "sharedCache.url with a password|sharedCache.url|--set sharedCache.url=redis://:pw@valkey:6379/0"
+  "sharedCache.url not redis|sharedCache.url|--set sharedCache.url=http://valkey:6379"
+  "registryRateLimit.qps negative|registryRateLimit.qps|--set registryRateLimit.qps=-1"
   "namespaceSelector with a bad operator|operator|--set webhook.namespaceSelector.matchExpressions[0].key=a,webhook.namespaceSelector.matchExpressions[0].operator=Has"
   "controller.remediate unknown|controller.remediate|--set controller.remediate=delete"
   "controller.remediateRate 0|controller.remediateRate|--set controller.remediateRate=0"
@@ -340,6 +344,48 @@ elif echo "$err" | grep -q 'skipArchPinned would stop'; then
 else
   fail "skipArchPinned with matchNodeLabels: unexpected error"; echo "$err"
 fi
+# The NetworkPolicy example is valid, and selects the pods the chart labels (release "noe").
+np=examples/networkpolicy-shared-cache.yaml
+for v in "${K8S_VERSIONS[@]}"; do
+  if kv="$("$KV" --strict --kubernetes-version "$v" "$np" 2>&1)"; then
+    pass "$np: kubernetes-validate --strict $v"
+  else
+    fail "$np: kubernetes-validate --strict $v"; echo "$kv" | grep -v '^INFO'
+  fi
+done
+if "$PY" - "$np" "$OUT/example-shared-cache.yaml" <<'PY'
+import sys, yaml
+policy = yaml.safe_load(open(sys.argv[1]))
+docs = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+pods = {d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"]
+        for d in docs if d["kind"] == "Deployment"}
+target = policy["spec"]["podSelector"]["matchLabels"]
+source = policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+matches = lambda sel, labels: all(labels.get(k) == v for k, v in sel.items())
+assert matches(target, pods["noe-valkey"]) and not matches(target, pods["noe"]), (target, pods)
+assert matches(source, pods["noe"]) and not matches(source, pods["noe-valkey"]), (source, pods)
+PY
+then
+  pass "$np selects the in-chart Valkey and lets only noe's pods in"
+else
+  fail "$np does not match the chart's labels"
+fi
+
+# The shared cache needs the Secret with its key, and one server, not two.
+for entry in \
+  "no Secret|needs sharedCache.existingSecret|--set sharedCache.url=redis://valkey:6379/0" \
+  "both a URL and the in-chart Valkey|not both|--set sharedCache.url=redis://valkey:6379/0,sharedCache.valkey.enabled=true,sharedCache.existingSecret=s"; do
+  IFS='|' read -r desc want rest <<<"$entry"
+  # shellcheck disable=SC2206
+  set_args=($rest)
+  if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" "${set_args[@]}" 2>&1 >/dev/null)"; then
+    fail "sharedCache with $desc is refused (helm template succeeded)"
+  elif echo "$err" | grep -qF -- "$want"; then
+    pass "sharedCache with $desc is refused: $(echo "$err" | grep -oF -- "$want" | head -1)"
+  else
+    fail "sharedCache with $desc: unexpected error"; echo "$err"
+  fi
+done
 
 # A values file with several mistakes at once reports each of them.
 multi="$OUT/mistyped.yaml"
@@ -390,9 +436,9 @@ missing=""
 chart_flags="$(for r in "$OUT"/*.yaml; do "$PY" -c '
 import sys, yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
-    if d and d.get("kind") == "Deployment":
+    if d and d.get("kind") == "Deployment" and d["metadata"]["name"] == sys.argv[2]:
         for a in d["spec"]["template"]["spec"]["containers"][0]["args"]:
-            print(a.split("=", 1)[0])' "$r"; done | sort -u)"
+            print(a.split("=", 1)[0])' "$r" "$RELEASE"; done | sort -u)"
 if [ "$(echo "$chart_flags" | wc -l)" -lt 20 ]; then
   fail "found only $(echo "$chart_flags" | wc -l) distinct flags in the renders"
 fi

@@ -20,7 +20,7 @@ pub fn node_name(i: usize) -> String {
 }
 
 fn arch_of(i: usize) -> &'static str {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         "amd64"
     } else {
         "arm64"

@@ -12,11 +12,19 @@
 //!   and N concurrent admissions of one uncached image.
 //! - [`memory`]: RSS of `noe` holding 100k cached lookups.
 //! - [`startup`]: exec to `/readyz` answering 200.
+//! - [`pulls`]: counted pulls (manifest GETs) against HEADs over a simulated day.
+//! - [`fleet`]: registry requests of 3 replicas without and with a shared cache (real
+//!   `redis-server`), and admissions while it is killed.
+//! - [`cold`]: cold admissions of K images through a proxy adding a round trip.
 
 pub mod cluster;
+pub mod cold;
+pub mod fleet;
 pub mod floor;
+pub mod images;
 pub mod memory;
 pub mod noe;
+pub mod pulls;
 pub mod requests;
 pub mod startup;
 pub mod warm;
@@ -58,6 +66,12 @@ enum Command {
     Memory(Options),
     /// Start-up time only.
     Startup(Options),
+    /// Counted pulls (manifest GETs) and HEADs over a simulated day (`--baseline` runs it too).
+    Pulls(Options),
+    /// Registry requests of a fleet of 3 replicas, without and with a shared cache.
+    Fleet(Options),
+    /// Cold admissions of 1, 5 and 20 images through a proxy adding `--rtt`.
+    Cold(Options),
 }
 
 /// Shared options.
@@ -105,6 +119,32 @@ pub struct Options {
     /// Pods of the simulated cluster (`--controllers`).
     #[arg(long, default_value_t = 20_000)]
     pub cluster_pods: usize,
+    /// `pulls`: simulated hours.
+    #[arg(long, default_value_t = 24)]
+    pub hours: usize,
+    /// `pulls`: real time standing for one hour (the `--cache-ttl` of the run).
+    #[arg(long, default_value = "1000ms", value_parser = parse_millis)]
+    pub hour: Duration,
+    /// `pulls`: admissions per simulated hour.
+    #[arg(long, default_value_t = 12)]
+    pub per_hour: usize,
+    /// `fleet`: `--shared-cache-timeout` of the replicas.
+    #[arg(long, default_value = "10ms")]
+    pub shared_cache_timeout: String,
+    /// `cold`: the round trip the proxy adds.
+    #[arg(long, default_value = "50ms", value_parser = parse_millis)]
+    pub rtt: Duration,
+    /// `cold`: pods per K.
+    #[arg(long, default_value_t = 5)]
+    pub samples: usize,
+}
+
+fn parse_millis(text: &str) -> Result<Duration, String> {
+    let digits = text.strip_suffix("ms").unwrap_or(text);
+    digits
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|e| format!("{text:?}: expected whole milliseconds like 50ms ({e})"))
 }
 
 fn parse_seconds(text: &str) -> Result<Duration, String> {
@@ -132,12 +172,18 @@ impl Cli {
                     startup::run(&options).await?;
                     requests::run(&options).await?;
                     memory::run(&options).await?;
+                    cold::run(&options).await?;
+                    pulls::run(&options).await?;
+                    fleet::run(&options).await?;
                     warm::run(&options).await
                 }
                 Command::Warm(options) => warm::run(&options).await,
                 Command::Requests(options) => requests::run(&options).await,
                 Command::Memory(options) => memory::run(&options).await,
                 Command::Startup(options) => startup::run(&options).await,
+                Command::Pulls(options) => pulls::run(&options).await,
+                Command::Fleet(options) => fleet::run(&options).await,
+                Command::Cold(options) => cold::run(&options).await,
             }
         });
         match result {

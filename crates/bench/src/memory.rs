@@ -87,6 +87,8 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         &[
             format!("--insecure-registries={registry}"),
             format!("--cache-max-entries={}", options.entries.max(1)),
+            // The fill sends up to 400 lookups at once to one host: no client-side rate limit.
+            "--registry-qps=0".to_owned(),
         ],
     )
     .await?;

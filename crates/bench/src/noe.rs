@@ -58,18 +58,7 @@ impl Process {
     /// User plus system CPU time of the whole process so far (`/proc/PID/stat`, in USER_HZ
     /// ticks of 10 ms).
     pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()?))?;
-        // Fields after the command name (which may hold spaces) in parentheses.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| -> anyhow::Result<f64> {
-            Ok(fields
-                .get(i)
-                .with_context(|| format!("short /proc stat: {stat}"))?
-                .parse::<f64>()?)
-        };
-        // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the name.
-        Ok((ticks(11)? + ticks(12)?) / 100.0)
+        cpu_seconds(self.pid()?)
     }
 
     /// `VmRSS` and `VmHWM` in KiB.
@@ -103,6 +92,24 @@ impl Process {
         let value = line.rsplit(' ').next().unwrap_or_default();
         Ok(value.parse()?)
     }
+}
+
+/// User plus system CPU time of process `pid` so far (`/proc/PID/stat`, in USER_HZ ticks of
+/// 10 ms).
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> anyhow::Result<f64> {
+        Ok(fields
+            .get(i)
+            .with_context(|| format!("short /proc stat: {stat}"))?
+            .parse::<f64>()?)
+    };
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the name.
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
 }
 
 impl Drop for Process {

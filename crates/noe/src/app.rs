@@ -103,14 +103,12 @@ impl App {
         }
     }
 
-    /// The admission: lookups within `deadline` (answers reused for `memo` at most), decided by
-    /// `policy`, its metrics registered on [`App::metrics`] with at most `max_namespaces`
-    /// namespace label values.
+    /// The admission: lookups within `deadline`, decided by `policy`, its metrics registered on
+    /// [`App::metrics`] with at most `max_namespaces` namespace label values.
     pub fn admission(
         &self,
         policy: Policy,
         deadline: Duration,
-        memo: Duration,
         max_namespaces: usize,
         pull_secrets: Option<PullSecrets>,
     ) -> Result<Admission, Error> {
@@ -119,8 +117,7 @@ impl App {
             Arc::new(lookup),
             Arc::new(self.credentials(pull_secrets)),
             deadline,
-        )
-        .with_memo(memo);
+        );
         let metrics = Metrics::register(&self.metrics)?.with_namespace_limit(max_namespaces);
         Ok(Admission::new(resolve, policy, metrics))
     }

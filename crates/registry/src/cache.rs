@@ -1,7 +1,17 @@
-//! The platform cache: bounded in entries and in bytes, TTL per flag (digest references are
-//! immutable and live longer), keyed by the reference after proxies plus a fingerprint of the
-//! ordered credential candidates; concurrent misses for one key make one upstream lookup;
-//! failures are remembered briefly.
+//! The in-process platform cache: the first level of the hierarchy (in-process, then the shared
+//! cache of [`crate::shared`], then the registry; docs/architecture.md, Caches).
+//!
+//! An entry is keyed by the image **as the caller wrote it** and a credential [`Scope`]: a warm
+//! lookup is one keyed hash and one table read, with no reference parsing and no credential
+//! matching (those happen only on a miss). Answers any pod may use (found anonymously or with
+//! the node's own credentials) live under no scope; answers that needed a credential only some
+//! pods have (a pod's pull secret, [`crate::CredentialCandidate::scoped`]) live under the scope
+//! the caller named, so they are never served to another one.
+//!
+//! An entry holds the tag's manifest digest and that digest's platforms. A tag entry is fresh for
+//! `--cache-ttl`; once expired it is kept (until evicted) so the next lookup revalidates it with
+//! a HEAD and reuses its platforms when the digest did not move. Digest references are immutable
+//! and fresh for at least [`DIGEST_TTL`].
 //!
 //! Successful lookups live in a [`quick_cache`] cache (S3-FIFO eviction, entries held inline in
 //! a slab: about 40 bytes of bookkeeping per entry, where moka spends about 400, which kept
@@ -11,6 +21,8 @@
 //! with a TTL, bounded by their bytes.
 
 use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod entry;
@@ -33,46 +45,96 @@ pub const FAILURE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// Digest references are immutable: at least this long, or `cache_ttl` if longer.
 pub const DIGEST_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// A cache key: a 128-bit keyed hash of the normalized reference after proxies and the
-/// credential fingerprint. It holds no secret and no string (memory: 100k entries must stay
-/// small); with a per-process random key, collisions are out of reach (about 2^-90 for 100k
-/// entries) even for someone choosing image names.
+/// A keyed 128-bit hash under per-process random keys (SipHash prefixed with a secret seed, as
+/// `credential::fingerprint`): no string is stored, and with secret keys collisions are out of
+/// reach (about 2^-90 for 100k entries) even for someone choosing image names.
+fn keyed_hash(value: &(impl Hash + ?Sized)) -> u128 {
+    static KEYS: OnceLock<[(u64, u64); 2]> = OnceLock::new();
+    let keys = KEYS.get_or_init(|| {
+        [
+            (rand::random(), rand::random()),
+            (rand::random(), rand::random()),
+        ]
+    });
+    let [low, high] = keys.map(|(k0, k1)| {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        k0.hash(&mut hasher);
+        k1.hash(&mut hasher);
+        value.hash(&mut hasher);
+        hasher.finish()
+    });
+    (u128::from(high) << 64) | u128::from(low)
+}
+
+/// The credentials a lookup may use beyond the node's own, as an opaque identity: callers give
+/// the same scope to lookups that may share answers found with
+/// [`scoped`](crate::CredentialCandidate::scoped) credentials (the webhook: the pod's namespace
+/// and the contents of its pull secrets). It holds no secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Scope(u128);
+
+impl Scope {
+    /// The scope identified by `value` (hashed under a per-process key).
+    pub fn of(value: &(impl Hash + ?Sized)) -> Self {
+        Self(keyed_hash(&("scope", value)))
+    }
+}
+
+/// A cache key: the image as written and the scope it is looked up in (none: answers any
+/// caller may use).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Key {
     hash: u128,
-    immutable: bool,
 }
 
 impl Key {
-    /// The key of `reference` (normalized, after proxies) looked up with credentials whose
-    /// `credential::fingerprint` is `credentials`; `immutable` for digest references.
-    pub fn new(reference: &str, credentials: u64, immutable: bool) -> Self {
-        use std::hash::{Hash, Hasher};
-        use std::sync::OnceLock;
-        static KEYS: OnceLock<[(u64, u64); 2]> = OnceLock::new();
-        let keys = KEYS.get_or_init(|| {
-            [
-                (rand::random(), rand::random()),
-                (rand::random(), rand::random()),
-            ]
-        });
-        let [low, high] = keys.map(|(k0, k1)| {
-            // SipHash prefixed with a secret per-process seed (as `credential::fingerprint`).
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            k0.hash(&mut hasher);
-            k1.hash(&mut hasher);
-            reference.hash(&mut hasher);
-            credentials.hash(&mut hasher);
-            hasher.finish()
-        });
+    pub fn new(image: &str, scope: Option<Scope>) -> Self {
         Self {
-            hash: (u128::from(high) << 64) | u128::from(low),
-            immutable,
+            hash: keyed_hash(&(image, scope)),
         }
     }
 }
 
-/// A cached resolution, when it stops being served, and its weight in cache units.
+/// How an answer was found (`noe inspect` prints it as `answeredBy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Answered {
+    /// A fresh entry of this process.
+    Cache,
+    /// The shared cache knew the tag's digest and its platforms for this credential scope.
+    SharedCache,
+    /// A HEAD of the manifest gave a digest whose platforms were known: no GET.
+    Head,
+    /// The manifest was fetched.
+    Get,
+    /// An entry of `--platform-overrides` answered: no registry was asked.
+    Override,
+}
+
+impl Answered {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cache => "cache",
+            Self::SharedCache => "shared-cache",
+            Self::Head => "head",
+            Self::Get => "get",
+            Self::Override => "override",
+        }
+    }
+}
+
+/// What a load found: the entry to keep, whether it needed a scoped credential, and how.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub entry: Entry,
+    /// Found with a credential only the caller's scope has: kept under that scope.
+    pub scoped: bool,
+    pub answered: Answered,
+    /// Fresh for less than the cache's TTL (what the shared cache had left of it).
+    pub fresh_for: Option<Duration>,
+}
+
+/// A cached resolution, when it stops being fresh, and its weight in cache units.
 #[derive(Clone, Debug)]
 struct Cached {
     entry: Entry,
@@ -149,25 +211,87 @@ impl PlatformCache {
         }
     }
 
-    /// The cached entry under `key`, or the compact form of the result of `load` (run once for
-    /// concurrent callers; `resolved` is the reference it fetches). The entry gives the platforms
-    /// as they are ([`Entry::platforms`]) or the whole [`Resolution`] rebuilt
-    /// ([`Entry::resolution`]).
-    pub async fn get_or_load<F>(&self, key: Key, resolved: &str, load: F) -> Result<Entry, Error>
+    /// The compact form of `resolution`, fetched as `target` (the reference after proxies).
+    pub fn compact(&self, resolution: Resolution, target: &str) -> Entry {
+        self.interner.entry(resolution, target)
+    }
+
+    /// `entry` found again by a revalidation, with `credential_source` (`None`: anonymously),
+    /// at the mirror `host[:port]` or (`None`) the registry's server.
+    pub fn found_again(
+        &self,
+        entry: &Entry,
+        credential_source: Option<&str>,
+        mirror: Option<&str>,
+    ) -> Entry {
+        entry.found_again(
+            credential_source.map(|s| self.interner.source(s)),
+            mirror.map(|m| self.interner.source(m)),
+        )
+    }
+
+    /// The fresh entry of `image` under no scope, else under `scope`; counted as a request and a
+    /// hit when found (a miss is counted by [`PlatformCache::get_or_load`]).
+    pub fn fresh(&self, image: &str, scope: Option<Scope>) -> Option<Entry> {
+        let now = Instant::now();
+        let keys = [
+            Some(Key::new(image, None)),
+            scope.map(|s| Key::new(image, Some(s))),
+        ];
+        let entry = keys
+            .into_iter()
+            .flatten()
+            .find_map(|key| self.ok.get(&key).filter(|c| c.expires > now))?
+            .entry;
+        self.metrics.cache_requests.inc();
+        self.outcomes.hit.inc();
+        Some(entry)
+    }
+
+    /// The fresh entry of `image` in `scope`, or what `load` finds (run once for concurrent
+    /// callers in the same scope). `load` is given the expired entry of the image, if one is
+    /// still held, to revalidate. What it finds is kept under `scope` when it needed a scoped
+    /// credential, else under no scope; `immutable` (a digest reference) keeps it fresh longer.
+    pub async fn get_or_load<F, Fut>(
+        &self,
+        image: &str,
+        scope: Option<Scope>,
+        immutable: bool,
+        load: F,
+    ) -> Result<(Entry, Answered), Error>
     where
-        F: Future<Output = Result<Resolution, Error>>,
+        F: FnOnce(Option<Entry>) -> Fut,
+        Fut: Future<Output = Result<Loaded, Error>>,
     {
         self.metrics.cache_requests.inc();
+        let key = Key::new(image, scope);
+        let global = Key::new(image, None);
+        let mut stale = None;
         let guard = loop {
+            if scope.is_some() {
+                // Another caller may have found an answer any scope may use meanwhile.
+                if let Some(cached) = self.ok.get(&global) {
+                    if cached.expires > Instant::now() {
+                        self.outcomes.hit.inc();
+                        return Ok((cached.entry, Answered::Cache));
+                    }
+                    stale = Some(cached.entry);
+                }
+            }
             match self.ok.get_value_or_guard_async(&key).await {
                 Ok(cached) if cached.expires > Instant::now() => {
                     self.outcomes.hit.inc();
-                    return Ok(cached.entry);
+                    return Ok((cached.entry, Answered::Cache));
                 }
-                // Expired: drop it and take the loader's place (or wait for whoever did).
-                Ok(_) => {
-                    self.ok
-                        .remove_if(&key, |cached| cached.expires <= Instant::now());
+                // Expired: revalidate it, unless it failed just now.
+                Ok(cached) => {
+                    if let Some(error) = self.failures.get(&key).await {
+                        self.outcomes.failure_hit.inc();
+                        return Err(error);
+                    }
+                    let expires = cached.expires;
+                    self.ok.remove_if(&key, |c| c.expires == expires);
+                    stale = Some(cached.entry);
                 }
                 Err(guard) => break guard,
             }
@@ -179,44 +303,62 @@ impl PlatformCache {
             return Err(error);
         }
         self.outcomes.miss.inc();
-        match load.await {
-            Ok(resolution) => {
-                let entry = self.interner.entry(resolution, resolved);
-                let ttl = if key.immutable {
-                    self.digest_ttl
+        match load(stale.clone()).await {
+            Ok(Loaded {
+                entry,
+                scoped,
+                answered,
+                fresh_for,
+            }) => {
+                let ttl = if immutable { self.digest_ttl } else { self.ttl };
+                let ttl = fresh_for.map_or(ttl, |fresh| fresh.min(ttl));
+                let cached = self.cached(entry.clone(), ttl);
+                if scoped || scope.is_none() {
+                    // Refused only when the entry alone exceeds the capacity: still answered.
+                    let _ = guard.insert(cached);
                 } else {
-                    self.ttl
-                };
-                let bytes = u64::try_from(entry.weight()).unwrap_or(u64::MAX);
-                let now = Instant::now();
-                let cached = Cached {
-                    entry: entry.clone(),
-                    expires: expiry(now, ttl),
-                    units: bytes.div_ceil(self.unit_bytes).max(1),
-                };
-                // Refused only when the entry alone exceeds the capacity: it is still answered.
-                let _ = guard.insert(cached);
+                    self.ok.insert(global, cached);
+                    drop(guard);
+                }
                 self.metrics
                     .cache_entries
                     .set(i64::try_from(self.ok.len()).unwrap_or(i64::MAX));
-                Ok(entry)
+                Ok((entry, answered))
             }
             Err(error) => {
-                // Recorded before the guard is released to the next waiter.
+                // Recorded before the guard is released to the next waiter; the expired entry
+                // stays for the next revalidation.
                 self.failures.insert(key, error.clone()).await;
-                drop(guard);
+                match stale {
+                    Some(entry) if scope.is_none() => {
+                        let _ = guard.insert(self.cached(entry, Duration::ZERO));
+                    }
+                    _ => drop(guard),
+                }
                 Err(error)
             }
         }
     }
 
-    /// Counts `n` answers reused by a caller's own short-lived memo as requests and hits.
-    pub fn count_hits(&self, n: u64) {
-        self.metrics.cache_requests.inc_by(n);
-        self.outcomes.hit.inc_by(n);
+    fn cached(&self, entry: Entry, ttl: Duration) -> Cached {
+        let bytes = u64::try_from(entry.weight()).unwrap_or(u64::MAX);
+        Cached {
+            entry,
+            expires: expiry(Instant::now(), ttl),
+            units: bytes.div_ceil(self.unit_bytes).max(1),
+        }
     }
 
-    /// Entries currently held (expired ones included until they are evicted or read).
+    /// How long a tag (or, `immutable`, a digest reference) stays fresh.
+    pub fn ttl(&self, immutable: bool) -> Duration {
+        if immutable {
+            self.digest_ttl
+        } else {
+            self.ttl
+        }
+    }
+
+    /// Entries currently held (expired ones included until they are evicted or revalidated).
     pub fn entries(&self) -> u64 {
         u64::try_from(self.ok.len()).unwrap_or(u64::MAX)
     }
@@ -231,167 +373,6 @@ fn expiry(now: Instant, ttl: Duration) -> Instant {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::Platform;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    fn cache(ttl: Duration, max: u64) -> PlatformCache {
-        let config = Config {
-            cache_ttl: ttl,
-            cache_max_entries: max,
-            ..Config::default()
-        };
-        let metrics = Metrics::new(&prometheus::Registry::new(), &config).unwrap();
-        PlatformCache::new(&config, metrics)
-    }
-
-    fn resolution(image: &str) -> Resolution {
-        Resolution {
-            image: image.into(),
-            resolved: image.into(),
-            digest: format!("sha256:{}", "ab".repeat(32)),
-            media_type: crate::manifest::OCI_INDEX.into(),
-            credential_source: None,
-            platforms: vec![Platform::new("linux", "arm64", None)],
-        }
-    }
-
-    async fn load(
-        cache: &PlatformCache,
-        key: Key,
-        image: &str,
-        loads: &AtomicUsize,
-        result: Result<Resolution, Error>,
-    ) -> Result<Entry, Error> {
-        cache
-            .get_or_load(key, image, async {
-                loads.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                result
-            })
-            .await
-    }
-
-    #[tokio::test]
-    async fn concurrent_misses_load_once_and_hits_do_not_load() {
-        let cache = cache(Duration::from_secs(60), 10);
-        let image = "example.com/app:v1";
-        let key = Key::new(image, 0, false);
-        let loads = AtomicUsize::new(0);
-        let results = futures::future::join_all(
-            (0..16).map(|_| load(&cache, key, image, &loads, Ok(resolution(image)))),
-        )
-        .await;
-        assert!(results.iter().all(Result::is_ok));
-        assert_eq!(loads.load(Ordering::SeqCst), 1);
-        let again = load(&cache, key, image, &loads, Ok(resolution(image))).await;
-        assert_eq!(again.unwrap().platforms()[0].architecture, "arm64");
-        assert_eq!(loads.load(Ordering::SeqCst), 1);
-        assert_eq!(cache.entries(), 1);
-    }
-
-    #[tokio::test]
-    async fn concurrent_misses_that_fail_load_once() {
-        let cache = cache(Duration::from_secs(60), 10);
-        let image = "example.com/broken:v1";
-        let key = Key::new(image, 0, false);
-        let loads = AtomicUsize::new(0);
-        let error = Error::Status {
-            reference: image.into(),
-            registry: "example.com".into(),
-            status: 500,
-        };
-        let results = futures::future::join_all(
-            (0..16).map(|_| load(&cache, key, image, &loads, Err(error.clone()))),
-        )
-        .await;
-        assert!(results.iter().all(Result::is_err));
-        assert_eq!(loads.load(Ordering::SeqCst), 1);
-        assert_eq!(cache.entries(), 0);
-    }
-
-    #[tokio::test]
-    async fn an_expired_entry_is_loaded_again() {
-        let cache = cache(Duration::from_millis(1), 10);
-        let image = "example.com/app:v1";
-        let key = Key::new(image, 0, false);
-        let loads = AtomicUsize::new(0);
-        load(&cache, key, image, &loads, Ok(resolution(image)))
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        load(&cache, key, image, &loads, Ok(resolution(image)))
-            .await
-            .unwrap();
-        assert_eq!(loads.load(Ordering::SeqCst), 2);
-        // A digest reference lives at least DIGEST_TTL whatever the flag says.
-        let pinned = Key::new(image, 0, true);
-        load(&cache, pinned, image, &loads, Ok(resolution(image)))
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        load(&cache, pinned, image, &loads, Ok(resolution(image)))
-            .await
-            .unwrap();
-        assert_eq!(loads.load(Ordering::SeqCst), 3);
-    }
-
-    #[tokio::test]
-    async fn the_cache_stays_bounded() {
-        let cache = cache(Duration::from_secs(60), 100);
-        let loads = AtomicUsize::new(0);
-        for i in 0..1000 {
-            let image = format!("example.com/app{i}:v1");
-            let key = Key::new(&image, 0, false);
-            cache
-                .get_or_load(key, &image, async {
-                    loads.fetch_add(1, Ordering::SeqCst);
-                    Ok(resolution(&image))
-                })
-                .await
-                .unwrap();
-        }
-        assert!(cache.entries() <= 100, "{} entries", cache.entries());
-        assert_eq!(loads.load(Ordering::SeqCst), 1000);
-    }
-
-    #[tokio::test]
-    async fn the_cache_stays_bounded_in_bytes() {
-        // At the default entry bound, entries of the largest valid size (64 platforms, every
-        // field at its length limit) are bounded by their bytes long before their number.
-        let cache = cache(Duration::from_secs(60), 100_000);
-        let field = "a".repeat(crate::platform::MAX_FIELD_LEN - 8);
-        let version = "1".repeat(crate::platform::MAX_OS_VERSION_LEN);
-        let inserted = 6_000u32;
-        let mut set_bytes = 0;
-        for i in 0..inserted {
-            let image = format!("example.com/big{i}:v1");
-            let mut big = resolution(&image);
-            big.platforms = (0..64)
-                .map(|j| {
-                    Platform::new(
-                        format!("{field}{i:08}"),
-                        format!("{field}{j:08}"),
-                        Some(&field),
-                    )
-                    .with_os_version(Some(&version))
-                })
-                .collect();
-            set_bytes = big.platforms.iter().map(Platform::weight).sum::<usize>();
-            cache
-                .get_or_load(Key::new(&image, 0, false), &image, async { Ok(big) })
-                .await
-                .unwrap();
-        }
-        let held = cache.entries();
-        assert!(held < u64::from(inserted), "{held} entries: no byte bound");
-        // The interner holds at most 4 MiB of sets (those entries weigh little here).
-        let bound = (CACHE_MAX_BYTES + 4 * 1024 * 1024) / set_bytes as u64 + 1;
-        assert!(
-            held <= bound,
-            "{held} entries of {set_bytes} bytes (bound {bound})"
-        );
-    }
-}
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+#[path = "cache/tests.rs"]
+mod tests;

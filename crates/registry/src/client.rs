@@ -18,6 +18,7 @@ use crate::error::host_for_message;
 use crate::hosts::{Endpoint, TlsFiles};
 use crate::metrics::{Kind, Metrics};
 use crate::ssrf::{BlockedAddress, Guard, NameRefused};
+use crate::throttle::Throttle;
 use crate::{Config, Error};
 
 /// Largest manifest, config blob or token response we read (distribution's manifest limit).
@@ -171,6 +172,8 @@ struct Shared {
     insecure: Vec<String>,
     timeout: Duration,
     metrics: Metrics,
+    /// The rate limiter and circuit breaker of each registry host.
+    throttle: Throttle,
     /// The roots of every connection (system roots read once).
     roots: Arc<rustls::RootCertStore>,
     variants: Mutex<HashMap<TlsKey, reqwest::Client>>,
@@ -216,6 +219,11 @@ impl Http {
                 proxied: Proxied::from_env(),
                 insecure: config.insecure_registries.clone(),
                 timeout: config.request_timeout,
+                throttle: Throttle::new(
+                    config.registry_qps,
+                    config.registry_burst,
+                    metrics.clone(),
+                ),
                 metrics,
                 roots,
                 variants: Mutex::new(HashMap::new()),
@@ -398,10 +406,13 @@ impl Http {
             guard,
             timeout,
             metrics,
+            throttle,
             ..
         } = &*self.shared;
         let timeout = *timeout;
         guard.check_host(host)?;
+        let authority = authority(url);
+        throttle.admit(ctx, &authority, timeout).await?;
         if !ctx.budget.take() {
             return Err(ctx.budget.exhausted(ctx));
         }
@@ -412,8 +423,10 @@ impl Http {
             .with_label_values(&[label.as_str(), kind.as_str()])
             .start_timer();
         metrics.requests.inc();
+        let head = kind == Kind::ManifestHead;
         let mut builder = match form {
             Some(form) => self.client.request(Method::POST, url.clone()).form(form),
+            None if head => self.client.request(Method::HEAD, url.clone()),
             None => self.client.request(Method::GET, url.clone()),
         };
         builder = builder.headers(headers.clone()).timeout(timeout);
@@ -421,7 +434,12 @@ impl Http {
             let response = builder.send().await?;
             let status = response.status();
             let headers = response.headers().clone();
-            let body = read_capped(response).await?;
+            // A HEAD's Content-Length is that of the body it does not send.
+            let body = if head {
+                Bytes::new()
+            } else {
+                read_capped(response).await?
+            };
             Ok::<_, ReadError>(Response {
                 url: url.clone(),
                 status,
@@ -449,6 +467,12 @@ impl Http {
             .responses
             .with_label_values(&[kind.as_str(), response.status.as_str()])
             .inc();
+        throttle.record(
+            ctx,
+            &authority,
+            response.status,
+            retry_after(&response.headers),
+        );
         metrics.record_rate_limit(&ctx.registry, &response.headers);
         Ok(response)
     }

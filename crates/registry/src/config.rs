@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::shared::SharedConfig;
 use crate::HostsProvider;
 
 /// How to reach registries and how long to remember what they said.
@@ -22,6 +23,14 @@ pub struct Config {
     pub cache_ttl: Duration,
     /// Bound on cached lookups (`--cache-max-entries`).
     pub cache_max_entries: u64,
+    /// Requests per second to one registry host (`--registry-qps`); 0 (the library's
+    /// default; the command line's is 50): unlimited.
+    pub registry_qps: f64,
+    /// Requests one registry host may get at once before the rate applies
+    /// (`--registry-burst`).
+    pub registry_burst: u32,
+    /// The shared cache (`--shared-cache`); `None`: in-process only.
+    pub shared_cache: Option<SharedConfig>,
     /// kubelet `matchImages` patterns of images never tried anonymously.
     pub private_registries: Vec<String>,
     /// containerd-style host configuration (mirrors, per-host TLS and headers) of the registry
@@ -44,6 +53,9 @@ impl Default for Config {
             allow_cidrs: Vec::new(),
             cache_ttl: Duration::from_secs(3600),
             cache_max_entries: 100_000,
+            registry_qps: 0.0,
+            registry_burst: 100,
+            shared_cache: None,
             private_registries: Vec::new(),
             hosts: None,
             platform_overrides: None,

@@ -37,6 +37,9 @@ pub struct CredentialCandidate {
     /// `None`: for the image's own registry (after proxies). `Some(host)`: matched for the
     /// mirror `host[:port]` (containerd `hosts.toml`) and sent to that mirror only.
     pub mirror: Option<String>,
+    /// Only some callers have it (a pod's pull secret, not the node's own credentials): what it
+    /// finds is cached under the caller's [`crate::cache::Scope`], never for everyone.
+    pub scoped: bool,
 }
 
 impl CredentialCandidate {
@@ -45,7 +48,16 @@ impl CredentialCandidate {
             source: source.into(),
             credential,
             mirror: None,
+            scoped: false,
         }
+    }
+
+    /// The same credential, marked as one only some callers have (see
+    /// [`CredentialCandidate::scoped`](#structfield.scoped)).
+    #[must_use]
+    pub fn in_scope(mut self) -> Self {
+        self.scoped = true;
+        self
     }
 
     /// The same credential, usable only on the mirror `host[:port]` it was matched for.

@@ -155,6 +155,34 @@ pub enum Error {
     /// The image declares no usable platform.
     #[error("{reference}: no platform found in the manifest from {registry}")]
     NoPlatforms { reference: String, registry: String },
+
+    /// The registry's circuit breaker is open: it answered 429 (or 5xx several times in a row)
+    /// and is not asked again until its `Retry-After` has passed.
+    #[error("{reference}: not asking {registry} for {retry_in_secs} s more: {}", held_back(*cause))]
+    CircuitOpen {
+        reference: String,
+        registry: String,
+        cause: crate::throttle::Cause,
+        retry_in_secs: u64,
+    },
+
+    /// The client-side rate limit of requests to this registry would delay the request past
+    /// its timeout.
+    #[error("{reference}: the client-side rate limit of requests to {registry} is reached")]
+    RateLimited { reference: String, registry: String },
+}
+
+/// Why a registry is held back, for [`Error::CircuitOpen`].
+fn held_back(cause: crate::throttle::Cause) -> String {
+    match cause {
+        crate::throttle::Cause::TooManyRequests => {
+            "it answered 429 Too Many Requests (rate limited), honouring its Retry-After".to_owned()
+        }
+        crate::throttle::Cause::ServerErrors => format!(
+            "it answered 5xx {} times in a row",
+            crate::throttle::FAILURES_TO_OPEN
+        ),
+    }
 }
 
 /// Longest text from the wire or the user shown in a message.
@@ -262,6 +290,8 @@ impl Error {
             Self::RedirectedChallenge { .. } => "redirected_challenge",
             Self::InsecureRedirect { .. } => "insecure_redirect",
             Self::RequestBudget { .. } => "request_budget",
+            Self::CircuitOpen { .. } => "circuit_open",
+            Self::RateLimited { .. } => "rate_limited",
         }
     }
 
@@ -287,7 +317,9 @@ impl Error {
             | Self::NoPlatforms { registry, .. }
             | Self::RedirectedChallenge { registry, .. }
             | Self::InsecureRedirect { registry, .. }
-            | Self::RequestBudget { registry, .. } => Some(registry),
+            | Self::RequestBudget { registry, .. }
+            | Self::CircuitOpen { registry, .. }
+            | Self::RateLimited { registry, .. } => Some(registry),
         }
     }
 

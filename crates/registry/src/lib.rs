@@ -13,17 +13,22 @@
 //! # Ok(()) }
 //! ```
 //!
-//! One lookup, in order: [`mod@reference`] parses and normalizes the image; [`proxies`] rewrites the
+//! One lookup, in order: [`cache`] answers from the image as written and the caller's credential
+//! [`cache::Scope`] (one keyed hash: the warm path), or coalesces concurrent misses into one load;
+//! the load parses and normalizes the image ([`mod@reference`]); [`proxies`] rewrites the
 //! registry host; [`hosts`] gives the endpoints of the resulting host (containerd `hosts.toml`
-//! mirrors, then its server); [`cache`] answers or coalesces concurrent misses into one load; the
-//! load tries the endpoints in order (a failing mirror passes to the next) and, at each, its
-//! [`CredentialCandidate`]s in order, then anonymous access (unless the image matches
-//! `private_registries`), moving on only on 401/403; `walk` GETs the manifest with the
+//! mirrors, then its server); [`shared`] (a Valkey/Redis cache the replicas share, optional) may
+//! know the digest and its platforms; otherwise the load tries the endpoints in order (a failing
+//! mirror passes to the next) and, at each, its [`CredentialCandidate`]s in order, then
+//! anonymous access (unless the image matches `private_registries`), moving on only on
+//! 401/403; `walk` GETs the manifest with the
 //! [`manifest::ACCEPT`] list and turns it into platforms (index entries as stated, platform-less
-//! entries and nested indexes fetched within bounds, a single manifest through its config blob);
-//! `auth` answers challenges ([`challenge`]) with tokens or Basic credentials; `client` does
+//! entries and nested indexes fetched within bounds, a single manifest through its config blob),
+//! or, when an expired entry (or the shared cache) knows a digest, HEADs it first and reuses the
+//! platforms of an unchanged digest; `auth` answers challenges ([`challenge`]) with tokens or Basic credentials; `client` does
 //! the HTTP with timeouts, the 4 MiB body cap, one retry on 429/5xx and hand-followed redirects
-//! that drop `Authorization` across hosts; [`ssrf`] refuses metadata and link-local addresses.
+//! that drop `Authorization` across hosts, each request through the host's rate limiter and
+//! circuit breaker ([`throttle`]); [`ssrf`] refuses metadata and link-local addresses.
 //!
 //! Before any of it, [`overrides`] (`--platform-overrides`) may answer for an image: the
 //! operator states its platforms (unreachable registries, wrong metadata, arch-neutral
@@ -60,7 +65,9 @@ pub mod platform;
 pub mod proxies;
 pub mod reference;
 pub mod resolver;
+pub mod shared;
 pub mod ssrf;
+pub mod throttle;
 mod walk;
 
 pub use config::Config;
@@ -69,4 +76,4 @@ pub use error::Error;
 pub use hosts::HostsProvider;
 pub use platform::Platform;
 pub use reference::Reference;
-pub use resolver::{Resolution, Resolver};
+pub use resolver::{Answered, Resolution, Resolver};

@@ -20,6 +20,8 @@ use crate::{Config, Error};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Manifest,
+    /// A HEAD of a manifest (revalidation).
+    ManifestHead,
     Blob,
     Token,
 }
@@ -28,6 +30,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Manifest => "manifest",
+            Self::ManifestHead => "manifest_head",
             Self::Blob => "blob",
             Self::Token => "token",
         }
@@ -49,6 +52,20 @@ pub struct Metrics {
     pub auth_cache_responses: IntCounterVec,
     pub request_duration: HistogramVec,
     pub cache_entries: IntGauge,
+    /// Expired tags revalidated with a HEAD, by `result`: `unchanged` (no GET), `changed`,
+    /// `no_digest` (the registry's HEAD named no digest: GET).
+    pub revalidations: IntCounterVec,
+    /// Requests delayed or refused before being sent, by `registry` and `reason` (`delayed`,
+    /// `rate_limited`, `circuit_open`).
+    pub throttled: IntCounterVec,
+    /// Circuit breakers opened, by `registry` and `cause` (`too_many_requests`,
+    /// `server_errors`).
+    pub circuit_opened: IntCounterVec,
+    /// Shared cache reads by `result`: `hit`, `miss`, `error` (failed or timed out: the lookup
+    /// went on without it), `bypassed` (not asked after repeated failures).
+    pub shared_reads: IntCounterVec,
+    /// Shared cache writes by `result`: `ok`, `error`, `bypassed`, `dropped` (too many at once).
+    pub shared_writes: IntCounterVec,
     labels: RegistryLabels,
 }
 
@@ -189,6 +206,36 @@ impl Metrics {
                 "Image lookups held in the platform cache",
             )
             .map_err(config_error)?,
+            revalidations: counter_vec(
+                "noe_registry_revalidations_total",
+                "Expired tags revalidated with a HEAD, by result (unchanged, changed, no_digest)",
+                &["result"],
+            )
+            .map_err(config_error)?,
+            throttled: counter_vec(
+                "noe_registry_throttled_total",
+                "Registry requests delayed by the client-side rate limit or refused before being sent (rate limit, open circuit breaker)",
+                &["registry", "reason"],
+            )
+            .map_err(config_error)?,
+            circuit_opened: counter_vec(
+                "noe_registry_circuit_opened_total",
+                "Registry circuit breakers opened (429, or 5xx in a row)",
+                &["registry", "cause"],
+            )
+            .map_err(config_error)?,
+            shared_reads: counter_vec(
+                "noe_registry_shared_cache_reads_total",
+                "Shared cache reads by result (hit, miss, error, bypassed)",
+                &["result"],
+            )
+            .map_err(config_error)?,
+            shared_writes: counter_vec(
+                "noe_registry_shared_cache_writes_total",
+                "Shared cache writes by result (ok, error, bypassed, dropped)",
+                &["result"],
+            )
+            .map_err(config_error)?,
             labels: RegistryLabels::new(config),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
@@ -204,11 +251,21 @@ impl Metrics {
             Box::new(metrics.auth_cache_responses.clone()),
             Box::new(metrics.request_duration.clone()),
             Box::new(metrics.cache_entries.clone()),
+            Box::new(metrics.revalidations.clone()),
+            Box::new(metrics.throttled.clone()),
+            Box::new(metrics.circuit_opened.clone()),
+            Box::new(metrics.shared_reads.clone()),
+            Box::new(metrics.shared_writes.clone()),
         ];
         for collector in collectors {
             registry.register(collector).map_err(config_error)?;
         }
         Ok(metrics)
+    }
+
+    /// Counts a HEAD revalidation (`unchanged`, `changed`, `no_digest`).
+    pub fn count_revalidation(&self, result: &'static str) {
+        self.revalidations.with_label_values(&[result]).inc();
     }
 
     /// The bounded `registry` label value for a registry host (see [`labels`]).
@@ -370,6 +427,17 @@ mod tests {
             .with_label_values(&["manifest", "200"])
             .inc();
         metrics.errors.with_label_values(&["timeout"]).inc();
+        metrics.count_revalidation("unchanged");
+        metrics
+            .throttled
+            .with_label_values(&["docker.io", "circuit_open"])
+            .inc();
+        metrics
+            .circuit_opened
+            .with_label_values(&["docker.io", "too_many_requests"])
+            .inc();
+        metrics.shared_reads.with_label_values(&["hit"]).inc();
+        metrics.shared_writes.with_label_values(&["ok"]).inc();
         metrics.cache_responses.with_label_values(&["hit"]).inc();
         metrics
             .auth_cache_responses
@@ -401,6 +469,11 @@ mod tests {
             "noe_registry_authentication_cache_responses_total",
             "noe_registry_request_duration_seconds",
             "noe_registry_cache_entries",
+            "noe_registry_revalidations_total",
+            "noe_registry_throttled_total",
+            "noe_registry_circuit_opened_total",
+            "noe_registry_shared_cache_reads_total",
+            "noe_registry_shared_cache_writes_total",
         ] {
             assert!(
                 names.iter().any(|n| n == name),

@@ -124,6 +124,7 @@ impl Matched {
             media_type: String::new(),
             credential_source: None,
             platforms: self.platforms.to_vec(),
+            answered_by: crate::cache::Answered::Override,
         }
     }
 }

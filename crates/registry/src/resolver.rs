@@ -1,24 +1,26 @@
-//! The resolver: reference → proxies → cache → credential candidates in order → manifest walk.
+//! The resolver: the image as written → the cache (in-process, then shared) → on a miss, the
+//! reference → proxies → hosts → credential candidates in order → a HEAD when a digest is known,
+//! else the manifest walk (`resolver/lookup.rs`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+mod lookup;
+
 use std::sync::Arc;
 
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
-use url::Url;
 
-use crate::auth::{Auth, Session};
-use crate::cache::{Entry, Key, PlatformCache};
+use crate::auth::Auth;
+pub use crate::cache::Answered;
+use crate::cache::{Entry, PlatformCache, Scope};
+use crate::client::Http;
 pub use crate::client::MAX_REQUESTS_PER_LOOKUP;
-use crate::client::{Budget, Context, Http};
-use crate::credential::fingerprint;
 use crate::hosts::{Endpoint, HostsConfig};
 use crate::metrics::Metrics;
-use crate::walk::Fetcher;
+use crate::shared::SharedCache;
 pub use crate::walk::{MAX_CONCURRENT_FETCHES, MAX_DEPTH, MAX_UNPLATFORMED};
-use crate::{manifest, proxies, Config, CredentialCandidate, Error, Platform, Reference};
+use crate::{proxies, Config, CredentialCandidate, Error, Platform, Reference};
 
 /// What an image resolves to. Serializes as `noe inspect --output json` prints it.
 #[derive(Clone, Debug, Serialize)]
@@ -41,6 +43,9 @@ pub struct Resolution {
     /// Sorted, deduplicated.
     #[serde(serialize_with = "platform_strings")]
     pub platforms: Vec<Platform>,
+    /// How this answer was found: from this process's cache, the shared cache, a HEAD whose
+    /// digest was known (no GET), or a GET of the manifest.
+    pub answered_by: Answered,
 }
 
 /// What [`Resolution::credential_source`] says of anonymous access.
@@ -83,6 +88,8 @@ struct Inner {
     http: Http,
     auth: Auth,
     cache: PlatformCache,
+    /// The second level, when configured.
+    shared: Option<SharedCache>,
     metrics: Metrics,
     /// Host configuration per registry (after proxies), the default server included.
     hosts: moka::future::Cache<String, Arc<HostsConfig>>,
@@ -103,12 +110,18 @@ impl Resolver {
         let http = Http::new(&config, metrics.clone())?;
         let auth = Auth::new(&config, metrics.clone());
         let cache = PlatformCache::new(&config, metrics.clone());
+        let shared = config
+            .shared_cache
+            .as_ref()
+            .map(|shared| SharedCache::new(shared, metrics.clone()))
+            .transpose()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
                 http,
                 auth,
                 cache,
+                shared,
                 metrics,
                 hosts: moka::future::Cache::builder()
                     .max_capacity(HOSTS_CACHE_MAX)
@@ -157,34 +170,68 @@ impl Resolver {
         Ok(Route { target, endpoints })
     }
 
-    /// Resolves the platforms of `image`. The endpoints of [`Resolver::route`] are tried in
-    /// order, a failing mirror passing to the next. At each, its candidates (unmarked ones at the
-    /// registry's server, ones marked for a mirror's host at that mirror) are tried in order (a
-    /// 401/403 moves to the next), then anonymous access unless the image as named at that host
-    /// matches `private_registries`.
+    /// Resolves the platforms of `image` with the node's own credentials (no [`Scope`]): what
+    /// `noe inspect` prints. See [`Resolver::resolve_in`].
     pub async fn resolve(
         &self,
         image: &str,
         credentials: &[CredentialCandidate],
     ) -> Result<Arc<Resolution>, Error> {
+        self.resolve_in(image, None, credentials).await
+    }
+
+    /// Resolves the platforms of `image` looked up in `scope`. A fresh cached answer (one any
+    /// caller may use, else one found in `scope`) is returned as it is. Otherwise the shared
+    /// cache is asked, then the endpoints of [`Resolver::route`] are tried in order, a failing
+    /// mirror passing to the next. At each, its candidates (unmarked ones at the registry's
+    /// server, ones marked for a mirror's host at that mirror) are tried in order (a 401/403
+    /// moves to the next), then anonymous access unless the image as named at that host matches
+    /// `private_registries`. An expired answer is revalidated with a HEAD: an unchanged digest
+    /// costs no GET.
+    pub async fn resolve_in(
+        &self,
+        image: &str,
+        scope: Option<Scope>,
+        credentials: &[CredentialCandidate],
+    ) -> Result<Arc<Resolution>, Error> {
         if let Some((reference, matched)) = self.platform_override(image).await? {
             return Ok(Arc::new(matched.resolution(&reference)));
         }
-        let (entry, reference, target) = self.cached(image, credentials).await?;
-        Ok(Arc::new(entry.resolution(&reference.to_string(), &target)))
+        let (entry, answered, reference, target) = self.entry(image, scope, credentials).await?;
+        let mut resolution = entry.resolution(&reference.to_string(), &target);
+        resolution.answered_by = answered;
+        Ok(Arc::new(resolution))
     }
 
-    /// The platforms of [`Resolver::resolve`] alone, shared with the cache: a cached image
-    /// costs no string building (the admission path).
+    /// The platforms of `image` if a fresh answer is cached for any caller or for `scope`: one
+    /// keyed hash and one table read, no parsing and no credential matching (the warm path).
+    /// Always `None` with `--platform-overrides`, whose entries (reloaded as the file changes)
+    /// answer before any cache: [`Resolver::platforms`] asks them.
+    pub fn cached(&self, image: &str, scope: Option<Scope>) -> Option<Arc<[Platform]>> {
+        if self.inner.config.platform_overrides.is_some() {
+            return None;
+        }
+        self.inner
+            .cache
+            .fresh(image, scope)
+            .map(|entry| entry.platforms())
+    }
+
+    /// The platforms of [`Resolver::resolve_in`] alone, shared with the cache (the admission
+    /// path): a cached image costs no string building.
     pub async fn platforms(
         &self,
         image: &str,
+        scope: Option<Scope>,
         credentials: &[CredentialCandidate],
     ) -> Result<Arc<[Platform]>, Error> {
         if let Some((_, matched)) = self.platform_override(image).await? {
             return Ok(matched.platforms);
         }
-        Ok(self.cached(image, credentials).await?.0.platforms())
+        if let Some(platforms) = self.cached(image, scope) {
+            return Ok(platforms);
+        }
+        Ok(self.entry(image, scope, credentials).await?.0.platforms())
     }
 
     /// The `--platform-overrides` file, when there is one.
@@ -210,13 +257,14 @@ impl Resolver {
         Ok(matched.map(|m| (reference, m)))
     }
 
-    /// The cache entry of `image` looked up with `credentials` (loaded on a miss), with the
-    /// parsed reference and the reference after proxies it was fetched as.
-    async fn cached(
+    /// The cache entry of `image` in `scope` (loaded on a miss), how it was found, the parsed
+    /// reference and the reference after proxies it was fetched as.
+    async fn entry(
         &self,
         image: &str,
+        scope: Option<Scope>,
         credentials: &[CredentialCandidate],
-    ) -> Result<(Entry, Reference, String), Error> {
+    ) -> Result<(Entry, Answered, Reference, String), Error> {
         let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
         let resolved = proxies::apply(&self.inner.config.proxies, &reference);
         let hosts = self
@@ -225,22 +273,24 @@ impl Resolver {
             .inspect_err(|e| self.count_error(e))?;
         let endpoints = hosts.endpoints_for(resolved.digest.is_some());
         let target = resolved.to_string();
-        let mut identity = fingerprint(credentials);
-        if self.inner.config.hosts.is_some() {
-            // A changed hosts.toml makes new lookups.
-            identity = chain_fingerprint(identity, &endpoints);
-        }
-        let key = Key::new(&target, identity, resolved.digest.is_some());
-        let entry = self
+        let immutable = resolved.digest.is_some();
+        let (entry, answered) = self
             .inner
             .cache
-            .get_or_load(key, &target, async {
-                self.lookup(&reference, &resolved, &endpoints, credentials)
+            .get_or_load(image, scope, immutable, |stale| async {
+                let request = lookup::Request {
+                    reference: &reference,
+                    resolved: &resolved,
+                    target: &target,
+                    endpoints: &endpoints,
+                    credentials,
+                };
+                self.lookup(&request, stale)
                     .await
                     .inspect_err(|e| self.count_error(e))
             })
             .await?;
-        Ok((entry, reference, target))
+        Ok((entry, answered, reference, target))
     }
 
     /// The host configuration of `target`'s registry: the provider's, else the default server.
@@ -284,12 +334,6 @@ impl Resolver {
         Ok(hosts)
     }
 
-    /// Counts `n` platform answers a caller reused from its own short-lived memo as cache
-    /// requests and hits (`noe_registry_cache_*_total`), so the hit ratio stays true.
-    pub fn count_reused(&self, n: u64) {
-        self.inner.cache.count_hits(n);
-    }
-
     /// Lookups currently cached.
     pub fn cache_entries(&self) -> u64 {
         self.inner.cache.entries()
@@ -303,170 +347,6 @@ impl Resolver {
             .with_label_values(&[error.kind()])
             .inc();
     }
-
-    /// Tries the endpoints in order (mirrors, then the server); a mirror that fails in any way
-    /// passes to the next. The error of the server (else of the last endpoint) is returned.
-    async fn lookup(
-        &self,
-        reference: &Reference,
-        resolved: &Reference,
-        endpoints: &[&Endpoint],
-        credentials: &[CredentialCandidate],
-    ) -> Result<Resolution, Error> {
-        let mut last_error = None;
-        let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
-        for &endpoint in endpoints {
-            let result = self
-                .lookup_at(reference, resolved, endpoint, credentials, &budget)
-                .await;
-            match result {
-                Err(error) if endpoint.mirror => {
-                    tracing::debug!(%error, mirror = %endpoint.url, "mirror failed, trying the next host");
-                    last_error = Some(error);
-                }
-                other => return other,
-            }
-        }
-        Err(last_error.unwrap_or_else(|| Error::Config {
-            reason: format!(
-                "no configured host of registry {} may serve {resolved}",
-                resolved.registry
-            ),
-        }))
-    }
-
-    /// One endpoint: its credential candidates in order, then anonymous access unless private.
-    async fn lookup_at(
-        &self,
-        reference: &Reference,
-        resolved: &Reference,
-        endpoint: &Endpoint,
-        credentials: &[CredentialCandidate],
-        budget: &Budget,
-    ) -> Result<Resolution, Error> {
-        let inner = &*self.inner;
-        let host = endpoint.host();
-        let ctx = Context {
-            reference: reference.to_string(),
-            registry: if endpoint.mirror {
-                host.clone()
-            } else {
-                resolved.registry.clone()
-            },
-            budget: budget.clone(),
-        };
-        let mut base = Url::parse(&format!("{}/", endpoint.api_base())).map_err(|e| {
-            Error::InvalidReference {
-                reference: ctx.reference.clone(),
-                reason: format!("registry {host:?} is not a valid URL host ({e})"),
-            }
-        })?;
-        if base.scheme() == "https"
-            && (inner.config.is_insecure(&host)
-                || (!endpoint.mirror && inner.config.is_insecure(&resolved.registry)))
-        {
-            // `--insecure-registries` hosts are reached over plain HTTP.
-            let _ = base.set_scheme("http");
-        }
-        inner
-            .http
-            .guard()
-            .check_host(base.host_str().unwrap_or_default())?;
-        let http = inner.http.for_host(endpoint)?;
-        let headers = header_map(endpoint);
-        let name = endpoint.credential_image(&resolved.name());
-        let private = inner
-            .config
-            .private_registries
-            .iter()
-            .any(|pattern| is_private(pattern, &name));
-        let mirror = endpoint.mirror.then_some(host.as_str());
-        let own = credentials.iter().filter(|c| c.mirror.as_deref() == mirror);
-        let anonymous = (!private).then_some(None);
-        let candidates = own.map(Some).chain(anonymous);
-        let mut last_error = None;
-        for candidate in candidates {
-            let session = Session {
-                ctx: ctx.clone(),
-                host: host.clone(),
-                base: base.clone(),
-                repository: resolved.repository.clone(),
-                headers: headers.clone(),
-                candidate,
-                used: AtomicBool::new(false),
-            };
-            match self
-                .lookup_as(&http, &session, reference, resolved, endpoint)
-                .await
-            {
-                Err(error) if error.is_auth() => {
-                    tracing::debug!(%error, source = candidate.map(|c| c.source.as_str()), "credential refused, trying the next");
-                    last_error = Some(error);
-                }
-                other => return other,
-            }
-        }
-        Err(last_error.unwrap_or(Error::NoCredentials {
-            reference: ctx.reference,
-            registry: ctx.registry,
-        }))
-    }
-
-    async fn lookup_as(
-        &self,
-        http: &Http,
-        session: &Session<'_>,
-        reference: &Reference,
-        resolved: &Reference,
-        endpoint: &Endpoint,
-    ) -> Result<Resolution, Error> {
-        let fetcher = Fetcher {
-            http,
-            auth: &self.inner.auth,
-            session,
-        };
-        let response = fetcher.manifest(resolved.object()).await?;
-        let (media_type, parsed) = fetcher.parse(&response)?;
-        let walked = fetcher.platforms(parsed).await?;
-        // Hashed once the content proved usable (a tag's body is not verified against anything).
-        let digest = manifest::digest_of(&response.body, resolved.digest.as_deref());
-        // Only an artifact (image-volume content, a chart) may have no platform: arch-neutral.
-        if walked.platforms.is_empty() && !walked.artifact {
-            return Err(Error::NoPlatforms {
-                reference: session.ctx.reference.clone(),
-                registry: session.ctx.registry.clone(),
-            });
-        }
-        let platforms = walked.platforms;
-        let resolved = if endpoint.mirror {
-            let mut at_mirror = resolved.clone();
-            at_mirror.registry = session.host.clone();
-            at_mirror
-        } else {
-            resolved.clone()
-        };
-        Ok(Resolution {
-            image: reference.to_string(),
-            resolved: resolved.to_string(),
-            digest,
-            media_type,
-            // Reported only when the registry asked for the credentials and got them.
-            credential_source: session
-                .candidate
-                .filter(|_| session.used.load(Ordering::Relaxed))
-                .map(|c| c.source.clone()),
-            platforms,
-        })
-    }
-}
-
-/// `credentials` combined with the identity of the endpoint chain.
-fn chain_fingerprint(credentials: u64, endpoints: &[&Endpoint]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    credentials.hash(&mut hasher);
-    endpoints.hash(&mut hasher);
-    hasher.finish()
 }
 
 /// A containerd host's `header` values; names or values HTTP cannot carry are skipped.
@@ -535,37 +415,16 @@ mod tests {
             image: "docker.io/library/nginx:latest".into(),
             resolved: "docker.io/library/nginx:latest".into(),
             digest: "sha256:0".into(),
-            media_type: manifest::OCI_INDEX.into(),
+            media_type: crate::manifest::OCI_INDEX.into(),
             credential_source: None,
             platforms: vec![Platform::new("linux", "arm", Some("v7"))],
+            answered_by: Answered::Get,
         };
         let json = serde_json::to_value(&resolution).unwrap();
-        assert_eq!(json["mediaType"], manifest::OCI_INDEX);
+        assert_eq!(json["mediaType"], crate::manifest::OCI_INDEX);
         assert_eq!(json["credentialSource"], "anonymous");
         assert_eq!(json["platforms"], serde_json::json!(["linux/arm/v7"]));
-    }
-
-    #[test]
-    fn chain_fingerprint_follows_the_hosts() {
-        let one = HostsConfig::parse(
-            "docker.io",
-            "[host.\"https://a.corp\"]\n",
-            std::path::Path::new("/"),
-        )
-        .unwrap();
-        let other = HostsConfig::parse(
-            "docker.io",
-            "[host.\"https://b.corp\"]\n",
-            std::path::Path::new("/"),
-        )
-        .unwrap();
-        let fp = |h: &HostsConfig| chain_fingerprint(7, &h.endpoints_for(false));
-        assert_eq!(fp(&one), fp(&one.clone()));
-        assert_ne!(fp(&one), fp(&other));
-        assert_ne!(
-            chain_fingerprint(7, &one.endpoints_for(false)),
-            chain_fingerprint(8, &one.endpoints_for(false))
-        );
+        assert_eq!(json["answeredBy"], "get");
     }
 
     #[test]

@@ -59,6 +59,44 @@ impl Fetcher<'_> {
         Ok(response)
     }
 
+    /// HEADs a manifest by tag or digest with the same `Accept` as [`Fetcher::manifest`]: the
+    /// digest the registry names in `Docker-Content-Digest` (no registry counts a HEAD as a
+    /// pull). `None` when that header is absent or invalid, or the registry answers HEAD with
+    /// a status other than success, not found or an auth refusal: the caller GETs instead.
+    pub async fn head(&self, object: &str) -> Result<Option<String>, Error> {
+        let url = self.url("manifests", object)?;
+        let response = self
+            .auth
+            .get(
+                self.http,
+                self.session,
+                url,
+                Some(ACCEPT),
+                Kind::ManifestHead,
+            )
+            .await?;
+        match response.status.as_u16() {
+            200..=299 => {}
+            404 => {
+                return Err(Error::NotFound {
+                    reference: self.session.ctx.reference.clone(),
+                    registry: self.session.ctx.registry.clone(),
+                })
+            }
+            _ => return Ok(None),
+        }
+        let digest = response
+            .headers
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|d| crate::reference::validate_digest(d).is_ok());
+        // By digest, the registry must name that digest.
+        Ok(digest
+            .filter(|d| !object.contains(':') || *d == object)
+            .map(str::to_owned))
+    }
+
     /// GETs a blob by digest (redirects followed by the client) and verifies it.
     pub async fn blob(&self, digest: &str) -> Result<Bytes, Error> {
         crate::reference::validate_digest(digest)

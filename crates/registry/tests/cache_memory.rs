@@ -2,7 +2,7 @@
 //! holds nothing else.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use noe_registry::cache::{Key, PlatformCache};
+use noe_registry::cache::{Answered, Loaded, PlatformCache, Scope};
 use noe_registry::metrics::Metrics;
 use noe_registry::{Config, Platform, Resolution};
 
@@ -24,7 +24,7 @@ async fn hundred_thousand_cached_images_fit_in_64_mib() {
             i % 97,
             i % 13
         );
-        let key = Key::new(&image, u64::from(i % 7), false);
+        let scope = (i % 7 == 0).then(|| Scope::of(&(i % 5)));
         let resolution = Resolution {
             image: image.clone(),
             resolved: image.clone(),
@@ -36,9 +36,18 @@ async fn hundred_thousand_cached_images_fit_in_64_mib() {
                 Platform::new("linux", "arm64", None),
                 Platform::new("linux", "arm", Some("v7")),
             ],
+            answered_by: Answered::Get,
         };
+        let entry = cache.compact(resolution, &image);
         cache
-            .get_or_load(key, &image, async move { Ok(resolution) })
+            .get_or_load(&image, scope, false, |_| async move {
+                Ok(Loaded {
+                    entry,
+                    scoped: scope.is_some(),
+                    answered: Answered::Get,
+                    fresh_for: None,
+                })
+            })
             .await
             .unwrap();
     }

@@ -63,7 +63,7 @@ async fn each_source_resolves_a_private_image_on_an_htpasswd_registry() {
     let fixtures = push_standard_fixtures(&registry).await.unwrap();
     let image = fixtures.oci_index.reference();
     let host = registry.host();
-    let resolver = resolver(vec![host.clone()]);
+    let resolver_for = |host: &str| resolver(vec![host.to_owned()]);
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
 
@@ -141,6 +141,8 @@ async fn each_source_resolves_a_private_image_on_an_htpasswd_registry() {
         let sources = Sources::new(config).await.unwrap();
         let candidates = sources.candidates(&image).await;
         assert_eq!(candidates.len(), 1, "{expected_source}");
+        // A fresh resolver each: the node's credentials are one scope, cached for every caller.
+        let resolver = resolver_for(&host);
         let resolution = resolver.resolve(&image, &candidates).await.unwrap();
         assert_eq!(
             resolution.credential_source.as_deref(),
@@ -153,7 +155,10 @@ async fn each_source_resolves_a_private_image_on_an_htpasswd_registry() {
     let none = Sources::new(only(SourcesConfig::default())).await.unwrap();
     let candidates = none.candidates(&image).await;
     assert!(candidates.is_empty());
-    assert!(resolver.resolve(&image, &candidates).await.is_err());
+    assert!(resolver_for(&host)
+        .resolve(&image, &candidates)
+        .await
+        .is_err());
 }
 
 #[tokio::test]

@@ -8,9 +8,11 @@
 //! resolver then resolves healthy images (on the faulty fake and on a real registry).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-/// One test per defect of the hostile-registry pass (issue 10), with its exact counts.
+/// One test per defect of the hostile-registry pass (issue 10), with its exact counts; the
+/// per-host rate limiter and circuit breaker (issue 14).
 mod fault_matrix {
     mod hostile;
+    mod throttle;
 }
 
 use std::time::{Duration, Instant};
@@ -90,6 +92,8 @@ struct Harness {
     fake: FakeRegistry,
     /// A second registry host, for faults that poison the whole host (its token endpoint).
     aux: FakeRegistry,
+    /// A third one for the 429, after which the host is held back until its `Retry-After`.
+    busy: FakeRegistry,
     real: Registry,
     resolver: Resolver,
     metrics: prometheus::Registry,
@@ -100,6 +104,7 @@ impl Harness {
     async fn start() -> Self {
         let fake = FakeRegistry::start().await.unwrap();
         let aux = FakeRegistry::start().await.unwrap();
+        let busy = FakeRegistry::start().await.unwrap();
         let real = Registry::start().await.unwrap();
         let pusher = real.pusher().unwrap();
         for i in 0..HEALTHY_IMAGES {
@@ -121,7 +126,13 @@ impl Harness {
         }
         let metrics = prometheus::Registry::new();
         let config = Config {
-            insecure_registries: vec![fake.host(), fake.other_host(), aux.host(), real.host()],
+            insecure_registries: vec![
+                fake.host(),
+                fake.other_host(),
+                aux.host(),
+                busy.host(),
+                real.host(),
+            ],
             request_timeout: TIMEOUT,
             ..Config::default()
         };
@@ -129,6 +140,7 @@ impl Harness {
         Self {
             fake,
             aux,
+            busy,
             real,
             resolver,
             metrics,
@@ -241,7 +253,9 @@ async fn registry_fault_matrix() {
         Behavior::trickle(OCI_INDEX, index_body("amd64"), Duration::from_secs(1)),
     );
     route("e500/app", Behavior::status(500));
-    route("e429/app", Behavior::too_many_requests(1));
+    h.busy
+        .route("/v2/e429/app/manifests/1", Behavior::too_many_requests(1));
+    let busy = h.busy.host();
     route("garbage/app", Behavior::invalid_json());
     route("huge/app", Behavior::oversized(OCI_INDEX, 100 << 20, true));
     route(
@@ -311,9 +325,9 @@ async fn registry_fault_matrix() {
         fault("HTTP 500", image("e500/app"), &["http_status"], &fake),
         fault(
             "429 with Retry-After",
-            image("e429/app"),
+            format!("{busy}/e429/app:1"),
             &["http_status"],
-            &fake,
+            &busy,
         ),
         fault(
             "invalid JSON",
@@ -394,7 +408,7 @@ async fn registry_fault_matrix() {
 
     // 500 and 429 were retried once (Retry-After: 1 s fits in the 2 s budget), not more.
     assert_eq!(h.fake.requests_to("/v2/e500/app/manifests/1").len(), 2);
-    assert_eq!(h.fake.requests_to("/v2/e429/app/manifests/1").len(), 2);
+    assert_eq!(h.busy.requests_to("/v2/e429/app/manifests/1").len(), 2);
     let statuses = counter_sum(
         &h.metrics,
         "noe_registry_responses_total",

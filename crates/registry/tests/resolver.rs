@@ -7,7 +7,10 @@ mod resolver {
     pub mod faults;
     pub mod fixtures;
     pub mod mtls;
+    pub mod overrides;
+    pub mod revalidate;
     pub mod shapes;
+    pub mod shared;
     pub mod support;
     pub mod tls;
 }

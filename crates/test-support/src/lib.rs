@@ -39,10 +39,14 @@
 //!   (for the webhook server's write timeouts).
 //! - [`ConnectProxy`]: a loopback HTTP `CONNECT` proxy (corporate egress) that records the
 //!   names it is asked to reach and tunnels them to loopback.
+//! - [`DelayProxy`]: a loopback TCP proxy adding a round-trip time to everything it forwards
+//!   (a registry far away, for the cold-path measurement).
+//! - [`RedisServer`]: the real `redis-server` (Debian package `redis-server`) on a free port,
+//!   plain or TLS, with or without a password, killed on drop or mid-test (the shared cache).
 //!
 //! Everything binds `127.0.0.1` only; every server loop, stream and hang is bounded.
 //!
-//! Requirements: the `docker-registry` binary (Debian: `apt-get install docker-registry`, 2.8.x)
+//! Requirements: `redis-server` on `PATH` (or `NOE_TEST_REDIS_BIN`) for [`RedisServer`]; the `docker-registry` binary (Debian: `apt-get install docker-registry`, 2.8.x)
 //! on `PATH`, or its path in `NOE_TEST_REGISTRY_BIN`; `sh` and `kill`. Quirks of this registry
 //! that client tests meet: an OCI manifest requested without the OCI type in `Accept` is a
 //! 404, and a Docker manifest list requested without its type is converted to schema 1 (or
@@ -54,6 +58,7 @@
 
 mod ca;
 mod connect_proxy;
+mod delay_proxy;
 mod docker_config;
 mod fake;
 mod fixtures;
@@ -61,6 +66,7 @@ mod htpasswd;
 mod image;
 mod kube_api;
 mod push;
+mod redis;
 mod registry;
 mod review;
 mod serve;
@@ -70,6 +76,7 @@ mod webhook_tls;
 
 pub use ca::{ServerCert, TestCa};
 pub use connect_proxy::ConnectProxy;
+pub use delay_proxy::DelayProxy;
 pub use docker_config::DockerConfig;
 pub use fake::{
     blob_path, manifest_path, Behavior, FakeRegistry, FakeRequest, FanOut, Generator, Listener,
@@ -88,6 +95,7 @@ pub use kube_api::{
     Resource,
 };
 pub use push::{sha256_digest, PushAuth, Pusher};
+pub use redis::{RedisBuilder, RedisServer};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
 pub use review::{admission_review, ephemeral_review, pod_review};
 pub use stalled_client::StalledClient;

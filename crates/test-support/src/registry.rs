@@ -320,6 +320,11 @@ impl Registry {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// `127.0.0.1:PORT` as an address (for a proxy in front of it).
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
     /// The registry process id.
     pub fn pid(&self) -> u32 {
         self.pid

@@ -1,4 +1,4 @@
-//! The whole admission handler on a warm pod review (platforms answered by the memo), next to
+//! The whole admission handler on a warm pod review (platforms answered by the cache), next to
 //! what the floor server of `noe-bench warm` does with the same body (parse it into a JSON value):
 //! the per-request CPU the warm-path ratio (docs/benchmarks.md) is made of, without TLS, HTTP or the
 //! noise of a load generator; then two of its steps alone (which images to look up, the
@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use futures::future::BoxFuture;
+use noe_registry::cache::Scope;
 use noe_registry::{CredentialCandidate, Platform};
 use noe_webhook::admission::Admission;
 use noe_webhook::decide::{Facts, Policy};
@@ -19,21 +20,21 @@ use noe_webhook::facts::{FactRequest, FactSource};
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, Resolve};
 
-/// Every image runs on linux/amd64 and linux/arm64.
-struct MultiArch;
+/// Every image runs on linux/amd64 and linux/arm64, cached (the warm path never looks up).
+struct MultiArch(Arc<[Platform]>);
 
 impl PlatformLookup for MultiArch {
+    fn cached(&self, _image: &str, _scope: Option<Scope>) -> Option<Arc<[Platform]>> {
+        Some(self.0.clone())
+    }
+
     fn lookup<'a>(
         &'a self,
         _image: &'a str,
+        _scope: Option<Scope>,
         _credentials: &'a [CredentialCandidate],
     ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>> {
-        Box::pin(async {
-            Ok(Arc::from(vec![
-                Platform::new("linux", "amd64", None),
-                Platform::new("linux", "arm64", None),
-            ]))
-        })
+        Box::pin(async { Ok(self.0.clone()) })
     }
 }
 
@@ -69,11 +70,13 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let admission = Admission::new(
         Resolve::new(
-            Arc::new(MultiArch),
+            Arc::new(MultiArch(Arc::from(vec![
+                Platform::new("linux", "amd64", None),
+                Platform::new("linux", "arm64", None),
+            ]))),
             Arc::new(Anonymous),
             Duration::from_secs(10),
-        )
-        .with_memo(Duration::from_secs(10)),
+        ),
         Policy::default(),
         Metrics::register(&prometheus::Registry::new()).unwrap(),
     );
@@ -82,11 +85,13 @@ fn bench(c: &mut Criterion) {
     assert!(String::from_utf8_lossy(&answer).contains("\"patch\""));
     let with_facts = Admission::new(
         Resolve::new(
-            Arc::new(MultiArch),
+            Arc::new(MultiArch(Arc::from(vec![
+                Platform::new("linux", "amd64", None),
+                Platform::new("linux", "arm64", None),
+            ]))),
             Arc::new(Anonymous),
             Duration::from_secs(10),
-        )
-        .with_memo(Duration::from_secs(10)),
+        ),
         Policy::default(),
         Metrics::register(&prometheus::Registry::new()).unwrap(),
     )

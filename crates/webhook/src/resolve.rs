@@ -1,24 +1,28 @@
-//! From a pod's images to their platforms, under one deadline: the pod's credentials (pull
-//! secrets, then the node-level sources), the platform lookups (all images at once), and a short
-//! memo of recent answers. The admission asks [`Resolve::platforms`] once per pod; nothing else
-//! talks to registries.
+//! From a pod's images to their platforms, under one deadline. The admission asks
+//! [`Resolve::platforms`] once per pod; nothing else talks to registries.
+//!
+//! One path, one cache hierarchy (docs/architecture.md, Caches): the pod's pull secrets, when
+//! it names some, are read (cached) for their credential [`Scope`]; each image is then one read
+//! of the registry crate's cache (an answer any pod may use, else one found in this scope).
+//! Only the images that missed get credential candidates matched (pull secrets, then the
+//! node-level sources) and are looked up, all at once, through the shared cache and the
+//! registries.
 //!
 //! The two seams, [`PlatformLookup`] (the registry crate's resolver) and [`CredentialSource`]
 //! (pull secrets and node-level credentials), are traits so tests can script them.
 
 pub mod credentials;
-pub mod memo;
 pub mod pull_secrets;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use noe_registry::cache::Scope;
 use noe_registry::{CredentialCandidate, Platform};
 
 use crate::decide::Lookups;
-pub use credentials::{Anonymous, CredentialSource, Credentials, PodCredentials};
-use memo::{Context, Memo};
+pub use credentials::{Anonymous, CredentialSource, Credentials, PodSecrets};
 
 /// Why the platforms of one image are not known.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -51,10 +55,17 @@ impl LookupError {
 
 /// Finds the platforms of one image with the given credential candidates (tried in order).
 pub trait PlatformLookup: Send + Sync + 'static {
-    /// The platforms, or why they are not known.
+    /// The platforms of `image` if a fresh answer any pod may use, or one found in `scope`, is
+    /// cached: no I/O (the warm path). `None` sends the image to [`PlatformLookup::lookup`].
+    fn cached(&self, _image: &str, _scope: Option<Scope>) -> Option<Arc<[Platform]>> {
+        None
+    }
+
+    /// The platforms, or why they are not known, looked up in `scope` with `credentials`.
     fn lookup<'a>(
         &'a self,
         image: &'a str,
+        scope: Option<Scope>,
         credentials: &'a [CredentialCandidate],
     ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>>;
 
@@ -62,9 +73,6 @@ pub trait PlatformLookup: Send + Sync + 'static {
     fn registry_label(&self, _image: &str) -> String {
         "other".to_owned()
     }
-
-    /// Counts `n` answers reused from the memo without asking (they are cache hits).
-    fn count_reused(&self, _n: usize) {}
 }
 
 /// The registry crate's resolver as a [`PlatformLookup`].
@@ -80,14 +88,19 @@ impl RegistryLookup {
 }
 
 impl PlatformLookup for RegistryLookup {
+    fn cached(&self, image: &str, scope: Option<Scope>) -> Option<Arc<[Platform]>> {
+        self.resolver.cached(image, scope)
+    }
+
     fn lookup<'a>(
         &'a self,
         image: &'a str,
+        scope: Option<Scope>,
         credentials: &'a [CredentialCandidate],
     ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>> {
         Box::pin(async move {
             self.resolver
-                .platforms(image, credentials)
+                .platforms(image, scope, credentials)
                 .await
                 .map_err(|error| LookupError::Registry {
                     message: one_line(&error),
@@ -103,11 +116,6 @@ impl PlatformLookup for RegistryLookup {
             Ok(target) => self.resolver.registry_label(&target.registry),
             Err(error) => self.resolver.error_label(&error),
         }
-    }
-
-    fn count_reused(&self, n: usize) {
-        self.resolver
-            .count_reused(u64::try_from(n).unwrap_or(u64::MAX));
     }
 }
 
@@ -142,14 +150,12 @@ pub struct Resolve {
     lookup: Arc<dyn PlatformLookup>,
     credentials: Arc<dyn CredentialSource>,
     budget: Duration,
-    memo: Option<Memo>,
 }
 
 impl std::fmt::Debug for Resolve {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Resolve")
             .field("budget", &self.budget)
-            .field("memo", &self.memo)
             .finish_non_exhaustive()
     }
 }
@@ -167,16 +173,7 @@ impl Resolve {
             lookup,
             credentials,
             budget: deadline.saturating_sub(margin),
-            memo: None,
         }
-    }
-
-    /// Reuses each image's platforms for up to `ttl` (at most [`memo::MEMO_TTL`]) in the same
-    /// namespace with the same pull secret names, skipping credential matching and reference
-    /// normalization on the warm path. Zero turns it off (the default).
-    pub fn with_memo(mut self, ttl: Duration) -> Self {
-        self.memo = Memo::new(ttl);
-        self
     }
 
     /// `work` bounded by the same budget as the lookups; `None` when it did not finish in time.
@@ -185,7 +182,8 @@ impl Resolve {
     }
 
     /// The platforms of `images` of a pod in `namespace` with these `imagePullSecrets` names:
-    /// from the memo when every image is in it, else looked up, all at once, within the budget.
+    /// each image from the cache when it holds an answer this pod may use, the others looked
+    /// up, all at once, within the budget.
     pub async fn platforms(
         &self,
         namespace: &str,
@@ -211,74 +209,53 @@ impl Resolve {
             return Resolved::default();
         }
         let deadline = tokio::time::Instant::now() + self.budget;
-        let context = Context {
-            namespace,
-            pull_secrets,
+        // Read on every admission of a pod that names pull secrets (the reads are cached), so an
+        // unusable secret is counted each time.
+        let pod = if pull_secrets.is_empty() {
+            PodSecrets::default()
+        } else {
+            let read = self.credentials.pod(namespace, pull_secrets);
+            match tokio::time::timeout_at(deadline, read).await {
+                Ok(pod) => pod,
+                Err(_) => {
+                    let mut resolved = Resolved::default();
+                    for image in images {
+                        resolved.record(image, Err(self.deadline(image)));
+                    }
+                    return resolved;
+                }
+            }
         };
-        if let Some(memo) = &self.memo {
-            let reused: Option<Lookups> = images
-                .iter()
-                .map(|image| Some((image.clone(), Ok(memo.get(context, image)?))))
-                .collect();
-            if let Some(lookups) = reused {
-                self.lookup.count_reused(lookups.len());
-                return Resolved {
-                    lookups,
-                    ..Resolved::default()
-                };
+        let mut resolved = Resolved {
+            failed_pull_secrets: pod.failed_pull_secrets,
+            ..Resolved::default()
+        };
+        let mut missed = Vec::new();
+        for image in images {
+            match self.lookup.cached(image, pod.scope) {
+                Some(platforms) => resolved.record(image, Ok(platforms)),
+                None => missed.push(image),
             }
         }
-        self.look_up(images, context, deadline)
-            .instrument(span())
-            .await
-    }
-
-    async fn look_up(
-        &self,
-        images: &[String],
-        context: Context<'_>,
-        deadline: tokio::time::Instant,
-    ) -> Resolved {
-        let credentials = tokio::time::timeout_at(
-            deadline,
-            self.credentials
-                .for_pod(context.namespace, context.pull_secrets, images),
-        )
-        .await;
-        let Ok(credentials) = credentials else {
-            let mut resolved = Resolved::default();
-            for image in images {
-                resolved.record(image, Err(self.deadline(image)));
-            }
+        if missed.is_empty() {
             return resolved;
-        };
-        let credentials = &credentials;
-        let lookups = images.iter().map(|image| async move {
-            let result = tokio::time::timeout_at(
-                deadline,
-                self.lookup.lookup(image, credentials.for_image(image)),
-            )
+        }
+        let pod = &pod;
+        let lookups = missed.into_iter().map(|image| async move {
+            let result = tokio::time::timeout_at(deadline, async {
+                let candidates = self
+                    .credentials
+                    .candidates(namespace, pull_secrets, pod, image)
+                    .await;
+                self.lookup.lookup(image, pod.scope, &candidates).await
+            })
             .await
             .unwrap_or_else(|_| Err(self.deadline(image)));
             (image, result)
         });
-        let mut resolved = Resolved {
-            failed_pull_secrets: credentials.failed_pull_secrets,
-            ..Resolved::default()
-        };
-        for (image, result) in futures::future::join_all(lookups).await {
+        let results = futures::future::join_all(lookups).instrument(span()).await;
+        for (image, result) in results {
             resolved.record(image, result);
-        }
-        if let Some(memo) = self
-            .memo
-            .as_ref()
-            .filter(|_| resolved.failed_pull_secrets == 0)
-        {
-            for (image, result) in &resolved.lookups {
-                if let Ok(platforms) = result {
-                    memo.insert(context, image, platforms.clone());
-                }
-            }
         }
         resolved
     }

@@ -11,6 +11,7 @@ mod webhook {
     mod fault_admission;
     mod prop_admission;
     mod pull_secrets;
+    mod scope;
     mod server;
 }
 

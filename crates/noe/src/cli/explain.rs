@@ -120,7 +120,6 @@ async fn explain_file(config: config::Explain) -> Result<bool, Error> {
         .admission(
             policy,
             admission_deadline,
-            std::time::Duration::ZERO,
             noe_webhook::metrics::DEFAULT_MAX_NAMESPACES,
             None,
         )

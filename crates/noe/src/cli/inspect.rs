@@ -132,6 +132,7 @@ fn write_text(out: &mut impl Write, resolution: &Resolution) -> std::io::Result<
         )
     )?;
     writeln!(out, "platforms:   {}", platforms.join(" "))?;
+    writeln!(out, "answeredBy:  {}", resolution.answered_by.as_str())?;
     writeln!(out)
 }
 

@@ -7,6 +7,7 @@ use clap::Args;
 
 use noe_registry::credentials::{SourcesConfig, DEFAULT_RELOAD_INTERVAL};
 use noe_registry::overrides::{Error as OverridesError, PlatformOverrides};
+use noe_registry::shared::SharedConfig;
 
 use super::parse::{non_empty, non_empty_path, ConfigError};
 use crate::config::RegistrySettings;
@@ -92,6 +93,58 @@ pub struct RegistryArgs {
     #[arg(long, global = true, env = "NOE_CACHE_MAX_ENTRIES", default_value_t = 100_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub cache_max_entries: u64,
+
+    /// Requests per second to one registry host (client-side rate limit; 0: unlimited).
+    #[arg(long, global = true, env = "NOE_REGISTRY_QPS", default_value_t = 50.0,
+          value_parser = parse_qps)]
+    pub registry_qps: f64,
+
+    /// Requests one registry host may get at once before --registry-qps applies.
+    #[arg(long, global = true, env = "NOE_REGISTRY_BURST", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub registry_burst: u32,
+
+    /// Shared cache of what replicas learned: `redis://host:6379/0` or `rediss://` (Valkey or
+    /// Redis); empty: none. Its password comes from --shared-cache-password-file or
+    /// NOE_SHARED_CACHE_PASSWORD, never from the URL.
+    #[arg(long, global = true, env = "NOE_SHARED_CACHE", default_value = "")]
+    pub shared_cache: String,
+
+    /// File holding the shared cache's password (else NOE_SHARED_CACHE_PASSWORD, if set).
+    #[arg(long, global = true, env = "NOE_SHARED_CACHE_PASSWORD_FILE", value_parser = super::parse::any_path)]
+    pub shared_cache_password_file: Option<PathBuf>,
+
+    /// File holding the install's secret key (at least 16 bytes) under which shared cache keys
+    /// are HMACs (else NOE_SHARED_CACHE_KEY); the same on every replica.
+    #[arg(long, global = true, env = "NOE_SHARED_CACHE_KEY_FILE", value_parser = super::parse::any_path)]
+    pub shared_cache_key_file: Option<PathBuf>,
+
+    /// Extra PEM CA bundle trusted for a rediss:// shared cache.
+    #[arg(long, global = true, env = "NOE_SHARED_CACHE_CA_FILE", value_parser = super::parse::any_path)]
+    pub shared_cache_ca_file: Option<PathBuf>,
+
+    /// Bound on each shared cache read and write (Go duration); past it the lookup goes on
+    /// without the shared cache.
+    #[arg(long, global = true, env = "NOE_SHARED_CACHE_TIMEOUT", default_value = "10ms", value_parser = super::parse::positive_duration)]
+    pub shared_cache_timeout: Duration,
+}
+
+/// The environment variable holding the shared cache's password (no flag: a flag's value is
+/// visible in `ps`).
+pub const SHARED_CACHE_PASSWORD_ENV: &str = "NOE_SHARED_CACHE_PASSWORD";
+/// The environment variable holding the shared cache's HMAC key.
+pub const SHARED_CACHE_KEY_ENV: &str = "NOE_SHARED_CACHE_KEY";
+/// Largest secret file read (a password or a key).
+const MAX_SECRET_FILE: u64 = 4096;
+
+/// A rate: a finite number of requests per second, 0 or more.
+fn parse_qps(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
+        _ => Err(format!(
+            "invalid rate {text:?} (expected requests per second, e.g. 20 or 0.5; 0: unlimited)"
+        )),
+    }
 }
 
 /// `docker.io=proxy.corp`; an empty item (from `--registry-proxies=`) is allowed and ignored.
@@ -203,6 +256,7 @@ impl RegistryArgs {
             )),
             None => None,
         };
+        let shared_cache = self.shared_cache_settings()?;
         let resolver = noe_registry::Config {
             proxies: self.proxies(),
             insecure_registries: non_empty(&self.insecure_registries),
@@ -211,6 +265,9 @@ impl RegistryArgs {
             allow_cidrs: self.allow_cidrs(),
             cache_ttl: self.cache_ttl,
             cache_max_entries: self.cache_max_entries,
+            registry_qps: self.registry_qps,
+            registry_burst: self.registry_burst,
+            shared_cache,
             private_registries: non_empty(&self.private_registries),
             hosts: None,
             platform_overrides,
@@ -224,4 +281,71 @@ impl RegistryArgs {
         };
         Ok(RegistrySettings { resolver, sources })
     }
+}
+
+impl RegistryArgs {
+    /// The shared cache's configuration (reads its password, key and CA files); `None` without
+    /// `--shared-cache`.
+    fn shared_cache_settings(&self) -> Result<Option<SharedConfig>, ConfigError> {
+        let url = self.shared_cache.trim();
+        if url.is_empty() {
+            return Ok(None);
+        }
+        let password = match non_empty_path(&self.shared_cache_password_file) {
+            Some(path) => Some(read_secret("shared-cache-password-file", path)?),
+            None => std::env::var(SHARED_CACHE_PASSWORD_ENV)
+                .ok()
+                .filter(|p| !p.is_empty()),
+        };
+        let key = match non_empty_path(&self.shared_cache_key_file) {
+            Some(path) => read_secret("shared-cache-key-file", path)?,
+            None => std::env::var(SHARED_CACHE_KEY_ENV).unwrap_or_default(),
+        };
+        if key.len() < noe_registry::shared::MIN_KEY_BYTES {
+            return Err(ConfigError::Contradiction(format!(
+                "--shared-cache needs the install's key of at least {} bytes, the same on every replica: --shared-cache-key-file or {SHARED_CACHE_KEY_ENV}",
+                noe_registry::shared::MIN_KEY_BYTES
+            )));
+        }
+        let ca_pem = match non_empty_path(&self.shared_cache_ca_file) {
+            Some(path) => Some(std::fs::read(path).map_err(|source| ConfigError::Read {
+                flag: "shared-cache-ca-file",
+                path: path.clone(),
+                source,
+            })?),
+            None => None,
+        };
+        Ok(Some(SharedConfig {
+            url: url.to_owned(),
+            password,
+            ca_pem,
+            key: key.into_bytes(),
+            timeout: self.shared_cache_timeout,
+        }))
+    }
+}
+
+/// A password or key file: at most 4 KiB, trailing newlines dropped.
+fn read_secret(flag: &'static str, path: &PathBuf) -> Result<String, ConfigError> {
+    use std::io::Read as _;
+    let read = |path: &PathBuf| -> std::io::Result<String> {
+        let mut text = String::new();
+        std::fs::File::open(path)?
+            .take(MAX_SECRET_FILE + 1)
+            .read_to_string(&mut text)?;
+        Ok(text)
+    };
+    let text = read(path).map_err(|source| ConfigError::Read {
+        flag,
+        path: path.clone(),
+        source,
+    })?;
+    if text.len() as u64 > MAX_SECRET_FILE {
+        return Err(ConfigError::Invalid {
+            flag,
+            path: path.clone(),
+            reason: format!("longer than {MAX_SECRET_FILE} bytes"),
+        });
+    }
+    Ok(text.trim_end_matches(['\n', '\r']).to_owned())
 }

@@ -140,7 +140,6 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             tls
         }
     };
-    let memo = registry.resolver.cache_ttl;
     let app = App::build(registry).await?;
     // One client for the pull secrets and the controllers.
     let client = match app::kube_client(&kube).await {
@@ -171,7 +170,6 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     let mut admission = app.admission(
         policy,
         admission_deadline,
-        memo,
         metrics_max_namespaces,
         pull_secrets,
     )?;

@@ -116,6 +116,9 @@ fn lists_durations_and_repeatable_paths() {
         "500ms",
         "--cache-ttl=2h",
         "--cache-max-entries=10",
+        "-registry-qps=2.5",
+        "--registry-burst",
+        "7",
         "--preference-mode=preferred",
         "--preference-weight=80",
         "--on-lookup-error",
@@ -123,6 +126,10 @@ fn lists_durations_and_repeatable_paths() {
     ])
     .unwrap();
     assert_eq!(args.policy.schedulable_archs(), ["amd64", "arm64"]);
+    assert_eq!(
+        (args.registry.registry_qps, args.registry.registry_burst),
+        (2.5, 7)
+    );
     assert_eq!(
         parse::non_empty(&args.policy.match_node_labels),
         ["team", "example.com/zone"]
@@ -194,6 +201,10 @@ fn bad_values_are_refused_by_clap() {
         &["noe", "--registry-timeout=0s"],
         &["noe", "--admission-deadline=0"],
         &["noe", "--cache-max-entries=0"],
+        &["noe", "--registry-qps=-1"],
+        &["noe", "--registry-qps=inf"],
+        &["noe", "--registry-qps=NaN"],
+        &["noe", "--registry-burst=0"],
         &["noe", "--system-os="],
     ] {
         assert!(parse(argv).is_err(), "{argv:?}");
@@ -434,4 +445,51 @@ fn the_charts_argument_list_parses_and_validates() {
     );
     assert!(config.registry.sources.provider_bin_dir.is_some());
     assert!(config.registry.sources.provider_config.is_some());
+}
+
+#[test]
+fn the_shared_cache_takes_its_secrets_from_files_never_from_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    let password = dir.path().join("password");
+    std::fs::write(&key, "0123456789abcdef0123\n").unwrap();
+    std::fs::write(&password, "s3cret\n").unwrap();
+    let key_flag = format!("--shared-cache-key-file={}", key.display());
+    let password_flag = format!("--shared-cache-password-file={}", password.display());
+    let settings = inspect_registry(&[
+        "noe",
+        "--shared-cache=redis://valkey.noe:6379/0",
+        &key_flag,
+        &password_flag,
+        "--shared-cache-timeout=25ms",
+        "inspect",
+        "nginx",
+    ]);
+    let shared = settings.resolver.shared_cache.unwrap();
+    assert_eq!(shared.url, "redis://valkey.noe:6379/0");
+    assert_eq!(shared.key, b"0123456789abcdef0123");
+    assert_eq!(shared.password.as_deref(), Some("s3cret"));
+    assert_eq!(shared.timeout, Duration::from_millis(25));
+    assert!(!format!("{shared:?}").contains("s3cret"));
+    // Off by default.
+    assert!(inspect_registry(&["noe", "inspect", "nginx"])
+        .resolver
+        .shared_cache
+        .is_none());
+
+    // No flag for the password; a key too short (or none) is refused with one line.
+    assert!(parse(&["noe", "--shared-cache-password=x"]).is_err());
+    std::fs::write(&key, "short").unwrap();
+    let error = parse(&[
+        "noe",
+        "--shared-cache=redis://r:6379",
+        &key_flag,
+        "inspect",
+        "x",
+    ])
+    .unwrap()
+    .to_run()
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("--shared-cache-key-file"), "{error}");
 }

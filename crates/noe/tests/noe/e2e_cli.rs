@@ -40,8 +40,10 @@ async fn inspect_prints_every_fixture() {
         assert_eq!(line["resolved"], fixture.reference().as_str());
         assert_eq!(line["image"], fixture.reference().as_str());
         assert_eq!(line["credentialSource"], "anonymous");
+        // A fresh process: fetched.
+        assert_eq!(line["answeredBy"], "get");
         let keys: Vec<&String> = line.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 6, "{line}");
+        assert_eq!(keys.len(), 7, "{line}");
     }
 
     // Text output, Go flag spelling, the registry flag before the subcommand (it was once parsed

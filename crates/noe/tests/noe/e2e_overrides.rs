@@ -61,7 +61,7 @@ async fn inspect_says_when_an_override_answered() {
         lines[0],
         json!({"image": "127.0.0.1:1/team/app:1", "resolved": "127.0.0.1:1/team/app:1",
                "digest": "", "mediaType": "", "credentialSource": "none",
-               "platforms": ["linux/arm/v7", "linux/arm64"],
+               "platforms": ["linux/arm/v7", "linux/arm64"], "answeredBy": "override",
                "override": {"file": path, "entry": 1, "pattern": "127.0.0.1:1/team"}})
     );
     assert_eq!(lines[1]["platforms"], json!(["*"]));
@@ -69,6 +69,7 @@ async fn inspect_says_when_an_override_answered() {
     // Not overridden: the registry answers, no `override` key.
     assert_eq!(lines[2]["platforms"], json!(["linux/arm64"]));
     assert!(lines[2].get("override").is_none(), "{}", lines[2]);
+    assert_eq!(lines[2]["answeredBy"], "get");
 
     let mut args = vec!["inspect".to_owned(), "127.0.0.1:1/team/app:1".to_owned()];
     args.extend(flags);

@@ -72,6 +72,46 @@ impl Entry {
         self.platforms.clone()
     }
 
+    /// The manifest digest (`sha256:...`).
+    pub fn digest(&self) -> String {
+        match &self.digest {
+            Digest::Sha256(bytes) => format!("sha256:{}", hex::encode(bytes)),
+            Digest::Other(digest) => digest.to_string(),
+        }
+    }
+
+    /// Whether the manifest digest is `digest`, without building a string.
+    pub fn has_digest(&self, digest: &str) -> bool {
+        match &self.digest {
+            Digest::Sha256(bytes) => digest
+                .strip_prefix("sha256:")
+                .is_some_and(|hex| hex.len() == 64 && hex::encode(bytes) == hex),
+            Digest::Other(own) => **own == *digest,
+        }
+    }
+
+    /// The media type of the manifest.
+    pub fn media_type(&self) -> &str {
+        match &self.media_type {
+            MediaType::Known(i) => MEDIA_TYPES.get(usize::from(*i)).copied().unwrap_or(""),
+            MediaType::Other(media_type) => media_type,
+        }
+    }
+
+    /// The same content found again (a revalidation) with another credential (`None`:
+    /// anonymously), at a mirror or (`None`) the registry's own server.
+    pub fn found_again(
+        &self,
+        credential_source: Option<Arc<str>>,
+        mirror: Option<Arc<str>>,
+    ) -> Self {
+        Self {
+            credential_source,
+            mirror,
+            ..self.clone()
+        }
+    }
+
     /// The resolution this entry stands for, for `image` fetched as `resolved`.
     pub fn resolution(&self, image: &str, resolved: &str) -> Resolution {
         let resolved = match self.mirror.as_deref() {
@@ -84,16 +124,11 @@ impl Entry {
         Resolution {
             image: image.to_owned(),
             resolved,
-            digest: match &self.digest {
-                Digest::Sha256(bytes) => format!("sha256:{}", hex::encode(bytes)),
-                Digest::Other(digest) => digest.to_string(),
-            },
-            media_type: match &self.media_type {
-                MediaType::Known(i) => MEDIA_TYPES[usize::from(*i)].to_owned(),
-                MediaType::Other(media_type) => media_type.to_string(),
-            },
+            digest: self.digest(),
+            media_type: self.media_type().to_owned(),
             credential_source: self.credential_source.as_deref().map(str::to_owned),
             platforms: self.platforms.to_vec(),
+            answered_by: crate::cache::Answered::Cache,
         }
     }
 }
@@ -128,6 +163,11 @@ fn platforms_weight(platforms: &[Platform]) -> usize {
 }
 
 impl Interner {
+    /// The shared copy of a credential source name.
+    pub fn source(&self, source: &str) -> Arc<str> {
+        intern(&self.sources, source, str::len).0
+    }
+
     /// The compact form of `resolution`, fetched as `target` (the reference after proxies): a
     /// `resolved` that differs names the mirror that served it.
     pub fn entry(&self, resolution: Resolution, target: &str) -> Entry {
@@ -233,6 +273,7 @@ mod tests {
             digest: digest.into(),
             media_type: media_type.into(),
             credential_source: Some("pull-secret:default/regcred".into()),
+            answered_by: crate::cache::Answered::Cache,
             platforms: vec![
                 Platform::new("linux", "amd64", None),
                 Platform::new("linux", "arm", Some("v7")),

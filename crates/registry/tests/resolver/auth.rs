@@ -1,6 +1,7 @@
 //! Basic (htpasswd) and Bearer (token server) auth against the real registry: credentials in
 //! order, fall-through on refusal, anonymous last, identity and registry tokens, token caching.
 
+use noe_registry::cache::Scope;
 use noe_registry::{Config, Credential, CredentialCandidate, Error};
 use noe_test_support::{
     push_image, push_standard_fixtures, Access, Flavor, Registry, TokenFields, TokenServer,
@@ -45,7 +46,11 @@ async fn htpasswd_registry_with_credentials_in_order() {
         basic("right", "alice", "s3cret"),
     ];
     registry.reset_requests();
-    let resolution = resolver.resolve(&image, &candidates).await.unwrap();
+    // Another credential scope (the anonymous failure above is cached for no scope).
+    let resolution = resolver
+        .resolve_in(&image, Some(Scope::of("pod")), &candidates)
+        .await
+        .unwrap();
     assert_eq!(resolution.credential_source.as_deref(), Some("right"));
     assert_eq!(
         platforms(&resolution),
@@ -172,7 +177,11 @@ async fn token_auth_anonymous_denied_and_wrong_credentials_fall_through() {
         basic("wrong", "alice", "nope"),
         basic("right", "alice", "s3cret"),
     ];
-    let resolution = resolver.resolve(&image, &candidates).await.unwrap();
+    // Another credential scope (the anonymous failure above is cached for no scope).
+    let resolution = resolver
+        .resolve_in(&image, Some(Scope::of("pod")), &candidates)
+        .await
+        .unwrap();
     assert_eq!(resolution.credential_source.as_deref(), Some("right"));
     let statuses: Vec<u16> = tokens.requests().iter().map(|r| r.status).collect();
     assert!(statuses.contains(&401), "{statuses:?}");

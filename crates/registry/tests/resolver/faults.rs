@@ -115,11 +115,21 @@ async fn too_many_requests_is_retried_once_after_retry_after() {
         "/v2/busier/manifests/1",
         Behavior::Sequence(vec![Behavior::too_many_requests(1)]),
     );
-    fake.route(
+    // Another host: after `busier`, this one is held back until its Retry-After has passed.
+    let patient = FakeRegistry::start().await.unwrap();
+    patient.route(
         "/v2/patience/manifests/1",
         Behavior::Sequence(vec![Behavior::too_many_requests(30)]),
     );
-    let resolver = fake_resolver(&fake, Duration::from_secs(3));
+    let resolver = noe_registry::Resolver::new(
+        noe_registry::Config {
+            insecure_registries: vec![fake.host(), patient.host()],
+            request_timeout: Duration::from_secs(3),
+            ..noe_registry::Config::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
 
     let started = Instant::now();
     let resolution = resolver
@@ -143,11 +153,17 @@ async fn too_many_requests_is_retried_once_after_retry_after() {
         "{error:?}"
     );
     assert_eq!(fake.requests_to("/v2/busier/manifests/1").len(), 2);
+    // The host is now held back (tests/fault_matrix/throttle.rs has the rest).
+    let error = resolver
+        .resolve(&format!("{}/busy:1-other", fake.host()), &[])
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), "circuit_open", "{error}");
 
     // A Retry-After beyond the deadline is not waited for.
     let started = Instant::now();
     let error = resolver
-        .resolve(&format!("{}/patience:1", fake.host()), &[])
+        .resolve(&format!("{}/patience:1", patient.host()), &[])
         .await
         .unwrap_err();
     assert!(
@@ -155,7 +171,7 @@ async fn too_many_requests_is_retried_once_after_retry_after() {
         "{error:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(fake.requests_to("/v2/patience/manifests/1").len(), 1);
+    assert_eq!(patient.requests_to("/v2/patience/manifests/1").len(), 1);
 }
 
 #[tokio::test]

@@ -3,43 +3,48 @@
 //! configuration), matched for the reference actually contacted (after `--registry-proxies`),
 //! and for each containerd mirror, those of the mirror's own host.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use noe_registry::cache::Scope;
 use noe_registry::credentials::{push_unique, Sources};
 use noe_registry::{CredentialCandidate, Resolver};
 
 use super::pull_secrets::{PodPullSecrets, PullSecrets};
 
-/// The credentials of one pod: candidates per image (as written in the pod), and how many of
-/// its pull secrets could not be read.
+/// A pod's pull secrets, read: their credential scope and how many could not be used.
 #[derive(Clone, Debug, Default)]
-pub struct PodCredentials {
-    pub candidates: HashMap<String, Vec<CredentialCandidate>>,
+pub struct PodSecrets {
+    /// The identity of the credentials the usable secrets hold, with the namespace (`None`
+    /// without usable secrets): answers found with them are cached under it, for pods of the
+    /// same namespace holding the same secrets only.
+    pub scope: Option<Scope>,
     /// `noe_hook_image_pull_secret_failed_total` increments.
     pub failed_pull_secrets: usize,
-}
-
-impl PodCredentials {
-    pub fn for_image(&self, image: &str) -> &[CredentialCandidate] {
-        self.candidates
-            .get(image)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-    }
+    /// The secrets read, for [`CredentialSource::candidates`].
+    pub secrets: Option<PodPullSecrets>,
 }
 
 /// Where credentials come from (pod pull secrets, credential providers, containerd and docker
 /// configuration).
 pub trait CredentialSource: Send + Sync + 'static {
-    /// What a pod in `namespace` with these `imagePullSecrets` names may use for its `images`.
-    fn for_pod<'a>(
+    /// The pull secrets of a pod in `namespace` with these `imagePullSecrets` names (not
+    /// empty), read; called on every admission of such a pod, before the cache is asked.
+    fn pod<'a>(
         &'a self,
         namespace: &'a str,
         pull_secrets: &'a [String],
-        images: &'a [String],
-    ) -> BoxFuture<'a, PodCredentials>;
+    ) -> BoxFuture<'a, PodSecrets>;
+
+    /// What the pod may use for `image`, in order (its pull secrets' first, marked
+    /// [`CredentialCandidate::in_scope`]); asked only for images the cache could not answer.
+    fn candidates<'a>(
+        &'a self,
+        namespace: &'a str,
+        pull_secrets: &'a [String],
+        pod: &'a PodSecrets,
+        image: &'a str,
+    ) -> BoxFuture<'a, Vec<CredentialCandidate>>;
 }
 
 /// No credentials: every lookup is anonymous.
@@ -47,13 +52,22 @@ pub trait CredentialSource: Send + Sync + 'static {
 pub struct Anonymous;
 
 impl CredentialSource for Anonymous {
-    fn for_pod<'a>(
+    fn pod<'a>(
         &'a self,
         _namespace: &'a str,
         _pull_secrets: &'a [String],
-        _images: &'a [String],
-    ) -> BoxFuture<'a, PodCredentials> {
-        Box::pin(async { PodCredentials::default() })
+    ) -> BoxFuture<'a, PodSecrets> {
+        Box::pin(async { PodSecrets::default() })
+    }
+
+    fn candidates<'a>(
+        &'a self,
+        _namespace: &'a str,
+        _pull_secrets: &'a [String],
+        _pod: &'a PodSecrets,
+        _image: &'a str,
+    ) -> BoxFuture<'a, Vec<CredentialCandidate>> {
+        Box::pin(async { Vec::new() })
     }
 }
 
@@ -96,43 +110,52 @@ impl Credentials {
         out
     }
 
-    /// Pod secrets, then the node-level sources, for `image` as named.
+    /// Pod secrets (in scope), then the node-level sources, for `image` as named.
     async fn matched(&self, image: &str, pod: Option<&PodPullSecrets>) -> Vec<CredentialCandidate> {
-        let mut out = pod.map(|p| p.candidates(image)).unwrap_or_default();
+        let mut out: Vec<CredentialCandidate> = pod
+            .map(|p| p.candidates(image))
+            .unwrap_or_default()
+            .into_iter()
+            .map(CredentialCandidate::in_scope)
+            .collect();
         push_unique(&mut out, self.sources.candidates(image).await);
         out
     }
 }
 
 impl CredentialSource for Credentials {
-    fn for_pod<'a>(
+    fn pod<'a>(
         &'a self,
         namespace: &'a str,
         pull_secrets: &'a [String],
-        images: &'a [String],
-    ) -> BoxFuture<'a, PodCredentials> {
+    ) -> BoxFuture<'a, PodSecrets> {
         Box::pin(async move {
-            let pod = match (&self.pull_secrets, pull_secrets.is_empty()) {
-                (Some(api), false) => Some(api.load(namespace, pull_secrets).await),
-                _ => None,
+            let Some(api) = &self.pull_secrets else {
+                return PodSecrets::default();
             };
-            if let Some(pod) = &pod {
-                for failure in pod.failures() {
-                    tracing::warn!(
-                        secret = %failure.name,
-                        reason = failure.reason.as_str(),
-                        "Image pull secret not usable"
-                    );
-                }
+            let pod = api.load(namespace, pull_secrets).await;
+            for failure in pod.failures() {
+                tracing::warn!(
+                    secret = %failure.name,
+                    reason = failure.reason.as_str(),
+                    "Image pull secret not usable"
+                );
             }
-            let mut candidates = HashMap::new();
-            for image in images {
-                candidates.insert(image.clone(), self.candidates(image, pod.as_ref()).await);
-            }
-            PodCredentials {
-                candidates,
-                failed_pull_secrets: pod.as_ref().map_or(0, |p| p.failures().len()),
+            PodSecrets {
+                scope: pod.scope(),
+                failed_pull_secrets: pod.failures().len(),
+                secrets: Some(pod),
             }
         })
+    }
+
+    fn candidates<'a>(
+        &'a self,
+        _namespace: &'a str,
+        _pull_secrets: &'a [String],
+        pod: &'a PodSecrets,
+        image: &'a str,
+    ) -> BoxFuture<'a, Vec<CredentialCandidate>> {
+        Box::pin(self.candidates(image, pod.secrets.as_ref()))
     }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
+use noe_registry::cache::Scope;
 use noe_registry::credentials::docker_config::{parse_docker_config, DockerConfig};
 use noe_registry::CredentialCandidate;
 
@@ -64,11 +65,29 @@ pub struct PullSecretFailure {
     pub reason: FailureReason,
 }
 
+/// A pull secret read, with an identity of its contents (a keyed hash: no secret in it).
+#[derive(Debug)]
+pub struct LoadedSecret {
+    pub config: DockerConfig,
+    pub contents: Scope,
+}
+
+impl LoadedSecret {
+    pub fn new(config: DockerConfig, bytes: &[u8]) -> Self {
+        Self {
+            config,
+            contents: Scope::of(bytes),
+        }
+    }
+}
+
 /// The pull secrets of one pod, loaded.
 #[derive(Clone, Debug, Default)]
 pub struct PodPullSecrets {
-    /// `(source name, config)` in the pod's order.
-    secrets: Vec<(String, Arc<DockerConfig>)>,
+    /// The namespace they were read in.
+    namespace: String,
+    /// `(source name, secret)` in the pod's order.
+    secrets: Vec<(String, Arc<LoadedSecret>)>,
     failures: Vec<PullSecretFailure>,
 }
 
@@ -77,8 +96,8 @@ impl PodPullSecrets {
     /// most specific key first). Each is named `pull-secret:NAMESPACE/NAME`.
     pub fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
         let mut out: Vec<CredentialCandidate> = Vec::new();
-        for (source, config) in &self.secrets {
-            for candidate in config.auth_candidates(image, source) {
+        for (source, secret) in &self.secrets {
+            for candidate in secret.config.auth_candidates(image, source) {
                 if !out.iter().any(|c| c.credential == candidate.credential) {
                     out.push(candidate);
                 }
@@ -96,6 +115,22 @@ impl PodPullSecrets {
     pub fn sources(&self) -> impl Iterator<Item = &str> {
         self.secrets.iter().map(|(s, _)| s.as_str())
     }
+
+    /// The credential scope of these secrets: the namespace, and each usable secret's name and
+    /// contents, in order (`None` when none is usable). Another namespace, another secret, or
+    /// the same secret changed is another scope, so what one scope found with its credentials
+    /// is never served to another without asking the registry.
+    pub fn scope(&self) -> Option<Scope> {
+        if self.secrets.is_empty() {
+            return None;
+        }
+        let identity: Vec<(&str, Scope)> = self
+            .secrets
+            .iter()
+            .map(|(source, secret)| (source.as_str(), secret.contents))
+            .collect();
+        Some(Scope::of(&(self.namespace.as_str(), identity)))
+    }
 }
 
 type Key = (String, String);
@@ -104,7 +139,7 @@ type Key = (String, String);
 #[derive(Clone)]
 pub struct PullSecrets {
     client: kube::Client,
-    ok: moka::future::Cache<Key, Arc<DockerConfig>>,
+    ok: moka::future::Cache<Key, Arc<LoadedSecret>>,
     failed: moka::future::Cache<Key, FailureReason>,
     timeout: Duration,
 }
@@ -155,7 +190,10 @@ impl PullSecrets {
         }
         let loads = unique.iter().map(|name| self.get(namespace, name));
         let results = futures::future::join_all(loads).await;
-        let mut pod = PodPullSecrets::default();
+        let mut pod = PodPullSecrets {
+            namespace: namespace.to_owned(),
+            ..PodPullSecrets::default()
+        };
         for (name, result) in unique.into_iter().zip(results) {
             match result {
                 Ok(config) => pod
@@ -179,7 +217,7 @@ impl PullSecrets {
         pod
     }
 
-    async fn get(&self, namespace: &str, name: &str) -> Result<Arc<DockerConfig>, FailureReason> {
+    async fn get(&self, namespace: &str, name: &str) -> Result<Arc<LoadedSecret>, FailureReason> {
         let key = (namespace.to_owned(), name.to_owned());
         if let Some(reason) = self.failed.get(&key).await {
             return Err(reason);
@@ -197,7 +235,7 @@ impl PullSecrets {
         }
     }
 
-    async fn fetch(&self, namespace: &str, name: &str) -> Result<Arc<DockerConfig>, FailureReason> {
+    async fn fetch(&self, namespace: &str, name: &str) -> Result<Arc<LoadedSecret>, FailureReason> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let secret = match tokio::time::timeout(self.timeout, api.get(name)).await {
             Err(_) => return Err(FailureReason::Unavailable),
@@ -232,8 +270,8 @@ pub fn image_pull_secret_names(pod_spec: &serde_json::Value) -> Vec<String> {
 }
 
 /// The docker config of a pull secret (`kubernetes.io/dockerconfigjson` or legacy
-/// `kubernetes.io/dockercfg`).
-pub fn parse_secret(secret: &Secret) -> Result<DockerConfig, FailureReason> {
+/// `kubernetes.io/dockercfg`), with the identity of its contents.
+pub fn parse_secret(secret: &Secret) -> Result<LoadedSecret, FailureReason> {
     let key = match secret.type_.as_deref() {
         Some(DOCKER_CONFIG_JSON_TYPE) => DOCKER_CONFIG_JSON_KEY,
         Some(DOCKERCFG_TYPE) => DOCKERCFG_KEY,
@@ -248,7 +286,8 @@ pub fn parse_secret(secret: &Secret) -> Result<DockerConfig, FailureReason> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(FailureReason::Malformed);
     }
-    parse_docker_config(bytes).map_err(|_| FailureReason::Malformed)
+    let config = parse_docker_config(bytes).map_err(|_| FailureReason::Malformed)?;
+    Ok(LoadedSecret::new(config, bytes))
 }
 
 #[cfg(test)]

@@ -1,22 +1,23 @@
 //! The admission flow over scripted lookups and credentials (the trait seams): concurrency, the
-//! deadline, credentials reaching the lookups, and the pull-secret metric.
+//! deadline, credentials reaching the lookups, the cache asked first (credentials matched only
+//! for misses, in the pod's scope), and the pull-secret metric.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use noe_registry::cache::Scope;
 use noe_registry::{Credential, CredentialCandidate, Platform};
 use noe_webhook::admission::Admission;
 use noe_webhook::decide::{Policy, Signal, Verdict};
 use noe_webhook::metrics::Metrics;
-use noe_webhook::resolve::{
-    CredentialSource, LookupError, PlatformLookup, PodCredentials, Resolve,
-};
+use noe_webhook::resolve::{CredentialSource, LookupError, PlatformLookup, PodSecrets, Resolve};
 use serde_json::json;
 use tokio::time::Instant;
 
-type Answer = Result<Arc<[Platform]>, LookupError>;
+type Platforms = Arc<[Platform]>;
+type Answer = Result<Platforms, LookupError>;
 
 fn refused(message: &str) -> LookupError {
     LookupError::Registry {
@@ -26,16 +27,29 @@ fn refused(message: &str) -> LookupError {
 }
 
 /// Answers each image after its scripted delay; records the credential sources it was given.
+/// With `caches`, a success is then answered from `cached` for the scope it was found in (the
+/// registry crate's contract, in miniature).
 #[derive(Default)]
 struct Scripted {
     answers: HashMap<String, (Duration, Answer)>,
     seen: Mutex<Vec<(String, Vec<String>)>>,
+    caches: bool,
+    cache: Mutex<HashMap<(String, Option<Scope>), Platforms>>,
 }
 
 impl PlatformLookup for Scripted {
+    fn cached(&self, image: &str, scope: Option<Scope>) -> Option<Platforms> {
+        self.cache
+            .lock()
+            .unwrap()
+            .get(&(image.to_owned(), scope))
+            .cloned()
+    }
+
     fn lookup<'a>(
         &'a self,
         image: &'a str,
+        scope: Option<Scope>,
         credentials: &'a [CredentialCandidate],
     ) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
@@ -43,6 +57,12 @@ impl PlatformLookup for Scripted {
                 image.to_owned(),
                 credentials.iter().map(|c| c.source.clone()).collect(),
             ));
+            if let (true, Some((_, Ok(platforms)))) = (self.caches, self.answers.get(image)) {
+                self.cache
+                    .lock()
+                    .unwrap()
+                    .insert((image.to_owned(), scope), platforms.clone());
+            }
             let (delay, answer) = self
                 .answers
                 .get(image)
@@ -54,32 +74,54 @@ impl PlatformLookup for Scripted {
     }
 }
 
-struct OneSecret;
+/// Every pull secret named is usable but `failed` of them; one token candidate per name.
+struct Secrets {
+    failed: usize,
+    matched: Mutex<usize>,
+}
 
-impl CredentialSource for OneSecret {
-    fn for_pod<'a>(
+/// One of the pod's pull secrets cannot be used.
+fn one_secret_failing() -> Secrets {
+    Secrets {
+        failed: 1,
+        matched: Mutex::new(0),
+    }
+}
+
+impl CredentialSource for Secrets {
+    fn pod<'a>(
         &'a self,
         namespace: &'a str,
         pull_secrets: &'a [String],
-        images: &'a [String],
-    ) -> BoxFuture<'a, PodCredentials> {
+    ) -> BoxFuture<'a, PodSecrets> {
         Box::pin(async move {
-            let candidates = images
-                .iter()
-                .map(|image| {
-                    let sources = pull_secrets.iter().map(|name| {
-                        CredentialCandidate::new(
-                            format!("pull-secret:{namespace}/{name}"),
-                            Credential::RegistryToken("t".into()),
-                        )
-                    });
-                    (image.clone(), sources.collect())
-                })
-                .collect();
-            PodCredentials {
-                candidates,
-                failed_pull_secrets: 1,
+            PodSecrets {
+                scope: Some(Scope::of(&(namespace, pull_secrets))),
+                failed_pull_secrets: self.failed,
+                secrets: None,
             }
+        })
+    }
+
+    fn candidates<'a>(
+        &'a self,
+        namespace: &'a str,
+        pull_secrets: &'a [String],
+        _pod: &'a PodSecrets,
+        _image: &'a str,
+    ) -> BoxFuture<'a, Vec<CredentialCandidate>> {
+        Box::pin(async move {
+            *self.matched.lock().unwrap() += 1;
+            pull_secrets
+                .iter()
+                .map(|name| {
+                    CredentialCandidate::new(
+                        format!("pull-secret:{namespace}/{name}"),
+                        Credential::RegistryToken("t".into()),
+                    )
+                    .in_scope()
+                })
+                .collect()
         })
     }
 }
@@ -95,7 +137,7 @@ fn admission(lookup: Arc<Scripted>, deadline: Duration) -> (Admission, prometheu
     let registry = prometheus::Registry::new();
     let metrics = Metrics::register(&registry).unwrap();
     let admission = Admission::new(
-        Resolve::new(lookup, Arc::new(OneSecret), deadline),
+        Resolve::new(lookup, Arc::new(one_secret_failing()), deadline),
         Policy::default(),
         metrics,
     );
@@ -209,6 +251,7 @@ impl PlatformLookup for Panics {
     fn lookup<'a>(
         &'a self,
         _image: &'a str,
+        _scope: Option<Scope>,
         _credentials: &'a [CredentialCandidate],
     ) -> BoxFuture<'a, Answer> {
         Box::pin(async { panic!("scripted bug") })
@@ -222,7 +265,7 @@ async fn a_bug_still_gets_an_admission_review() {
     let admission = Admission::new(
         Resolve::new(
             Arc::new(Panics),
-            Arc::new(OneSecret),
+            Arc::new(one_secret_failing()),
             Duration::from_secs(1),
         ),
         Policy::default(),
@@ -254,27 +297,12 @@ async fn a_bug_still_gets_an_admission_review() {
     );
 }
 
-/// Pull secrets that were all readable: one candidate per secret name.
-struct Readable;
-
-impl CredentialSource for Readable {
-    fn for_pod<'a>(
-        &'a self,
-        namespace: &'a str,
-        pull_secrets: &'a [String],
-        images: &'a [String],
-    ) -> BoxFuture<'a, PodCredentials> {
-        Box::pin(async move {
-            let mut credentials = OneSecret.for_pod(namespace, pull_secrets, images).await;
-            credentials.failed_pull_secrets = 0;
-            credentials
-        })
-    }
-}
-
 #[tokio::test]
-async fn the_memo_answers_warm_admissions_per_namespace_and_pull_secrets() {
-    let mut scripted = Scripted::default();
+async fn the_cache_is_asked_first_and_credentials_are_matched_only_for_misses() {
+    let mut scripted = Scripted {
+        caches: true,
+        ..Scripted::default()
+    };
     scripted
         .answers
         .insert("a:1".into(), (Duration::ZERO, Ok(linux(&["arm64"]))));
@@ -283,14 +311,18 @@ async fn the_memo_answers_warm_admissions_per_namespace_and_pull_secrets() {
         (Duration::ZERO, Err(refused("registry said no"))),
     );
     let scripted = Arc::new(scripted);
+    let secrets = Arc::new(Secrets {
+        failed: 0,
+        matched: Mutex::new(0),
+    });
     let registry = prometheus::Registry::new();
     let admission = Admission::new(
-        Resolve::new(scripted.clone(), Arc::new(Readable), Duration::from_secs(5))
-            .with_memo(Duration::from_secs(60)),
+        Resolve::new(scripted.clone(), secrets.clone(), Duration::from_secs(5)),
         Policy::default(),
         Metrics::register(&registry).unwrap(),
     );
     let lookups = || scripted.seen.lock().unwrap().len();
+    let matched = || *secrets.matched.lock().unwrap();
     let patched = |decision: &noe_webhook::decide::Decision| {
         assert!(
             matches!(decision.verdict, Verdict::Patch { .. }),
@@ -300,30 +332,50 @@ async fn the_memo_answers_warm_admissions_per_namespace_and_pull_secrets() {
 
     patched(&admission.decision(&pod(&["a:1"]), "ns").await);
     patched(&admission.decision(&pod(&["a:1"]), "ns").await);
-    assert_eq!(lookups(), 1, "the second admission is answered by the memo");
+    assert_eq!(
+        lookups(),
+        1,
+        "the second admission is answered by the cache"
+    );
+    assert_eq!(matched(), 1, "no credential matching for a cached image");
 
-    // Another namespace, or other pull secret names, is another credentials context.
+    // Another namespace is another scope: looked up again, with its own credentials.
     patched(&admission.decision(&pod(&["a:1"]), "other").await);
     assert_eq!(lookups(), 2);
+    let seen = scripted.seen.lock().unwrap().clone();
+    assert_eq!(seen[1].1, ["pull-secret:other/regcred"]);
+    // A pod without pull secrets has no scope: the scoped answers are not its own.
     let without_secret = json!({"spec": {"containers": [{"name": "c", "image": "a:1"}]}});
     patched(&admission.decision(&without_secret, "ns").await);
     assert_eq!(lookups(), 3);
+    assert_eq!(seen.len(), 2);
 
-    // Failures are not remembered: each admission asks again (the registry caches them).
+    // Failures are asked again (the registry crate caches them briefly).
     for _ in 0..2 {
         admission.decision(&pod(&["b:1"]), "ns").await;
     }
     assert_eq!(lookups(), 5);
-    // A pod with one remembered image and one new one looks both up.
+    // A pod with one cached image and one new one looks up only the new one.
     admission.decision(&pod(&["a:1", "b:1"]), "ns").await;
-    assert_eq!(lookups(), 7);
+    assert_eq!(lookups(), 6);
+}
 
-    // Nor are the answers of a pod whose pull secrets could not be read (counted every time).
-    let (unreadable, registry) = admission_with_memo(scripted.clone());
+#[tokio::test]
+async fn unusable_pull_secrets_are_counted_on_every_admission_even_when_cached() {
+    let mut scripted = Scripted {
+        caches: true,
+        ..Scripted::default()
+    };
+    scripted
+        .answers
+        .insert("a:1".into(), (Duration::ZERO, Ok(linux(&["arm64"]))));
+    let scripted = Arc::new(scripted);
+    let (admission, registry) = admission(scripted.clone(), Duration::from_secs(5));
     for _ in 0..2 {
-        patched(&unreadable.decision(&pod(&["a:1"]), "ns").await);
+        let decision = admission.decision(&pod(&["a:1"]), "ns").await;
+        assert!(matches!(decision.verdict, Verdict::Patch { .. }));
     }
-    assert_eq!(lookups(), 9);
+    assert_eq!(scripted.seen.lock().unwrap().len(), 1);
     let text = prometheus::TextEncoder::new()
         .encode_to_string(&registry.gather())
         .unwrap();
@@ -331,15 +383,4 @@ async fn the_memo_answers_warm_admissions_per_namespace_and_pull_secrets() {
         text.contains("noe_hook_image_pull_secret_failed_total{namespace=\"ns\"} 2"),
         "{text}"
     );
-}
-
-fn admission_with_memo(lookup: Arc<Scripted>) -> (Admission, prometheus::Registry) {
-    let registry = prometheus::Registry::new();
-    let resolve = Resolve::new(lookup, Arc::new(OneSecret), Duration::from_secs(5))
-        .with_memo(Duration::from_secs(60));
-    let metrics = Metrics::register(&registry).unwrap();
-    (
-        Admission::new(resolve, Policy::default(), metrics),
-        registry,
-    )
 }

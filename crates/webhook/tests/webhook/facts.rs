@@ -199,6 +199,7 @@ impl PlatformLookup for Platforms {
     fn lookup<'a>(
         &'a self,
         image: &'a str,
+        _scope: Option<noe_registry::cache::Scope>,
         _credentials: &'a [CredentialCandidate],
     ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>> {
         Box::pin(async move {

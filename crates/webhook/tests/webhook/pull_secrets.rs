@@ -14,17 +14,17 @@ use kube::client::Body;
 use noe_registry::Credential;
 use noe_webhook::resolve::pull_secrets::{FailureReason, PullSecretFailure, PullSecrets};
 
-fn b64(s: &str) -> String {
+pub(super) fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
 /// What the fake API answers for a path: (HTTP status, JSON body), or `None` to never answer.
-type Script = HashMap<String, Option<(u16, serde_json::Value)>>;
+pub(super) type Script = HashMap<String, Option<(u16, serde_json::Value)>>;
 
 /// The scripted API: the paths requested so far, and the task answering them. The task ends
 /// when the client is dropped; [`Api::finish`] awaits it, so a failed assertion inside it fails
 /// the test (as kube-rs's own tests await their mock server).
-struct Api {
+pub(super) struct Api {
     seen: Arc<Mutex<Vec<String>>>,
     task: JoinHandle<()>,
 }
@@ -35,7 +35,7 @@ impl Api {
     }
 
     /// Call after dropping every clone of the client.
-    async fn finish(self) {
+    pub(super) async fn finish(self) {
         tokio::time::timeout(Duration::from_secs(5), self.task)
             .await
             .expect("the scripted API ends once the client is dropped")
@@ -44,7 +44,7 @@ impl Api {
 }
 
 /// A kube client whose requests are answered from `script`.
-fn scripted_client(script: Script) -> (kube::Client, Api) {
+pub(super) fn scripted_client(script: Script) -> (kube::Client, Api) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let recorded = Arc::clone(&seen);
@@ -84,7 +84,13 @@ fn scripted_client(script: Script) -> (kube::Client, Api) {
     (kube::Client::new(service, "default"), Api { seen, task })
 }
 
-fn secret(namespace: &str, name: &str, type_: &str, key: &str, payload: &str) -> serde_json::Value {
+pub(super) fn secret(
+    namespace: &str,
+    name: &str,
+    type_: &str,
+    key: &str,
+    payload: &str,
+) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Secret",
@@ -121,7 +127,7 @@ fn status(code: u16, reason: &str, name: &str) -> serde_json::Value {
     })
 }
 
-fn path(namespace: &str, name: &str) -> String {
+pub(super) fn path(namespace: &str, name: &str) -> String {
     format!("/api/v1/namespaces/{namespace}/secrets/{name}")
 }
 

@@ -1,0 +1,272 @@
+use super::*;
+use crate::Platform;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn cache(ttl: Duration, max: u64) -> PlatformCache {
+    let config = Config {
+        cache_ttl: ttl,
+        cache_max_entries: max,
+        ..Config::default()
+    };
+    let metrics = Metrics::new(&prometheus::Registry::new(), &config).unwrap();
+    PlatformCache::new(&config, metrics)
+}
+
+fn resolution(image: &str) -> Resolution {
+    Resolution {
+        image: image.into(),
+        resolved: image.into(),
+        digest: format!("sha256:{}", "ab".repeat(32)),
+        media_type: crate::manifest::OCI_INDEX.into(),
+        credential_source: None,
+        platforms: vec![Platform::new("linux", "arm64", None)],
+        answered_by: Answered::Get,
+    }
+}
+
+async fn load(
+    cache: &PlatformCache,
+    image: &str,
+    scope: Option<Scope>,
+    loads: &AtomicUsize,
+    result: Result<(Resolution, bool), Error>,
+) -> Result<Entry, Error> {
+    cache
+        .get_or_load(image, scope, false, |_stale| async {
+            loads.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            result.map(|(resolution, scoped)| Loaded {
+                entry: cache.compact(resolution, image),
+                scoped,
+                answered: Answered::Get,
+                fresh_for: None,
+            })
+        })
+        .await
+        .map(|(entry, _)| entry)
+}
+
+#[tokio::test]
+async fn concurrent_misses_load_once_and_hits_do_not_load() {
+    let cache = cache(Duration::from_secs(60), 10);
+    let image = "example.com/app:v1";
+    let loads = AtomicUsize::new(0);
+    let results = futures::future::join_all(
+        (0..16).map(|_| load(&cache, image, None, &loads, Ok((resolution(image), false)))),
+    )
+    .await;
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    let again = load(&cache, image, None, &loads, Ok((resolution(image), false))).await;
+    assert_eq!(again.unwrap().platforms()[0].architecture, "arm64");
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    assert!(cache.fresh(image, None).is_some());
+    assert_eq!(cache.entries(), 1);
+}
+
+#[tokio::test]
+async fn concurrent_misses_that_fail_load_once() {
+    let cache = cache(Duration::from_secs(60), 10);
+    let image = "example.com/broken:v1";
+    let loads = AtomicUsize::new(0);
+    let error = Error::Status {
+        reference: image.into(),
+        registry: "example.com".into(),
+        status: 500,
+    };
+    let results = futures::future::join_all(
+        (0..16).map(|_| load(&cache, image, None, &loads, Err(error.clone()))),
+    )
+    .await;
+    assert!(results.iter().all(Result::is_err));
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.entries(), 0);
+}
+
+#[tokio::test]
+async fn an_expired_entry_is_handed_to_the_next_load() {
+    let cache = cache(Duration::from_millis(1), 10);
+    let image = "example.com/app:v1";
+    let loads = AtomicUsize::new(0);
+    load(&cache, image, None, &loads, Ok((resolution(image), false)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(cache.fresh(image, None).is_none());
+    let (entry, answered) = cache
+        .get_or_load(image, None, false, |stale| async move {
+            let stale = stale.expect("the expired entry is given to revalidate");
+            assert!(stale.has_digest(&format!("sha256:{}", "ab".repeat(32))));
+            Ok(Loaded {
+                entry: stale,
+                scoped: false,
+                answered: Answered::Head,
+                fresh_for: None,
+            })
+        })
+        .await
+        .unwrap();
+    assert_eq!(answered, Answered::Head);
+    assert_eq!(entry.platforms()[0].architecture, "arm64");
+    // A digest reference lives at least DIGEST_TTL whatever the flag says.
+    let pinned = "example.com/app@sha256:00";
+    cache
+        .get_or_load(pinned, None, true, |_| async {
+            Ok(Loaded {
+                entry: cache.compact(resolution(pinned), pinned),
+                scoped: false,
+                answered: Answered::Get,
+                fresh_for: None,
+            })
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(cache.fresh(pinned, None).is_some());
+}
+
+#[tokio::test]
+async fn a_failed_revalidation_keeps_the_expired_entry_for_the_next_one() {
+    let cache = cache(Duration::from_millis(1), 10);
+    let image = "example.com/app:v1";
+    let loads = AtomicUsize::new(0);
+    load(&cache, image, None, &loads, Ok((resolution(image), false)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let error = Error::Status {
+        reference: image.into(),
+        registry: "example.com".into(),
+        status: 503,
+    };
+    assert!(load(&cache, image, None, &loads, Err(error.clone()))
+        .await
+        .is_err());
+    // Within the failure TTL: answered from the failure cache, not loaded.
+    assert!(load(&cache, image, None, &loads, Err(error)).await.is_err());
+    assert_eq!(loads.load(Ordering::SeqCst), 2);
+    assert_eq!(cache.entries(), 1, "the expired entry is still held");
+}
+
+#[tokio::test]
+async fn scoped_answers_stay_in_their_scope_and_others_are_shared() {
+    let cache = cache(Duration::from_secs(60), 10);
+    let loads = AtomicUsize::new(0);
+    let team = Some(Scope::of("team"));
+    let other = Some(Scope::of("other"));
+    let private = "registry.corp/private:1";
+    load(
+        &cache,
+        private,
+        team,
+        &loads,
+        Ok((resolution(private), true)),
+    )
+    .await
+    .unwrap();
+    assert!(cache.fresh(private, team).is_some());
+    assert!(cache.fresh(private, other).is_none());
+    assert!(cache.fresh(private, None).is_none());
+    // Another scope looks it up again.
+    load(
+        &cache,
+        private,
+        other,
+        &loads,
+        Ok((resolution(private), true)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(loads.load(Ordering::SeqCst), 2);
+
+    // Found without a scoped credential: every scope, and none, gets it.
+    let public = "docker.io/library/nginx:1";
+    load(
+        &cache,
+        public,
+        team,
+        &loads,
+        Ok((resolution(public), false)),
+    )
+    .await
+    .unwrap();
+    for scope in [None, team, other] {
+        assert!(cache.fresh(public, scope).is_some(), "{scope:?}");
+    }
+    load(
+        &cache,
+        public,
+        other,
+        &loads,
+        Ok((resolution(public), false)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(loads.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn the_cache_stays_bounded() {
+    let cache = cache(Duration::from_secs(60), 100);
+    let loads = AtomicUsize::new(0);
+    for i in 0..1000 {
+        let image = format!("example.com/app{i}:v1");
+        load(
+            &cache,
+            &image,
+            None,
+            &loads,
+            Ok((resolution(&image), false)),
+        )
+        .await
+        .unwrap();
+    }
+    assert!(cache.entries() <= 100, "{} entries", cache.entries());
+    assert_eq!(loads.load(Ordering::SeqCst), 1000);
+}
+
+#[tokio::test]
+async fn the_cache_stays_bounded_in_bytes() {
+    // At the default entry bound, entries of the largest valid size (64 platforms, every
+    // field at its length limit) are bounded by their bytes long before their number.
+    let cache = cache(Duration::from_secs(60), 100_000);
+    let field = "a".repeat(crate::platform::MAX_FIELD_LEN - 8);
+    let version = "1".repeat(crate::platform::MAX_OS_VERSION_LEN);
+    let inserted = 6_000u32;
+    let mut set_bytes = 0;
+    for i in 0..inserted {
+        let image = format!("example.com/big{i}:v1");
+        let mut big = resolution(&image);
+        big.platforms = (0..64)
+            .map(|j| {
+                Platform::new(
+                    format!("{field}{i:08}"),
+                    format!("{field}{j:08}"),
+                    Some(&field),
+                )
+                .with_os_version(Some(&version))
+            })
+            .collect();
+        set_bytes = big.platforms.iter().map(Platform::weight).sum::<usize>();
+        let entry = cache.compact(big, &image);
+        cache
+            .get_or_load(&image, None, false, |_| async {
+                Ok(Loaded {
+                    entry,
+                    scoped: false,
+                    answered: Answered::Get,
+                    fresh_for: None,
+                })
+            })
+            .await
+            .unwrap();
+    }
+    let held = cache.entries();
+    assert!(held < u64::from(inserted), "{held} entries: no byte bound");
+    // The interner holds at most 4 MiB of sets (those entries weigh little here).
+    let bound = (CACHE_MAX_BYTES + 4 * 1024 * 1024) / set_bytes as u64 + 1;
+    assert!(
+        held <= bound,
+        "{held} entries of {set_bytes} bytes (bound {bound})"
+    );
+}

@@ -1,0 +1,320 @@
+//! A cache miss: the endpoints in order (mirrors, then the server), at each its credential
+//! candidates in order then anonymous access, and with one of them either a HEAD that confirms a
+//! known digest (no GET) or the manifest walk.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use url::Url;
+
+use super::{header_map, is_private, Resolver};
+use crate::auth::Session;
+use crate::cache::{Answered, Entry, Loaded};
+use crate::client::{Budget, Context, Http, MAX_REQUESTS_PER_LOOKUP};
+use crate::hosts::Endpoint;
+use crate::shared::{DigestValue, Learned, SharedCache};
+use crate::walk::Fetcher;
+use crate::{manifest, CredentialCandidate, Error, Reference, Resolution};
+
+/// What one credential found, and which credential it was (`None`: anonymous access).
+type Found<'a> = (Loaded, Option<&'a CredentialCandidate>);
+
+/// One image to look up.
+pub(super) struct Request<'a> {
+    /// As parsed from what the caller wrote.
+    pub reference: &'a Reference,
+    /// After proxies.
+    pub resolved: &'a Reference,
+    /// `resolved` as text.
+    pub target: &'a str,
+    pub endpoints: &'a [&'a Endpoint],
+    pub credentials: &'a [CredentialCandidate],
+}
+
+impl Resolver {
+    /// Tries the endpoints in order (mirrors, then the server); a mirror that fails in any way
+    /// passes to the next. The error of the server (else of the last endpoint) is returned.
+    /// `known`: an expired answer for this image, revalidated with a HEAD.
+    pub(super) async fn lookup(
+        &self,
+        request: &Request<'_>,
+        known: Option<Entry>,
+    ) -> Result<Loaded, Error> {
+        let mut known = known;
+        if let Some(shared) = &self.inner.shared {
+            if let Some(loaded) = self.shared_answer(shared, request).await {
+                return Ok(loaded);
+            }
+            // A digest reference whose platforms are shared: a HEAD proves this replica may
+            // read it, then they are reused.
+            if let (None, Some(digest)) = (&known, &request.resolved.digest) {
+                known = shared
+                    .platforms(&request.resolved.name(), digest)
+                    .await
+                    .map(|value| self.shared_entry(request, digest, value, None));
+            }
+        }
+        let mut last_error = None;
+        let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
+        for &endpoint in request.endpoints {
+            let result = self
+                .lookup_at(request, endpoint, known.as_ref(), &budget)
+                .await;
+            match result {
+                Err(error) if endpoint.mirror => {
+                    tracing::debug!(%error, mirror = %endpoint.url, "mirror failed, trying the next host");
+                    last_error = Some(error);
+                }
+                Ok((loaded, credential)) => {
+                    self.share(request, &loaded, credential);
+                    return Ok(loaded);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| Error::Config {
+            reason: format!(
+                "no configured host of registry {} may serve {}",
+                request.resolved.registry, request.target
+            ),
+        }))
+    }
+
+    /// One endpoint: its credential candidates in order, then anonymous access unless private.
+    async fn lookup_at<'a>(
+        &self,
+        request: &Request<'a>,
+        endpoint: &Endpoint,
+        known: Option<&Entry>,
+        budget: &Budget,
+    ) -> Result<Found<'a>, Error> {
+        let inner = &*self.inner;
+        let resolved = request.resolved;
+        let host = endpoint.host();
+        let ctx = Context {
+            reference: request.reference.to_string(),
+            registry: if endpoint.mirror {
+                host.clone()
+            } else {
+                resolved.registry.clone()
+            },
+            budget: budget.clone(),
+        };
+        let mut base = Url::parse(&format!("{}/", endpoint.api_base())).map_err(|e| {
+            Error::InvalidReference {
+                reference: ctx.reference.clone(),
+                reason: format!("registry {host:?} is not a valid URL host ({e})"),
+            }
+        })?;
+        if base.scheme() == "https"
+            && (inner.config.is_insecure(&host)
+                || (!endpoint.mirror && inner.config.is_insecure(&resolved.registry)))
+        {
+            // `--insecure-registries` hosts are reached over plain HTTP.
+            let _ = base.set_scheme("http");
+        }
+        inner
+            .http
+            .guard()
+            .check_host(base.host_str().unwrap_or_default())?;
+        let http = inner.http.for_host(endpoint)?;
+        let headers = header_map(endpoint);
+        let name = endpoint.credential_image(&resolved.name());
+        let private = inner
+            .config
+            .private_registries
+            .iter()
+            .any(|pattern| is_private(pattern, &name));
+        let mirror = endpoint.mirror.then_some(host.as_str());
+        let own = request
+            .credentials
+            .iter()
+            .filter(|c| c.mirror.as_deref() == mirror);
+        let anonymous = (!private).then_some(None);
+        let candidates = own.map(Some).chain(anonymous);
+        let mut last_error = None;
+        for candidate in candidates {
+            let session = Session {
+                ctx: ctx.clone(),
+                host: host.clone(),
+                base: base.clone(),
+                repository: resolved.repository.clone(),
+                headers: headers.clone(),
+                candidate,
+                used: AtomicBool::new(false),
+            };
+            match self
+                .lookup_as(&http, &session, request, endpoint, known)
+                .await
+            {
+                Err(error) if error.is_auth() => {
+                    tracing::debug!(%error, source = candidate.map(|c| c.source.as_str()), "credential refused, trying the next");
+                    last_error = Some(error);
+                }
+                other => return other,
+            }
+        }
+        Err(last_error.unwrap_or(Error::NoCredentials {
+            reference: ctx.reference,
+            registry: ctx.registry,
+        }))
+    }
+
+    /// One credential at one endpoint: a HEAD when a digest is known (an unchanged one is
+    /// reused), else (or when the HEAD says nothing usable) the manifest walk.
+    async fn lookup_as<'a>(
+        &self,
+        http: &Http,
+        session: &Session<'a>,
+        request: &Request<'a>,
+        endpoint: &Endpoint,
+        known: Option<&Entry>,
+    ) -> Result<Found<'a>, Error> {
+        let inner = &*self.inner;
+        let fetcher = Fetcher {
+            http,
+            auth: &inner.auth,
+            session,
+        };
+        let resolved = request.resolved;
+        let mirror = endpoint.mirror.then_some(session.host.as_str());
+        // Reported only when the registry asked for the credentials and got them.
+        let used = || {
+            session
+                .candidate
+                .filter(|_| session.used.load(Ordering::Relaxed))
+        };
+        let found = |entry, answered| {
+            let loaded = Loaded {
+                entry,
+                scoped: used().is_some_and(|c| c.scoped),
+                answered,
+                fresh_for: None,
+            };
+            Ok((loaded, used()))
+        };
+        if let Some(known) = known {
+            match fetcher.head(resolved.object()).await? {
+                Some(digest) if known.has_digest(&digest) => {
+                    inner.metrics.count_revalidation("unchanged");
+                    let source = used().map(|c| c.source.as_str());
+                    let entry = inner.cache.found_again(known, source, mirror);
+                    return found(entry, Answered::Head);
+                }
+                Some(digest) => {
+                    inner.metrics.count_revalidation("changed");
+                    // The HEAD proved access to this digest: its shared platforms may be used.
+                    if let Some(shared) = &inner.shared {
+                        if let Some(value) = shared.platforms(&resolved.name(), &digest).await {
+                            let entry = self.shared_entry(request, &digest, value, used());
+                            return found(entry, Answered::Head);
+                        }
+                    }
+                }
+                None => inner.metrics.count_revalidation("no_digest"),
+            }
+        }
+        let response = fetcher.manifest(resolved.object()).await?;
+        let (media_type, parsed) = fetcher.parse(&response)?;
+        let walked = fetcher.platforms(parsed).await?;
+        // Hashed once the content proved usable (a tag's body is not verified against anything).
+        let digest = manifest::digest_of(&response.body, resolved.digest.as_deref());
+        // Only an artifact (image-volume content, a chart) may have no platform: arch-neutral.
+        if walked.platforms.is_empty() && !walked.artifact {
+            return Err(Error::NoPlatforms {
+                reference: session.ctx.reference.clone(),
+                registry: session.ctx.registry.clone(),
+            });
+        }
+        let mut fetched_as = resolved.clone();
+        if let Some(host) = mirror {
+            fetched_as.registry = host.to_owned();
+        }
+        let resolution = Resolution {
+            image: request.reference.to_string(),
+            resolved: fetched_as.to_string(),
+            digest,
+            media_type,
+            credential_source: used().map(|c| c.source.clone()),
+            platforms: walked.platforms,
+            answered_by: Answered::Get,
+        };
+        found(
+            inner.cache.compact(resolution, request.target),
+            Answered::Get,
+        )
+    }
+
+    /// The answer of the shared cache for one of the credentials this lookup holds (or for
+    /// anonymous access, unless the image is private).
+    async fn shared_answer(&self, shared: &SharedCache, request: &Request<'_>) -> Option<Loaded> {
+        let resolved = request.resolved;
+        let name = resolved.name();
+        let private = self
+            .inner
+            .config
+            .private_registries
+            .iter()
+            .any(|pattern| is_private(pattern, &name));
+        let scopes: Vec<Option<&CredentialCandidate>> = request
+            .credentials
+            .iter()
+            .map(Some)
+            .chain((!private).then_some(None))
+            .collect();
+        let (index, digest, fresh_for) = shared.tag(request.target, &scopes).await?;
+        let credential = scopes.get(index).copied().flatten();
+        let value = shared.platforms(&name, &digest).await?;
+        Some(Loaded {
+            entry: self.shared_entry(request, &digest, value, credential),
+            scoped: credential.is_some_and(|c| c.scoped),
+            answered: Answered::SharedCache,
+            fresh_for: Some(fresh_for),
+        })
+    }
+
+    /// An entry of what the shared cache knows of `digest`.
+    fn shared_entry(
+        &self,
+        request: &Request<'_>,
+        digest: &str,
+        value: DigestValue,
+        credential: Option<&CredentialCandidate>,
+    ) -> Entry {
+        let resolution = Resolution {
+            image: request.reference.to_string(),
+            resolved: request.target.to_owned(),
+            digest: digest.to_owned(),
+            media_type: value.media_type,
+            credential_source: credential.map(|c| c.source.clone()),
+            platforms: value.platforms,
+            answered_by: Answered::SharedCache,
+        };
+        self.inner.cache.compact(resolution, request.target)
+    }
+
+    /// Writes what a registry lookup found to the shared cache (in the background).
+    fn share(
+        &self,
+        request: &Request<'_>,
+        loaded: &Loaded,
+        credential: Option<&CredentialCandidate>,
+    ) {
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        let immutable = request.resolved.digest.is_some();
+        let digest = loaded.entry.digest();
+        let platforms = (loaded.answered == Answered::Get).then(|| DigestValue {
+            media_type: loaded.entry.media_type().to_owned(),
+            platforms: loaded.entry.platforms().to_vec(),
+        });
+        shared.remember(&Learned {
+            target: request.target,
+            repository: &request.resolved.name(),
+            credential,
+            digest: &digest,
+            fresh_for: self.inner.cache.ttl(immutable),
+            platforms,
+        });
+    }
+}

@@ -1,0 +1,375 @@
+//! The shared cache: the second level of the hierarchy (in-process [`crate::cache`], then this,
+//! then the registry), on a Valkey or Redis server the replicas of one install share
+//! (`--shared-cache redis://...` or `rediss://`). What one replica learned, the others (and a
+//! restarted one) reuse, so registry load does not grow with the replica count.
+//!
+//! Only non-secret data goes there (docs/architecture.md, Shared cache):
+//! - `noe:1:t:<key>` → the manifest digest a reference resolved to, and until when it is fresh
+//!   (the tag TTL; longer for digest references), where `<key>` is an HMAC, under the install's
+//!   key, of the reference after proxies and the **credential scope** it was found with: none
+//!   (anonymous access) or an HMAC of the one credential that worked. A replica only finds the
+//!   entries of the credentials it holds itself; nobody can tell a credential from its key.
+//! - `noe:1:d:<key>` → the platforms of a manifest digest (immutable, 7 days), `<key>` an HMAC of
+//!   `registry/repository@digest`. A replica reads one only after it knows that digest from a
+//!   tag entry of its own scope or from its own HEAD of that repository (the kubelet's KEP-2535
+//!   model: knowing a digest is not permission to use it).
+//!
+//! Reads and writes have a timeout of a few ms; after [`FAILURES_TO_OPEN`] failures in a row the
+//! cache is not asked for [`OPEN_FOR`]; writes are sent in the background, at most
+//! [`MAX_WRITES_IN_FLIGHT`] at once. Lookups never wait on it longer than the timeout and never
+//! fail because of it: every failure is a miss, counted in
+//! `noe_registry_shared_cache_{reads,writes}_total{result}`.
+
+mod codec;
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ring::hmac;
+use tokio::time::Instant;
+
+pub use codec::{DigestValue, TagValue};
+
+use crate::metrics::Metrics;
+use crate::{Credential, CredentialCandidate, Error};
+
+/// How long the platforms of a digest are kept (they never change).
+pub const DIGEST_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Failures in a row after which the cache is not asked for a while.
+pub const FAILURES_TO_OPEN: u32 = 3;
+/// How long the cache is not asked after [`FAILURES_TO_OPEN`] failures.
+pub const OPEN_FOR: Duration = Duration::from_secs(5);
+/// Background writes at once at most (more are dropped, and counted).
+pub const MAX_WRITES_IN_FLIGHT: usize = 64;
+/// Longest value read back (values are a few hundred bytes; a read never takes more).
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+/// Shortest HMAC key accepted.
+pub const MIN_KEY_BYTES: usize = 16;
+/// Credential scopes asked per lookup at most (the candidates, and anonymous access).
+const MAX_SCOPES: usize = 16;
+const PREFIX: &str = "noe:1";
+
+/// How to reach the shared cache. `Debug` shows no secret.
+#[derive(Clone)]
+pub struct SharedConfig {
+    /// `redis://host:port/db` or `rediss://...` (TLS), without a password.
+    pub url: String,
+    /// `AUTH` password (from a file or the environment, never a flag).
+    pub password: Option<String>,
+    /// Extra CA certificates (PEM) trusted for `rediss://`.
+    pub ca_pem: Option<Vec<u8>>,
+    /// The install's HMAC key (at least [`MIN_KEY_BYTES`]), the same on every replica.
+    pub key: Vec<u8>,
+    /// Bound on each read and write.
+    pub timeout: Duration,
+}
+
+impl fmt::Debug for SharedConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedConfig")
+            .field("url", &self.url)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("ca_pem", &self.ca_pem.is_some())
+            .field("key", &"<redacted>")
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// Whether the server answered lately.
+#[derive(Debug, Default)]
+struct Health {
+    failures: u32,
+    open_until: Option<Instant>,
+}
+
+/// A connection to the shared cache (lazy: nothing is sent before the first lookup).
+pub struct SharedCache {
+    connection: redis::aio::ConnectionManager,
+    key: hmac::Key,
+    timeout: Duration,
+    health: Arc<Mutex<Health>>,
+    writes: Arc<tokio::sync::Semaphore>,
+    metrics: Metrics,
+}
+
+impl fmt::Debug for SharedCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedCache")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one lookup writes back: the reference's digest for the credential that worked, and
+/// the digest's platforms when they were fetched.
+#[derive(Debug)]
+pub struct Learned<'a> {
+    /// The reference after proxies.
+    pub target: &'a str,
+    /// `registry/repository` after proxies.
+    pub repository: &'a str,
+    pub credential: Option<&'a CredentialCandidate>,
+    pub digest: &'a str,
+    /// How long the tag entry stays fresh.
+    pub fresh_for: Duration,
+    /// The platforms, when this lookup fetched them (a HEAD that confirmed a known digest
+    /// writes the tag entry only).
+    pub platforms: Option<DigestValue>,
+}
+
+impl SharedCache {
+    /// A client for `config` (no connection is made yet). Must be called within a tokio runtime.
+    pub fn new(config: &SharedConfig, metrics: Metrics) -> Result<Self, Error> {
+        let invalid = |reason: String| Error::Config { reason };
+        if config.key.len() < MIN_KEY_BYTES {
+            return Err(invalid(format!(
+                "the shared cache key must have at least {MIN_KEY_BYTES} bytes"
+            )));
+        }
+        let url = url::Url::parse(&config.url)
+            .map_err(|e| invalid(format!("invalid shared cache URL: {e}")))?;
+        if !matches!(url.scheme(), "redis" | "rediss") {
+            return Err(invalid(
+                "the shared cache URL must start with redis:// or rediss://".into(),
+            ));
+        }
+        if url.password().is_some() {
+            return Err(invalid(
+                "the shared cache URL must not hold a password (give it in a file or the environment)"
+                    .into(),
+            ));
+        }
+        let mut info = redis::IntoConnectionInfo::into_connection_info(config.url.as_str())
+            .map_err(|e| invalid(format!("invalid shared cache URL: {e}")))?;
+        if let Some(password) = &config.password {
+            let settings = info.redis_settings().clone().set_password(password);
+            info = info.set_redis_settings(settings);
+        }
+        let client = match &config.ca_pem {
+            Some(ca) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(ca.clone()),
+                },
+            ),
+            None => redis::Client::open(info),
+        }
+        .map_err(|e| invalid(format!("cannot use the shared cache: {e}")))?;
+        let manager = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.timeout))
+            .set_response_timeout(Some(config.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(OPEN_FOR);
+        let connection = redis::aio::ConnectionManager::new_lazy_with_config(client, manager)
+            .map_err(|e| invalid(format!("cannot use the shared cache: {e}")))?;
+        Ok(Self {
+            connection,
+            key: hmac::Key::new(hmac::HMAC_SHA256, &config.key),
+            timeout: config.timeout,
+            health: Arc::default(),
+            writes: Arc::new(tokio::sync::Semaphore::new(MAX_WRITES_IN_FLIGHT)),
+            metrics,
+        })
+    }
+
+    /// The first of `scopes` (credentials in order; `None`: anonymous access) under which
+    /// `target` has a fresh digest, with that scope's index and how long it stays fresh.
+    pub async fn tag(
+        &self,
+        target: &str,
+        scopes: &[Option<&CredentialCandidate>],
+    ) -> Option<(usize, String, Duration)> {
+        let scopes = scopes.get(..scopes.len().min(MAX_SCOPES))?;
+        let keys: Vec<String> = scopes.iter().map(|c| self.tag_key(target, *c)).collect();
+        let values = self.read(&keys).await?;
+        let now = unix_ms();
+        let found = values.iter().enumerate().find_map(|(i, bytes)| {
+            let value = TagValue::decode(bytes)?;
+            let left = value.expires_unix_ms.checked_sub(now)?;
+            Some((i, value.digest, Duration::from_millis(left)))
+        });
+        self.count_read(if found.is_some() { "hit" } else { "miss" });
+        found
+    }
+
+    /// The platforms of `digest` of `repository` (`registry/repository`), if known.
+    pub async fn platforms(&self, repository: &str, digest: &str) -> Option<DigestValue> {
+        let key = self.digest_key(repository, digest);
+        let values = self.read(std::slice::from_ref(&key)).await?;
+        let found = values.first().and_then(|bytes| DigestValue::decode(bytes));
+        self.count_read(if found.is_some() { "hit" } else { "miss" });
+        found
+    }
+
+    /// Writes what a lookup learned, in the background (never waited for).
+    pub fn remember(&self, learned: &Learned<'_>) {
+        if self.is_open() {
+            self.count_write("bypassed");
+            return;
+        }
+        let Ok(permit) = self.writes.clone().try_acquire_owned() else {
+            self.count_write("dropped");
+            return;
+        };
+        let fresh_ms = u64::try_from(learned.fresh_for.as_millis()).unwrap_or(u64::MAX);
+        if fresh_ms == 0 {
+            return;
+        }
+        let tag = TagValue {
+            digest: learned.digest.to_owned(),
+            expires_unix_ms: unix_ms().saturating_add(fresh_ms),
+        };
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(self.tag_key(learned.target, learned.credential))
+            .arg(tag.encode())
+            .arg("PX")
+            .arg(fresh_ms)
+            .ignore();
+        if let Some(platforms) = &learned.platforms {
+            let digest_ms = u64::try_from(DIGEST_TTL.as_millis()).unwrap_or(u64::MAX);
+            pipe.cmd("SET")
+                .arg(self.digest_key(learned.repository, learned.digest))
+                .arg(platforms.encode())
+                .arg("PX")
+                .arg(digest_ms)
+                .ignore();
+        }
+        let mut connection = self.connection.clone();
+        let (timeout, health, metrics) = (self.timeout, self.health.clone(), self.metrics.clone());
+        tokio::spawn(async move {
+            let sent = tokio::time::timeout(timeout, pipe.query_async::<()>(&mut connection)).await;
+            let ok = matches!(sent, Ok(Ok(())));
+            record(&health, ok);
+            metrics
+                .shared_writes
+                .with_label_values(&[if ok { "ok" } else { "error" }])
+                .inc();
+            drop(permit);
+        });
+    }
+
+    /// `GETRANGE 0 MAX` of each key (empty when absent), in one round trip; `None` when the
+    /// cache is skipped or failed.
+    async fn read(&self, keys: &[String]) -> Option<Vec<Vec<u8>>> {
+        if self.is_open() {
+            self.count_read("bypassed");
+            return None;
+        }
+        let end = isize::try_from(MAX_VALUE_BYTES).unwrap_or(isize::MAX) - 1;
+        let mut pipe = redis::pipe();
+        for key in keys {
+            pipe.cmd("GETRANGE").arg(key).arg(0).arg(end);
+        }
+        let mut connection = self.connection.clone();
+        let answer = tokio::time::timeout(
+            self.timeout,
+            pipe.query_async::<Vec<Vec<u8>>>(&mut connection),
+        )
+        .await;
+        match answer {
+            Ok(Ok(values)) if values.len() == keys.len() => {
+                record(&self.health, true);
+                Some(values)
+            }
+            Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
+                if let Ok(Err(error)) = &answer {
+                    tracing::debug!(%error, "shared cache read failed");
+                }
+                record(&self.health, false);
+                self.count_read("error");
+                None
+            }
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        let health = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        health
+            .open_until
+            .is_some_and(|until| until > Instant::now())
+    }
+
+    fn tag_key(&self, target: &str, credential: Option<&CredentialCandidate>) -> String {
+        let mut context = hmac::Context::with_key(&self.key);
+        context.update(b"tag\0");
+        context.update(target.as_bytes());
+        context.update(b"\0");
+        match credential {
+            None => context.update(b"anonymous"),
+            Some(candidate) => {
+                // The credential goes into the HMAC only (keyed: nothing can be recovered).
+                context.update(b"credential\0");
+                context.update(candidate.mirror.as_deref().unwrap_or("").as_bytes());
+                match &candidate.credential {
+                    Credential::Basic { username, password } => {
+                        context.update(b"\0basic\0");
+                        context.update(username.as_bytes());
+                        context.update(b"\0");
+                        context.update(password.as_bytes());
+                    }
+                    Credential::IdentityToken(token) => {
+                        context.update(b"\0identity\0");
+                        context.update(token.as_bytes());
+                    }
+                    Credential::RegistryToken(token) => {
+                        context.update(b"\0registry\0");
+                        context.update(token.as_bytes());
+                    }
+                }
+            }
+        }
+        format!("{PREFIX}:t:{}", hex::encode(context.sign().as_ref()))
+    }
+
+    fn digest_key(&self, repository: &str, digest: &str) -> String {
+        let mut context = hmac::Context::with_key(&self.key);
+        context.update(b"digest\0");
+        context.update(repository.as_bytes());
+        context.update(b"@");
+        context.update(digest.as_bytes());
+        format!("{PREFIX}:d:{}", hex::encode(context.sign().as_ref()))
+    }
+
+    fn count_read(&self, result: &'static str) {
+        self.metrics.shared_reads.with_label_values(&[result]).inc();
+    }
+
+    fn count_write(&self, result: &'static str) {
+        self.metrics
+            .shared_writes
+            .with_label_values(&[result])
+            .inc();
+    }
+}
+
+/// Records an answer (or a failure) of the server; [`FAILURES_TO_OPEN`] failures in a row stop
+/// asking it for [`OPEN_FOR`].
+fn record(health: &Mutex<Health>, ok: bool) {
+    let mut health = health.lock().unwrap_or_else(|e| e.into_inner());
+    if ok {
+        health.failures = 0;
+        health.open_until = None;
+        return;
+    }
+    health.failures = health.failures.saturating_add(1);
+    if health.failures >= FAILURES_TO_OPEN {
+        let now = Instant::now();
+        if health.open_until.is_none_or(|until| until <= now) {
+            tracing::warn!(
+                failures = health.failures,
+                "shared cache not answering: lookups go to the registries without it for a while"
+            );
+        }
+        health.open_until = now.checked_add(OPEN_FOR);
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

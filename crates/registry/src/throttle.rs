@@ -1,0 +1,207 @@
+//! Per registry host: a client-side rate limiter (token bucket, `--registry-qps` and
+//! `--registry-burst`) and a circuit breaker. After a 429, or [`FAILURES_TO_OPEN`] 5xx in a row,
+//! requests to that host fail at once, without being sent, until its `Retry-After` (at most
+//! [`MAX_OPEN`]; [`DEFAULT_OPEN`] when it gives none) has passed; then requests go again, and the
+//! next 5xx opens it at once. A rate-limited registry is then asked once per period instead of
+//! by every admission.
+//!
+//! Hosts come from pod specs: the table holds at most [`MAX_HOSTS`], forgetting idle hosts (and
+//! at worst all) when full. Times are tokio instants, so tests can pause the clock.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use http::StatusCode;
+use tokio::time::Instant;
+
+use crate::client::Context;
+use crate::metrics::Metrics;
+use crate::Error;
+
+/// Longest a breaker stays open, whatever `Retry-After` says.
+pub const MAX_OPEN: Duration = Duration::from_secs(300);
+/// How long a breaker stays open when the registry gives no `Retry-After`.
+pub const DEFAULT_OPEN: Duration = Duration::from_secs(10);
+/// Consecutive 5xx answers that open a host's breaker.
+pub const FAILURES_TO_OPEN: u32 = 5;
+/// Registry hosts tracked at most.
+pub const MAX_HOSTS: usize = 4096;
+
+/// Why requests to a host are held back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// It answered 429 Too Many Requests.
+    TooManyRequests,
+    /// It answered 5xx [`FAILURES_TO_OPEN`] times in a row.
+    ServerErrors,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TooManyRequests => "too_many_requests",
+            Self::ServerErrors => "server_errors",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Host {
+    /// Tokens in the bucket (negative: requests already promised a later token).
+    tokens: f64,
+    refilled: Instant,
+    /// 5xx answers in a row.
+    failures: u32,
+    open: Option<(Instant, Cause)>,
+}
+
+/// The limiter and breaker of every registry host.
+#[derive(Debug)]
+pub struct Throttle {
+    /// Requests per second per host; `None`: unlimited.
+    qps: Option<f64>,
+    burst: f64,
+    hosts: Mutex<HashMap<String, Host>>,
+    metrics: Metrics,
+}
+
+impl Throttle {
+    /// `qps` requests per second per host (0: unlimited), bursts of up to `burst`.
+    pub fn new(qps: f64, burst: u32, metrics: Metrics) -> Self {
+        let qps = (qps.is_finite() && qps > 0.0).then_some(qps);
+        Self {
+            qps,
+            burst: f64::from(burst.max(1)),
+            hosts: Mutex::new(HashMap::new()),
+            metrics,
+        }
+    }
+
+    /// Before a request to `host` (`host[:port]`): fails at once while its breaker is open;
+    /// else takes a token, waiting for one when the bucket is empty, unless the wait would be
+    /// longer than `max_wait` (then fails at once too).
+    pub async fn admit(&self, ctx: &Context, host: &str, max_wait: Duration) -> Result<(), Error> {
+        let wait = {
+            let now = Instant::now();
+            let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+            let state = self.host(&mut hosts, host, now);
+            if let Some((until, cause)) = state.open {
+                if until > now {
+                    drop(hosts);
+                    self.count(ctx, "circuit_open");
+                    return Err(Error::CircuitOpen {
+                        reference: ctx.reference.clone(),
+                        registry: ctx.registry.clone(),
+                        cause,
+                        retry_in_secs: until.duration_since(now).as_secs().saturating_add(1),
+                    });
+                }
+            }
+            let Some(qps) = self.qps else {
+                return Ok(());
+            };
+            let elapsed = now.duration_since(state.refilled).as_secs_f64();
+            state.tokens = (state.tokens + elapsed * qps).min(self.burst);
+            state.refilled = now;
+            if state.tokens >= 1.0 {
+                state.tokens -= 1.0;
+                return Ok(());
+            }
+            let wait =
+                Duration::try_from_secs_f64((1.0 - state.tokens) / qps).unwrap_or(Duration::MAX);
+            if wait > max_wait {
+                drop(hosts);
+                self.count(ctx, "rate_limited");
+                return Err(Error::RateLimited {
+                    reference: ctx.reference.clone(),
+                    registry: ctx.registry.clone(),
+                });
+            }
+            // Promised: the next token is this request's.
+            state.tokens -= 1.0;
+            wait
+        };
+        self.count(ctx, "delayed");
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+
+    /// After an answer from `host`: a 429 opens its breaker for `retry_after` (capped), a 5xx
+    /// counts towards opening it, anything else closes it.
+    pub fn record(
+        &self,
+        ctx: &Context,
+        host: &str,
+        status: StatusCode,
+        retry_after: Option<Duration>,
+    ) {
+        let now = Instant::now();
+        let opened = {
+            let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+            let state = self.host(&mut hosts, host, now);
+            let cause = if status == StatusCode::TOO_MANY_REQUESTS {
+                Some(Cause::TooManyRequests)
+            } else if status.is_server_error() {
+                state.failures = state.failures.saturating_add(1);
+                (state.failures >= FAILURES_TO_OPEN).then_some(Cause::ServerErrors)
+            } else {
+                state.failures = 0;
+                state.open = None;
+                None
+            };
+            cause.map(|cause| {
+                let open = retry_after.unwrap_or(DEFAULT_OPEN).min(MAX_OPEN);
+                // `now + open` is within a few minutes of now: it cannot overflow.
+                let until = now.checked_add(open).unwrap_or(now);
+                let newly = state.open.is_none_or(|(was, _)| was <= now);
+                state.open = Some((until, cause));
+                (cause, newly)
+            })
+        };
+        if let Some((cause, true)) = opened {
+            tracing::warn!(registry = %ctx.registry, cause = cause.as_str(), "registry requests held back");
+            self.metrics
+                .circuit_opened
+                .with_label_values(&[
+                    self.metrics.registry_label(&ctx.registry).as_str(),
+                    cause.as_str(),
+                ])
+                .inc();
+        }
+    }
+
+    /// The state of `host`, created when new (a full table first forgets its idle hosts).
+    fn host<'a>(
+        &self,
+        hosts: &'a mut HashMap<String, Host>,
+        host: &str,
+        now: Instant,
+    ) -> &'a mut Host {
+        if !hosts.contains_key(host) && hosts.len() >= MAX_HOSTS {
+            let burst = self.burst;
+            hosts.retain(|_, h| h.open.is_some() || h.failures > 0 || h.tokens < burst);
+            if hosts.len() >= MAX_HOSTS {
+                hosts.clear();
+            }
+        }
+        hosts.entry(host.to_owned()).or_insert_with(|| Host {
+            tokens: self.burst,
+            refilled: now,
+            failures: 0,
+            open: None,
+        })
+    }
+
+    fn count(&self, ctx: &Context, reason: &'static str) {
+        self.metrics
+            .throttled
+            .with_label_values(&[self.metrics.registry_label(&ctx.registry).as_str(), reason])
+            .inc();
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "throttle/tests.rs"]
+mod tests;
