@@ -101,6 +101,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("parse only (the floor's work)", |b| {
         b.iter(|| black_box(serde_json::from_slice::<serde_json::Value>(black_box(&body)).unwrap()))
     });
+    group.bench_function("parse as noe's envelope (review::parse)", |b| {
+        b.iter(|| black_box(noe_webhook::admission::review::parse(black_box(&body)).unwrap()))
+    });
     // kube's envelope types, for the record (src/admission/review.rs says why they are not used).
     group.bench_function(
         "parse as kube::core::admission::AdmissionReview<DynamicObject>",

@@ -1,17 +1,21 @@
 //! AdmissionReview requests and responses (`admission.k8s.io/v1` and `v1beta1`).
 //!
-//! Requests are read with kube's `kube::core::admission` types; the object becomes raw JSON again
-//! (its `metadata` re-encoded beside the untyped rest), so the decision and the patch work on what
-//! the apiserver sent, fields newer than our k8s-openapi included. Responses are written by
-//! [`respond`]: kube's `AdmissionResponse` serializes the patch as an array of numbers, where the
-//! API documents base64 (and the array is four times larger). docs/benchmarks.md ("The admission
-//! envelope") has the cost of each.
+//! Requests are read by [`parse`] into a narrow envelope: the fields kube's
+//! `kube::core::admission::AdmissionRequest` requires are required here too (the same bodies are
+//! refused), the ones the webhook does not read (`userInfo`, `options`, ...) are skipped without
+//! being built, and the object is kept as the raw JSON the apiserver sent, fields newer than our
+//! k8s-openapi included, so the decision and the patch work on it directly. kube's own types cost
+//! 1.4 times as much on the warm path: they buffer the whole review for their flattened type
+//! fields, build the object's `metadata` as `ObjectMeta` and the raw pod had to be rebuilt from it
+//! (docs/benchmarks.md, "The admission envelope"). Responses are written by [`respond`]: kube's
+//! `AdmissionResponse` serializes the patch as an array of numbers, where the API documents
+//! base64 (and the array is four times larger).
 
 use base64::Engine;
 use bytes::Bytes;
-use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
-use kube::core::DynamicObject;
-use serde::Serialize;
+use kube::core::admission::Operation;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub const V1: &str = "admission.k8s.io/v1";
@@ -97,19 +101,92 @@ pub fn pod_name(object: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// The review as read: the envelope's required members, the request's when there is one.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    api_version: String,
+    /// Required, as by kube's `TypeMeta`; never read.
+    #[serde(rename = "kind")]
+    _kind: String,
+    #[serde(default)]
+    request: Option<WireRequest>,
+}
+
+/// `request`: what kube's `AdmissionRequest` requires is required; what the webhook never reads
+/// is skipped unbuilt.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireRequest {
+    uid: String,
+    kind: Gvk,
+    #[serde(rename = "resource")]
+    _resource: Gvr,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: Operation,
+    #[serde(rename = "userInfo")]
+    _user_info: IgnoredAny,
+    #[serde(default)]
+    object: Option<Value>,
+    #[serde(default)]
+    old_object: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Gvk {
+    group: String,
+    #[serde(rename = "version")]
+    _version: IgnoredString,
+    kind: String,
+}
+
+#[derive(Deserialize)]
+struct Gvr {
+    #[serde(rename = "group")]
+    _group: IgnoredString,
+    #[serde(rename = "version")]
+    _version: IgnoredString,
+    #[serde(rename = "resource")]
+    _resource: IgnoredString,
+}
+
+/// A string member that must be present and a string, and is not kept.
+struct IgnoredString;
+
+impl<'de> Deserialize<'de> for IgnoredString {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = IgnoredString;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<IgnoredString, E> {
+                Ok(IgnoredString)
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}
+
 /// Reads an AdmissionReview request.
 pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
-    let review: AdmissionReview<DynamicObject> =
+    let review: Envelope =
         serde_json::from_slice(body).map_err(|error| Invalid::NotAReview(error.to_string()))?;
-    let api_version = match review.types.api_version.as_str() {
+    let api_version = match review.api_version.as_str() {
         V1 => V1,
         V1BETA1 => V1BETA1,
         other => return Err(Invalid::Version(other.to_owned())),
     };
-    let request: AdmissionRequest<DynamicObject> =
-        review.try_into().map_err(|_| Invalid::NoRequest)?;
-    let object = request.object.map(raw);
-    let old_object = request.old_object.map(raw);
+    let request = review.request.ok_or(Invalid::NoRequest)?;
+    let object = request.object.map(|o| raw(o, "object")).transpose()?;
+    let old_object = request
+        .old_object
+        .map(|o| raw(o, "oldObject"))
+        .transpose()?;
     let namespace = request
         .namespace
         .filter(|n| !n.is_empty())
@@ -134,23 +211,41 @@ pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
     })
 }
 
-/// The object as raw JSON: its untyped fields with its `metadata` beside them.
-fn raw(object: DynamicObject) -> Value {
-    let DynamicObject {
-        types,
-        metadata,
-        mut data,
-    } = object;
-    if let Value::Object(map) = &mut data {
-        if let Ok(metadata) = serde_json::to_value(&metadata) {
-            map.insert("metadata".to_owned(), metadata);
-        }
-        if let Some(types) = types {
-            map.insert("apiVersion".to_owned(), Value::String(types.api_version));
-            map.insert("kind".to_owned(), Value::String(types.kind));
+/// An object as the decision reads it: a JSON object whose `metadata` is an object (an empty one
+/// when the object has none) with the members the decision reads or patches well-typed, as
+/// kube's `ObjectMeta` would have required: `name`, `generateName` and `namespace` strings,
+/// `labels` and `annotations` maps of strings (each may be null). An annotation value that is a
+/// number is refused as before (docs/compatibility.md).
+fn raw(mut object: Value, member: &str) -> Result<Value, Invalid> {
+    let invalid = |what: &str| Invalid::NotAReview(format!("request.{member}{what}"));
+    let Value::Object(map) = &mut object else {
+        return Err(invalid(" is not a JSON object"));
+    };
+    if !map.contains_key("metadata") {
+        map.insert("metadata".to_owned(), Value::Object(serde_json::Map::new()));
+    }
+    let Some(Value::Object(metadata)) = map.get("metadata") else {
+        return Err(invalid(".metadata is not a JSON object"));
+    };
+    for key in ["name", "generateName", "namespace"] {
+        if !matches!(
+            metadata.get(key),
+            None | Some(Value::Null | Value::String(_))
+        ) {
+            return Err(invalid(&format!(".metadata.{key} is not a string")));
         }
     }
-    data
+    for key in ["labels", "annotations"] {
+        let strings = match metadata.get(key) {
+            None | Some(Value::Null) => true,
+            Some(Value::Object(entries)) => entries.values().all(Value::is_string),
+            Some(_) => false,
+        };
+        if !strings {
+            return Err(invalid(&format!(".metadata.{key} is not a map of strings")));
+        }
+    }
+    Ok(object)
 }
 
 /// What to answer.
@@ -307,6 +402,68 @@ mod tests {
             parse(br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": 3}"#),
             Err(Invalid::NotAReview(_))
         ));
+    }
+
+    /// The members kube's `AdmissionRequest` and `ObjectMeta` require are required; the object
+    /// gets an empty `metadata` when it has none; what the webhook does not read is not checked.
+    #[test]
+    fn the_envelope_refuses_what_kube_refused() {
+        let base: Value = serde_json::from_slice(&review(V1, "CREATE", "", pod_kind())).unwrap();
+        let with = |pointer: &str, value: Value| {
+            let mut body = base.clone();
+            *body.pointer_mut(pointer).unwrap() = value;
+            parse(&serde_json::to_vec(&body).unwrap())
+        };
+        let without = |parent: &str, member: &str| {
+            let mut body = base.clone();
+            body.pointer_mut(parent)
+                .unwrap()
+                .as_object_mut()
+                .unwrap()
+                .remove(member);
+            parse(&serde_json::to_vec(&body).unwrap())
+        };
+        let refused = |result: Result<Request, Invalid>| matches!(result, Err(Invalid::NotAReview(message)) if !message.is_empty());
+        for member in ["uid", "kind", "resource", "operation", "userInfo"] {
+            assert!(refused(without("/request", member)), "{member}");
+        }
+        assert!(refused(without("", "kind")));
+        assert!(refused(without("/request/kind", "version")));
+        assert!(refused(without("/request/resource", "resource")));
+        assert!(refused(with("/request/operation", json!("PATCH"))));
+        assert!(refused(with("/request/object", json!([1]))));
+        assert!(refused(with("/request/object/metadata", json!("x"))));
+        assert!(refused(with(
+            "/request/object/metadata/labels",
+            json!({"a": 1})
+        )));
+        assert!(refused(with(
+            "/request/object/metadata",
+            json!({"annotations": {"n": 1}})
+        )));
+        assert!(refused(with(
+            "/request/object/metadata",
+            json!({"namespace": 7})
+        )));
+        assert!(refused(with(
+            "/request/object/metadata/generateName",
+            json!(7)
+        )));
+
+        // Accepted: a null object, null labels, an object without metadata, unknown members.
+        assert!(with("/request/object", json!(null))
+            .unwrap()
+            .pod_creation()
+            .is_none());
+        let request = with("/request/object/metadata/labels", json!(null)).unwrap();
+        assert_eq!(
+            request.pod_creation().unwrap()["metadata"]["labels"],
+            json!(null)
+        );
+        let request = without("/request/object", "metadata").unwrap();
+        assert_eq!(request.pod_creation().unwrap()["metadata"], json!({}));
+        let request = with("/request/userInfo", json!({"username": "u", "future": [1]})).unwrap();
+        assert_eq!(request.uid, "u1");
     }
 
     #[test]
