@@ -47,7 +47,7 @@ pub(crate) fn audit(raw: &Value, mut decision: Decision) -> Decision {
     };
     decision.warnings.push(warning);
     let mut patch = PatchBuilder::new(raw);
-    if pod::annotation(raw, AUDIT_ANNOTATION) != Some(value.as_str()) {
+    if pod::PodView::new(raw).annotation(AUDIT_ANNOTATION) != Some(value.as_str()) {
         patch.set(&["metadata", "annotations", AUDIT_ANNOTATION], json!(value));
     }
     decision.verdict = if patch.is_empty() {

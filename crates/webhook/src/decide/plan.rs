@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::pod::{self, array, is_arch_key, ImageKind};
+use super::pod::{self, array, is_arch_key, ImageKind, PodView};
 use super::terms::{self, TermKind};
 use super::{
     Policy, SkipReason, ARCH_LABEL, BETA_ARCH_LABEL, PLATFORMS_ANNOTATION, PREFERRED_LABEL,
@@ -18,6 +18,8 @@ use super::{
 #[derive(Debug)]
 pub struct Plan<'p> {
     pub(crate) pod: &'p Value,
+    /// The pod's members the decision reads, looked up once.
+    pub(crate) view: PodView<'p>,
     /// Step 1 (`nodeName`, skip label) or terms that match no node: nothing to decide.
     pub(crate) skip: Option<SkipReason>,
     pub(crate) images: Vec<(&'p str, ImageKind)>,
@@ -148,28 +150,30 @@ fn arch_expressions(term: &Value) -> Vec<&Value> {
 
 /// Reads the pod once: steps 1 to 4.
 pub fn plan<'p>(pod: &'p Value, policy: &'p Policy) -> Plan<'p> {
-    let skip = if pod::has_node_name(pod) {
+    let view = PodView::new(pod);
+    let skip = if view.has_node_name() {
         Some(SkipReason::NodeName)
-    } else if pod::has_skip_label(pod) {
+    } else if view.has_skip_label() {
         Some(SkipReason::SkipLabel)
     } else {
         None
     };
     let mut plan = Plan {
         pod,
+        view,
         skip,
-        images: pod::images(pod),
-        os: pod::pod_os(pod, &policy.system_os),
+        images: view.images(),
+        os: view.os(&policy.system_os),
         arch: Arch::User {
             reason: SkipReason::NodeName,
             pins: Pins::default(),
         },
-        label_preference: pod::label(pod, PREFERRED_LABEL).filter(|a| !a.is_empty()),
+        label_preference: view.label(PREFERRED_LABEL).filter(|a| !a.is_empty()),
     };
     if plan.skip.is_some() {
         return plan;
     }
-    match analyse(pod, policy) {
+    match analyse(view, policy) {
         Ok(arch) => plan.arch = arch,
         Err(reason) => plan.skip = Some(reason),
     }
@@ -177,8 +181,9 @@ pub fn plan<'p>(pod: &'p Value, policy: &'p Policy) -> Plan<'p> {
 }
 
 /// Step 2: the arch constraint the pod carries; `Err` when its terms match no node.
-fn analyse<'p>(pod: &'p Value, policy: &Policy) -> Result<Arch<'p>, SkipReason> {
-    let previous: Option<BTreeSet<String>> = pod::annotation(pod, PLATFORMS_ANNOTATION)
+fn analyse<'p>(pod: PodView<'p>, policy: &Policy) -> Result<Arch<'p>, SkipReason> {
+    let previous: Option<BTreeSet<String>> = pod
+        .annotation(PLATFORMS_ANNOTATION)
         .map(|v| {
             v.split(',')
                 .map(str::trim)
@@ -187,9 +192,7 @@ fn analyse<'p>(pod: &'p Value, policy: &Policy) -> Result<Arch<'p>, SkipReason> 
                 .collect::<BTreeSet<String>>()
         })
         .filter(|set| !set.is_empty());
-    let raw_terms: &[Value] = pod::required_terms(pod)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let raw_terms: &[Value] = pod.required_terms().map(Vec::as_slice).unwrap_or_default();
     let kinds = terms::classify(raw_terms, previous.as_ref(), policy);
     let user_term_pins = || {
         Some(
@@ -203,28 +206,26 @@ fn analyse<'p>(pod: &'p Value, policy: &Policy) -> Result<Arch<'p>, SkipReason> 
     };
     let selector_archs: Vec<&str> = [ARCH_LABEL, BETA_ARCH_LABEL]
         .into_iter()
-        .filter_map(|key| pod::node_selector(pod, key))
+        .filter_map(|key| pod.node_selector(key))
         .collect();
     let user = |reason| Arch::User {
         reason,
         pins: Pins {
             node_selector: selector_archs.clone(),
-            terms: pod::required_terms(pod).and_then(|_| user_term_pins()),
+            terms: pod.required_terms().and_then(|_| user_term_pins()),
         },
     };
 
-    let node_selector_ours = match pod::node_selector(pod, ARCH_LABEL) {
-        _ if pod::node_selector_has(pod, BETA_ARCH_LABEL) => {
-            return Ok(user(SkipReason::NodeSelector))
-        }
+    let node_selector_ours = match pod.node_selector(ARCH_LABEL) {
+        _ if pod.node_selector_has(BETA_ARCH_LABEL) => return Ok(user(SkipReason::NodeSelector)),
         Some(arch) if previous.as_ref().is_some_and(|p| p.contains(arch)) => true,
-        _ if pod::node_selector_has(pod, ARCH_LABEL) => return Ok(user(SkipReason::NodeSelector)),
+        _ if pod.node_selector_has(ARCH_LABEL) => return Ok(user(SkipReason::NodeSelector)),
         _ => false,
     };
-    if raw_terms.iter().any(pod::pins_node_name) && pod::daemonset_owned(pod) {
+    if raw_terms.iter().any(pod::pins_node_name) && pod.daemonset_owned() {
         return Ok(user(SkipReason::AffinityFieldSelector));
     }
-    if pod::required_terms(pod).is_some() {
+    if pod.required_terms().is_some() {
         if kinds.iter().all(|k| *k == TermKind::Empty) {
             return Err(SkipReason::EmptyNodeSelectorTerms);
         }
@@ -247,7 +248,7 @@ fn analyse<'p>(pod: &'p Value, policy: &Policy) -> Result<Arch<'p>, SkipReason> 
                 .collect(),
         ),
     };
-    let preferred = pod::preferred_terms(pod);
+    let preferred = pod.preferred_terms();
     let our_preferences: Vec<usize> = match &previous {
         Some(previous) => preferred
             .iter()
@@ -263,7 +264,7 @@ fn analyse<'p>(pod: &'p Value, policy: &Policy) -> Result<Arch<'p>, SkipReason> 
                 .get("preference")
                 .is_some_and(|p| array(p, "matchExpressions").iter().any(is_arch_key))
     });
-    let windows_build_pinned = pod::node_selector_has(pod, WINDOWS_BUILD_LABEL)
+    let windows_build_pinned = pod.node_selector_has(WINDOWS_BUILD_LABEL)
         || raw_terms
             .iter()
             .zip(&kinds)

@@ -11,52 +11,173 @@ pub(crate) const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecutio
 /// Preferred scheduling terms.
 pub(crate) const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
 
-/// A string-valued member of `metadata.<map>`.
-fn metadata_entry<'p>(pod: &'p Value, map: &str, key: &str) -> Option<&'p str> {
-    pod.get("metadata")?.get(map)?.get(key)?.as_str()
+/// The members of a raw pod the decision reads, each looked up once: `metadata`, its `labels`
+/// and `annotations`, `spec`, its `nodeSelector` and `affinity.nodeAffinity`. Walking the maps
+/// again from the top for every question cost the warm path a measurable share of its CPU
+/// (docs/benchmarks.md, "The admission envelope").
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PodView<'p> {
+    metadata: Option<&'p Value>,
+    labels: Option<&'p Value>,
+    annotations: Option<&'p Value>,
+    spec: Option<&'p Value>,
+    node_selector: Option<&'p Value>,
+    node_affinity: Option<&'p Value>,
 }
 
-/// A pod label value.
-pub(crate) fn label<'p>(pod: &'p Value, key: &str) -> Option<&'p str> {
-    metadata_entry(pod, "labels", key)
+impl<'p> PodView<'p> {
+    pub(crate) fn new(pod: &'p Value) -> Self {
+        let metadata = pod.get("metadata");
+        let spec = pod.get("spec");
+        Self {
+            metadata,
+            labels: metadata.and_then(|m| m.get("labels")),
+            annotations: metadata.and_then(|m| m.get("annotations")),
+            spec,
+            node_selector: spec.and_then(|s| s.get("nodeSelector")),
+            node_affinity: spec
+                .and_then(|s| s.get("affinity"))
+                .and_then(|a| a.get("nodeAffinity")),
+        }
+    }
+
+    /// A pod label value.
+    pub(crate) fn label(&self, key: &str) -> Option<&'p str> {
+        self.labels?.get(key)?.as_str()
+    }
+
+    /// A pod annotation value.
+    pub(crate) fn annotation(&self, key: &str) -> Option<&'p str> {
+        self.annotations?.get(key)?.as_str()
+    }
+
+    /// `spec.nodeSelector[key]` when it is a string.
+    pub(crate) fn node_selector(&self, key: &str) -> Option<&'p str> {
+        self.node_selector?.get(key)?.as_str()
+    }
+
+    /// Whether `spec.nodeSelector` has `key` with a non-null value.
+    pub(crate) fn node_selector_has(&self, key: &str) -> bool {
+        self.node_selector
+            .and_then(|n| n.get(key))
+            .is_some_and(|v| !v.is_null())
+    }
+
+    /// The required node selector terms, when the list is present (possibly empty).
+    pub(crate) fn required_terms(&self) -> Option<&'p Vec<Value>> {
+        self.node_affinity?
+            .get(REQUIRED)?
+            .get("nodeSelectorTerms")?
+            .as_array()
+    }
+
+    /// The preferred scheduling terms, when present.
+    pub(crate) fn preferred_terms(&self) -> &'p [Value] {
+        self.node_affinity
+            .map(|n| array(n, PREFERRED))
+            .unwrap_or_default()
+    }
+
+    /// `spec.nodeName` is set and not empty.
+    pub(crate) fn has_node_name(&self) -> bool {
+        self.spec
+            .and_then(|s| s.get("nodeName"))
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty())
+    }
+
+    /// The skip label is `"true"`.
+    pub(crate) fn has_skip_label(&self) -> bool {
+        self.label(SKIP_LABEL) == Some("true")
+    }
+
+    /// A DaemonSet controls the pod (an owner reference of kind DaemonSet with `controller:
+    /// true`).
+    pub(crate) fn daemonset_owned(&self) -> bool {
+        self.metadata
+            .map(|m| array(m, "ownerReferences"))
+            .unwrap_or_default()
+            .iter()
+            .any(|owner| {
+                owner.get("kind").and_then(Value::as_str) == Some("DaemonSet")
+                    && owner.get("controller").and_then(Value::as_bool) == Some(true)
+            })
+    }
+
+    /// Step 3: images of `containers`, `initContainers` and image volumes (not ephemeral
+    /// containers), empty strings dropped, duplicates removed (a container's image stays a
+    /// container image), in order of appearance.
+    pub(crate) fn images(&self) -> Vec<(&'p str, ImageKind)> {
+        let mut images: Vec<(&str, ImageKind)> = Vec::new();
+        let Some(spec) = self.spec else {
+            return images;
+        };
+        let containers = ["containers", "initContainers"]
+            .into_iter()
+            .flat_map(|list| array(spec, list))
+            .filter_map(|c| c.get("image").and_then(Value::as_str))
+            .map(|image| (image, ImageKind::Container));
+        let volumes = array(spec, "volumes")
+            .iter()
+            .filter_map(|v| v.get("image")?.get("reference")?.as_str())
+            .map(|image| (image, ImageKind::Volume));
+        // Pods are written by anyone who may create one: no quadratic scan over long lists. A
+        // linear scan while there are few images (most pods have one to three), a set past that.
+        let mut seen: Option<std::collections::HashSet<&str>> = None;
+        for (image, kind) in containers.chain(volumes) {
+            if image.is_empty() {
+                continue;
+            }
+            let new = match &mut seen {
+                Some(seen) => seen.insert(image),
+                None if images.len() < SCAN_UP_TO => images.iter().all(|(i, _)| *i != image),
+                None => {
+                    let mut set: std::collections::HashSet<&str> =
+                        images.iter().map(|(i, _)| *i).collect();
+                    let new = set.insert(image);
+                    seen = Some(set);
+                    new
+                }
+            };
+            if new {
+                images.push((image, kind));
+            }
+        }
+        images
+    }
+
+    /// Step 4: `spec.os.name`, else a `kubernetes.io/os` nodeSelector, else the first required
+    /// expression `kubernetes.io/os In [one value]`, else `system_os`.
+    pub(crate) fn os(&self, system_os: &'p str) -> &'p str {
+        let spec_os = self
+            .spec
+            .and_then(|s| s.get("os"))
+            .and_then(|o| o.get("name"))
+            .and_then(Value::as_str);
+        if let Some(os) = spec_os.filter(|o| !o.is_empty()) {
+            return os;
+        }
+        if let Some(os) = self.node_selector(OS_LABEL).filter(|o| !o.is_empty()) {
+            return os;
+        }
+        for term in self.required_terms().map(Vec::as_slice).unwrap_or_default() {
+            for expr in array(term, "matchExpressions") {
+                if key_of(expr) != Some(OS_LABEL)
+                    || expr.get("operator").and_then(Value::as_str) != Some("In")
+                {
+                    continue;
+                }
+                if let [Value::String(os)] = array(expr, "values") {
+                    return os;
+                }
+            }
+        }
+        system_os
+    }
 }
 
-/// A pod annotation value.
-pub(crate) fn annotation<'p>(pod: &'p Value, key: &str) -> Option<&'p str> {
-    metadata_entry(pod, "annotations", key)
-}
-
-/// `spec.nodeSelector[key]` when it is a string.
-pub(crate) fn node_selector<'p>(pod: &'p Value, key: &str) -> Option<&'p str> {
-    pod.get("spec")?.get("nodeSelector")?.get(key)?.as_str()
-}
-
-/// Whether `spec.nodeSelector` has `key` with a non-null value.
-pub(crate) fn node_selector_has(pod: &Value, key: &str) -> bool {
-    pod.get("spec")
-        .and_then(|s| s.get("nodeSelector"))
-        .and_then(|n| n.get(key))
-        .is_some_and(|v| !v.is_null())
-}
-
-/// The required node selector terms, when the list is present (possibly empty).
-pub(crate) fn required_terms(pod: &Value) -> Option<&Vec<Value>> {
-    pod.get("spec")?
-        .get("affinity")?
-        .get("nodeAffinity")?
-        .get(REQUIRED)?
-        .get("nodeSelectorTerms")?
-        .as_array()
-}
-
-/// The preferred scheduling terms, when present.
-pub(crate) fn preferred_terms(pod: &Value) -> &[Value] {
-    pod.get("spec")
-        .and_then(|s| s.get("affinity"))
-        .and_then(|a| a.get("nodeAffinity"))
-        .map(|n| array(n, PREFERRED))
-        .unwrap_or_default()
-}
+/// Distinct images are found by a linear scan up to this many, by a set past it.
+const SCAN_UP_TO: usize = 8;
 
 /// The non-null array member `key` of `value`, or an empty slice.
 pub(crate) fn array<'v>(value: &'v Value, key: &str) -> &'v [Value] {
@@ -92,92 +213,10 @@ pub(crate) enum ImageKind {
     Volume,
 }
 
-/// Step 3: images of `containers`, `initContainers` and image volumes (not ephemeral
-/// containers), empty strings dropped, duplicates removed (a container's image stays a container
-/// image), in order of appearance.
-pub(crate) fn images(pod: &Value) -> Vec<(&str, ImageKind)> {
-    let mut images: Vec<(&str, ImageKind)> = Vec::new();
-    let Some(spec) = pod.get("spec") else {
-        return images;
-    };
-    // Pods are written by anyone who may create one: no quadratic scan over their lists.
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    let containers = ["containers", "initContainers"]
-        .into_iter()
-        .flat_map(|list| array(spec, list))
-        .filter_map(|c| c.get("image").and_then(Value::as_str))
-        .map(|image| (image, ImageKind::Container));
-    let volumes = array(spec, "volumes")
-        .iter()
-        .filter_map(|v| v.get("image")?.get("reference")?.as_str())
-        .map(|image| (image, ImageKind::Volume));
-    for (image, kind) in containers.chain(volumes) {
-        if image.is_empty() || !seen.insert(image) {
-            continue;
-        }
-        images.push((image, kind));
-    }
-    images
-}
-
-/// `spec.nodeName` is set and not empty.
-pub(crate) fn has_node_name(pod: &Value) -> bool {
-    pod.get("spec")
-        .and_then(|s| s.get("nodeName"))
-        .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty())
-}
-
-/// The skip label is `"true"`.
-pub(crate) fn has_skip_label(pod: &Value) -> bool {
-    label(pod, SKIP_LABEL) == Some("true")
-}
-
-/// A DaemonSet controls the pod (an owner reference of kind DaemonSet with `controller: true`).
-pub(crate) fn daemonset_owned(pod: &Value) -> bool {
-    pod.get("metadata")
-        .map(|m| array(m, "ownerReferences"))
-        .unwrap_or_default()
-        .iter()
-        .any(|owner| {
-            owner.get("kind").and_then(Value::as_str) == Some("DaemonSet")
-                && owner.get("controller").and_then(Value::as_bool) == Some(true)
-        })
-}
-
 /// A term pins the node by name (`matchFields` on `metadata.name`), as the DaemonSet controller
 /// writes.
 pub(crate) fn pins_node_name(term: &Value) -> bool {
     array(term, "matchFields")
         .iter()
         .any(|f| key_of(f) == Some("metadata.name"))
-}
-
-/// Step 4: `spec.os.name`, else a `kubernetes.io/os` nodeSelector, else the first required
-/// expression `kubernetes.io/os In [one value]`, else `system_os`.
-pub(crate) fn pod_os<'p>(pod: &'p Value, system_os: &'p str) -> &'p str {
-    let spec_os = pod
-        .get("spec")
-        .and_then(|s| s.get("os"))
-        .and_then(|o| o.get("name"))
-        .and_then(Value::as_str);
-    if let Some(os) = spec_os.filter(|o| !o.is_empty()) {
-        return os;
-    }
-    if let Some(os) = node_selector(pod, OS_LABEL).filter(|o| !o.is_empty()) {
-        return os;
-    }
-    for term in required_terms(pod).map(Vec::as_slice).unwrap_or_default() {
-        for expr in array(term, "matchExpressions") {
-            if key_of(expr) != Some(OS_LABEL)
-                || expr.get("operator").and_then(Value::as_str) != Some("In")
-            {
-                continue;
-            }
-            if let [Value::String(os)] = array(expr, "values") {
-                return os;
-            }
-        }
-    }
-    system_os
 }

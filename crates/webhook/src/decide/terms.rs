@@ -255,7 +255,7 @@ pub(crate) fn has_user_windows_build(term: &Value, kind: &TermKind) -> bool {
 /// anything changed.
 pub(crate) fn write(patch: &mut PatchBuilder<'_>, kinds: &[TermKind], groups: &[Group]) -> bool {
     let terms_path: Vec<&str> = [&NODE_AFFINITY[..], &[REQUIRED, "nodeSelectorTerms"]].concat();
-    let Some(terms) = pod::required_terms(patch.doc()) else {
+    let Some(terms) = pod::PodView::new(patch.doc()).required_terms() else {
         for group in groups {
             let term = json!({"matchExpressions": group.expressions().collect::<Vec<_>>()});
             patch.append(&terms_path, term);

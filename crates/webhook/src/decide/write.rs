@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::outcome::selector;
 use super::plan::{Analysis, Plan};
-use super::pod::{self, array, NODE_AFFINITY, PREFERRED};
+use super::pod::{array, PodView, NODE_AFFINITY, PREFERRED};
 use super::terms::{self, Group, TermKind};
 use super::{
     cluster, tolerations, Decision, Facts, Policy, PreferenceMode, Signal, SkipReason, Verdict,
@@ -31,7 +31,13 @@ pub(crate) fn untouched(
 ) -> Decision {
     decision.signals.push(Signal::Skipped { reason });
     let mut patch = PatchBuilder::new(plan.pod);
-    match_node_labels(&mut patch, policy, &BTreeSet::new(), &mut decision);
+    match_node_labels(
+        &mut patch,
+        plan.view,
+        policy,
+        &BTreeSet::new(),
+        &mut decision,
+    );
     tolerations::add(&mut patch, policy, may_run_on);
     decision.verdict = if patch.is_empty() {
         Verdict::Unchanged { reason }
@@ -48,21 +54,21 @@ pub(crate) fn untouched(
 /// pod already sets it (or this patch does).
 fn match_node_labels(
     patch: &mut PatchBuilder<'_>,
+    pod: PodView<'_>,
     policy: &Policy,
     written: &BTreeSet<&str>,
     decision: &mut Decision,
 ) {
-    let raw = patch.doc();
     let mut done: BTreeSet<&str> = BTreeSet::new();
     for key in &policy.match_node_labels {
         let key = key.as_str();
         if key.is_empty() || written.contains(key) || !done.insert(key) {
             continue;
         }
-        let Some(value) = pod::label(raw, key) else {
+        let Some(value) = pod.label(key) else {
             continue;
         };
-        if pod::node_selector_has(raw, key) {
+        if pod.node_selector_has(key) {
             continue;
         }
         patch.set(&path(&[&NODE_SELECTOR, &[key]]), json!(value));
@@ -160,7 +166,7 @@ pub(crate) fn constrain(
     let before = patch.len();
     let ns_key = path(&[&NODE_SELECTOR, &[ARCH_LABEL]]);
     match (analysis.node_selector_ours, pin) {
-        (true, Some(arch)) if pod::node_selector(raw, ARCH_LABEL) != Some(arch) => {
+        (true, Some(arch)) if plan.view.node_selector(ARCH_LABEL) != Some(arch) => {
             patch.replace(&ns_key, json!(arch))
         }
         (true, Some(_)) | (false, None) => {}
@@ -193,7 +199,7 @@ pub(crate) fn constrain(
     let mut changed = terms::write(&mut patch, &analysis.terms, &groups);
 
     let preferences_path = path(&[&NODE_AFFINITY, &[PREFERRED]]);
-    let existing = pod::preferred_terms(raw);
+    let existing = plan.view.preferred_terms();
     let keep = analysis
         .our_preferences
         .iter()
@@ -230,7 +236,7 @@ pub(crate) fn constrain(
     if pin.is_some() {
         written.insert(ARCH_LABEL);
     }
-    match_node_labels(&mut patch, policy, &written, &mut decision);
+    match_node_labels(&mut patch, plan.view, policy, &written, &mut decision);
 
     // Step 9: the archs the pod may now run on: ours, and those of the user's own arch terms
     // that its images support.
@@ -243,7 +249,7 @@ pub(crate) fn constrain(
     cluster::warn_without_nodes(&may_run_on, facts, &mut decision);
 
     let value = common.iter().copied().collect::<Vec<_>>().join(",");
-    if pod::annotation(raw, PLATFORMS_ANNOTATION) != Some(value.as_str()) {
+    if plan.view.annotation(PLATFORMS_ANNOTATION) != Some(value.as_str()) {
         patch.set(
             &["metadata", "annotations", PLATFORMS_ANNOTATION],
             json!(value),

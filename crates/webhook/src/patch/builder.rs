@@ -22,11 +22,11 @@ pub struct PatchBuilder<'a> {
 }
 
 /// Looks a path up; `None` when absent. Array elements are addressed by decimal index.
-fn lookup<'v>(doc: &'v Value, segments: &[String]) -> Option<&'v Value> {
+fn lookup<'v>(doc: &'v Value, segments: &[&str]) -> Option<&'v Value> {
     let mut current = doc;
     for segment in segments {
         current = match current {
-            Value::Object(map) => map.get(segment)?,
+            Value::Object(map) => map.get(*segment)?,
             Value::Array(items) => items.get(segment.parse::<usize>().ok()?)?,
             _ => return None,
         };
@@ -36,10 +36,6 @@ fn lookup<'v>(doc: &'v Value, segments: &[String]) -> Option<&'v Value> {
 
 fn present(value: Option<&Value>) -> bool {
     !matches!(value, None | Some(Value::Null))
-}
-
-fn owned(segments: &[&str]) -> Vec<String> {
-    segments.iter().map(|s| (*s).to_owned()).collect()
 }
 
 /// `value` as an object, replacing anything else with `{}`.
@@ -54,11 +50,11 @@ fn ensure_object(value: &mut Value) -> &mut Map<String, Value> {
 }
 
 /// The object at `rel` inside `root`, creating objects on the way.
-fn object_at<'v>(root: &'v mut Value, rel: &[String]) -> &'v mut Map<String, Value> {
+fn object_at<'v>(root: &'v mut Value, rel: &[&str]) -> &'v mut Map<String, Value> {
     let mut current = root;
     for segment in rel {
         current = ensure_object(current)
-            .entry(segment.clone())
+            .entry(*segment)
             .or_insert(Value::Null);
     }
     ensure_object(current)
@@ -79,22 +75,22 @@ impl<'a> PatchBuilder<'a> {
     }
 
     /// The shortest prefix of `path` that is absent or null in the document.
-    fn missing_prefix(&self, path: &[String]) -> Option<usize> {
+    fn missing_prefix(&self, path: &[&str]) -> Option<usize> {
         (1..=path.len()).find(|&len| !present(lookup(self.doc, &path[..len])))
     }
 
     /// Merges `write` (applied to the value at `rel` below the created path) into the pending
     /// creation at `anchor`, or starts one.
-    fn create(&mut self, anchor: &[String], rel: &[String], write: impl FnOnce(&mut Value)) {
+    fn create(&mut self, anchor: &[&str], rel: &[&str], write: impl FnOnce(&mut Value)) {
         let position = self
             .entries
             .iter()
-            .position(|e| matches!(e, Entry::Create { path, .. } if path.as_slice() == anchor));
+            .position(|e| matches!(e, Entry::Create { path, .. } if path.iter().eq(anchor)));
         let index = match position {
             Some(index) => index,
             None => {
                 self.entries.push(Entry::Create {
-                    path: anchor.to_vec(),
+                    path: anchor.iter().map(|s| (*s).to_owned()).collect(),
                     value: Value::Null,
                 });
                 self.entries.len() - 1
@@ -108,11 +104,10 @@ impl<'a> PatchBuilder<'a> {
     /// Sets the object member at `path` (last segment = key): `replace` when it holds a value,
     /// else `add` (creating absent or null parents whole).
     pub fn set(&mut self, path: &[&str], value: Value) {
-        let path = owned(path);
-        match self.missing_prefix(&path) {
+        match self.missing_prefix(path) {
             None => self
                 .entries
-                .push(Entry::Direct(replace(pointer(&path), value))),
+                .push(Entry::Direct(replace(pointer(path), value))),
             Some(len) => {
                 let (anchor, rel) = path.split_at(len);
                 self.create(anchor, rel, |slot| *slot = value);
@@ -123,13 +118,11 @@ impl<'a> PatchBuilder<'a> {
     /// Appends `value` to the array at `path`: `add …/-` when the array exists, else the array is
     /// created (with every value appended to it in this patch).
     pub fn append(&mut self, path: &[&str], value: Value) {
-        let path = owned(path);
-        match self.missing_prefix(&path) {
+        match self.missing_prefix(path) {
             None => {
-                let mut target = path;
-                target.push("-".to_owned());
-                self.entries
-                    .push(Entry::Direct(add(pointer(&target), value)));
+                let mut target = pointer(path);
+                target.push_back("-");
+                self.entries.push(Entry::Direct(add(target, value)));
             }
             Some(len) => {
                 let (anchor, rel) = path.split_at(len);
@@ -175,12 +168,12 @@ impl<'a> PatchBuilder<'a> {
 }
 
 /// Applies `write` to the slot at `rel` inside `root` (objects created on the way).
-fn write_at(root: &mut Value, rel: &[String], write: impl FnOnce(&mut Value)) {
+fn write_at(root: &mut Value, rel: &[&str], write: impl FnOnce(&mut Value)) {
     match rel.split_last() {
         None => write(root),
         Some((last, parents)) => {
             let map = object_at(root, parents);
-            let slot = map.entry(last.clone()).or_insert(Value::Null);
+            let slot = map.entry(*last).or_insert(Value::Null);
             write(slot);
         }
     }

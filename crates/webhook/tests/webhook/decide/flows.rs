@@ -305,6 +305,15 @@ fn plan_reads_images_once_in_order() {
         plan(&pod, &policy).images().collect::<Vec<_>>(),
         ["a:1", "b:1", "c:1", "data:1"]
     );
+    // Past a few distinct images the duplicates are found by a set: the same answer.
+    let many: Vec<Value> = (0..40)
+        .map(|i| json!({"image": format!("img-{}:1", i % 13)}))
+        .collect();
+    let pod = json!({"spec": {"containers": many, "initContainers": [{"image": "img-3:1"}, {"image": "late:1"}],
+                              "volumes": [{"name": "v", "image": {"reference": "img-12:1"}}]}});
+    let mut want: Vec<String> = (0..13).map(|i| format!("img-{i}:1")).collect();
+    want.push("late:1".to_owned());
+    assert_eq!(plan(&pod, &policy).images().collect::<Vec<_>>(), want);
     let table: &[(Value, Option<SkipReason>, usize)] = &[
         (json!({}), None, 0),
         (json!({"spec": {"containers": null}}), None, 0),
