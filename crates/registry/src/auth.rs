@@ -19,10 +19,9 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Deserialize;
 use url::Url;
 
+use crate::budget::Context;
 use crate::challenge::{self, Challenge};
-use crate::client::{
-    basic_header, bearer_header, is_insecure_target, Context, Http, Request, Response,
-};
+use crate::client::{basic_header, bearer_header, is_insecure_target, Http, Request, Response};
 use crate::credential::fingerprint;
 use crate::metrics::{Kind, Metrics};
 use crate::{Config, Credential, CredentialCandidate, Error};

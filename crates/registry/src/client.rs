@@ -5,7 +5,6 @@
 mod tls;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +13,7 @@ use http::header::{AUTHORIZATION, CONTENT_LENGTH, LOCATION, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use url::Url;
 
+use crate::budget::Context;
 use crate::error::host_for_message;
 use crate::hosts::{Endpoint, TlsFiles};
 use crate::metrics::{Kind, Metrics};
@@ -30,54 +30,6 @@ const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(200);
 /// token request, redirect and retry counts. A single image costs 2 to 4, an index with 8
 /// platform-less entries 17 plus auth; a nested fan-out stops here.
 pub const MAX_REQUESTS_PER_LOOKUP: usize = 32;
-
-/// What a request is about, for error messages and metric labels, and the request budget of the
-/// lookup it belongs to.
-#[derive(Clone, Debug)]
-pub struct Context {
-    /// The image reference as the user wrote it, normalized.
-    pub reference: String,
-    /// The registry host (after proxies).
-    pub registry: String,
-    /// Shared by every request of one lookup.
-    pub budget: Budget,
-}
-
-/// The requests a lookup may still send; clones share the count.
-#[derive(Clone, Debug)]
-pub struct Budget {
-    left: Arc<AtomicUsize>,
-    limit: usize,
-}
-
-impl Budget {
-    pub fn new(limit: usize) -> Self {
-        Self {
-            left: Arc::new(AtomicUsize::new(limit)),
-            limit,
-        }
-    }
-
-    /// Takes one request; false when none is left.
-    fn take(&self) -> bool {
-        self.left
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
-    }
-
-    pub fn remaining(&self) -> usize {
-        self.left.load(Ordering::Relaxed)
-    }
-
-    /// The error of a lookup that ran out of requests.
-    pub fn exhausted(&self, ctx: &Context) -> Error {
-        Error::RequestBudget {
-            reference: ctx.reference.clone(),
-            registry: ctx.registry.clone(),
-            limit: self.limit,
-        }
-    }
-}
 
 /// A fully read response.
 #[derive(Debug)]

@@ -162,7 +162,7 @@ pub enum Error {
     CircuitOpen {
         reference: String,
         registry: String,
-        cause: crate::throttle::Cause,
+        cause: crate::throttle::cause::Cause,
         retry_in_secs: u64,
     },
 
@@ -173,14 +173,14 @@ pub enum Error {
 }
 
 /// Why a registry is held back, for [`Error::CircuitOpen`].
-fn held_back(cause: crate::throttle::Cause) -> String {
+fn held_back(cause: crate::throttle::cause::Cause) -> String {
     match cause {
-        crate::throttle::Cause::TooManyRequests => {
+        crate::throttle::cause::Cause::TooManyRequests => {
             "it answered 429 Too Many Requests (rate limited), honouring its Retry-After".to_owned()
         }
-        crate::throttle::Cause::ServerErrors => format!(
+        crate::throttle::cause::Cause::ServerErrors => format!(
             "it answered 5xx {} times in a row",
-            crate::throttle::FAILURES_TO_OPEN
+            crate::throttle::cause::FAILURES_TO_OPEN
         ),
     }
 }

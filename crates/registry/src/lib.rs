@@ -47,6 +47,7 @@
 //! [`CredentialCandidate::for_mirror`] (a mirror never receives unmarked ones).
 
 mod auth;
+mod budget;
 pub mod cache;
 pub mod challenge;
 mod client;

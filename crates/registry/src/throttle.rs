@@ -15,36 +15,19 @@ use std::time::Duration;
 use http::StatusCode;
 use tokio::time::Instant;
 
-use crate::client::Context;
+use crate::budget::Context;
+pub mod cause;
+
 use crate::metrics::Metrics;
 use crate::Error;
+pub use cause::{Cause, FAILURES_TO_OPEN};
 
 /// Longest a breaker stays open, whatever `Retry-After` says.
 pub const MAX_OPEN: Duration = Duration::from_secs(300);
 /// How long a breaker stays open when the registry gives no `Retry-After`.
 pub const DEFAULT_OPEN: Duration = Duration::from_secs(10);
-/// Consecutive 5xx answers that open a host's breaker.
-pub const FAILURES_TO_OPEN: u32 = 5;
 /// Registry hosts tracked at most.
 pub const MAX_HOSTS: usize = 4096;
-
-/// Why requests to a host are held back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// It answered 429 Too Many Requests.
-    TooManyRequests,
-    /// It answered 5xx [`FAILURES_TO_OPEN`] times in a row.
-    ServerErrors,
-}
-
-impl Cause {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::TooManyRequests => "too_many_requests",
-            Self::ServerErrors => "server_errors",
-        }
-    }
-}
 
 #[derive(Debug)]
 struct Host {

@@ -8,8 +8,9 @@ use url::Url;
 
 use super::{header_map, is_private, Resolver};
 use crate::auth::Session;
+use crate::budget::{Budget, Context};
 use crate::cache::{Answered, Entry, Loaded};
-use crate::client::{Budget, Context, Http, MAX_REQUESTS_PER_LOOKUP};
+use crate::client::{Http, MAX_REQUESTS_PER_LOOKUP};
 use crate::hosts::Endpoint;
 use crate::shared::{DigestValue, Learned, SharedCache};
 use crate::walk::Fetcher;

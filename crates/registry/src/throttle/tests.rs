@@ -2,7 +2,7 @@
 //! time.
 
 use super::*;
-use crate::client::Budget;
+use crate::budget::Budget;
 use crate::Config;
 
 fn throttle(qps: f64, burst: u32) -> (Throttle, prometheus::Registry) {
