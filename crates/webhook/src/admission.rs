@@ -60,6 +60,11 @@ impl Admission {
         self
     }
 
+    /// The admission's metrics (for the fact sources' error counter).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// Answers one request body: the serialized response AdmissionReview.
     pub async fn review(&self, body: &[u8]) -> Bytes {
         let started = Instant::now();

@@ -19,6 +19,56 @@ use crate::decide::Facts;
 pub use namespaces::NamespacePreferences;
 pub use nodes::{NodeGets, NodeLookup};
 
+/// Why a namespace or node could not be read: logged, counted in `noe_hook_fact_errors_total`
+/// (the `reason` label), and the fact is then unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Failure {
+    #[error("forbidden (is `get` on it granted to noe's ServiceAccount?)")]
+    Forbidden,
+    #[error("the Kubernetes API did not answer in time")]
+    Timeout,
+    #[error("the Kubernetes API failed")]
+    Unavailable,
+}
+
+impl Failure {
+    /// A bounded label value.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Forbidden => "forbidden",
+            Self::Timeout => "timeout",
+            Self::Unavailable => "unavailable",
+        }
+    }
+
+    /// One GET of an object, bounded by `timeout`: the object, `None` when it does not exist.
+    async fn get<K>(
+        api: &kube::Api<K>,
+        name: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<K>, Self>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match tokio::time::timeout(timeout, api.get_opt(name)).await {
+            Err(_) => Err(Self::Timeout),
+            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 401 | 403) => {
+                Err(Self::Forbidden)
+            }
+            Ok(Err(_)) => Err(Self::Unavailable),
+            Ok(Ok(object)) => Ok(object),
+        }
+    }
+}
+
+/// Counts a failed read of `fact` (a [`crate::metrics::fact`] value), when counting.
+fn count(errors: Option<&prometheus::IntCounterVec>, fact: &str, failure: Failure) {
+    if let Some(errors) = errors {
+        errors.with_label_values(&[fact, failure.kind()]).inc();
+    }
+}
+
 /// What the admission asks about one pod. A part that is `None` is not wanted.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FactRequest<'a> {

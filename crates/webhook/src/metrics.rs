@@ -18,6 +18,14 @@ pub mod outcome {
     pub const INVALID: &str = "invalid";
 }
 
+/// `fact` label values of `noe_hook_fact_errors_total`.
+pub mod fact {
+    /// A namespace's preferred architecture (`--namespace-preference`).
+    pub const NAMESPACE: &str = "namespace";
+    /// A node's platform (`--check-ephemeral-containers`).
+    pub const NODE: &str = "node";
+}
+
 /// The `namespace` label value of namespaces beyond [`Metrics::with_namespace_limit`].
 pub const OTHER_NAMESPACES: &str = "_other";
 
@@ -66,6 +74,10 @@ pub struct Metrics {
     pub arch_selector_injected: IntCounterVec,
     pub preferred_architecture_not_available: IntCounterVec,
     pub node_match_injections: IntCounterVec,
+    /// Kubernetes API reads of a fact (a namespace's preferred arch, a node's platform) that
+    /// failed; the fact is then unknown. Labels `fact` ([`fact`]) and `reason`
+    /// ([`crate::facts::Failure::kind`]).
+    pub fact_errors: IntCounterVec,
     pub request_duration: HistogramVec,
     /// `request_duration` children of the four outcomes, resolved on first use (no label lookup
     /// per admission; an outcome never seen stays absent from `/metrics`, as before).
@@ -123,6 +135,11 @@ impl Metrics {
                 "noe_hook_node_match_injections_total",
                 "Pod labels copied into the nodeSelector (--match-node-labels)",
                 &["namespace", "label"],
+            )?,
+            fact_errors: counter(
+                "noe_hook_fact_errors_total",
+                "Kubernetes API reads of a namespace or node that failed (the fact is then unknown), by fact and reason",
+                &["fact", "reason"],
             )?,
             request_duration,
             durations: Arc::default(),

@@ -173,7 +173,11 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         metrics_max_namespaces,
         pull_secrets,
     )?;
-    let cluster = cluster_facts(facts, client_for_facts)?;
+    let cluster = cluster_facts(
+        facts,
+        client_for_facts,
+        admission.metrics().fact_errors.clone(),
+    )?;
     let view = running
         .as_ref()
         .filter(|_| controllers.node_facts)
@@ -255,6 +259,7 @@ fn start_controllers(
 fn cluster_facts(
     settings: FactSettings,
     client: Option<kube::Client>,
+    errors: prometheus::IntCounterVec,
 ) -> anyhow::Result<Option<ClusterFacts>> {
     let FactSettings {
         namespace_preference,
@@ -270,10 +275,12 @@ fn cluster_facts(
     };
     let mut facts = ClusterFacts::new();
     if namespace_preference {
-        facts = facts.with_namespaces(NamespacePreferences::new(client.clone()));
+        facts = facts.with_namespaces(
+            NamespacePreferences::new(client.clone()).with_error_counter(errors.clone()),
+        );
     }
     if ephemeral_containers {
-        facts = facts.with_nodes(Arc::new(NodeGets::new(client)));
+        facts = facts.with_nodes(Arc::new(NodeGets::new(client).with_error_counter(errors)));
     }
     Ok(Some(facts))
 }

@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use super::harness::{self, apply, patch_of, pod, selector_arch, Harness, Server};
-use noe_test_support::{ephemeral_review, namespace_json, node_json, KubeApi, Resource};
+use noe_test_support::{ephemeral_review, namespace_json, node_json, Fault, KubeApi, Resource};
 
 const PREFERRED: &str = "arch.noe.adevinta.com/preferred";
 
@@ -107,6 +107,17 @@ async fn namespace_preference_and_debug_containers() {
     assert!(patch_of(&response).is_empty());
     let response = debug(&on, &bound, &[&f.oci_single.reference()], "on-2").await;
     assert_eq!(response, json!({"uid": "on-2", "allowed": true}));
+    // A node the API refuses to show: the debug container is not checked, and the failure is
+    // counted by fact and reason.
+    api.fault(Fault::new("GET", "/api/v1/nodes/hidden-1", 403));
+    let hidden = bound_pod(&[&f.oci_index.reference()], "hidden-1");
+    let response = debug(&on, &hidden, &[&s390x], "on-3").await;
+    assert_eq!(response, json!({"uid": "on-3", "allowed": true}));
+    let metrics = on.metrics().await;
+    assert!(
+        metrics.contains("noe_hook_fact_errors_total{fact=\"node\",reason=\"forbidden\"} 1"),
+        "{metrics}"
+    );
     on.running.shutdown().await;
 
     // --on-contradiction=deny denies the debug container; audit mode only says it would.

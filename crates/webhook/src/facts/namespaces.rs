@@ -10,7 +10,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 
+use super::Failure;
 use crate::decide::PREFERRED_LABEL;
+use crate::metrics::fact;
 
 /// How long a namespace's label is reused.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -29,6 +31,8 @@ pub struct NamespacePreferences {
     ok: moka::future::Cache<String, Option<Arc<str>>>,
     failed: moka::future::Cache<String, ()>,
     timeout: Duration,
+    /// `noe_hook_fact_errors_total`, when counted.
+    errors: Option<prometheus::IntCounterVec>,
 }
 
 impl std::fmt::Debug for NamespacePreferences {
@@ -37,29 +41,6 @@ impl std::fmt::Debug for NamespacePreferences {
             .field("cached", &self.ok.entry_count())
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
-    }
-}
-
-/// Why a namespace could not be read (logged; the fact is then unknown).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Failure {
-    #[error("forbidden (is `get namespaces` granted?)")]
-    Forbidden,
-    #[error("the Kubernetes API did not answer in time")]
-    Timeout,
-    #[error("the Kubernetes API failed")]
-    Unavailable,
-}
-
-impl Failure {
-    /// A bounded label value.
-    pub fn kind(self) -> &'static str {
-        match self {
-            Self::Forbidden => "forbidden",
-            Self::Timeout => "timeout",
-            Self::Unavailable => "unavailable",
-        }
     }
 }
 
@@ -86,7 +67,15 @@ impl NamespacePreferences {
                 .time_to_live(failure_ttl)
                 .build(),
             timeout,
+            errors: None,
         }
+    }
+
+    /// Counts failed reads in `errors` (`noe_hook_fact_errors_total`), once per failure
+    /// remembered (not once per admission answered from it).
+    pub fn with_error_counter(mut self, errors: prometheus::IntCounterVec) -> Self {
+        self.errors = Some(errors);
+        self
     }
 
     /// The label `arch.noe.adevinta.com/preferred` of `namespace`; `None` when it has none, does
@@ -113,6 +102,7 @@ impl NamespacePreferences {
                     error = %failure,
                     "Namespace not read: its preferred architecture is unknown"
                 );
+                super::count(self.errors.as_ref(), fact::NAMESPACE, *failure);
                 self.failed.insert(key, ()).await;
                 None
             }
@@ -121,14 +111,8 @@ impl NamespacePreferences {
 
     async fn fetch(&self, name: &str) -> Result<Option<Arc<str>>, Failure> {
         let api: Api<Namespace> = Api::all(self.client.clone());
-        let namespace = match tokio::time::timeout(self.timeout, api.get_opt(name)).await {
-            Err(_) => return Err(Failure::Timeout),
-            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 401 | 403) => {
-                return Err(Failure::Forbidden)
-            }
-            Ok(Err(_)) => return Err(Failure::Unavailable),
-            Ok(Ok(None)) => return Ok(None),
-            Ok(Ok(Some(namespace))) => namespace,
+        let Some(namespace) = Failure::get(&api, name, self.timeout).await? else {
+            return Ok(None);
         };
         let value = namespace
             .metadata

@@ -13,7 +13,9 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
+use super::Failure;
 use crate::decide::{NodeFacts, ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
+use crate::metrics::fact;
 
 /// How long a node's platform is reused (node labels of the platform do not change while the
 /// node lives; a replaced node of the same name is seen within this).
@@ -67,6 +69,8 @@ pub struct NodeGets {
     ok: moka::future::Cache<String, Option<Arc<NodeFacts>>>,
     failed: moka::future::Cache<String, ()>,
     timeout: Duration,
+    /// `noe_hook_fact_errors_total`, when counted.
+    errors: Option<prometheus::IntCounterVec>,
 }
 
 impl std::fmt::Debug for NodeGets {
@@ -101,19 +105,21 @@ impl NodeGets {
                 .time_to_live(failure_ttl)
                 .build(),
             timeout,
+            errors: None,
         }
     }
 
-    async fn fetch(&self, name: &str) -> Result<Option<Arc<NodeFacts>>, &'static str> {
+    /// Counts failed reads in `errors` (`noe_hook_fact_errors_total`), once per failure
+    /// remembered (not once per admission answered from it).
+    pub fn with_error_counter(mut self, errors: prometheus::IntCounterVec) -> Self {
+        self.errors = Some(errors);
+        self
+    }
+
+    async fn fetch(&self, name: &str) -> Result<Option<Arc<NodeFacts>>, Failure> {
         let api: Api<Node> = Api::all(self.client.clone());
-        match tokio::time::timeout(self.timeout, api.get_opt(name)).await {
-            Err(_) => Err("timeout"),
-            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 401 | 403) => {
-                Err("forbidden (is `get nodes` granted?)")
-            }
-            Ok(Err(_)) => Err("the Kubernetes API failed"),
-            Ok(Ok(node)) => Ok(node.map(|node| Arc::new(node_facts(&node)))),
-        }
+        let node = Failure::get(&api, name, self.timeout).await?;
+        Ok(node.map(|node| Arc::new(node_facts(&node))))
     }
 }
 
@@ -129,8 +135,14 @@ impl NodeLookup for NodeGets {
             }
             match self.ok.try_get_with(key.clone(), self.fetch(name)).await {
                 Ok(facts) => facts.as_deref().cloned(),
-                Err(reason) => {
-                    tracing::warn!(node = name, %reason, "Node not read: debug containers on it are not checked");
+                Err(failure) => {
+                    tracing::warn!(
+                        node = name,
+                        reason = failure.kind(),
+                        error = %failure,
+                        "Node not read: debug containers on it are not checked"
+                    );
+                    super::count(self.errors.as_ref(), fact::NODE, *failure);
                     self.failed.insert(key, ()).await;
                     None
                 }

@@ -78,10 +78,16 @@ async fn namespace_failures_are_cached_briefly() {
         namespace_json("team-a", &[(PREFERRED, "arm64")]),
     );
     api.fault(Fault::new("GET", "/api/v1/namespaces/team-a", 403));
-    let ns = namespaces(&api);
+    let metrics = Metrics::register(&prometheus::Registry::new()).unwrap();
+    let ns = namespaces(&api).with_error_counter(metrics.fact_errors.clone());
     assert_eq!(ns.preferred_arch("team-a").await, None, "forbidden");
     assert_eq!(ns.preferred_arch("team-a").await, None, "failure cached");
     assert_eq!(gets(&api, "/api/v1/namespaces/team-a"), 1);
+    // Counted once per failure remembered, not once per admission answered from it.
+    let forbidden = metrics
+        .fact_errors
+        .with_label_values(&["namespace", "forbidden"]);
+    assert_eq!(forbidden.get(), 1);
     // moka's clock is its own (tokio's paused time does not move it): a short real wait.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(ns.preferred_arch("team-a").await.as_deref(), Some("arm64"));
@@ -101,18 +107,21 @@ async fn an_api_that_never_answers_costs_one_timeout() {
     });
     let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
+    let metrics = Metrics::register(&prometheus::Registry::new()).unwrap();
     let ns = NamespacePreferences::with_limits(
         client.clone(),
         Duration::from_secs(30),
         Duration::from_secs(30),
         Duration::from_millis(200),
-    );
+    )
+    .with_error_counter(metrics.fact_errors.clone());
     let nodes = NodeGets::with_limits(
         client,
         Duration::from_secs(30),
         Duration::from_secs(30),
         Duration::from_millis(200),
-    );
+    )
+    .with_error_counter(metrics.fact_errors.clone());
     assert_eq!(ns.preferred_arch("team-a").await, None);
     assert_eq!(nodes.node("n1").await, None);
     // The failure is remembered: answered at once, without another timeout.
@@ -121,6 +130,10 @@ async fn an_api_that_never_answers_costs_one_timeout() {
     })
     .await;
     assert_eq!(again.ok(), Some((None, None)));
+    for fact in ["namespace", "node"] {
+        let timeouts = metrics.fact_errors.with_label_values(&[fact, "timeout"]);
+        assert_eq!(timeouts.get(), 1, "{fact}");
+    }
     held.abort();
 }
 
