@@ -16,7 +16,7 @@ use crate::cluster::populate_with;
 use crate::noe::{admit, start_floor, start_noe, Process, Tls};
 use crate::wrk::{self, Report};
 use crate::Options;
-use noe_test_support::pod_review;
+use noe_test_support::{deployment_pod_review, pod_review};
 
 /// The simulated cluster and the `noe` that runs controllers over it.
 struct Cluster {
@@ -124,7 +124,11 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         None
     };
     let floor = start_floor(&tls).await?;
-    let review = pod_review(
+    let review = if options.deployment_pod {
+        deployment_pod_review
+    } else {
+        pod_review
+    }(
         "7f0c4a1e-3b52-4c1f-9d1a-2f6c1c3b9e10",
         &[fixtures.oci_index.reference()],
     );
@@ -188,6 +192,10 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     println!();
     if options.namespace_preference {
         println!("noe runs with --namespace-preference (the namespace's label read through a scripted API server, cached).");
+        println!();
+    }
+    if options.deployment_pod {
+        println!("The pod is a Deployment's as the apiserver sends it (`noe_test_support::deployment_pod_review`).");
         println!();
     }
     println!(

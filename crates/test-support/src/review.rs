@@ -21,6 +21,78 @@ pub fn pod_review(uid: &str, images: &[String]) -> Value {
     admission_review("admission.k8s.io/v1", "CREATE", "bench", uid, &pod)
 }
 
+/// A pod CREATE review as the apiserver sends a Deployment's pod (about 3.7 KiB with one image):
+/// besides [`pod_review`]'s, field-manager entries, an owner reference, env, ports, resources,
+/// probes, a security context, the service account token volume and its mount, the default
+/// tolerations and a status. Most of it is read by no step of the decision.
+pub fn deployment_pod_review(uid: &str, images: &[String]) -> Value {
+    let mut review = pod_review(uid, images);
+    let pod = &mut review["request"]["object"];
+    let env: Vec<Value> = (0..12)
+        .map(|i| json!({"name": format!("SETTING_{i}"), "value": format!("value-{i}-of-the-deployment")}))
+        .collect();
+    let containers: Vec<Value> = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| {
+            json!({
+                "name": format!("c{i}"), "image": image, "imagePullPolicy": "IfNotPresent",
+                "env": env, "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+                "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
+                              "requests": {"cpu": "100m", "memory": "128Mi"}},
+                "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+                                  "periodSeconds": 10, "timeoutSeconds": 1, "failureThreshold": 3,
+                                  "successThreshold": 1},
+                "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080, "scheme": "HTTP"},
+                                   "periodSeconds": 5, "timeoutSeconds": 1, "failureThreshold": 3,
+                                   "successThreshold": 1},
+                "volumeMounts": [{"name": "kube-api-access-x7k2p", "readOnly": true,
+                                  "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File",
+                "securityContext": {"allowPrivilegeEscalation": false,
+                                    "readOnlyRootFilesystem": true, "runAsNonRoot": true}
+            })
+        })
+        .collect();
+    pod["spec"]["containers"] = Value::Array(containers);
+    let owner = "5d8c7b9f-0000-4000-8000-000000000000";
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "name": "web-5d8c7b9f6", "uid": owner, "controller": true, "blockOwnerDeletion": true}]);
+    pod["metadata"]["managedFields"] = json!([{
+        "manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+        "time": "2026-11-23T10:00:00Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {
+            "f:metadata": {"f:generateName": {},
+                           "f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}},
+                           "f:ownerReferences": {".": {}, format!("k:{{\"uid\":\"{owner}\"}}"): {}}},
+            "f:spec": {"f:containers": {"k:{\"name\":\"c0\"}": {
+                           ".": {}, "f:env": {".": {}}, "f:image": {}, "f:imagePullPolicy": {},
+                           "f:livenessProbe": {".": {}}, "f:name": {}, "f:ports": {".": {}},
+                           "f:readinessProbe": {".": {}}, "f:resources": {".": {}}}},
+                       "f:dnsPolicy": {}, "f:enableServiceLinks": {}, "f:restartPolicy": {},
+                       "f:schedulerName": {}, "f:securityContext": {},
+                       "f:terminationGracePeriodSeconds": {}}
+        }
+    }]);
+    pod["spec"]["volumes"] = json!([{"name": "kube-api-access-x7k2p", "projected": {
+        "defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                        "path": "namespace"}]}}]}}]);
+    pod["spec"]["tolerations"] = json!([
+        {"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists",
+         "tolerationSeconds": 300},
+        {"effect": "NoExecute", "key": "node.kubernetes.io/unreachable", "operator": "Exists",
+         "tolerationSeconds": 300}]);
+    pod["spec"]["dnsPolicy"] = json!("ClusterFirst");
+    pod["spec"]["schedulerName"] = json!("default-scheduler");
+    pod["spec"]["terminationGracePeriodSeconds"] = json!(30);
+    pod["status"] = json!({"phase": "Pending", "qosClass": "Burstable"});
+    review
+}
+
 /// The AdmissionReview the apiserver sends for `operation` on the pod `object` in `namespace`,
 /// in AdmissionReview `version` (`admission.k8s.io/v1` or `v1beta1`).
 pub fn admission_review(

@@ -134,6 +134,21 @@ fn bench(c: &mut Criterion) {
     group.bench_function("review (noe's handler)", |b| {
         b.iter(|| black_box(runtime.block_on(admission.review(black_box(&body)))))
     });
+    let realistic = serde_json::to_vec(&noe_test_support::deployment_pod_review(
+        "0b4a3a5e-8f3c-4c8e-9d6e-2f1a7c3b5d9e",
+        &["127.0.0.1:5000/fixtures/oci-index:v1".to_owned()],
+    ))
+    .unwrap();
+    let answer = runtime.block_on(admission.review(&realistic));
+    assert!(String::from_utf8_lossy(&answer).contains("\"patch\""));
+    group.bench_function("realistic pod: parse only (the floor's work)", |b| {
+        b.iter(|| {
+            black_box(serde_json::from_slice::<serde_json::Value>(black_box(&realistic)).unwrap())
+        })
+    });
+    group.bench_function("realistic pod: review (noe's handler)", |b| {
+        b.iter(|| black_box(runtime.block_on(admission.review(black_box(&realistic)))))
+    });
     group.bench_function(
         "review, with a namespace fact source (answered at once)",
         |b| b.iter(|| black_box(runtime.block_on(with_facts.review(black_box(&body))))),

@@ -4,6 +4,7 @@
 //! [`report`] turns the decision into metrics and log lines. Anything else is allowed
 //! unchanged. Every body, even a broken one, gets a well-formed AdmissionReview.
 
+mod prune;
 pub mod report;
 pub mod review;
 
