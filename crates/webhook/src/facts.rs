@@ -8,6 +8,7 @@
 //! node's platform through any [`nodes::NodeLookup`] (a cached GET of the Node,
 //! [`nodes::NodeGets`], or a view of a node reflector).
 
+mod gets;
 pub mod namespaces;
 pub mod nodes;
 
@@ -59,13 +60,6 @@ impl Failure {
             Ok(Err(_)) => Err(Self::Unavailable),
             Ok(Ok(object)) => Ok(object),
         }
-    }
-}
-
-/// Counts a failed read of `fact` (a [`crate::metrics::fact`] value), when counting.
-fn count(errors: Option<&prometheus::IntCounterVec>, fact: &str, failure: Failure) {
-    if let Some(errors) = errors {
-        errors.with_label_values(&[fact, failure.kind()]).inc();
     }
 }
 

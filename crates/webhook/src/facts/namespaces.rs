@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::Api;
 
-use super::Failure;
+use super::gets::CachedGets;
 use crate::decide::PREFERRED_LABEL;
 use crate::metrics::fact;
 
@@ -21,27 +20,13 @@ pub const DEFAULT_FAILURE_TTL: Duration = Duration::from_secs(5);
 /// Bound on one GET.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most namespaces remembered (each entry is a name and at most a short label value).
-pub const MAX_ENTRIES: u64 = 10_000;
+pub use super::gets::MAX_ENTRIES;
 
 /// Reads namespaces' preferred architecture through the Kubernetes API. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct NamespacePreferences {
-    client: kube::Client,
     /// Namespace → its label (`None`: no label, or no such namespace).
-    ok: moka::future::Cache<String, Option<Arc<str>>>,
-    failed: moka::future::Cache<String, ()>,
-    timeout: Duration,
-    /// `noe_hook_fact_errors_total`, when counted.
-    errors: Option<prometheus::IntCounterVec>,
-}
-
-impl std::fmt::Debug for NamespacePreferences {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NamespacePreferences")
-            .field("cached", &self.ok.entry_count())
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
-    }
+    gets: CachedGets<Option<Arc<str>>>,
 }
 
 impl NamespacePreferences {
@@ -57,24 +42,14 @@ impl NamespacePreferences {
         timeout: Duration,
     ) -> Self {
         Self {
-            client,
-            ok: moka::future::Cache::builder()
-                .max_capacity(MAX_ENTRIES)
-                .time_to_live(ttl)
-                .build(),
-            failed: moka::future::Cache::builder()
-                .max_capacity(MAX_ENTRIES)
-                .time_to_live(failure_ttl)
-                .build(),
-            timeout,
-            errors: None,
+            gets: CachedGets::new(client, fact::NAMESPACE, ttl, failure_ttl, timeout),
         }
     }
 
     /// Counts failed reads in `errors` (`noe_hook_fact_errors_total`), once per failure
     /// remembered (not once per admission answered from it).
     pub fn with_error_counter(mut self, errors: prometheus::IntCounterVec) -> Self {
-        self.errors = Some(errors);
+        self.gets = self.gets.with_error_counter(errors);
         self
     }
 
@@ -85,40 +60,23 @@ impl NamespacePreferences {
         if !super::is_dns_label(namespace) {
             return None;
         }
-        let key = namespace.to_owned();
-        if self.failed.contains_key(&key) {
-            return None;
-        }
-        match self
-            .ok
-            .try_get_with(key.clone(), self.fetch(namespace))
-            .await
-        {
-            Ok(label) => label.as_deref().map(str::to_owned),
-            Err(failure) => {
+        let label = self
+            .gets
+            .get(namespace, preferred_label, |failure| {
                 tracing::warn!(
                     namespace,
                     reason = failure.kind(),
                     error = %failure,
                     "Namespace not read: its preferred architecture is unknown"
                 );
-                super::count(self.errors.as_ref(), fact::NAMESPACE, *failure);
-                self.failed.insert(key, ()).await;
-                None
-            }
-        }
+            })
+            .await?;
+        label.as_deref().map(str::to_owned)
     }
+}
 
-    async fn fetch(&self, name: &str) -> Result<Option<Arc<str>>, Failure> {
-        let api: Api<Namespace> = Api::all(self.client.clone());
-        let Some(namespace) = Failure::get(&api, name, self.timeout).await? else {
-            return Ok(None);
-        };
-        let value = namespace
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|labels| super::label_value(labels.get(PREFERRED_LABEL)));
-        Ok(value.map(Arc::from))
-    }
+/// The namespace's `arch.noe.adevinta.com/preferred` label, when it is a plausible value.
+fn preferred_label(namespace: Option<Namespace>) -> Option<Arc<str>> {
+    let labels = namespace?.metadata.labels?;
+    super::label_value(labels.get(PREFERRED_LABEL)).map(Arc::from)
 }

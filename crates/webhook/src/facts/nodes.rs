@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
-use kube::Api;
 
-use super::Failure;
+use super::gets::CachedGets;
 use crate::decide::{NodeFacts, ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 use crate::metrics::fact;
 
@@ -25,7 +24,7 @@ pub const DEFAULT_FAILURE_TTL: Duration = Duration::from_secs(5);
 /// Bound on one GET.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most nodes remembered.
-pub const MAX_ENTRIES: u64 = 10_000;
+pub use super::gets::MAX_ENTRIES;
 
 /// Finds the platform of a node by name. An unknown node (absent, unreadable, not yet seen) is
 /// `None`: the debug containers of its pods are then allowed unchecked.
@@ -62,24 +61,10 @@ pub fn node_facts_json(node: &serde_json::Value) -> NodeFacts {
 }
 
 /// Nodes read with one GET each, cached. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct NodeGets {
-    client: kube::Client,
     /// Node → its platform (`None`: no such node).
-    ok: moka::future::Cache<String, Option<Arc<NodeFacts>>>,
-    failed: moka::future::Cache<String, ()>,
-    timeout: Duration,
-    /// `noe_hook_fact_errors_total`, when counted.
-    errors: Option<prometheus::IntCounterVec>,
-}
-
-impl std::fmt::Debug for NodeGets {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeGets")
-            .field("cached", &self.ok.entry_count())
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
-    }
+    gets: CachedGets<Option<Arc<NodeFacts>>>,
 }
 
 impl NodeGets {
@@ -95,31 +80,15 @@ impl NodeGets {
         timeout: Duration,
     ) -> Self {
         Self {
-            client,
-            ok: moka::future::Cache::builder()
-                .max_capacity(MAX_ENTRIES)
-                .time_to_live(ttl)
-                .build(),
-            failed: moka::future::Cache::builder()
-                .max_capacity(MAX_ENTRIES)
-                .time_to_live(failure_ttl)
-                .build(),
-            timeout,
-            errors: None,
+            gets: CachedGets::new(client, fact::NODE, ttl, failure_ttl, timeout),
         }
     }
 
     /// Counts failed reads in `errors` (`noe_hook_fact_errors_total`), once per failure
     /// remembered (not once per admission answered from it).
     pub fn with_error_counter(mut self, errors: prometheus::IntCounterVec) -> Self {
-        self.errors = Some(errors);
+        self.gets = self.gets.with_error_counter(errors);
         self
-    }
-
-    async fn fetch(&self, name: &str) -> Result<Option<Arc<NodeFacts>>, Failure> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let node = Failure::get(&api, name, self.timeout).await?;
-        Ok(node.map(|node| Arc::new(node_facts(&node))))
     }
 }
 
@@ -129,24 +98,19 @@ impl NodeLookup for NodeGets {
             if !super::is_dns_subdomain(name) {
                 return None;
             }
-            let key = name.to_owned();
-            if self.failed.contains_key(&key) {
-                return None;
-            }
-            match self.ok.try_get_with(key.clone(), self.fetch(name)).await {
-                Ok(facts) => facts.as_deref().cloned(),
-                Err(failure) => {
+            let convert = |node: Option<Node>| node.map(|node| Arc::new(node_facts(&node)));
+            let facts = self
+                .gets
+                .get(name, convert, |failure| {
                     tracing::warn!(
                         node = name,
                         reason = failure.kind(),
                         error = %failure,
                         "Node not read: debug containers on it are not checked"
                     );
-                    super::count(self.errors.as_ref(), fact::NODE, *failure);
-                    self.failed.insert(key, ()).await;
-                    None
-                }
-            }
+                })
+                .await?;
+            facts.as_deref().cloned()
         })
     }
 }
