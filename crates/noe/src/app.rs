@@ -72,11 +72,17 @@ pub struct App {
     pub metrics: prometheus::Registry,
     pub resolver: Resolver,
     pub sources: Arc<Sources>,
+    /// Bounds on the registry lookups of admissions.
+    pub lookups: noe_webhook::resolve::LookupLimits,
 }
 
 impl App {
     pub async fn build(settings: RegistrySettings) -> Result<Self, Error> {
-        let RegistrySettings { resolver, sources } = settings;
+        let RegistrySettings {
+            resolver,
+            sources,
+            lookups,
+        } = settings;
         let metrics = prometheus::Registry::new();
         let sources = Sources::new(sources).await.map_err(Error::Sources)?;
         // containerd's certs.d hosts.toml mirrors apply to the registry after proxies; every
@@ -92,6 +98,7 @@ impl App {
             metrics,
             resolver,
             sources: Arc::new(sources),
+            lookups,
         })
     }
 
@@ -119,7 +126,8 @@ impl App {
             Arc::new(lookup),
             Arc::new(self.credentials(pull_secrets)),
             deadline,
-        );
+        )
+        .with_limits(self.lookups);
         let metrics = Metrics::register(&self.metrics)?.with_namespace_limit(max_namespaces);
         Ok(Admission::new(resolve, policy, metrics))
     }

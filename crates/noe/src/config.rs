@@ -15,6 +15,8 @@ pub struct RegistrySettings {
     /// the credential sources read.
     pub resolver: noe_registry::Config,
     pub sources: SourcesConfig,
+    /// Bounds on the registry lookups of admissions.
+    pub lookups: noe_webhook::resolve::LookupLimits,
 }
 
 /// Where the serving certificate comes from.

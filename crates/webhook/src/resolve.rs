@@ -5,8 +5,11 @@
 //! it names some, are read (cached) for their credential [`Scope`]; each image is then one read
 //! of the registry crate's cache (an answer any pod may use, else one found in this scope).
 //! Only the images that missed get credential candidates matched (pull secrets, then the
-//! node-level sources) and are looked up, all at once, through the shared cache and the
-//! registries.
+//! node-level sources) and are looked up through the shared cache and the registries, within
+//! [`LookupLimits`]: at most so many distinct images per admission (the rest answered as
+//! lookup errors), at most so many lookups in flight for one admission (its share), and at most
+//! so many in the whole process, so one pod naming thousands of images on thousands of hosts
+//! cannot open thousands of connections, nor make another pod's lookups wait for its own.
 //!
 //! The two seams, [`PlatformLookup`] (the registry crate's resolver) and [`CredentialSource`]
 //! (pull secrets and node-level credentials), are traits so tests can script them.
@@ -34,6 +37,14 @@ pub enum LookupError {
         /// The bounded `registry` metric label of the image's registry.
         registry: String,
     },
+    /// The pod names more distinct uncached images than one admission looks up; this one was
+    /// not looked up.
+    #[error("not looked up: the pod names more than {limit} uncached images (--max-images-per-admission)")]
+    TooManyImages {
+        limit: usize,
+        /// The bounded `registry` metric label of the image's registry.
+        registry: String,
+    },
     /// The registry (or the way to it) failed; `message` is one line naming the cause.
     #[error("{message}")]
     Registry {
@@ -48,7 +59,9 @@ impl LookupError {
     /// The bounded `registry` label of `noe_hook_registry_errors_total`.
     pub fn registry(&self) -> &str {
         match self {
-            Self::Deadline { registry } | Self::Registry { registry, .. } => registry,
+            Self::Deadline { registry }
+            | Self::TooManyImages { registry, .. }
+            | Self::Registry { registry, .. } => registry,
         }
     }
 }
@@ -145,17 +158,46 @@ pub struct Resolved {
     pub failed_pull_secrets: usize,
 }
 
+/// Bounds on the registry lookups of admissions (`--max-images-per-admission`,
+/// `--max-concurrent-lookups`, `--max-concurrent-lookups-per-admission`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LookupLimits {
+    /// Distinct uncached images one admission looks up; the others are answered as
+    /// [`LookupError::TooManyImages`].
+    pub max_images: usize,
+    /// Lookups in flight across all admissions of the process (each holds at most a few
+    /// connections: the registry or mirror, a token realm).
+    pub max_concurrent: usize,
+    /// Lookups in flight for one admission: its share of `max_concurrent`, so one pod with many
+    /// images leaves permits for the others.
+    pub max_concurrent_per_admission: usize,
+}
+
+impl Default for LookupLimits {
+    fn default() -> Self {
+        Self {
+            max_images: 256,
+            max_concurrent: 256,
+            max_concurrent_per_admission: 32,
+        }
+    }
+}
+
 /// Looks up a pod's images under one deadline.
 pub struct Resolve {
     lookup: Arc<dyn PlatformLookup>,
     credentials: Arc<dyn CredentialSource>,
     budget: Duration,
+    limits: LookupLimits,
+    /// `limits.max_concurrent` permits, shared by every admission.
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Resolve {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Resolve")
             .field("budget", &self.budget)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -169,11 +211,29 @@ impl Resolve {
         deadline: Duration,
     ) -> Self {
         let margin = (deadline / 10).min(Duration::from_millis(100));
+        let limits = LookupLimits::default();
         Self {
             lookup,
             credentials,
             budget: deadline.saturating_sub(margin),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
+            limits,
         }
+    }
+
+    /// The same, with these bounds on lookups (each at least 1).
+    #[must_use]
+    pub fn with_limits(mut self, limits: LookupLimits) -> Self {
+        let limits = LookupLimits {
+            max_images: limits.max_images.max(1),
+            max_concurrent: limits
+                .max_concurrent
+                .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+            max_concurrent_per_admission: limits.max_concurrent_per_admission.max(1),
+        };
+        self.in_flight = Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent));
+        self.limits = limits;
+        self
     }
 
     /// `work` bounded by the same budget as the lookups; `None` when it did not finish in time.
@@ -230,19 +290,39 @@ impl Resolve {
             failed_pull_secrets: pod.failed_pull_secrets,
             ..Resolved::default()
         };
-        let mut missed = Vec::new();
+        let mut missed: Vec<&String> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for image in images {
+            if !seen.insert(image.as_str()) {
+                continue;
+            }
             match self.lookup.cached(image, pod.scope) {
                 Some(platforms) => resolved.record(image, Ok(platforms)),
-                None => missed.push(image),
+                None if missed.len() < self.limits.max_images => missed.push(image),
+                None => {
+                    let error = LookupError::TooManyImages {
+                        limit: self.limits.max_images,
+                        registry: self.lookup.registry_label(image),
+                    };
+                    resolved.record(image, Err(error));
+                }
             }
         }
         if missed.is_empty() {
             return resolved;
         }
         let pod = &pod;
+        // This admission's share of the process-wide permits: taken first, so it never holds
+        // (nor queues for) more than its share of them.
+        let share = tokio::sync::Semaphore::new(self.limits.max_concurrent_per_admission);
+        let share = &share;
         let lookups = missed.into_iter().map(|image| async move {
             let result = tokio::time::timeout_at(deadline, async {
+                let (Ok(_share), Ok(_in_flight)) =
+                    (share.acquire().await, self.in_flight.acquire().await)
+                else {
+                    return Err(self.deadline(image));
+                };
                 let candidates = self
                     .credentials
                     .candidates(namespace, pull_secrets, pod, image)

@@ -6,6 +6,7 @@
 
 mod webhook {
     mod admission_scripted;
+    mod bounded;
     mod facts;
     mod fault_admission;
     mod prop_admission;

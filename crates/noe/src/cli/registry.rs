@@ -104,6 +104,24 @@ pub struct RegistryArgs {
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub registry_burst: u32,
 
+    /// Distinct uncached images one admission looks up in registries; the others are answered
+    /// as lookup errors (the warning says so).
+    #[arg(long, global = true, env = "NOE_MAX_IMAGES_PER_ADMISSION", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_images_per_admission: u32,
+
+    /// Registry lookups in flight at once across all admissions (each holds at most a few
+    /// connections).
+    #[arg(long, global = true, env = "NOE_MAX_CONCURRENT_LOOKUPS", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_concurrent_lookups: u32,
+
+    /// Registry lookups in flight at once for one admission: its share of
+    /// --max-concurrent-lookups, so a pod with many images leaves room for other pods.
+    #[arg(long, global = true, env = "NOE_MAX_CONCURRENT_LOOKUPS_PER_ADMISSION", default_value_t = 32,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_concurrent_lookups_per_admission: u32,
+
     /// Shared cache of what replicas learned: `redis://host:6379/0` or `rediss://` (Valkey or
     /// Redis); empty: none. Its password comes from --shared-cache-password-file or
     /// NOE_SHARED_CACHE_PASSWORD, never from the URL.
@@ -279,7 +297,19 @@ impl RegistryArgs {
             provider_config: provider_config.cloned(),
             ..Default::default()
         };
-        Ok(RegistrySettings { resolver, sources })
+        let lookups = noe_webhook::resolve::LookupLimits {
+            max_images: usize::try_from(self.max_images_per_admission).unwrap_or(usize::MAX),
+            max_concurrent: usize::try_from(self.max_concurrent_lookups).unwrap_or(usize::MAX),
+            max_concurrent_per_admission: usize::try_from(
+                self.max_concurrent_lookups_per_admission,
+            )
+            .unwrap_or(usize::MAX),
+        };
+        Ok(RegistrySettings {
+            resolver,
+            sources,
+            lookups,
+        })
     }
 }
 
