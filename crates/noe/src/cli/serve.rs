@@ -16,7 +16,7 @@ use noe_webhook::facts::{ClusterFacts, NamespacePreferences, NodeGets};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::health::Readiness;
 use noe_webhook::server::tls::{self, CertDir, Reloadable};
-use noe_webhook::server::{self, Limits, Running, Termination, CERT_POLL_INTERVAL};
+use noe_webhook::server::{self, BodyLimits, Limits, Running, Termination, CERT_POLL_INTERVAL};
 
 use crate::app::{self, App};
 use crate::config::{self, CertSource, ControllerSettings, FactSettings, ServerSettings};
@@ -194,19 +194,15 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         admission = admission.with_facts(source);
     }
     let limits = Limits {
-        body_read_timeout: admission_deadline,
         drain_timeout: admission_deadline.saturating_add(Duration::from_secs(5)),
         ..Limits::default()
     };
-    let server = match server::start(
-        addresses,
-        tls,
-        Arc::new(admission),
-        limits,
-        app.metrics.clone(),
-    )
-    .await
-    {
+    let body = BodyLimits {
+        read_timeout: admission_deadline,
+        ..BodyLimits::default()
+    };
+    let routes = server::admission_routes(Arc::new(admission), body);
+    let server = match server::start(addresses, tls, routes, limits, app.metrics.clone()).await {
         Ok(server) => server,
         Err(error) => {
             stop(running).await;
