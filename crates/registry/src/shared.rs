@@ -14,13 +14,16 @@
 //!   tag entry of its own scope or from its own HEAD of that repository (the kubelet's KEP-2535
 //!   model: knowing a digest is not permission to use it).
 //!
-//! Reads and writes have a timeout of a few ms; after [`FAILURES_TO_OPEN`] failures in a row the
+//! Reads and writes have a timeout of a few ms, and the server may send no more than the answers
+//! asked for may hold (`shared/link.rs`): a server that sends more or answers late loses the connection.
+//! After [`FAILURES_TO_OPEN`] failures in a row the
 //! cache is not asked for [`OPEN_FOR`]; writes are sent in the background, at most
 //! [`MAX_WRITES_IN_FLIGHT`] at once. Lookups never wait on it longer than the timeout and never
 //! fail because of it: every failure is a miss, counted in
 //! `noe_registry_shared_cache_{reads,writes}_total{result}`.
 
 mod codec;
+mod link;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -30,6 +33,7 @@ use ring::hmac;
 use tokio::time::Instant;
 
 pub use codec::{DigestValue, TagValue};
+use link::{Connector, Link, FRAMING_BYTES};
 
 use crate::metrics::Metrics;
 use crate::{Credential, CredentialCandidate, Error};
@@ -86,7 +90,9 @@ struct Health {
 
 /// A connection to the shared cache (lazy: nothing is sent before the first lookup).
 pub struct SharedCache {
-    connection: redis::aio::ConnectionManager,
+    connector: Arc<Connector>,
+    /// The open connection, if any (a new one is opened after a failure).
+    link: Arc<tokio::sync::Mutex<Option<Link>>>,
     key: hmac::Key,
     timeout: Duration,
     health: Arc<Mutex<Health>>,
@@ -147,26 +153,10 @@ impl SharedCache {
             let settings = info.redis_settings().clone().set_password(password);
             info = info.set_redis_settings(settings);
         }
-        let client = match &config.ca_pem {
-            Some(ca) => redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(ca.clone()),
-                },
-            ),
-            None => redis::Client::open(info),
-        }
-        .map_err(|e| invalid(format!("cannot use the shared cache: {e}")))?;
-        let manager = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(OPEN_FOR);
-        let connection = redis::aio::ConnectionManager::new_lazy_with_config(client, manager)
-            .map_err(|e| invalid(format!("cannot use the shared cache: {e}")))?;
+        let connector = Connector::new(info, config.ca_pem.as_deref())?;
         Ok(Self {
-            connection,
+            connector: Arc::new(connector),
+            link: Arc::default(),
             key: hmac::Key::new(hmac::HMAC_SHA256, &config.key),
             timeout: config.timeout,
             health: Arc::default(),
@@ -238,11 +228,13 @@ impl SharedCache {
                 .arg(digest_ms)
                 .ignore();
         }
-        let mut connection = self.connection.clone();
+        let answers = if learned.platforms.is_some() { 2 } else { 1 };
+        let (connector, link) = (self.connector.clone(), self.link.clone());
         let (timeout, health, metrics) = (self.timeout, self.health.clone(), self.metrics.clone());
         tokio::spawn(async move {
-            let sent = tokio::time::timeout(timeout, pipe.query_async::<()>(&mut connection)).await;
-            let ok = matches!(sent, Ok(Ok(())));
+            let ok = query::<()>(&connector, &link, &pipe, answers * FRAMING_BYTES, timeout)
+                .await
+                .is_ok();
             record(&health, ok);
             metrics
                 .shared_writes
@@ -264,19 +256,19 @@ impl SharedCache {
         for key in keys {
             pipe.cmd("GETRANGE").arg(key).arg(0).arg(end);
         }
-        let mut connection = self.connection.clone();
-        let answer = tokio::time::timeout(
-            self.timeout,
-            pipe.query_async::<Vec<Vec<u8>>>(&mut connection),
-        )
-        .await;
+        let each = u64::try_from(MAX_VALUE_BYTES)
+            .unwrap_or(u64::MAX)
+            .saturating_add(FRAMING_BYTES);
+        let most = each.saturating_mul(u64::try_from(keys.len()).unwrap_or(u64::MAX));
+        let answer =
+            query::<Vec<Vec<u8>>>(&self.connector, &self.link, &pipe, most, self.timeout).await;
         match answer {
-            Ok(Ok(values)) if values.len() == keys.len() => {
+            Ok(values) if values.len() == keys.len() => {
                 record(&self.health, true);
                 Some(values)
             }
-            Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
-                if let Ok(Err(error)) = &answer {
+            Ok(_) | Err(_) => {
+                if let Err(error) = &answer {
                     tracing::debug!(%error, "shared cache read failed");
                 }
                 record(&self.health, false);
@@ -344,6 +336,69 @@ impl SharedCache {
             .with_label_values(&[result])
             .inc();
     }
+}
+
+/// Sends `pipe` on the open connection (opening one first when there is none) and reads its
+/// answers, which may hold `most` bytes at most, within `timeout`. A connection that failed,
+/// sent more or did not answer in time is closed and forgotten: the next query opens another.
+async fn query<T: redis::FromRedisValue>(
+    connector: &Connector,
+    link: &tokio::sync::Mutex<Option<Link>>,
+    pipe: &redis::Pipeline,
+    most: u64,
+    timeout: Duration,
+) -> Result<T, QueryError> {
+    let now = Instant::now();
+    let deadline = now
+        .checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(3600));
+    let open = tokio::time::timeout_at(deadline, async {
+        let mut slot = link.lock().await;
+        match slot.as_ref() {
+            Some(open) if !open.meter.is_closed() => Ok(open.clone()),
+            _ => {
+                *slot = None;
+                let open = connector.connect().await?;
+                *slot = Some(open.clone());
+                Ok::<_, std::io::Error>(open)
+            }
+        }
+    })
+    .await
+    .map_err(|_| QueryError::TimedOut)?
+    .map_err(QueryError::Io)?;
+    let Link {
+        mut connection,
+        meter,
+    } = open;
+    let expecting = meter.expect(most);
+    let answer = tokio::time::timeout_at(deadline, pipe.query_async::<T>(&mut connection)).await;
+    drop(expecting);
+    match answer {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => {
+            if error.is_io_error() || error.is_unrecoverable_error() {
+                meter.close();
+            }
+            Err(QueryError::Redis(error))
+        }
+        Err(_) => {
+            // Whatever it sends late is not read.
+            meter.close();
+            Err(QueryError::TimedOut)
+        }
+    }
+}
+
+/// Why a query got no answer (logged at debug level only).
+#[derive(Debug, thiserror::Error)]
+enum QueryError {
+    #[error("no answer in time")]
+    TimedOut,
+    #[error("cannot connect: {0}")]
+    Io(std::io::Error),
+    #[error(transparent)]
+    Redis(redis::RedisError),
 }
 
 /// Records an answer (or a failure) of the server; [`FAILURES_TO_OPEN`] failures in a row stop
