@@ -4,15 +4,20 @@
 //! restarted one) reuse, so registry load does not grow with the replica count.
 //!
 //! Only non-secret data goes there (docs/architecture.md, Shared cache):
-//! - `noe:1:t:<key>` → the manifest digest a reference resolved to, and until when it is fresh
+//! - `noe:2:t:<key>` → the manifest digest a reference resolved to, and until when it is fresh
 //!   (the tag TTL; longer for digest references), where `<key>` is an HMAC, under the install's
 //!   key, of the reference after proxies and the **credential scope** it was found with: none
 //!   (anonymous access) or an HMAC of the one credential that worked. A replica only finds the
 //!   entries of the credentials it holds itself; nobody can tell a credential from its key.
-//! - `noe:1:d:<key>` → the platforms of a manifest digest (immutable, 7 days), `<key>` an HMAC of
+//! - `noe:2:d:<key>` → the platforms of a manifest digest (immutable, 7 days), `<key>` an HMAC of
 //!   `registry/repository@digest`. A replica reads one only after it knows that digest from a
 //!   tag entry of its own scope or from its own HEAD of that repository (the kubelet's KEP-2535
 //!   model: knowing a digest is not permission to use it).
+//!
+//! Each value is stored as `MAC:value`, the MAC (HMAC-SHA256 under the install's key) covering
+//! the value and its full key: whoever can write to the server but does not hold the key cannot
+//! forge a value nor move one to another key. A value that does not verify is a miss, counted as
+//! `unverified`, and never reaches the in-process cache.
 //!
 //! Reads and writes have a timeout of a few ms, and the server may send no more than the answers
 //! asked for may hold (`shared/link.rs`): a server that sends more or answers late loses the connection.
@@ -52,7 +57,10 @@ pub const MAX_VALUE_BYTES: usize = 64 * 1024;
 pub const MIN_KEY_BYTES: usize = 16;
 /// Credential scopes asked per lookup at most (the candidates, and anonymous access).
 const MAX_SCOPES: usize = 16;
-const PREFIX: &str = "noe:1";
+/// Version 2: values carry their MAC (version 1 values are not read).
+const PREFIX: &str = "noe:2";
+/// Hex digits of a value's MAC, before a `:` and the value.
+const MAC_HEX: usize = 64;
 
 /// How to reach the shared cache. `Debug` shows no secret.
 #[derive(Clone)]
@@ -176,11 +184,15 @@ impl SharedCache {
         let keys: Vec<String> = scopes.iter().map(|c| self.tag_key(target, *c)).collect();
         let values = self.read(&keys).await?;
         let now = unix_ms();
-        let found = values.iter().enumerate().find_map(|(i, bytes)| {
-            let value = TagValue::decode(bytes)?;
-            let left = value.expires_unix_ms.checked_sub(now)?;
-            Some((i, value.digest, Duration::from_millis(left)))
-        });
+        let found = values
+            .iter()
+            .zip(&keys)
+            .enumerate()
+            .find_map(|(i, (bytes, key))| {
+                let value = TagValue::decode(self.open(key, bytes)?)?;
+                let left = value.expires_unix_ms.checked_sub(now)?;
+                Some((i, value.digest, Duration::from_millis(left)))
+            });
         self.count_read(if found.is_some() { "hit" } else { "miss" });
         found
     }
@@ -189,7 +201,9 @@ impl SharedCache {
     pub async fn platforms(&self, repository: &str, digest: &str) -> Option<DigestValue> {
         let key = self.digest_key(repository, digest);
         let values = self.read(std::slice::from_ref(&key)).await?;
-        let found = values.first().and_then(|bytes| DigestValue::decode(bytes));
+        let found = values
+            .first()
+            .and_then(|bytes| DigestValue::decode(self.open(&key, bytes)?));
         self.count_read(if found.is_some() { "hit" } else { "miss" });
         found
     }
@@ -213,17 +227,19 @@ impl SharedCache {
             expires_unix_ms: unix_ms().saturating_add(fresh_ms),
         };
         let mut pipe = redis::pipe();
+        let tag_key = self.tag_key(learned.target, learned.credential);
         pipe.cmd("SET")
-            .arg(self.tag_key(learned.target, learned.credential))
-            .arg(tag.encode())
+            .arg(&tag_key)
+            .arg(self.seal(&tag_key, &tag.encode()))
             .arg("PX")
             .arg(fresh_ms)
             .ignore();
         if let Some(platforms) = &learned.platforms {
             let digest_ms = u64::try_from(DIGEST_TTL.as_millis()).unwrap_or(u64::MAX);
+            let digest_key = self.digest_key(learned.repository, learned.digest);
             pipe.cmd("SET")
-                .arg(self.digest_key(learned.repository, learned.digest))
-                .arg(platforms.encode())
+                .arg(&digest_key)
+                .arg(self.seal(&digest_key, &platforms.encode()))
                 .arg("PX")
                 .arg(digest_ms)
                 .ignore();
@@ -326,6 +342,41 @@ impl SharedCache {
         format!("{PREFIX}:d:{}", hex::encode(context.sign().as_ref()))
     }
 
+    /// `MAC:value`, the MAC (hex) of the value together with its full key under the install's
+    /// key: a value cannot be forged, nor moved to another key, without the key.
+    fn seal(&self, key: &str, value: &[u8]) -> Vec<u8> {
+        let mac = hex::encode(self.value_mac(key, value).as_ref());
+        let mut sealed =
+            Vec::with_capacity(mac.len().saturating_add(1).saturating_add(value.len()));
+        sealed.extend_from_slice(mac.as_bytes());
+        sealed.push(b':');
+        sealed.extend_from_slice(value);
+        sealed
+    }
+
+    /// The value sealed under `key` in `sealed`, if its MAC verifies. An absent key (empty) is
+    /// a miss; a value that does not verify is one too, counted as `unverified`.
+    fn open<'v>(&self, key: &str, sealed: &'v [u8]) -> Option<&'v [u8]> {
+        if sealed.is_empty() {
+            return None;
+        }
+        let verified = sealed
+            .get(..MAC_HEX)
+            .and_then(|mac| hex::decode(mac).ok())
+            .zip(sealed.get(MAC_HEX.saturating_add(1)..))
+            .filter(|_| sealed.get(MAC_HEX) == Some(&b':'))
+            .filter(|(mac, value)| hmac::verify(&self.key, &value_message(key, value), mac).is_ok())
+            .map(|(_, value)| value);
+        if verified.is_none() {
+            self.count_read("unverified");
+        }
+        verified
+    }
+
+    fn value_mac(&self, key: &str, value: &[u8]) -> hmac::Tag {
+        hmac::sign(&self.key, &value_message(key, value))
+    }
+
     fn count_read(&self, result: &'static str) {
         self.metrics.shared_reads.with_label_values(&[result]).inc();
     }
@@ -399,6 +450,16 @@ enum QueryError {
     Io(std::io::Error),
     #[error(transparent)]
     Redis(redis::RedisError),
+}
+
+/// What a value's MAC covers: a domain, the full key, the value.
+fn value_message(key: &str, value: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(key.len().saturating_add(value.len()).saturating_add(8));
+    message.extend_from_slice(b"value\0");
+    message.extend_from_slice(key.as_bytes());
+    message.push(0);
+    message.extend_from_slice(value);
+    message
 }
 
 /// Records an answer (or a failure) of the server; [`FAILURES_TO_OPEN`] failures in a row stop
