@@ -23,6 +23,20 @@ echo "==> cargo test (workspace)"
 cargo test --workspace --all-targets --locked
 cargo test --workspace --doc --locked
 
+# The local trial (README.md, "Try it locally") with the binary cargo test built, inside a network
+# namespace without a route out when the machine allows one: it must need no network at all.
+echo "==> scripts/try.sh --check"
+noe_bin="${CARGO_TARGET_DIR:-target}/debug/noe"
+cargo build --locked -p noe --quiet
+if unshare -rn true 2>/dev/null && command -v ip >/dev/null 2>&1; then
+  echo "(in a network namespace of its own: loopback only, no route out)"
+  NOE_BIN="$noe_bin" NOE_TRY_METRICS="$PWD/target/try-metrics.txt" \
+    unshare -rn sh -c 'ip link set lo up && exec ./scripts/try.sh --check'
+else
+  echo "(unshare -rn is not allowed here: try.sh runs in the machine's own network namespace)"
+  NOE_BIN="$noe_bin" NOE_TRY_METRICS="$PWD/target/try-metrics.txt" ./scripts/try.sh --check
+fi
+
 if [ -x charts/noe/tests/run.sh ]; then
   echo "==> chart tests"
   bash charts/noe/tests/run.sh
