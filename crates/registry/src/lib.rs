@@ -62,7 +62,7 @@ pub mod hosts;
 pub mod manifest;
 pub mod metrics;
 pub mod overrides;
-pub mod platform;
+pub use noe_core::platform;
 pub mod proxies;
 pub mod reference;
 pub mod resolver;

@@ -13,12 +13,12 @@
 //! docs/architecture.md draws how these fit together.
 
 pub mod admission;
-pub mod decide;
 pub mod facts;
 pub mod metrics;
-pub mod patch;
 pub mod resolve;
 pub mod server;
+
+pub use noe_core::{decide, patch};
 
 /// The allocator settings the container image sets (`ENV` in the Dockerfile): memory freed after
 /// a burst of registry lookups goes back to the OS at once instead of staying in mimalloc's

@@ -61,7 +61,7 @@ pub const DENY_CODE: u16 = 403;
 /// The platforms of each image (keyed by the reference as written in the pod), or why they could
 /// not be found. An image of [`Plan::images`] missing from the map counts as a failed lookup.
 pub type Lookups =
-    std::collections::BTreeMap<String, Result<std::sync::Arc<[noe_registry::Platform]>, String>>;
+    std::collections::BTreeMap<String, Result<std::sync::Arc<[crate::Platform]>, String>>;
 
 /// Decides what to do with a pod being created (steps 1–10 in docs/architecture.md), then, in
 /// audit mode, turns that into its report.

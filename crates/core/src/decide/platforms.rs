@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use noe_registry::Platform;
+use crate::Platform;
 
 use super::pod::ImageKind;
 use super::{text, Lookups, OnLookupError, Policy};

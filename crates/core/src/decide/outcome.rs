@@ -45,7 +45,6 @@ pub enum Verdict {
 
 /// Why a pod is (or, in audit mode, would be) denied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
 pub enum DenyReason {
     /// No architecture is supported by every image (step 6).
     NoCommonArch,
@@ -79,7 +78,6 @@ impl DenyReason {
 /// The values follow noe's naming (lower-case words, `… found` for what the pod already has), so
 /// noe's three values stay as they were on users' dashboards; docs/configuration.md lists them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
 pub enum SkipReason {
     /// `spec.nodeName` is set: the pod is already scheduled.
     NodeName,
@@ -145,7 +143,6 @@ pub mod selector {
 
 /// Something that happened during the decision, for metrics and logs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Signal {
     /// `noe_hook_update_skip_total{reason}`: the arch constraint was not added. Emitted for every
     /// `Verdict::Unchanged` of a pod creation and also when only matchNodeLabels or tolerations

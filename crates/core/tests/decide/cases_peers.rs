@@ -1,7 +1,7 @@
 //! The decision table of the rules from our peers (the multiarch-tuning-operator, tolerable,
 //! kube-arch-webhook) and our own design (docs/architecture.md, "The decision").
 
-use noe_webhook::decide::{
+use noe_core::decide::{
     selector, DenyReason, Facts, Mode, OnContradiction, OnLookupError, Policy, PreferenceMode,
     Signal, SkipReason,
 };

@@ -6,12 +6,12 @@ use super::helpers::{
     apply, assert_constrained, assert_minimal, decide_pod, lookups, patched_pod, values,
 };
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::CronJob};
-use noe_webhook::decide::{
+use noe_core::decide::{
     check_ephemeral, ephemeral_images, plan, ArchSettings, Decision, DenyReason, Facts, Lookups,
     Mode, NodeFacts, OnContradiction, OnLookupError, Policy, PreferenceMode, Signal, SkipReason,
     Verdict, MAX_WARNINGS_CHARS, MAX_WARNING_CHARS,
 };
-use noe_webhook::patch::{pod_template_pointer, with_prefix};
+use noe_core::patch::{pod_template_pointer, with_prefix};
 use serde_json::{json, Value};
 
 const MULTI: &[&str] = &["linux/amd64", "linux/arm64"];
@@ -537,7 +537,7 @@ fn warnings_are_bounded_for_pods_with_many_failing_images() {
         let total: usize = decision.warnings.iter().map(|w| w.chars().count()).sum();
         assert!(total <= MAX_WARNINGS_CHARS, "{total}");
         if let Verdict::Deny { message, .. } = &decision.verdict {
-            assert!(message.chars().count() <= noe_webhook::decide::MAX_MESSAGE_CHARS);
+            assert!(message.chars().count() <= noe_core::decide::MAX_MESSAGE_CHARS);
         }
     }
     // Every failed image is still counted (metrics and logs), once.

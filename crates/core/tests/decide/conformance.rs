@@ -18,11 +18,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::schedule::Comparison;
-use noe_registry::Platform;
-use noe_webhook::decide::{
+use noe_core::decide::{
     decide, plan, Facts, Lookups, OnLookupError, Policy, PreferenceMode, Verdict, Weight,
 };
-use noe_webhook::patch::pod_template_pointer;
+use noe_core::patch::pod_template_pointer;
+use noe_core::Platform;
 use serde_json::{json, Value};
 
 /// The namespace the chart is installed in, for the peer's cases: the operator's own namespace

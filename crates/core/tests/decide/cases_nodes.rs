@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use noe_webhook::decide::{selector, DenyReason, Facts, Mode, Policy, Signal, SkipReason};
+use noe_core::decide::{selector, DenyReason, Facts, Mode, Policy, Signal, SkipReason};
 use serde_json::json;
 
 use super::helpers::lookups;

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use noe_webhook::decide::{
+use noe_core::decide::{
     plan, ArchSettings, DenyReason, Facts, Lookups, Mode, Policy, Signal, SkipReason, Verdict,
     Weight,
 };
@@ -236,7 +236,7 @@ fn check(case: &Case) {
             "{image} is looked up but not in Plan::images {images:?}"
         );
     }
-    let decision = noe_webhook::decide::decide(&plan, &case.lookups, &case.facts, &case.policy);
+    let decision = noe_core::decide::decide(&plan, &case.lookups, &case.facts, &case.policy);
     match (&case.expect, &decision.verdict) {
         (Expect::Unchanged(want), Verdict::Unchanged { reason }) => assert_eq!(reason, want),
         (

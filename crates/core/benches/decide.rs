@@ -2,14 +2,14 @@
 //! affinity, tolerations) with its platforms already looked up: the CPU cost of a warm admission
 //! besides JSON and TLS. `plan` reads the pod (what the admission needs to look up), `decide`
 //! decides from the plan; `plan_and_decide` is what one admission costs. Run with
-//! `scripts/bench.sh` (or `cargo bench -p noe-webhook --bench decide`).
+//! `scripts/bench.sh` (or `cargo bench -p noe-core --bench decide`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use noe_registry::Platform;
-use noe_webhook::decide::{decide, plan, Facts, Lookups, Policy, PreferenceMode};
+use noe_core::decide::{decide, plan, Facts, Lookups, Policy, PreferenceMode};
+use noe_core::Platform;
 use serde_json::{json, Value};
 
 fn pod() -> Value {

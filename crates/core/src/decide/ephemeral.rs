@@ -53,7 +53,7 @@ fn node_platform(node: &NodeFacts, arch: &str) -> String {
 
 /// Whether an image with `platforms` runs on `node` (of arch `arch`): same arch, same or
 /// unstated OS, and on a Windows node of a known build, the same build when the image says.
-fn runs_on(platforms: &[noe_registry::Platform], node: &NodeFacts, arch: &str) -> bool {
+fn runs_on(platforms: &[crate::Platform], node: &NodeFacts, arch: &str) -> bool {
     platforms.iter().any(|p| {
         if p.is_any() {
             return true;

@@ -3,7 +3,7 @@
 //!
 //! `noe:` lines compare with adevinta/noe (pkg/arch/hook.go); they feed docs/compatibility.md.
 
-use noe_webhook::decide::{
+use noe_core::decide::{
     selector, DenyReason, OnLookupError, Policy, PreferenceMode, Signal, SkipReason,
 };
 use serde_json::json;

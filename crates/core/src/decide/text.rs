@@ -70,7 +70,7 @@ where
 }
 
 /// `image [linux/amd64, linux/arm/v7]`: an image and the platforms it really has.
-pub(crate) fn image_platforms(reference: &str, platforms: &[noe_registry::Platform]) -> String {
+pub(crate) fn image_platforms(reference: &str, platforms: &[crate::Platform]) -> String {
     let mut shown: Vec<String> = Vec::new();
     for platform in platforms {
         let text = platform.to_string();
@@ -136,9 +136,9 @@ mod tests {
         assert_eq!(list(["a", "b"]), "a, b");
         let many: Vec<String> = (0..20).map(|i| i.to_string()).collect();
         assert!(list(&many).ends_with(", 15, +4 more"), "{}", list(&many));
-        let platforms: Vec<noe_registry::Platform> = ["amd64", "arm64", "amd64"]
+        let platforms: Vec<crate::Platform> = ["amd64", "arm64", "amd64"]
             .iter()
-            .map(|a| noe_registry::Platform::new("linux", *a, None))
+            .map(|a| crate::Platform::new("linux", *a, None))
             .collect();
         assert_eq!(
             image_platforms("app:1", &platforms),

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use noe_registry::Platform;
+use crate::Platform;
 use serde_json::{json, Value};
 
 use super::platforms::Resolved;

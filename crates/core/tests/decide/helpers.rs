@@ -2,10 +2,10 @@
 #![allow(dead_code)]
 
 use k8s_openapi::api::core::v1::Pod;
-use noe_registry::Platform;
-use noe_webhook::decide::{
+use noe_core::decide::{
     Decision, Facts, Lookups, Policy, Verdict, ARCH_LABEL, BETA_ARCH_LABEL, PLATFORMS_ANNOTATION,
 };
+use noe_core::Platform;
 use serde_json::Value;
 
 /// `"linux/arm/v7"` → a platform; `"/amd64"` has an empty OS.
@@ -94,7 +94,7 @@ pub fn assert_minimal(doc: &Value, ops: &[Value]) {
 }
 
 /// The operations as JSON values.
-pub fn values(ops: &[noe_webhook::patch::Op]) -> Vec<Value> {
+pub fn values(ops: &[noe_core::patch::Op]) -> Vec<Value> {
     ops.iter()
         .map(|op| serde_json::to_value(op).unwrap())
         .collect()
@@ -160,6 +160,6 @@ pub fn assert_constrained(original: &Value, patched: &Value, common: &[String]) 
 
 /// Reads the pod and decides.
 pub fn decide_pod(pod: &Value, lookups: &Lookups, facts: &Facts, policy: &Policy) -> Decision {
-    let plan = noe_webhook::decide::plan(pod, policy);
-    noe_webhook::decide::decide(&plan, lookups, facts, policy)
+    let plan = noe_core::decide::plan(pod, policy);
+    noe_core::decide::decide(&plan, lookups, facts, policy)
 }
