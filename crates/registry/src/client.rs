@@ -4,7 +4,7 @@
 
 pub(crate) mod host_tls;
 pub(crate) mod hosts;
-mod tls;
+pub(crate) mod tls;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
