@@ -83,7 +83,9 @@ impl App {
         // containerd's certs.d hosts.toml mirrors apply to the registry after proxies; every
         // source's hosts are `registry` label values.
         let config = noe_registry::Config {
-            hosts: Some(Arc::new(sources.clone())),
+            hosts: Some(Arc::new(noe_registry::hosts::NodeHosts::new(
+                sources.clone(),
+            ))),
             ..resolver
         };
         let resolver = Resolver::new(config, &metrics).map_err(Error::Resolver)?;
