@@ -5,9 +5,12 @@
 //!   state it.
 //! - [`decide`]: the pod view, its images, and the pure decision.
 //! - [`patch`]: the RFC 6902 patch the decision writes.
+//! - [`workload`]: the pod a workload object stands for (its template, as its controller creates
+//!   pods from it).
 
 pub mod decide;
 pub mod patch;
 pub mod platform;
+pub mod workload;
 
 pub use platform::Platform;

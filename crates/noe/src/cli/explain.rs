@@ -20,9 +20,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 use futures::StreamExt;
+use noe_core::workload;
 use noe_webhook::admission::Admission;
 use noe_webhook::decide::{Decision, Signal, Verdict, AUDIT_ANNOTATION, PREFERRED_LABEL};
-use noe_webhook::patch::{pod_template_pointer, with_prefix, Op};
+use noe_webhook::patch::{with_prefix, Op};
 use noe_webhook::resolve::one_line;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -306,30 +307,13 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let metadata = object.get("metadata");
-    let field = |name: &str| {
-        metadata
-            .and_then(|m| m.get(name))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let namespace = Some(field("namespace"))
-        .filter(|ns| !ns.is_empty())
-        .unwrap_or_else(|| "default".to_owned());
-    let name = Some(field("name"))
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| field("generateName"));
     let cluster_scoped = matches!(kind.as_str(), "Namespace" | "Node");
-    let explained = |outcome, notes| Explained {
-        kind: kind.clone(),
-        name: if cluster_scoped {
-            name.clone()
+    let shown_name = |namespace: &str, name: &str| {
+        if cluster_scoped {
+            name.to_owned()
         } else {
             format!("{namespace}/{name}")
-        },
-        outcome,
-        notes,
+        }
     };
     let fact = match kind.as_str() {
         "Namespace" => Some(format!(
@@ -341,22 +325,37 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
         ),
         _ => None,
     };
-    if let Some(reason) = fact {
-        return explained(Outcome::Skipped(reason), Vec::new());
-    }
-    let Some(prefix) = pod_template_pointer(&kind) else {
-        return explained(Outcome::Skipped(format!(
-            "kind {kind:?} is not a Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob or PodTemplate"
-        )), Vec::new());
+    let pod_of = match (fact, workload::pod_of(object)) {
+        (Some(reason), _) => Err(reason),
+        (None, pod_of) => pod_of.map_err(|no_pod| no_pod.to_string()),
     };
-    let Some(pod) = object
-        .pointer(prefix.as_str())
-        .filter(|pod| pod.is_object())
-    else {
-        return explained(
-            Outcome::Skipped(format!("the {kind} has no pod template at {prefix}")),
-            Vec::new(),
-        );
+    let pod_of = match pod_of {
+        Ok(pod_of) => pod_of,
+        Err(reason) => {
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let namespace = object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or("default");
+            return Explained {
+                kind,
+                name: shown_name(namespace, name),
+                outcome: Outcome::Skipped(reason),
+                notes: Vec::new(),
+            };
+        }
+    };
+    let namespace = pod_of.namespace;
+    let pod = pod_of.pod.as_ref();
+    let explained = |outcome, notes| Explained {
+        kind: kind.clone(),
+        name: shown_name(namespace, pod_of.name),
+        outcome,
+        notes,
     };
     let mut notes = override_notes(context.app, pod).await;
     let node = pod
@@ -374,7 +373,7 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
                 "debug containers not checked: node {node} is not in the file (add the Node to check them)"
             ));
         }
-        let decision = admission.debug_decision(pod, None, &namespace).await;
+        let decision = admission.debug_decision(pod, None, namespace).await;
         return explained(
             Outcome::Decided {
                 decision,
@@ -384,17 +383,10 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
             notes,
         );
     }
-    let (decision, note) = if kind == "DaemonSet" {
-        let pod = daemonset_pod(pod, &name);
-        (
-            admission.decision(&pod, &namespace).await,
-            Some(DAEMONSET_NOTE),
-        )
-    } else {
-        (admission.decision(pod, &namespace).await, None)
-    };
+    let decision = admission.decision(pod, namespace).await;
+    let note = (kind == "DaemonSet").then_some(DAEMONSET_NOTE);
     let patch = match &decision.verdict {
-        Verdict::Patch { ops, .. } => with_prefix(ops.clone(), prefix),
+        Verdict::Patch { ops, .. } => with_prefix(ops.clone(), pod_of.template),
         _ => Vec::new(),
     };
     explained(
@@ -447,60 +439,6 @@ async fn override_notes(app: &App, pod: &Value) -> Vec<String> {
         }
     }
     notes
-}
-
-/// A pod of the DaemonSet `name` as its controller creates it: the template, with every required
-/// node selector term (or a new one) matching the field `metadata.name` of one node, and the
-/// DaemonSet as controller owner.
-fn daemonset_pod(template: &Value, name: &str) -> Value {
-    let mut pod = template.clone();
-    let pin = json!({"key": "metadata.name", "operator": "In", "values": ["<node>"]});
-    if let Some(metadata) = ensure_object(&mut pod, "metadata") {
-        metadata.insert(
-            "ownerReferences".into(),
-            json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name,
-                    "uid": "", "controller": true}]),
-        );
-    }
-    let terms = pod
-        .pointer_mut("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
-        .and_then(Value::as_array_mut);
-    match terms {
-        Some(terms) if !terms.is_empty() => {
-            for term in terms.iter_mut().filter_map(Value::as_object_mut) {
-                term.insert("matchFields".into(), json!([pin.clone()]));
-            }
-        }
-        _ => {
-            let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-                {"nodeSelectorTerms": [{"matchFields": [pin]}]}}});
-            if let Some(spec) = ensure_object(&mut pod, "spec") {
-                match spec.get_mut("affinity").and_then(Value::as_object_mut) {
-                    Some(existing) => {
-                        existing.insert("nodeAffinity".into(), affinity["nodeAffinity"].clone());
-                    }
-                    None => {
-                        spec.insert("affinity".into(), affinity);
-                    }
-                }
-            }
-        }
-    }
-    pod
-}
-
-fn ensure_object<'v>(
-    value: &'v mut Value,
-    key: &str,
-) -> Option<&'v mut serde_json::Map<String, Value>> {
-    let object = value.as_object_mut()?;
-    let entry = object
-        .entry(key)
-        .or_insert_with(|| Value::Object(Default::default()));
-    if !entry.is_object() {
-        *entry = Value::Object(Default::default());
-    }
-    entry.as_object_mut()
 }
 
 impl Explained {
@@ -730,29 +668,5 @@ mod tests {
             assert_eq!(documents(text).unwrap().len(), *want, "{text:?}");
         }
         assert!(documents("kind: [").is_err());
-    }
-
-    #[test]
-    fn daemonset_pods_are_pinned_like_the_controller_pins_them() {
-        let pin = json!([{"key": "metadata.name", "operator": "In", "values": ["<node>"]}]);
-        let bare = daemonset_pod(&json!({"spec": {"containers": []}}), "agent");
-        assert_eq!(
-            bare.pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchFields"),
-            Some(&pin)
-        );
-        assert_eq!(
-            bare.pointer("/metadata/ownerReferences/0/kind"),
-            Some(&json!("DaemonSet"))
-        );
-        let with_terms = daemonset_pod(
-            &json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-                {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}]}}}}}),
-            "agent",
-        );
-        let term = with_terms
-            .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0")
-            .unwrap();
-        assert_eq!(term["matchFields"], pin);
-        assert_eq!(term["matchExpressions"][0]["key"], "pool");
     }
 }

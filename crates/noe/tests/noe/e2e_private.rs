@@ -86,10 +86,11 @@ async fn inspect_private(private: Private) {
         ]
     };
 
-    // Without credentials: exit 1, one line naming the image, nothing on stdout.
+    // Without credentials: exit 1, one line naming the image, and its JSON record says why.
     let (code, stdout, stderr) = noe(&base(&absent)).await;
     assert_eq!(code, 1, "stdout: {stdout} stderr: {stderr}");
-    assert!(stdout.is_empty(), "{stdout}");
+    let record: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(record["error"]["kind"], "unauthorized", "{stdout}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("fixtures/oci-index"), "{stderr}");
 
