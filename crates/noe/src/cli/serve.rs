@@ -4,6 +4,7 @@
 
 pub mod facts;
 pub mod platforms;
+pub mod process;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -141,6 +142,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         }
     };
     let app = App::build(registry).await?;
+    process::register(&app.metrics).context("cannot register the process metrics")?;
     // One client for the pull secrets and the controllers.
     let client = match app::kube_client(&kube).await {
         Ok(client) => Some(client),
