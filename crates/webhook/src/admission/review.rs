@@ -6,7 +6,7 @@
 //! being built, and the object is kept as the raw JSON the apiserver sent, fields newer than our
 //! k8s-openapi included, so the decision and the patch work on it directly, less what no step
 //! reads (`admission/prune.rs`: the status, field-manager entries, containers but their names and
-//! images). Parsing with kube's own types cost 1.4 times as much: they buffer the whole review for
+//! images). Parsing with kube's own types cost more: they buffer the whole review for
 //! their flattened type fields, build the object's `metadata` as `ObjectMeta`, and the raw pod had
 //! to be rebuilt from it (docs/benchmarks.md, "The admission envelope"). Responses are written by [`respond`]: kube's
 //! `AdmissionResponse` serializes the patch as an array of numbers, where the API documents
