@@ -14,7 +14,6 @@
 
 use base64::Engine;
 use bytes::Bytes;
-use kube::core::admission::Operation;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +22,18 @@ use super::prune::Pruned;
 
 pub const V1: &str = "admission.k8s.io/v1";
 pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
+
+/// The operation of an admission request, as the apiserver names it (what kube's
+/// `admission::Operation` reads; ours, so kube's `admission` feature and the second json-patch
+/// it brings are not needed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
 
 /// The parts of a request the webhook reads; the object is raw JSON.
 #[derive(Debug)]
