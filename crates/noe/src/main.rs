@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 /// mimalloc instead of the system allocator: the admission path makes many small, short-lived
 /// allocations (the review's JSON tree, the patch) on two worker threads, and glibc's malloc was
-/// a quarter of the CPU time of the warm path (docs/benchmarks.md).
+/// a large share of the warm path's CPU time (docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

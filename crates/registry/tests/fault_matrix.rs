@@ -8,8 +8,8 @@
 //! resolver then resolves healthy images (on the faulty fake and on a real registry).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-/// One test per defect of the hostile-registry pass (issue 10), with its exact counts; the
-/// per-host rate limiter and circuit breaker (issue 14).
+/// One test per defect of the hostile-registry pass, with its exact counts; the
+/// per-host rate limiter and circuit breaker.
 mod fault_matrix {
     mod hostile;
     mod throttle;
@@ -276,7 +276,7 @@ async fn registry_fault_matrix() {
     );
     h.aux.route("/token", Behavior::Hang);
 
-    // Hostile registry (issue 10).
+    // Hostile registry.
     h.fake.route(
         "/v2/huge-arch/app/manifests/1",
         Behavior::huge_platform_index("architecture", 4_000_000, 1),

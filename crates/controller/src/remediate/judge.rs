@@ -1,5 +1,5 @@
 //! The pure decisions of pod remediation: is the pod in scope, and do its images run on its
-//! node. Table-tested in `tests/remediate_table.rs`.
+//! node. Table-tested in `crates/controller/tests/controller/tables.rs`.
 
 use crate::objects::{NodeRecord, PodRecord};
 use crate::{ImageLookup, Platform, Remediate};

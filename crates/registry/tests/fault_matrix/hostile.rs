@@ -1,4 +1,4 @@
-//! The hostile registry (issue 10), one test per defect: an absurd `Retry-After`, a challenge
+//! The hostile registry, one test per defect: an absurd `Retry-After`, a challenge
 //! from a host the registry redirected to, an HTTPS to HTTP redirect, nested fan-out, repeated
 //! children, an overlong token. The matrix in `fault_matrix.rs` has a row for each too.
 

@@ -6,7 +6,7 @@
 //! being built, and the object is kept as the raw JSON the apiserver sent, fields newer than our
 //! k8s-openapi included, so the decision and the patch work on it directly, less what no step
 //! reads (`admission/prune.rs`: the status, field-manager entries, containers but their names and
-//! images). Parsing with kube's own types cost 1.4 times as much: they buffer the whole review for
+//! images). Parsing with kube's own types cost more: they buffer the whole review for
 //! their flattened type fields, build the object's `metadata` as `ObjectMeta`, and the raw pod had
 //! to be rebuilt from it (docs/benchmarks.md, "The admission envelope"). Responses are written by [`respond`]: kube's
 //! `AdmissionResponse` serializes the patch as an array of numbers, where the API documents
@@ -14,7 +14,6 @@
 
 use base64::Engine;
 use bytes::Bytes;
-use kube::core::admission::Operation;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +22,18 @@ use super::prune::Pruned;
 
 pub const V1: &str = "admission.k8s.io/v1";
 pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
+
+/// The operation of an admission request, as the apiserver names it (what kube's
+/// `admission::Operation` reads; ours, so kube's `admission` feature and the second json-patch
+/// it brings are not needed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
 
 /// The parts of a request the webhook reads; the object is raw JSON.
 #[derive(Debug)]

@@ -82,6 +82,15 @@ pub fn certified_key(
 /// loaded.
 pub struct Reloadable {
     current: RwLock<Option<Arc<CertifiedKey>>>,
+    reloads: tokio::sync::watch::Sender<Reloads>,
+}
+
+/// What [`CertDir::watch`] did so far: each swap, and each poll whose changed files were not
+/// usable (the current certificate kept serving).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reloads {
+    pub loaded: u64,
+    pub rejected: u64,
 }
 
 impl fmt::Debug for Reloadable {
@@ -94,15 +103,18 @@ impl fmt::Debug for Reloadable {
 
 impl Reloadable {
     pub fn new(key: CertifiedKey) -> Arc<Self> {
-        Arc::new(Self {
-            current: RwLock::new(Some(Arc::new(key))),
-        })
+        Self::holding(Some(Arc::new(key)))
     }
 
     /// Without a certificate yet.
     pub fn empty() -> Arc<Self> {
+        Self::holding(None)
+    }
+
+    fn holding(key: Option<Arc<CertifiedKey>>) -> Arc<Self> {
         Arc::new(Self {
-            current: RwLock::new(None),
+            current: RwLock::new(key),
+            reloads: tokio::sync::watch::Sender::new(Reloads::default()),
         })
     }
 
@@ -113,6 +125,20 @@ impl Reloadable {
             Ok(mut guard) => *guard = key,
             Err(poisoned) => *poisoned.into_inner() = key,
         }
+        self.reloads
+            .send_modify(|r| r.loaded = r.loaded.saturating_add(1));
+    }
+
+    /// Changed files that were not usable: the current certificate keeps serving.
+    fn rejected(&self) {
+        self.reloads
+            .send_modify(|r| r.rejected = r.rejected.saturating_add(1));
+    }
+
+    /// Follows the reloads: an event to wait on (tests, and anything that must know a rotation
+    /// was seen) rather than a guess of how long the poll takes.
+    pub fn reloads(&self) -> tokio::sync::watch::Receiver<Reloads> {
+        self.reloads.subscribe()
     }
 
     pub fn current(&self) -> Option<Arc<CertifiedKey>> {
@@ -217,6 +243,7 @@ impl CertDir {
                     tracing::info!(cert = %self.cert.display(), "Reloaded the serving certificate");
                 }
                 Err(error) => {
+                    target.rejected();
                     // Log a persistent problem once, not at every poll.
                     let text = error.to_string();
                     if last_error.as_deref() != Some(text.as_str()) {

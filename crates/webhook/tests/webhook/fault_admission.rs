@@ -165,7 +165,7 @@ fn script_faults(fake: &FakeRegistry, aux: &FakeRegistry) -> Vec<(&'static str, 
             "token endpoint hangs",
             format!("{}/token/app:1", aux.host()),
         ),
-        // A hostile registry (issue 10): each used to panic the admission, fill memory, cost
+        // A hostile registry: each used to panic the admission, fill memory, cost
         // thousands of requests or hand credentials to another host.
         (
             "absurd Retry-After after a 1 s answer",

@@ -7,22 +7,36 @@ use std::time::{Duration, Instant};
 use crate::cert_dir;
 use bytes::Bytes;
 use noe_test_support::{https_client, write_cert_dir, TestCa};
-use noe_webhook::server::tls::{CertDir, Reloadable};
+use noe_webhook::server::tls::{CertDir, Reloadable, Reloads};
 use noe_webhook::server::{self, Addresses, BodyLimits, Handler, Limits, Running};
 use rustls_pki_types::pem::PemObject;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
 
-/// Echoes the body back after an optional delay, counting calls.
+/// Echoes the body back, counting calls; with a gate, each call first says it entered and
+/// waits until the test lets it through.
 #[derive(Default)]
 struct Echo {
     calls: AtomicUsize,
-    delay: Duration,
+    gate: Option<(tokio::sync::Notify, tokio::sync::Semaphore)>,
+}
+
+impl Echo {
+    fn gated() -> Self {
+        Self {
+            gate: Some((tokio::sync::Notify::new(), tokio::sync::Semaphore::new(0))),
+            ..Self::default()
+        }
+    }
 }
 
 impl Handler for Echo {
     async fn handle(&self, body: Bytes) -> Bytes {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(self.delay).await;
+        if let Some((entered, release)) = &self.gate {
+            entered.notify_one();
+            let _ = release.acquire().await.unwrap();
+        }
         if body.as_ref() == b"panic" {
             panic!("scripted bug");
         }
@@ -46,20 +60,24 @@ fn loopback() -> Addresses {
 }
 
 async fn start(dir: &std::path::Path, handler: Arc<Echo>, limits: Limits) -> Running {
-    start_with(dir, handler, limits, BodyLimits::default()).await
+    start_with(dir, handler, limits, BodyLimits::default())
+        .await
+        .0
 }
 
+/// The server, and the certificate reloads to wait on.
 async fn start_with(
     dir: &std::path::Path,
     handler: Arc<Echo>,
     limits: Limits,
     body: BodyLimits,
-) -> Running {
+) -> (Running, watch::Receiver<Reloads>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (watched, key) = CertDir::load(dir).unwrap();
     let tls = Reloadable::new(key);
+    let reloads = tls.reloads();
     tokio::spawn(watched.watch(tls.clone(), Duration::from_millis(50)));
-    server::start(
+    let running = server::start(
         loopback(),
         tls,
         server::admission_routes(handler, body),
@@ -67,7 +85,16 @@ async fn start_with(
         prometheus::Registry::new(),
     )
     .await
-    .unwrap()
+    .unwrap();
+    (running, reloads)
+}
+
+/// Waits (bounded) until the certificate watcher has done what `done` says.
+async fn reloaded(reloads: &mut watch::Receiver<Reloads>, done: impl FnMut(&Reloads) -> bool) {
+    tokio::time::timeout(Duration::from_secs(10), reloads.wait_for(done))
+        .await
+        .expect("the certificate watcher saw the change")
+        .unwrap();
 }
 
 fn url(running: &Running, path: &str) -> String {
@@ -231,7 +258,14 @@ async fn certificate_rotation_without_failed_requests() {
     let new_ca = TestCa::with_name("new").unwrap();
     write_cert_dir(&old_ca, dir.path()).unwrap();
     let echo = Arc::new(Echo::default());
-    let running = Arc::new(start(dir.path(), echo.clone(), Limits::default()).await);
+    let (running, mut reloads) = start_with(
+        dir.path(),
+        echo.clone(),
+        Limits::default(),
+        BodyLimits::default(),
+    )
+    .await;
+    let running = Arc::new(running);
 
     let both = https_client(&[&old_ca, &new_ca]).unwrap();
     let only_old = https_client(&[&old_ca]).unwrap();
@@ -257,25 +291,18 @@ async fn certificate_rotation_without_failed_requests() {
         })
     };
 
-    // A broken pair first: the old certificate keeps serving.
+    // A broken pair first: the watcher sees it and rejects it; the old certificate keeps
+    // serving.
     std::fs::write(dir.path().join("tls.crt"), "garbage").unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    reloaded(&mut reloads, |r| r.rejected > 0).await;
+    assert_eq!(reloads.borrow().loaded, 0, "the garbage was not loaded");
     assert!(only_old.post(&mutate).body("{}").send().await.is_ok());
+    assert!(only_new.post(&mutate).body("{}").send().await.is_err());
 
     write_cert_dir(&new_ca, dir.path()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if only_new.post(&mutate).body("{}").send().await.is_ok() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the new certificate was never served"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    reloaded(&mut reloads, |r| r.loaded == 1).await;
+    assert!(only_new.post(&mutate).body("{}").send().await.is_ok());
     assert!(only_old.post(&mutate).body("{}").send().await.is_err());
-    tokio::time::sleep(Duration::from_millis(100)).await;
     stop.store(true, Ordering::SeqCst);
     let (ok, failed) = load.await.unwrap();
     assert!(ok > 0);
@@ -286,25 +313,35 @@ async fn certificate_rotation_without_failed_requests() {
 #[tokio::test]
 async fn shutdown_drains_requests_in_flight() {
     let (dir, ca) = cert_dir("ca");
-    let echo = Arc::new(Echo {
-        calls: AtomicUsize::new(0),
-        delay: Duration::from_millis(500),
-    });
+    let echo = Arc::new(Echo::gated());
     let running = start(dir.path(), echo.clone(), Limits::default()).await;
     let client = https_client(&[&ca]).unwrap();
     let mutate = url(&running, "/mutate");
     let health = format!("http://{}/readyz", running.health_addr);
     let in_flight = tokio::spawn(async move { client.post(&mutate).body("{}").send().await });
-    while echo.calls.load(Ordering::SeqCst) == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let (entered, release) = echo.gate.as_ref().unwrap();
+    entered.notified().await;
     let readiness = running.readiness.clone();
-    let started = Instant::now();
-    running.shutdown().await;
-    assert!(!readiness.is_ready());
+    let mut shutdown = tokio::spawn(running.shutdown());
+    // Draining: no longer ready, and waiting for the request in flight.
+    let not_ready = async {
+        while readiness.is_ready() {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), not_ready)
+        .await
+        .expect("not ready once draining");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), &mut shutdown)
+            .await
+            .is_err(),
+        "the shutdown waits for the request in flight"
+    );
+    release.add_permits(1);
+    shutdown.await.unwrap();
     let answer = in_flight.await.unwrap().unwrap();
     assert_eq!(answer.status(), 200);
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert!(reqwest::get(&health).await.is_err(), "probe server stopped");
 }
 
@@ -335,7 +372,13 @@ async fn kubelet_style_symlink_swap_is_picked_up() {
     let old_ca = TestCa::with_name("old").unwrap();
     let new_ca = TestCa::with_name("new").unwrap();
     kubelet_write(dir.path(), &old_ca, 1);
-    let running = start(dir.path(), Arc::new(Echo::default()), Limits::default()).await;
+    let (running, mut reloads) = start_with(
+        dir.path(),
+        Arc::new(Echo::default()),
+        Limits::default(),
+        BodyLimits::default(),
+    )
+    .await;
     let mutate = url(&running, "/mutate");
     assert!(https_client(&[&old_ca])
         .unwrap()
@@ -345,15 +388,9 @@ async fn kubelet_style_symlink_swap_is_picked_up() {
         .is_ok());
 
     kubelet_write(dir.path(), &new_ca, 2);
+    reloaded(&mut reloads, |r| r.loaded == 1).await;
     let only_new = https_client(&[&new_ca]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while only_new.post(&mutate).send().await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the swapped certificate was never served"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(only_new.post(&mutate).send().await.is_ok());
     running.shutdown().await;
 }
 
@@ -462,7 +499,7 @@ async fn an_oversized_http2_stream_is_refused_alone() {
         max_bytes: 64 * 1024,
         ..BodyLimits::default()
     };
-    let running = start_with(
+    let (running, _) = start_with(
         dir.path(),
         Arc::new(Echo::default()),
         Limits::default(),
@@ -501,6 +538,7 @@ async fn a_certificate_written_after_start_makes_the_server_ready() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let (watched, tls) = CertDir::open(dir.path()).unwrap();
+    let mut reloads = tls.reloads();
     tokio::spawn(watched.watch(tls.clone(), Duration::from_millis(50)));
     let running = server::start(
         loopback(),
@@ -522,14 +560,9 @@ async fn a_certificate_written_after_start_makes_the_server_ready() {
         "no handshake without a certificate"
     );
     write_cert_dir(&ca, dir.path()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while reqwest::get(&readyz).await.unwrap().status() != 200 {
-        assert!(
-            Instant::now() < deadline,
-            "never ready after the certificate was written"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    reloaded(&mut reloads, |r| r.loaded == 1).await;
+    let status = reqwest::get(&readyz).await.unwrap().status();
+    assert_eq!(status, 200, "ready once the certificate is loaded");
     let answer = client
         .post(url(&running, "/mutate"))
         .body("{}")
