@@ -3,11 +3,13 @@
 //!
 //! - [`platform`]: one platform model (`os/architecture[/variant]`), as registries and overrides
 //!   state it.
-//! - [`decide`]: the pod view, its images, and the pure decision.
+//! - [`images`]: the one reading of a pod's container lists.
+//! - [`decide`]: the pod view and the pure decision.
 //! - [`patch`]: the RFC 6902 patch the decision writes.
 
 pub mod decide;
+pub mod images;
 pub mod patch;
 pub mod platform;
 
-pub use platform::Platform;
+pub use platform::{Platform, Support};
