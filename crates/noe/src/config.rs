@@ -118,6 +118,8 @@ pub struct Explain {
     /// A file, or `-` for stdin.
     pub file: PathBuf,
     pub output: Output,
+    /// Exit 0 even when an image lookup failed.
+    pub allow_lookup_errors: bool,
     pub decision: Decision,
     pub registry: RegistrySettings,
 }
