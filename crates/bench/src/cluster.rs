@@ -71,8 +71,8 @@ pub fn populate_with(api: &KubeApi, nodes: usize, pods: usize, pool: &[String]) 
 pub fn platforms() -> Arc<dyn PodPlatforms> {
     let both = Support::Only(
         [
-            Platform::new("linux", "amd64"),
-            Platform::new("linux", "arm64"),
+            Platform::new("linux", "amd64", None),
+            Platform::new("linux", "arm64", None),
         ]
         .into(),
     );
@@ -81,7 +81,7 @@ pub fn platforms() -> Arc<dyn PodPlatforms> {
         .collect();
     known.insert(
         AMD_ONLY.to_owned(),
-        Support::Only([Platform::new("linux", "amd64")].into()),
+        Support::Only([Platform::new("linux", "amd64", None)].into()),
     );
     Arc::new(known)
 }

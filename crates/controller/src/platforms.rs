@@ -1,56 +1,10 @@
 //! The seam to the registry side: the composition root implements [`PodPlatforms`] with the
 //! webhook's resolver and the pod's pull secrets; the controllers never import the webhook.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use futures::future::BoxFuture;
-
-/// An OS/architecture pair, as node labels and image indexes name them (variants do not matter
-/// for placement: node labels carry none).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Platform {
-    /// `linux`, `windows`; empty when an image does not say (matches any OS).
-    pub os: String,
-    /// `amd64`, `arm64`, ...
-    pub arch: String,
-}
-
-impl Platform {
-    /// A platform from its parts.
-    pub fn new(os: &str, arch: &str) -> Self {
-        Self {
-            os: os.to_owned(),
-            arch: arch.to_owned(),
-        }
-    }
-}
-
-impl std::fmt::Display for Platform {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.os, self.arch)
-    }
-}
-
-/// What one image can run on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Support {
-    /// Anything: an arch-neutral artifact, or an override saying so.
-    Any,
-    /// These platforms only.
-    Only(BTreeSet<Platform>),
-}
-
-impl Support {
-    /// Whether a node of `node` can run the image (an image platform without OS matches any OS).
-    pub fn runs_on(&self, node: &Platform) -> bool {
-        match self {
-            Self::Any => true,
-            Self::Only(platforms) => platforms
-                .iter()
-                .any(|p| p.arch == node.arch && (p.os.is_empty() || p.os == node.os)),
-        }
-    }
-}
+pub use noe_core::platform::{Platform, Support};
 
 /// Why an image's platforms are not known (the registry's answer, one line).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -25,8 +25,9 @@ mod write;
 
 use std::collections::BTreeSet;
 
+pub use crate::images::ephemeral as ephemeral_images;
 pub use architectures::{ArchSettings, Architectures};
-pub use ephemeral::{check_ephemeral, ephemeral_images};
+pub use ephemeral::check_ephemeral;
 pub use facts::{Facts, NodeFacts};
 pub use outcome::{selector, Decision, DenyReason, Signal, SkipReason, Verdict};
 pub use plan::{plan, Plan};

@@ -3,14 +3,16 @@
 //!
 //! - [`platform`]: one platform model (`os/architecture[/variant]`), as registries and overrides
 //!   state it.
-//! - [`decide`]: the pod view, its images, and the pure decision.
+//! - [`images`]: the one reading of a pod's container lists.
+//! - [`decide`]: the pod view and the pure decision.
 //! - [`patch`]: the RFC 6902 patch the decision writes.
 //! - [`workload`]: the pod a workload object stands for (its template, as its controller creates
 //!   pods from it).
 
 pub mod decide;
+pub mod images;
 pub mod patch;
 pub mod platform;
 pub mod workload;
 
-pub use platform::Platform;
+pub use platform::{Platform, Support};

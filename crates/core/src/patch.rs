@@ -7,9 +7,11 @@
 //! parent another operation of the same patch creates.
 
 mod builder;
+mod release;
 
 pub use builder::PatchBuilder;
 pub use json_patch::PatchOperation as Op;
+pub use release::{gate_index, release, ReleaseError, SCHEDULING_GATE};
 
 use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, RemoveOperation, ReplaceOperation};

@@ -1,6 +1,7 @@
 //! A platform an image can run on: `os/architecture[/variant]`, and the validation of the fields
 //! a registry sends for one (a registry is named by any pod author: its strings are hostile).
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -126,6 +127,45 @@ impl Platform {
             + self.variant.as_ref().map_or(0, String::len)
             + self.os_version.as_ref().map_or(0, String::len);
         std::mem::size_of::<Self>().saturating_add(strings)
+    }
+}
+
+/// What one image runs on, for placement: OS and architecture only (variants and `os.version`
+/// do not matter, node labels carry none). The one reading of an image's platforms the
+/// admission, the controllers and the CLI share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Support {
+    /// Anything: an arch-neutral artifact (no platform at all), or an override saying `*`.
+    Any,
+    /// These platforms only (OS and architecture, no variant or `os.version`).
+    Only(BTreeSet<Platform>),
+}
+
+impl Support {
+    /// What an image whose registry (or platform override) lists `platforms` runs on: no
+    /// platform, or [`Platform::any`] among them, is [`Support::Any`]; otherwise the OS and
+    /// architecture of each platform that names an architecture. `None` when none does.
+    pub fn of(platforms: &[Platform]) -> Option<Self> {
+        if platforms.is_empty() || platforms.iter().any(Platform::is_any) {
+            return Some(Self::Any);
+        }
+        let known: BTreeSet<Platform> = platforms
+            .iter()
+            .filter(|p| !p.architecture.is_empty())
+            .map(|p| Platform::new(p.os.as_str(), p.architecture.as_str(), None))
+            .collect();
+        (!known.is_empty()).then_some(Self::Only(known))
+    }
+
+    /// Whether a node of platform `node` (its `kubernetes.io/os` and `kubernetes.io/arch`) can
+    /// run the image; an image platform without OS matches any OS.
+    pub fn runs_on(&self, node: &Platform) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Only(platforms) => platforms.iter().any(|p| {
+                p.architecture == node.architecture && (p.os.is_empty() || p.os == node.os)
+            }),
+        }
     }
 }
 
@@ -309,5 +349,43 @@ mod tests {
         .unwrap();
         assert_eq!(platform.os_version.as_deref(), Some("10.0.17763.5329"));
         assert!(platform.weight() > std::mem::size_of::<Platform>());
+    }
+
+    #[test]
+    fn support_reads_platforms_once_for_everyone() {
+        let linux = |arch: &str, variant| Platform::new("linux", arch, variant);
+        let node = |os: &str, arch: &str| Platform::new(os, arch, None);
+        let index = [
+            linux("amd64", None),
+            linux("arm", Some("v7")),
+            linux("arm", Some("v6")),
+            Platform::new("", "arm64", None),
+        ];
+        let support = Support::of(&index).unwrap();
+        assert_eq!(
+            support,
+            Support::Only(
+                [
+                    linux("amd64", None),
+                    linux("arm", None),
+                    Platform::new("", "arm64", None)
+                ]
+                .into()
+            )
+        );
+        assert!(support.runs_on(&node("linux", "arm")));
+        assert!(support.runs_on(&node("windows", "arm64")));
+        assert!(!support.runs_on(&node("windows", "amd64")));
+        assert!(!support.runs_on(&node("linux", "s390x")));
+        // No platform (an artifact) and an override's `*` run anywhere.
+        assert_eq!(Support::of(&[]), Some(Support::Any));
+        assert_eq!(Support::of(&[Platform::any()]), Some(Support::Any));
+        assert_eq!(
+            Support::of(&[linux("amd64", None), Platform::any()]),
+            Some(Support::Any)
+        );
+        assert!(Support::Any.runs_on(&node("linux", "s390x")));
+        // Platforms that name no architecture say nothing.
+        assert_eq!(Support::of(&[linux("", None)]), None);
     }
 }

@@ -50,7 +50,11 @@ impl NodeRecord {
     /// `os/arch` from the labels (OS `linux` when the label is missing, as the kubelet sets it).
     pub fn platform(&self) -> Option<Platform> {
         let arch = self.arch.as_deref()?;
-        Some(Platform::new(self.os.as_deref().unwrap_or("linux"), arch))
+        Some(Platform::new(
+            self.os.as_deref().unwrap_or("linux"),
+            arch,
+            None,
+        ))
     }
 
     /// A record built in code (tests, benches).

@@ -2,6 +2,7 @@
 //! controller owner, phase, and the flags that make it out of scope.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use noe_core::images;
 use serde::Deserialize;
 
 use super::meta::{bounded, nullable, RawObject};
@@ -126,31 +127,13 @@ struct RawSpec {
     #[serde(default, deserialize_with = "nullable")]
     node_name: String,
     #[serde(default, deserialize_with = "nullable")]
-    containers: Vec<RawContainer>,
+    containers: Vec<images::Container>,
     #[serde(default, deserialize_with = "nullable")]
-    init_containers: Vec<RawContainer>,
+    init_containers: Vec<images::Container>,
     #[serde(default, deserialize_with = "nullable")]
-    volumes: Vec<RawVolume>,
+    volumes: Vec<images::Volume>,
     #[serde(default, deserialize_with = "nullable")]
     image_pull_secrets: Vec<RawName>,
-}
-
-#[derive(Default, Deserialize)]
-struct RawContainer {
-    #[serde(default, deserialize_with = "nullable")]
-    image: String,
-}
-
-#[derive(Default, Deserialize)]
-struct RawVolume {
-    #[serde(default, deserialize_with = "nullable")]
-    image: RawImageVolume,
-}
-
-#[derive(Default, Deserialize)]
-struct RawImageVolume {
-    #[serde(default, deserialize_with = "nullable")]
-    reference: String,
 }
 
 #[derive(Default, Deserialize)]
@@ -174,24 +157,9 @@ impl From<RawPod> for PodRecord {
             volumes,
             image_pull_secrets,
         } = raw.spec;
-        let written = containers
-            .into_iter()
-            .chain(init_containers)
-            .map(|container| container.image)
-            .chain(volumes.into_iter().map(|volume| volume.image.reference))
-            .filter(|image| !image.is_empty());
-        let mut images: Vec<String> = Vec::new();
-        let mut too_many_images = false;
-        for image in written {
-            if images.contains(&image) {
-                continue;
-            }
-            if images.len() == MAX_IMAGES {
-                too_many_images = true;
-                break;
-            }
-            images.push(bounded(&image));
-        }
+        let (images, too_many_images) =
+            images::distinct(containers, init_containers, volumes, MAX_IMAGES);
+        let images = images.iter().map(|image| bounded(image)).collect();
         let pull_secrets = image_pull_secrets
             .into_iter()
             .map(|secret| secret.name)

@@ -21,7 +21,7 @@ use noe_test_support::{
 use serde_json::Value;
 
 fn platforms() -> Arc<dyn PodPlatforms> {
-    let only = |arch: &str| Support::Only([Platform::new("linux", arch)].into());
+    let only = |arch: &str| Support::Only([Platform::new("linux", arch, None)].into());
     Arc::new(HashMap::from([
         ("amd-only:1".to_owned(), only("amd64")),
         ("arm-only:1".to_owned(), only("arm64")),
@@ -29,8 +29,8 @@ fn platforms() -> Arc<dyn PodPlatforms> {
             "multi:1".to_owned(),
             Support::Only(
                 [
-                    Platform::new("linux", "amd64"),
-                    Platform::new("linux", "arm64"),
+                    Platform::new("linux", "amd64", None),
+                    Platform::new("linux", "arm64", None),
                 ]
                 .into(),
             ),
@@ -519,7 +519,7 @@ async fn node_view_relists_after_gone_and_resumes_from_bookmarks() {
     assert_eq!(archs, ["amd64", "arm64"]);
     assert_eq!(
         view.node("arm").unwrap().platform(),
-        Some(Platform::new("linux", "arm64"))
+        Some(Platform::new("linux", "arm64", None))
     );
 
     // A bookmark moves the resume point: the next watch starts from its resource version.
@@ -604,11 +604,11 @@ async fn pods_are_judged_again_when_an_image_changes_or_a_tag_moves() {
     two_nodes(&api);
     api.put_pod(PodFixture::new("shop", "web", "arm", &["multi:1"]).json());
     api.put_pod(PodFixture::new("shop", "api", "arm", &["tag:latest"]).json());
-    let only = |arch: &str| Support::Only([Platform::new("linux", arch)].into());
+    let only = |arch: &str| Support::Only([Platform::new("linux", arch, None)].into());
     let both = Support::Only(
         [
-            Platform::new("linux", "amd64"),
-            Platform::new("linux", "arm64"),
+            Platform::new("linux", "amd64", None),
+            Platform::new("linux", "arm64", None),
         ]
         .into(),
     );

@@ -16,7 +16,7 @@ fn only(platforms: &[&str]) -> Support {
             .iter()
             .map(|p| {
                 let (os, arch) = p.split_once('/').unwrap();
-                Platform::new(os, arch)
+                Platform::new(os, arch, None)
             })
             .collect(),
     )
@@ -58,7 +58,7 @@ fn screen_table() {
             "in scope",
             base.clone(),
             Some(arm.clone()),
-            Ok(Platform::new("linux", "arm64")),
+            Ok(Platform::new("linux", "arm64", None)),
         ),
         (
             "deleting",
@@ -82,7 +82,7 @@ fn screen_table() {
             "pending is judged",
             with(&|p| p.phase = Phase::Pending),
             Some(arm.clone()),
-            Ok(Platform::new("linux", "arm64")),
+            Ok(Platform::new("linux", "arm64", None)),
         ),
         (
             "mirror annotation",
@@ -135,7 +135,7 @@ fn screen_table() {
             "node without os label is linux",
             base.clone(),
             Some(node(Some("amd64"), None)),
-            Ok(Platform::new("linux", "amd64")),
+            Ok(Platform::new("linux", "amd64", None)),
         ),
     ];
     for (name, pod, node, want) in cases {
@@ -146,8 +146,8 @@ fn screen_table() {
 #[test]
 #[allow(clippy::type_complexity)]
 fn judge_table() {
-    let arm = Platform::new("linux", "arm64");
-    let win = Platform::new("windows", "amd64");
+    let arm = Platform::new("linux", "arm64", None);
+    let win = Platform::new("windows", "amd64", None);
     let pod = PodRecord::new("ns", "web", "n1", &["app:1", "sidecar:2"]);
     let mut orphan = pod.clone();
     orphan.owner = None;
@@ -282,10 +282,10 @@ fn judge_table() {
 
 #[test]
 fn note_names_node_images_and_is_bounded() {
-    let arm = Platform::new("linux", "arm64");
+    let arm = Platform::new("linux", "arm64", None);
     let misfits = vec![noe_controller::remediate::Misfit {
         image: "app:1".into(),
-        platforms: vec![Platform::new("linux", "amd64")],
+        platforms: vec![Platform::new("linux", "amd64", None)],
     }];
     assert_eq!(
         note("n1", &arm, &misfits, Remedy::Evict),
@@ -294,7 +294,7 @@ fn note_names_node_images_and_is_bounded() {
     let many: Vec<_> = (0..100)
         .map(|i| noe_controller::remediate::Misfit {
             image: format!("registry.example.com/team/é-{i}:v1"),
-            platforms: vec![Platform::new("linux", "amd64")],
+            platforms: vec![Platform::new("linux", "amd64", None)],
         })
         .collect();
     let text = note("n1", &arm, &many, Remedy::Report);
@@ -401,7 +401,7 @@ fn records_keep_only_what_is_used() {
     json["metadata"]["labels"]["node.kubernetes.io/windows-build"] = "10.0.17763".into();
     let node: NodeRecord = serde_json::from_value(json).unwrap();
     assert_eq!(node.name(), "n1");
-    assert_eq!(node.platform(), Some(Platform::new("linux", "arm64")));
+    assert_eq!(node.platform(), Some(Platform::new("linux", "arm64", None)));
     assert_eq!(node.windows_build.as_deref(), Some("10.0.17763"));
     assert!(node.ready);
     assert_eq!(

@@ -3,46 +3,12 @@
 //! image that cannot run on that node's platform gets a warning, or with `--on-contradiction=deny`
 //! a denial.
 
-use serde_json::Value;
-
 use super::platforms::{NO_PLATFORM, NO_RESULT};
-use super::pod::array;
 use super::windows::{build_of, os_version, WINDOWS};
 use super::{
     text, Decision, DenyReason, Facts, Lookups, Mode, NodeFacts, OnContradiction, OnLookupError,
     Policy, Signal, SkipReason, Verdict, DENY_CODE,
 };
-
-/// The images of the ephemeral containers `pod` has and `old` (the pod before the update) had
-/// not, by container name; each once, empty strings dropped.
-pub fn ephemeral_images<'p>(pod: &'p Value, old: Option<&Value>) -> Vec<&'p str> {
-    let containers = |pod: &'p Value| {
-        pod.get("spec")
-            .map(|s| array(s, "ephemeralContainers"))
-            .unwrap_or_default()
-    };
-    let before: Vec<&str> = old
-        .and_then(|o| o.get("spec"))
-        .map(|s| array(s, "ephemeralContainers"))
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|c| c.get("name").and_then(Value::as_str))
-        .collect();
-    let mut images: Vec<&'p str> = Vec::new();
-    for container in containers(pod) {
-        let name = container.get("name").and_then(Value::as_str);
-        if name.is_some_and(|n| before.contains(&n)) {
-            continue;
-        }
-        let Some(image) = container.get("image").and_then(Value::as_str) else {
-            continue;
-        };
-        if !image.is_empty() && !images.contains(&image) {
-            images.push(image);
-        }
-    }
-    images
-}
 
 fn node_platform(node: &NodeFacts, arch: &str) -> String {
     match node.os.as_deref() {

@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+pub(crate) use crate::images::ImageKind;
+
 use super::{ARCH_LABEL, BETA_ARCH_LABEL, OS_LABEL, SKIP_LABEL};
 
 /// `spec.affinity.nodeAffinity` path segments.
@@ -104,46 +106,9 @@ impl<'p> PodView<'p> {
             })
     }
 
-    /// Step 3: images of `containers`, `initContainers` and image volumes (not ephemeral
-    /// containers), empty strings dropped, duplicates removed (a container's image stays a
-    /// container image), in order of appearance.
+    /// Step 3: the images that decide placement ([`images::of_spec`](crate::images::of_spec)).
     pub(crate) fn images(&self) -> Vec<(&'p str, ImageKind)> {
-        let mut images: Vec<(&str, ImageKind)> = Vec::new();
-        let Some(spec) = self.spec else {
-            return images;
-        };
-        let containers = ["containers", "initContainers"]
-            .into_iter()
-            .flat_map(|list| array(spec, list))
-            .filter_map(|c| c.get("image").and_then(Value::as_str))
-            .map(|image| (image, ImageKind::Container));
-        let volumes = array(spec, "volumes")
-            .iter()
-            .filter_map(|v| v.get("image")?.get("reference")?.as_str())
-            .map(|image| (image, ImageKind::Volume));
-        // Pods are written by anyone who may create one: no quadratic scan over long lists. A
-        // linear scan while there are few images (most pods have one to three), a set past that.
-        let mut seen: Option<std::collections::HashSet<&str>> = None;
-        for (image, kind) in containers.chain(volumes) {
-            if image.is_empty() {
-                continue;
-            }
-            let new = match &mut seen {
-                Some(seen) => seen.insert(image),
-                None if images.len() < SCAN_UP_TO => images.iter().all(|(i, _)| *i != image),
-                None => {
-                    let mut set: std::collections::HashSet<&str> =
-                        images.iter().map(|(i, _)| *i).collect();
-                    let new = set.insert(image);
-                    seen = Some(set);
-                    new
-                }
-            };
-            if new {
-                images.push((image, kind));
-            }
-        }
-        images
+        self.spec.map(crate::images::of_spec).unwrap_or_default()
     }
 
     /// Step 4: `spec.os.name`, else a `kubernetes.io/os` nodeSelector, else the first required
@@ -176,9 +141,6 @@ impl<'p> PodView<'p> {
     }
 }
 
-/// Distinct images are found by a linear scan up to this many, by a set past it.
-const SCAN_UP_TO: usize = 8;
-
 /// The non-null array member `key` of `value`, or an empty slice.
 pub(crate) fn array<'v>(value: &'v Value, key: &str) -> &'v [Value] {
     value
@@ -201,16 +163,6 @@ pub(crate) fn is_arch_key(requirement: &Value) -> bool {
 /// A term with neither expressions nor fields matches no node: we leave it alone.
 pub(crate) fn is_empty_term(term: &Value) -> bool {
     array(term, "matchExpressions").is_empty() && array(term, "matchFields").is_empty()
-}
-
-/// Where an image comes from (step 3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ImageKind {
-    /// A container or init container: it runs on the node's CPU.
-    Container,
-    /// An image volume (`spec.volumes[].image.reference`): an OCI artifact without a platform
-    /// constrains nothing.
-    Volume,
 }
 
 /// A term pins the node by name (`matchFields` on `metadata.name`), as the DaemonSet controller

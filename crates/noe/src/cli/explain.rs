@@ -404,24 +404,8 @@ const DEBUG_NOTE: &str = "debug containers checked against the pod's node";
 
 /// A note per image of `pod` a `--platform-overrides` entry answers for.
 async fn override_notes(app: &App, pod: &Value) -> Vec<String> {
-    let mut images: Vec<&str> = Vec::new();
-    let spec = pod.get("spec");
-    for list in ["initContainers", "containers", "ephemeralContainers"] {
-        let containers = spec.and_then(|s| s.get(list)).and_then(Value::as_array);
-        for container in containers.into_iter().flatten() {
-            images.extend(container.get("image").and_then(Value::as_str));
-        }
-    }
-    let volumes = spec
-        .and_then(|s| s.get("volumes"))
-        .and_then(Value::as_array);
-    for volume in volumes.into_iter().flatten() {
-        images.extend(volume.pointer("/image/reference").and_then(Value::as_str));
-    }
-    images.sort_unstable();
-    images.dedup();
     let mut notes = Vec::new();
-    for image in images.into_iter().filter(|i| !i.is_empty()) {
+    for image in noe_core::images::named(pod) {
         if let Ok(Some(found)) = app.platform_override(image).await {
             let platforms: Vec<String> = found
                 .matched

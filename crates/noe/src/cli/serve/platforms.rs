@@ -2,12 +2,11 @@
 //! lookups ([`noe_webhook::resolve::Resolve`]): the same resolver and platform cache, the same
 //! credentials (the pod's pull secrets, then the node-level sources) as the admission.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use noe_controller::{ImageLookup, LookupError, Platform, PodImages, PodPlatforms, Support};
+use noe_controller::{ImageLookup, LookupError, PodImages, PodPlatforms, Support};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{RegistryLookup, Resolve};
 
@@ -53,8 +52,8 @@ impl PodPlatforms for ResolverPlatforms {
     }
 }
 
-/// What an image runs on, from its lookup: no platform at all is an arch-neutral artifact (an
-/// image volume); platforms are kept as OS and arch (variants do not matter for placement).
+/// What an image runs on, from its lookup ([`Support::of`]: no platform at all is an
+/// arch-neutral artifact, an override's `*` runs anywhere).
 pub fn support(
     image: &str,
     lookup: Option<&Result<Arc<[noe_registry::Platform]>, String>>,
@@ -63,29 +62,19 @@ pub fn support(
         image: image.to_owned(),
         reason: reason.to_owned(),
     };
-    let platforms = match lookup {
-        Some(Ok(platforms)) => platforms,
-        Some(Err(reason)) => return Err(failed(reason)),
-        None => return Err(failed("no lookup result")),
-    };
-    if platforms.is_empty() {
-        return Ok(Support::Any);
+    match lookup {
+        Some(Ok(platforms)) => Support::of(platforms)
+            .ok_or_else(|| failed("the registry lists no architecture for it")),
+        Some(Err(reason)) => Err(failed(reason)),
+        None => Err(failed("no lookup result")),
     }
-    let known: BTreeSet<Platform> = platforms
-        .iter()
-        .filter(|p| !p.architecture.is_empty())
-        .map(|p| Platform::new(&p.os, &p.architecture))
-        .collect();
-    if known.is_empty() {
-        return Err(failed("the registry lists no architecture for it"));
-    }
-    Ok(Support::Only(known))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use noe_controller::Platform;
 
     fn platform(os: &str, arch: &str, variant: Option<&str>) -> noe_registry::Platform {
         noe_registry::Platform {
@@ -108,9 +97,9 @@ mod tests {
             support("app:1", Some(&Ok(index))),
             Ok(Support::Only(
                 [
-                    Platform::new("linux", "amd64"),
-                    Platform::new("linux", "arm"),
-                    Platform::new("", "arm64"),
+                    Platform::new("linux", "amd64", None),
+                    Platform::new("linux", "arm", None),
+                    Platform::new("", "arm64", None),
                 ]
                 .into()
             ))
@@ -127,5 +116,29 @@ mod tests {
         );
         let archless: Arc<[noe_registry::Platform]> = Arc::from(vec![platform("linux", "", None)]);
         assert!(support("odd:1", Some(&Ok(archless))).is_err());
+    }
+
+    #[test]
+    fn an_image_overridden_to_any_platform_is_never_misplaced() {
+        use noe_controller::objects::PodRecord;
+        use noe_controller::remediate::{judge, Verdict};
+        use noe_controller::Remediate;
+        // `--platform-overrides` entry `platforms: ["*"]`: the resolver answers `Platform::any()`.
+        let neutral: Arc<[noe_registry::Platform]> = Arc::from(vec![noe_registry::Platform::any()]);
+        let support = support("tools:1", Some(&Ok(neutral))).unwrap();
+        assert_eq!(support, Support::Any);
+        let pod = PodRecord::new("team", "tools-0", "node-1", &["tools:1"]);
+        let lookups = [ImageLookup {
+            image: "tools:1".to_owned(),
+            support: Ok(support),
+        }];
+        for arch in ["amd64", "arm64", "s390x"] {
+            let node = noe_registry::Platform::new("linux", arch, None);
+            assert_eq!(
+                judge(&pod, &node, &lookups, Remediate::Evict),
+                Verdict::Fits,
+                "{arch}"
+            );
+        }
     }
 }
