@@ -11,8 +11,10 @@
 # for the default values, a values file that sets every key, cert-manager off, adevinta/noe's own
 # values files and examples/values/*.yaml; every render validated with `kubernetes-validate
 # --strict` for Kubernetes 1.29 and 1.35; assertions on each render (check.py, which evaluates the
-# webhook's CEL matchConditions with cel-python); `helm template` must fail on each schema
-# violation in a list, naming the key.
+# webhook's CEL matchConditions with cel-python; check_platform.py: NetworkPolicies, the helm
+# test Pod, the PrometheusRule and dashboard, ServiceAccount, host network, ports, extra volumes);
+# `helm template` must fail on each schema violation in a list, naming the key.
+# The alerts (promtool) and the helm test script are run by monitoring.sh and helm-test.sh.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"

@@ -25,7 +25,7 @@ mod write;
 
 use std::collections::BTreeSet;
 
-pub use architectures::{parse_architectures, ArchSettings, Architectures, ArchitecturesError};
+pub use architectures::{ArchSettings, Architectures};
 pub use ephemeral::{check_ephemeral, ephemeral_images};
 pub use facts::{Facts, NodeFacts};
 pub use outcome::{selector, Decision, DenyReason, Signal, SkipReason, Verdict};

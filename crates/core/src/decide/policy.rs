@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use super::architectures::Architectures;
 
 /// `--preference-mode`: how the preferred architecture is written into the pod.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PreferenceMode {
     /// noe's behaviour: a hard `nodeSelector["kubernetes.io/arch"]` on the preferred arch.
     #[default]
@@ -15,7 +15,7 @@ pub enum PreferenceMode {
 }
 
 /// `--on-lookup-error`: what one failed image lookup does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnLookupError {
     /// noe's behaviour: decide over the images that were resolved; if none was, leave the pod alone.
     #[default]
@@ -29,7 +29,7 @@ pub enum OnLookupError {
 }
 
 /// `--mode`: whether the decision is applied or only reported.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
     /// Mutate and deny as decided.
     #[default]
@@ -41,7 +41,7 @@ pub enum Mode {
 
 /// `--on-contradiction`: what a pod whose own arch constraint its images cannot satisfy gets (and
 /// a debug container that cannot run on its pod's node).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnContradiction {
     /// Allow it, with an admission warning naming the images.
     #[default]
@@ -237,31 +237,6 @@ impl Policy {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use clap::ValueEnum;
-
-    fn names<T: ValueEnum>() -> Vec<String> {
-        T::value_variants()
-            .iter()
-            .filter_map(|v| v.to_possible_value())
-            .map(|v| v.get_name().to_owned())
-            .collect()
-    }
-
-    #[test]
-    fn flag_spellings() {
-        assert_eq!(names::<PreferenceMode>(), ["required", "preferred"]);
-        assert_eq!(
-            names::<OnLookupError>(),
-            ["ignore-image", "allow-pod", "deny", "fallback"]
-        );
-        assert_eq!(names::<Mode>(), ["enforce", "audit"]);
-        assert_eq!(names::<OnContradiction>(), ["warn", "deny"]);
-        assert_eq!(
-            OnLookupError::from_str("allow-pod", false),
-            Ok(OnLookupError::AllowPod)
-        );
-        assert!(PreferenceMode::from_str("Required", false).is_err());
-    }
 
     #[test]
     fn weights_outside_1_to_100_are_refused() {

@@ -44,9 +44,12 @@ pub fn image_host(image: &str) -> &str {
     split_authority(image).0
 }
 
+/// Docker Hub's host in a normalized reference.
+pub const DOCKER_HUB: &str = "docker.io";
+
 /// Docker Hub's historical names, all meaning the `docker.io` of a normalized reference.
 const DOCKER_HUB_ALIASES: &[&str] = &[
-    "docker.io",
+    DOCKER_HUB,
     "index.docker.io",
     "registry-1.docker.io",
     "registry.hub.docker.com",

@@ -4,7 +4,7 @@
 //!
 //! One matcher serves every pattern of the crate: `--registry-proxies` rules and the `registry`
 //! metric label's configured hosts (whole host names), kubelet `matchImages` and docker config
-//! keys (one DNS label at a time, [`crate::credentials::matching`]), and containerd `imports`
+//! keys (one DNS label at a time, [`crate::matching`]), and containerd `imports`
 //! (file names). Host names compare ASCII case-insensitively; file names exactly.
 
 /// Whether `text` matches `pattern`, exactly as written.

@@ -1,5 +1,6 @@
-//! containerd registry host configuration (`certs.d/HOST/hosts.toml`, `_default/hosts.toml`):
-//! the mirrors to try for a registry, in order, then the registry itself.
+//! Where a registry is reached, in containerd's registry host configuration
+//! (`certs.d/HOST/hosts.toml`, `_default/hosts.toml`): the mirrors to try for a registry, in
+//! order, then the registry itself, each with its TLS files ([`super::host_tls`]).
 
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -9,8 +10,8 @@ use std::time::Duration;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::super::matching::is_docker_hub;
 use super::host_tls::{docker_cert_dir, read_tls_files, ClientCert, SharedTlsFiles};
+use noe_credentials::matching::is_docker_hub;
 
 /// Why a `hosts.toml` cannot be used. Never carries the file's content.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -466,3 +467,7 @@ pub fn load_hosts(roots: &[PathBuf], registry: &str) -> Result<Option<HostsConfi
     config.read_tls_files();
     Ok(Some(config))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

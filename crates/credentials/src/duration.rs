@@ -47,9 +47,9 @@ fn unit(name: &str) -> Option<u64> {
 ///
 /// ```
 /// use std::time::Duration;
-/// assert_eq!(noe_registry::duration::parse("1h30m"), Ok(Duration::from_secs(5400)));
-/// assert_eq!(noe_registry::duration::parse("1.5h"), Ok(Duration::from_secs(5400)));
-/// assert!(noe_registry::duration::parse("-1s").is_err());
+/// assert_eq!(noe_credentials::duration::parse("1h30m"), Ok(Duration::from_secs(5400)));
+/// assert_eq!(noe_credentials::duration::parse("1.5h"), Ok(Duration::from_secs(5400)));
+/// assert!(noe_credentials::duration::parse("-1s").is_err());
 /// ```
 pub fn parse(text: &str) -> Result<Duration, Error> {
     let invalid = |reason| Error::Invalid {

@@ -19,7 +19,7 @@ use super::matching::{
 };
 use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
 use crate::files::FileReader;
-use crate::reference::DOCKER_HUB;
+use crate::matching::DOCKER_HUB;
 use crate::{Credential, CredentialCandidate};
 
 /// Largest docker config file we read.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::basic;
-use crate::credentials::exec::{self, ExecError, ExecLimits};
+use crate::exec::{self, ExecError, ExecLimits};
 use crate::Credential;
 
 /// How long a helper's answer (or lack of one) is reused.

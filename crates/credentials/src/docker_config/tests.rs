@@ -3,7 +3,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::*;
-use crate::credentials::exec::ExecError;
+use crate::exec::ExecError;
 
 fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)

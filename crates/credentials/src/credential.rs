@@ -38,7 +38,8 @@ pub struct CredentialCandidate {
     /// mirror `host[:port]` (containerd `hosts.toml`) and sent to that mirror only.
     pub mirror: Option<String>,
     /// Only some callers have it (a pod's pull secret, not the node's own credentials): what it
-    /// finds is cached under the caller's [`crate::cache::Scope`], never for everyone.
+    /// finds is cached under the caller's credential scope (the registry's `cache::Scope`), never
+    /// for everyone.
     pub scoped: bool,
 }
 

@@ -1,4 +1,4 @@
-//! The TLS files of a containerd host: `ca` bundles and `client` certificates named in
+//! The TLS files of a registry host: `ca` bundles and `client` certificates named in
 //! `hosts.toml`, or found in a docker-style `certs.d/HOST` directory (`*.crt` CAs, `*.cert` with
 //! the `*.key` of the same name). Their contents are read once per load of the host
 //! configuration (off the async workers, see [`crate::files`]) and travel with the endpoint, so

@@ -1,19 +1,12 @@
 //! containerd configuration (`--containerd-config-path`, files or directories): CRI registry
-//! `auth` sections (config version 1, 2 and containerd 2.x), `imports` drop-ins, and the
-//! `config_path` directories holding `hosts.toml` files (see [`hosts`]).
-
-pub mod host_tls;
-pub mod hosts;
+//! `auth` sections (config version 1, 2 and containerd 2.x), `imports` drop-ins, and where the
+//! host configuration is ([`ContainerdSource::host_source`]: the `config_path` directories
+//! holding `hosts.toml` files, or the deprecated CRI mirrors), which the registry reads.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-pub use host_tls::{ClientCert, TlsFiles};
-pub use hosts::{
-    default_server, host_dir, load_hosts, Capabilities, Endpoint, HostsConfig, HostsError,
-};
 
 use super::docker_config::entry_credential;
 use super::matching::{config_key_matches, image_host, normalize_config_key};
@@ -291,10 +284,21 @@ fn host_dir_names(root: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Registries whose host configuration is remembered (each reloaded in the background).
-const MAX_HOSTS_ENTRIES: u64 = 4096;
+/// Where containerd's configuration says a registry's host configuration comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostSource {
+    /// `certs.d`-style directories (`config_path`, or `certs.d` beside a configuration
+    /// directory), in order: the registry's `hosts.toml` (or `_default`) is read from them.
+    Dirs(Vec<PathBuf>),
+    /// No such directory: the deprecated CRI `registry.mirrors` endpoints of the registry (its
+    /// own entry, else `"*"`), in order.
+    Mirrors(Vec<String>),
+    /// Neither: the registry's default server only.
+    None,
+}
 
-/// Credentials and host configuration from containerd configuration files or directories.
+/// Credentials, and where the host configuration is, from containerd configuration files or
+/// directories.
 ///
 /// Every file is read off the async workers with a timeout ([`FileReader`]) and reloaded in the
 /// background: lookups use the last good configuration and never wait for a file, except the
@@ -305,8 +309,6 @@ pub struct ContainerdSource {
     files: FileReader,
     every: Duration,
     loaded: Arc<Reloading<Loaded>>,
-    /// `hosts.toml` per registry host.
-    hosts: moka::future::Cache<String, Arc<Reloading<Option<HostsConfig>>>>,
 }
 
 impl std::fmt::Debug for ContainerdSource {
@@ -336,9 +338,6 @@ impl ContainerdSource {
             loaded: Arc::new(Reloading::new(every, first_wait)),
             files,
             every,
-            hosts: moka::future::Cache::builder()
-                .max_capacity(MAX_HOSTS_ENTRIES)
-                .build(),
         }
     }
 
@@ -414,57 +413,33 @@ impl ContainerdSource {
         hosts
     }
 
-    /// The host configuration of `registry` (`docker.io`, `127.0.0.1:5000`), if a `hosts.toml`
-    /// (or `_default`, or a docker-style directory of certificates) applies; unreadable files
-    /// are logged and the last good configuration kept.
-    ///
-    /// Without any `config_path` directory, the deprecated CRI `registry.mirrors` apply instead
-    /// (the registry's own entry, else `"*"`): their endpoints in order, then the registry's
-    /// default server unless listed.
-    pub async fn hosts(&self, registry: &str) -> Option<HostsConfig> {
+    /// Where the host configuration of `registry` (`docker.io`, `127.0.0.1:5000`) comes from,
+    /// per the last good load: the `certs.d`-style directories when any is configured (or
+    /// present), else the deprecated CRI `registry.mirrors` (the registry's own entry, else
+    /// `"*"`).
+    pub async fn host_source(&self, registry: &str) -> HostSource {
         let loaded = self.loaded().await;
-        if loaded.host_roots.is_empty() {
-            let endpoints = loaded
-                .mirrors
-                .get(registry)
-                .or_else(|| loaded.mirrors.get("*"))?;
-            return match HostsConfig::from_mirror_endpoints(registry, endpoints) {
-                Ok(hosts) => Some(hosts),
-                Err(error) => {
-                    tracing::warn!(registry, %error, "ignoring containerd registry mirrors");
-                    None
-                }
-            };
+        if !loaded.host_roots.is_empty() {
+            return HostSource::Dirs(loaded.host_roots.clone());
         }
-        let first_wait = self.files.timeout().saturating_mul(2);
-        let every = self.every;
-        let entry = self
-            .hosts
-            .get_with(registry.to_owned(), async move {
-                Arc::new(Reloading::new(every, first_wait))
-            })
-            .await;
-        let roots = loaded.host_roots.clone();
-        let files = self.files.clone();
-        let owned = registry.to_owned();
-        let hosts = entry
-            .get(|previous| async move {
-                let label = roots.first().map(|root| root.join(&owned)).unwrap_or_default();
-                let registry = owned.clone();
-                match files.run(&label, move || load_hosts(&roots, &registry)).await {
-                    Ok(Ok(hosts)) => hosts,
-                    Ok(Err(error)) => {
-                        tracing::warn!(registry = %owned, %error, "ignoring containerd hosts.toml");
-                        None
-                    }
-                    Err(error) => {
-                        tracing::warn!(registry = %owned, %error, "containerd hosts.toml not read again; keeping what was read before");
-                        previous.and_then(|p| (*p).clone())
-                    }
-                }
-            })
-            .await;
-        (*hosts).clone()
+        match loaded
+            .mirrors
+            .get(registry)
+            .or_else(|| loaded.mirrors.get("*"))
+        {
+            Some(endpoints) => HostSource::Mirrors(endpoints.clone()),
+            None => HostSource::None,
+        }
+    }
+
+    /// The reader every file of this configuration is read with (its timeout bounds each read).
+    pub fn files(&self) -> &FileReader {
+        &self.files
+    }
+
+    /// How often the files are read again.
+    pub fn reload_interval(&self) -> Duration {
+        self.every
     }
 }
 

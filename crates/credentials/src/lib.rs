@@ -1,15 +1,19 @@
 //! Credential sources: docker config files, containerd configuration, kubelet credential provider
-//! plugins, and kubelet-style image pattern matching. They produce [`crate::CredentialCandidate`]s.
+//! plugins, and kubelet-style image pattern matching. They produce [`CredentialCandidate`]s.
 //!
 //! [`Sources`] puts them together in the order the kubelet's view suggests: plugins, then
 //! containerd, then docker config files (pod pull secrets, read by the webhook, go first).
 
 pub mod containerd;
+pub mod credential;
 pub mod docker_config;
+pub mod duration;
 pub mod exec;
+pub mod files;
+pub mod glob;
 pub mod matching;
 pub mod provider;
-pub(crate) mod reload;
+pub mod reload;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,8 +21,9 @@ use std::time::Duration;
 pub use matching::image_matches;
 pub use reload::DEFAULT_RELOAD_INTERVAL;
 
+pub use credential::{Credential, CredentialCandidate};
+
 use crate::files::FileReader;
-use crate::CredentialCandidate;
 use containerd::ContainerdSource;
 use docker_config::{CredentialHelpers, DockerConfigSource};
 use exec::ExecLimits;
