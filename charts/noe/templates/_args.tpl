@@ -47,6 +47,9 @@ args:
 {{- with .Values.schedulableArchitectures }}
 - {{ printf "--cluster-schedulable-archs=%s" (join "," .) | quote }}
 {{- end }}
+{{- with .Values.cloudCredentials }}
+- {{ printf "--cloud-credentials=%s" (join "," .) | quote }}
+{{- end }}
 {{- with .Values.proxies }}
 - {{ printf "--registry-proxies=%s" (join "," .) | quote }}
 {{- end }}

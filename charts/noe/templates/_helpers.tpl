@@ -61,7 +61,7 @@ file leaves them null).
 {{- define "noe.metadata" -}}
 {{- $ctx := .ctx -}}
 {{- $obj := get $ctx.Values .key | default dict -}}
-{{- $labels := merge (dict) (include "noe.labels" $ctx | fromYaml) ($obj.labels | default dict) -}}
+{{- $labels := merge (dict) (include "noe.labels" $ctx | fromYaml) (.extraLabels | default dict) ($obj.labels | default dict) -}}
 {{- $annotations := merge (dict) (.extraAnnotations | default dict) ($obj.annotations | default dict) -}}
 labels:
   {{- toYaml $labels | nindent 2 }}

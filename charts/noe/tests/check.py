@@ -547,9 +547,19 @@ def scenario_full(r, release, namespace):
         "shared-cache-password-file": ["/etc/noe/shared-cache/password"],
         "shared-cache-timeout": ["15ms"],
         "shared-cache-ca-file": ["/etc/noe/shared-cache-ca/ca.crt"],
+        "cloud-credentials": ["ecr,gcp,acr"],
     }
     for k, v in want.items():
         check(f"full --{k}", f.get(k) == v, str(f.get(k)))
+    sa = r.one("ServiceAccount")["metadata"].get("annotations") or {}
+    check("full: cloud identity ServiceAccount annotations", {
+        "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/noe-ecr-read",
+        "iam.gke.io/gcp-service-account": "noe-reader@my-project.iam.gserviceaccount.com",
+        "azure.workload.identity/client-id": "11111111-2222-3333-4444-555555555555",
+    }.items() <= sa.items(), str(sa))
+    pod_labels = r.one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    check("full: acr marks the pod for Azure workload identity",
+          pod_labels.get("azure.workload.identity/use") == "true", str(pod_labels))
     rules = {(tuple(x["apiGroups"]), tuple(x["resources"])): x["verbs"]
              for x in r.one("ClusterRole")["rules"]}
     check("full: every controller's and feature's RBAC", rules == {

@@ -283,6 +283,20 @@ schema = {
         "dockerConfigPathCandidates": string_list(ABS_PATH, "--docker-config-path (files)"),
         "containerdConfigPathCandidates": string_list(
             ABS_PATH, "--containerd-config-path (a .toml file or a containerd config dir)"),
+        "cloudCredentials": string_list({"enum": ["ecr", "gcp", "acr"]}, "--cloud-credentials"),
+        "cloudIdentity": {
+            "type": ["object", "null"],
+            "description": "the workload identity of --cloud-credentials (ServiceAccount annotations)",
+            "additionalProperties": False,
+            "properties": {
+                "awsRoleArn": {"type": "string", "pattern": r"^$|^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$",
+                               "description": "eks.amazonaws.com/role-arn"},
+                "gcpServiceAccount": {"type": "string", "pattern": r"^$|^[a-z0-9-]+@[a-z0-9.-]+\.iam\.gserviceaccount\.com$",
+                                      "description": "iam.gke.io/gcp-service-account"},
+                "azureClientId": {"type": "string", "pattern": r"^$|^[0-9a-fA-F-]{36}$",
+                                  "description": "azure.workload.identity/client-id"},
+            },
+        },
         "kubeletConfig": {
             "type": ["object", "null"],
             "description": "kubelet credential provider plugins",

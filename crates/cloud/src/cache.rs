@@ -112,7 +112,11 @@ impl<V: Clone> Cache<V> {
         let now = self.clock.now();
         let (value, until) = match result {
             Ok((value, expires_at)) => (Ok(value), refresh_at(now, expires_at)),
-            Err(error) => (Err(error), now + FAILURE_TTL),
+            Err(error) => {
+                // Once per failed refresh (callers in between get the remembered error).
+                tracing::warn!(provider = %self.provider, %error, "cloud credential refresh failed");
+                (Err(error), now + FAILURE_TTL)
+            }
         };
         *entry = Some(Entry {
             value: value.clone(),

@@ -41,9 +41,19 @@ impl Config {
     }
 }
 
-/// The HTTP client for the identity services: `roots` for TLS, no redirects (a token request
-/// answered with a redirect is an error, never followed with its secrets).
-pub fn http_client(roots: Arc<rustls::RootCertStore>) -> Result<reqwest::Client, Error> {
+/// The HTTP client for the identity services: `roots` for TLS (`None`: webpki's and the
+/// system's), no redirects (a token request answered with a redirect is an error, never
+/// followed with its secrets).
+pub fn http_client(roots: Option<Arc<rustls::RootCertStore>>) -> Result<reqwest::Client, Error> {
+    let roots = roots.unwrap_or_else(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for cert in rustls_native_certs::load_native_certs().certs {
+            // A broken system certificate must not prevent start-up; the others still count.
+            let _ = roots.add(cert);
+        }
+        Arc::new(roots)
+    });
     let fail = |reason: String| Error::NotConfigured {
         provider: Provider::Ecr,
         reason: format!("HTTP client: {reason}"),

@@ -36,6 +36,12 @@ impl Metrics {
         Ok(Self { requests, cache })
     }
 
+    /// Register the metrics on `registry` (when they were made with none).
+    pub fn register(&self, registry: &Registry) -> Result<(), prometheus::Error> {
+        registry.register(Box::new(self.requests.clone()))?;
+        registry.register(Box::new(self.cache.clone()))
+    }
+
     pub(crate) fn request(&self, provider: Provider, step: Step, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.requests

@@ -42,6 +42,10 @@ pub enum Error {
     ProviderFlags,
     #[error(transparent)]
     Provider(#[from] provider::Error),
+    #[error(transparent)]
+    Cloud(#[from] noe_cloud::Error),
+    #[error("cannot create the cloud credential metrics")]
+    CloudMetrics(#[source] prometheus::Error),
 }
 
 /// The credential flags.
@@ -62,11 +66,14 @@ pub struct SourcesConfig {
     /// Bound on each read of a configuration file (a FIFO or a hung mount never blocks longer);
     /// `None`: [`crate::files::DEFAULT_TIMEOUT`].
     pub file_read_timeout: Option<Duration>,
+    /// `--cloud-credentials`: the clouds whose registries get the pod's own workload identity.
+    pub cloud: Vec<noe_cloud::Provider>,
 }
 
 /// All the node-level credential sources.
 #[derive(Clone, Debug)]
 pub struct Sources {
+    cloud: Option<noe_cloud::CloudCredentials>,
     providers: Option<ProviderSource>,
     containerd: ContainerdSource,
     docker: DockerConfigSource,
@@ -85,7 +92,16 @@ impl Sources {
             helper_dirs,
             exec_limits,
             file_read_timeout,
+            cloud,
         } = config;
+        let cloud = if cloud.is_empty() {
+            None
+        } else {
+            let metrics = noe_cloud::Metrics::new(None).map_err(Error::CloudMetrics)?;
+            let client = noe_cloud::http_client(None)?;
+            let config = noe_cloud::Config::new(cloud);
+            Some(noe_cloud::CloudCredentials::new(config, client, metrics)?)
+        };
         let files = FileReader::new(file_read_timeout.unwrap_or(crate::files::DEFAULT_TIMEOUT));
         let providers = match (provider_bin_dir, provider_config) {
             (None, None) => None,
@@ -99,6 +115,7 @@ impl Sources {
             exec_limits,
         );
         let sources = Self {
+            cloud,
             providers,
             containerd: ContainerdSource::with_options(
                 containerd_config_paths
@@ -121,6 +138,7 @@ impl Sources {
     /// No source at all (tests, or a deliberately anonymous setup).
     pub fn none() -> Self {
         Self {
+            cloud: None,
             providers: None,
             containerd: ContainerdSource::new(Vec::new()),
             docker: DockerConfigSource::new(
@@ -131,10 +149,26 @@ impl Sources {
     }
 
     /// The credentials to try for `image` (a normalized reference such as
-    /// `docker.io/library/nginx:latest`), in order: plugins, containerd, docker config files.
-    /// A credential already listed by an earlier source is not repeated.
+    /// `docker.io/library/nginx:latest`), in order: the cloud identity (for its own registries
+    /// only), plugins, containerd, docker config files. A credential already listed by an
+    /// earlier source is not repeated.
     pub async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
         let mut out: Vec<CredentialCandidate> = Vec::new();
+        if let Some(cloud) = &self.cloud {
+            let host = image.split('/').next().unwrap_or_default();
+            match cloud.credential_for(host).await {
+                Some(Ok(found)) => out.push(CredentialCandidate::new(
+                    found.source(),
+                    crate::Credential::Basic {
+                        username: found.username.clone(),
+                        password: found.password().to_owned(),
+                    },
+                )),
+                // Logged once per failed refresh by the cloud crate; the other sources still count.
+                Some(Err(error)) => tracing::debug!(%error, "no cloud credential"),
+                None => {}
+            }
+        }
         if let Some(providers) = &self.providers {
             push_unique(&mut out, providers.candidates(image).await);
         }
@@ -167,6 +201,32 @@ impl Sources {
     /// The docker config source.
     pub fn docker(&self) -> &DockerConfigSource {
         &self.docker
+    }
+
+    /// The same sources with `cloud` as the cloud identity (replacing the one from the flags).
+    #[must_use]
+    pub fn with_cloud(mut self, cloud: noe_cloud::CloudCredentials) -> Self {
+        self.cloud = Some(cloud);
+        self
+    }
+
+    /// Register the cloud credentials' metrics on `registry` (nothing without `--cloud-credentials`).
+    pub fn register_metrics(
+        &self,
+        registry: &prometheus::Registry,
+    ) -> Result<(), prometheus::Error> {
+        match &self.cloud {
+            Some(cloud) => cloud.metrics().register(registry),
+            None => Ok(()),
+        }
+    }
+
+    /// The secret-free description of each enabled cloud provider's identity (`noe inspect`).
+    pub fn cloud_identities(&self) -> Vec<String> {
+        self.cloud
+            .as_ref()
+            .map(noe_cloud::CloudCredentials::describe)
+            .unwrap_or_default()
     }
 
     /// The credential provider plugins, when configured.

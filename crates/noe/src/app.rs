@@ -86,6 +86,7 @@ impl App {
         } = settings;
         let metrics = prometheus::Registry::new();
         let sources = Sources::new(sources).await.map_err(Error::Sources)?;
+        sources.register_metrics(&metrics)?;
         // containerd's certs.d hosts.toml mirrors apply to the registry after proxies; every
         // source's hosts are `registry` label values.
         let config = noe_registry::Config {

@@ -63,6 +63,7 @@ async fn plugins_then_containerd_then_docker_config() {
             max_output: 1 << 16,
         },
         file_read_timeout: None,
+        cloud: Vec::new(),
     })
     .await
     .unwrap();

@@ -36,6 +36,12 @@ pub struct RegistryArgs {
     #[arg(long, global = true, env = "NOE_IMAGE_CREDENTIAL_PROVIDER_CONFIG", value_parser = super::parse::any_path)]
     pub image_credential_provider_config: Option<PathBuf>,
 
+    /// Clouds whose registries are authenticated with this pod's own workload identity: `ecr`
+    /// (IRSA or EKS Pod Identity), `gcp` (GKE workload identity), `acr` (Azure workload
+    /// identity); comma separated; empty: none.
+    #[arg(long, global = true, env = "NOE_CLOUD_CREDENTIALS", value_delimiter = ',', value_parser = parse_cloud)]
+    pub cloud_credentials: Vec<Option<noe_cloud::Provider>>,
+
     /// Docker `config.json` file to read credentials from; repeatable (or comma separated); an
     /// empty value means no file. Default: noe's list (/var/lib/kubelet/config.json, $DOCKER_CONFIG/config.json,
     /// ~/.docker/config.json, /.docker/config.json, then the legacy .dockercfg files).
@@ -166,6 +172,13 @@ fn parse_qps(text: &str) -> Result<f64, String> {
 }
 
 /// `docker.io=proxy.corp`; an empty item (from `--registry-proxies=`) is allowed and ignored.
+fn parse_cloud(text: &str) -> Result<Option<noe_cloud::Provider>, String> {
+    match text.trim() {
+        "" => Ok(None),
+        name => name.parse().map(Some),
+    }
+}
+
 fn parse_proxy(text: &str) -> Result<(String, String), String> {
     if text.trim().is_empty() {
         return Ok((String::new(), String::new()));
@@ -193,6 +206,17 @@ fn parse_cidr(text: &str) -> Result<Option<ipnet::IpNet>, String> {
 }
 
 impl RegistryArgs {
+    /// `--cloud-credentials`, each provider once, in flag order.
+    pub fn cloud(&self) -> Vec<noe_cloud::Provider> {
+        let mut providers: Vec<noe_cloud::Provider> = Vec::new();
+        for provider in self.cloud_credentials.iter().flatten() {
+            if !providers.contains(provider) {
+                providers.push(*provider);
+            }
+        }
+        providers
+    }
+
     pub fn proxies(&self) -> Vec<(String, String)> {
         self.registry_proxies
             .iter()
@@ -295,6 +319,7 @@ impl RegistryArgs {
             containerd_config_paths: Some(self.containerd_config_paths()),
             provider_bin_dir: provider_bin_dir.cloned(),
             provider_config: provider_config.cloned(),
+            cloud: self.cloud(),
             ..Default::default()
         };
         let lookups = noe_webhook::resolve::LookupLimits {

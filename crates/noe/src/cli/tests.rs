@@ -493,3 +493,14 @@ fn the_shared_cache_takes_its_secrets_from_files_never_from_flags() {
     .to_string();
     assert!(error.contains("--shared-cache-key-file"), "{error}");
 }
+
+#[test]
+fn cloud_credentials_flag() {
+    use noe_cloud::Provider;
+    let settings = inspect_registry(&["noe", "inspect", "--cloud-credentials=ecr,acr,ecr,", "x"]);
+    assert_eq!(settings.sources.cloud, [Provider::Ecr, Provider::Acr]);
+    let settings = inspect_registry(&["noe", "inspect", "--cloud-credentials=", "x"]);
+    assert!(settings.sources.cloud.is_empty());
+    let error = parse(&["noe", "inspect", "--cloud-credentials=aws", "x"]).map(|_| ());
+    assert!(error.is_err_and(|e| e.to_string().contains("expected ecr, gcp or acr")));
+}
