@@ -2,7 +2,9 @@
 //! timeouts, a streamed body cap, one retry on 429/5xx honouring `Retry-After`, and redirects
 //! followed by hand so `Authorization` never leaves the origin it was meant for.
 
-mod tls;
+pub(crate) mod host_tls;
+pub(crate) mod hosts;
+pub(crate) mod tls;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

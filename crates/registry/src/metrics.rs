@@ -61,8 +61,9 @@ pub struct Metrics {
     /// Circuit breakers opened, by `registry` and `cause` (`too_many_requests`,
     /// `server_errors`).
     pub circuit_opened: IntCounterVec,
-    /// Shared cache reads by `result`: `hit`, `miss`, `error` (failed or timed out: the lookup
-    /// went on without it), `bypassed` (not asked after repeated failures).
+    /// Shared cache reads by `result`: `hit`, `miss`, `unverified` (a value whose MAC does not
+    /// verify: also a miss), `error` (failed or timed out: the lookup went on without it),
+    /// `bypassed` (not asked after repeated failures).
     pub shared_reads: IntCounterVec,
     /// Shared cache writes by `result`: `ok`, `error`, `bypassed`, `dropped` (too many at once).
     pub shared_writes: IntCounterVec,
@@ -226,7 +227,7 @@ impl Metrics {
             .map_err(config_error)?,
             shared_reads: counter_vec(
                 "noe_registry_shared_cache_reads_total",
-                "Shared cache reads by result (hit, miss, error, bypassed)",
+                "Shared cache reads by result (hit, miss, unverified, error, bypassed)",
                 &["result"],
             )
             .map_err(config_error)?,

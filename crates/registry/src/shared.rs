@@ -4,23 +4,31 @@
 //! restarted one) reuse, so registry load does not grow with the replica count.
 //!
 //! Only non-secret data goes there (docs/architecture.md, Shared cache):
-//! - `noe:1:t:<key>` → the manifest digest a reference resolved to, and until when it is fresh
+//! - `noe:2:t:<key>` → the manifest digest a reference resolved to, and until when it is fresh
 //!   (the tag TTL; longer for digest references), where `<key>` is an HMAC, under the install's
 //!   key, of the reference after proxies and the **credential scope** it was found with: none
 //!   (anonymous access) or an HMAC of the one credential that worked. A replica only finds the
 //!   entries of the credentials it holds itself; nobody can tell a credential from its key.
-//! - `noe:1:d:<key>` → the platforms of a manifest digest (immutable, 7 days), `<key>` an HMAC of
+//! - `noe:2:d:<key>` → the platforms of a manifest digest (immutable, 7 days), `<key>` an HMAC of
 //!   `registry/repository@digest`. A replica reads one only after it knows that digest from a
 //!   tag entry of its own scope or from its own HEAD of that repository (the kubelet's KEP-2535
 //!   model: knowing a digest is not permission to use it).
 //!
-//! Reads and writes have a timeout of a few ms; after [`FAILURES_TO_OPEN`] failures in a row the
+//! Each value is stored as `MAC:value`, the MAC (HMAC-SHA256 under the install's key) covering
+//! the value and its full key: whoever can write to the server but does not hold the key cannot
+//! forge a value nor move one to another key. A value that does not verify is a miss, counted as
+//! `unverified`, and never reaches the in-process cache.
+//!
+//! Reads and writes have a timeout of a few ms, and the server may send no more than the answers
+//! asked for may hold (`shared/link.rs`): a server that sends more or answers late loses the connection.
+//! After [`FAILURES_TO_OPEN`] failures in a row the
 //! cache is not asked for [`OPEN_FOR`]; writes are sent in the background, at most
 //! [`MAX_WRITES_IN_FLIGHT`] at once. Lookups never wait on it longer than the timeout and never
 //! fail because of it: every failure is a miss, counted in
 //! `noe_registry_shared_cache_{reads,writes}_total{result}`.
 
 mod codec;
+mod link;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -30,6 +38,7 @@ use ring::hmac;
 use tokio::time::Instant;
 
 pub use codec::{DigestValue, TagValue};
+use link::{Connector, Link, FRAMING_BYTES};
 
 use crate::metrics::Metrics;
 use crate::{Credential, CredentialCandidate, Error};
@@ -48,7 +57,10 @@ pub const MAX_VALUE_BYTES: usize = 64 * 1024;
 pub const MIN_KEY_BYTES: usize = 16;
 /// Credential scopes asked per lookup at most (the candidates, and anonymous access).
 const MAX_SCOPES: usize = 16;
-const PREFIX: &str = "noe:1";
+/// Version 2: values carry their MAC (version 1 values are not read).
+const PREFIX: &str = "noe:2";
+/// Hex digits of a value's MAC, before a `:` and the value.
+const MAC_HEX: usize = 64;
 
 /// How to reach the shared cache. `Debug` shows no secret.
 #[derive(Clone)]
@@ -86,7 +98,9 @@ struct Health {
 
 /// A connection to the shared cache (lazy: nothing is sent before the first lookup).
 pub struct SharedCache {
-    connection: redis::aio::ConnectionManager,
+    connector: Arc<Connector>,
+    /// The open connection, if any (a new one is opened after a failure).
+    link: Arc<tokio::sync::Mutex<Option<Link>>>,
     key: hmac::Key,
     timeout: Duration,
     health: Arc<Mutex<Health>>,
@@ -147,26 +161,10 @@ impl SharedCache {
             let settings = info.redis_settings().clone().set_password(password);
             info = info.set_redis_settings(settings);
         }
-        let client = match &config.ca_pem {
-            Some(ca) => redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(ca.clone()),
-                },
-            ),
-            None => redis::Client::open(info),
-        }
-        .map_err(|e| invalid(format!("cannot use the shared cache: {e}")))?;
-        let manager = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(OPEN_FOR);
-        let connection = redis::aio::ConnectionManager::new_lazy_with_config(client, manager)
-            .map_err(|e| invalid(format!("cannot use the shared cache: {e}")))?;
+        let connector = Connector::new(info, config.ca_pem.as_deref())?;
         Ok(Self {
-            connection,
+            connector: Arc::new(connector),
+            link: Arc::default(),
             key: hmac::Key::new(hmac::HMAC_SHA256, &config.key),
             timeout: config.timeout,
             health: Arc::default(),
@@ -186,11 +184,15 @@ impl SharedCache {
         let keys: Vec<String> = scopes.iter().map(|c| self.tag_key(target, *c)).collect();
         let values = self.read(&keys).await?;
         let now = unix_ms();
-        let found = values.iter().enumerate().find_map(|(i, bytes)| {
-            let value = TagValue::decode(bytes)?;
-            let left = value.expires_unix_ms.checked_sub(now)?;
-            Some((i, value.digest, Duration::from_millis(left)))
-        });
+        let found = values
+            .iter()
+            .zip(&keys)
+            .enumerate()
+            .find_map(|(i, (bytes, key))| {
+                let value = TagValue::decode(self.open(key, bytes)?)?;
+                let left = value.expires_unix_ms.checked_sub(now)?;
+                Some((i, value.digest, Duration::from_millis(left)))
+            });
         self.count_read(if found.is_some() { "hit" } else { "miss" });
         found
     }
@@ -199,7 +201,9 @@ impl SharedCache {
     pub async fn platforms(&self, repository: &str, digest: &str) -> Option<DigestValue> {
         let key = self.digest_key(repository, digest);
         let values = self.read(std::slice::from_ref(&key)).await?;
-        let found = values.first().and_then(|bytes| DigestValue::decode(bytes));
+        let found = values
+            .first()
+            .and_then(|bytes| DigestValue::decode(self.open(&key, bytes)?));
         self.count_read(if found.is_some() { "hit" } else { "miss" });
         found
     }
@@ -223,26 +227,30 @@ impl SharedCache {
             expires_unix_ms: unix_ms().saturating_add(fresh_ms),
         };
         let mut pipe = redis::pipe();
+        let tag_key = self.tag_key(learned.target, learned.credential);
         pipe.cmd("SET")
-            .arg(self.tag_key(learned.target, learned.credential))
-            .arg(tag.encode())
+            .arg(&tag_key)
+            .arg(self.seal(&tag_key, &tag.encode()))
             .arg("PX")
             .arg(fresh_ms)
             .ignore();
         if let Some(platforms) = &learned.platforms {
             let digest_ms = u64::try_from(DIGEST_TTL.as_millis()).unwrap_or(u64::MAX);
+            let digest_key = self.digest_key(learned.repository, learned.digest);
             pipe.cmd("SET")
-                .arg(self.digest_key(learned.repository, learned.digest))
-                .arg(platforms.encode())
+                .arg(&digest_key)
+                .arg(self.seal(&digest_key, &platforms.encode()))
                 .arg("PX")
                 .arg(digest_ms)
                 .ignore();
         }
-        let mut connection = self.connection.clone();
+        let answers = if learned.platforms.is_some() { 2 } else { 1 };
+        let (connector, link) = (self.connector.clone(), self.link.clone());
         let (timeout, health, metrics) = (self.timeout, self.health.clone(), self.metrics.clone());
         tokio::spawn(async move {
-            let sent = tokio::time::timeout(timeout, pipe.query_async::<()>(&mut connection)).await;
-            let ok = matches!(sent, Ok(Ok(())));
+            let ok = query::<()>(&connector, &link, &pipe, answers * FRAMING_BYTES, timeout)
+                .await
+                .is_ok();
             record(&health, ok);
             metrics
                 .shared_writes
@@ -264,19 +272,19 @@ impl SharedCache {
         for key in keys {
             pipe.cmd("GETRANGE").arg(key).arg(0).arg(end);
         }
-        let mut connection = self.connection.clone();
-        let answer = tokio::time::timeout(
-            self.timeout,
-            pipe.query_async::<Vec<Vec<u8>>>(&mut connection),
-        )
-        .await;
+        let each = u64::try_from(MAX_VALUE_BYTES)
+            .unwrap_or(u64::MAX)
+            .saturating_add(FRAMING_BYTES);
+        let most = each.saturating_mul(u64::try_from(keys.len()).unwrap_or(u64::MAX));
+        let answer =
+            query::<Vec<Vec<u8>>>(&self.connector, &self.link, &pipe, most, self.timeout).await;
         match answer {
-            Ok(Ok(values)) if values.len() == keys.len() => {
+            Ok(values) if values.len() == keys.len() => {
                 record(&self.health, true);
                 Some(values)
             }
-            Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
-                if let Ok(Err(error)) = &answer {
+            Ok(_) | Err(_) => {
+                if let Err(error) = &answer {
                     tracing::debug!(%error, "shared cache read failed");
                 }
                 record(&self.health, false);
@@ -334,6 +342,41 @@ impl SharedCache {
         format!("{PREFIX}:d:{}", hex::encode(context.sign().as_ref()))
     }
 
+    /// `MAC:value`, the MAC (hex) of the value together with its full key under the install's
+    /// key: a value cannot be forged, nor moved to another key, without the key.
+    fn seal(&self, key: &str, value: &[u8]) -> Vec<u8> {
+        let mac = hex::encode(self.value_mac(key, value).as_ref());
+        let mut sealed =
+            Vec::with_capacity(mac.len().saturating_add(1).saturating_add(value.len()));
+        sealed.extend_from_slice(mac.as_bytes());
+        sealed.push(b':');
+        sealed.extend_from_slice(value);
+        sealed
+    }
+
+    /// The value sealed under `key` in `sealed`, if its MAC verifies. An absent key (empty) is
+    /// a miss; a value that does not verify is one too, counted as `unverified`.
+    fn open<'v>(&self, key: &str, sealed: &'v [u8]) -> Option<&'v [u8]> {
+        if sealed.is_empty() {
+            return None;
+        }
+        let verified = sealed
+            .get(..MAC_HEX)
+            .and_then(|mac| hex::decode(mac).ok())
+            .zip(sealed.get(MAC_HEX.saturating_add(1)..))
+            .filter(|_| sealed.get(MAC_HEX) == Some(&b':'))
+            .filter(|(mac, value)| hmac::verify(&self.key, &value_message(key, value), mac).is_ok())
+            .map(|(_, value)| value);
+        if verified.is_none() {
+            self.count_read("unverified");
+        }
+        verified
+    }
+
+    fn value_mac(&self, key: &str, value: &[u8]) -> hmac::Tag {
+        hmac::sign(&self.key, &value_message(key, value))
+    }
+
     fn count_read(&self, result: &'static str) {
         self.metrics.shared_reads.with_label_values(&[result]).inc();
     }
@@ -344,6 +387,79 @@ impl SharedCache {
             .with_label_values(&[result])
             .inc();
     }
+}
+
+/// Sends `pipe` on the open connection (opening one first when there is none) and reads its
+/// answers, which may hold `most` bytes at most, within `timeout`. A connection that failed,
+/// sent more or did not answer in time is closed and forgotten: the next query opens another.
+async fn query<T: redis::FromRedisValue>(
+    connector: &Connector,
+    link: &tokio::sync::Mutex<Option<Link>>,
+    pipe: &redis::Pipeline,
+    most: u64,
+    timeout: Duration,
+) -> Result<T, QueryError> {
+    let now = Instant::now();
+    let deadline = now
+        .checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(3600));
+    let open = tokio::time::timeout_at(deadline, async {
+        let mut slot = link.lock().await;
+        match slot.as_ref() {
+            Some(open) if !open.meter.is_closed() => Ok(open.clone()),
+            _ => {
+                *slot = None;
+                let open = connector.connect().await?;
+                *slot = Some(open.clone());
+                Ok::<_, std::io::Error>(open)
+            }
+        }
+    })
+    .await
+    .map_err(|_| QueryError::TimedOut)?
+    .map_err(QueryError::Io)?;
+    let Link {
+        mut connection,
+        meter,
+    } = open;
+    let expecting = meter.expect(most);
+    let answer = tokio::time::timeout_at(deadline, pipe.query_async::<T>(&mut connection)).await;
+    drop(expecting);
+    match answer {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => {
+            if error.is_io_error() || error.is_unrecoverable_error() {
+                meter.close();
+            }
+            Err(QueryError::Redis(error))
+        }
+        Err(_) => {
+            // Whatever it sends late is not read.
+            meter.close();
+            Err(QueryError::TimedOut)
+        }
+    }
+}
+
+/// Why a query got no answer (logged at debug level only).
+#[derive(Debug, thiserror::Error)]
+enum QueryError {
+    #[error("no answer in time")]
+    TimedOut,
+    #[error("cannot connect: {0}")]
+    Io(std::io::Error),
+    #[error(transparent)]
+    Redis(redis::RedisError),
+}
+
+/// What a value's MAC covers: a domain, the full key, the value.
+fn value_message(key: &str, value: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(key.len().saturating_add(value.len()).saturating_add(8));
+    message.extend_from_slice(b"value\0");
+    message.extend_from_slice(key.as_bytes());
+    message.push(0);
+    message.extend_from_slice(value);
+    message
 }
 
 /// Records an answer (or a failure) of the server; [`FAILURES_TO_OPEN`] failures in a row stop

@@ -11,6 +11,7 @@ mod resolver {
     pub mod revalidate;
     pub mod shapes;
     pub mod shared;
+    pub mod shared_hostile;
     pub mod support;
     pub mod tls;
 }

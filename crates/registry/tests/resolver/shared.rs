@@ -117,7 +117,7 @@ async fn two_replicas_share_what_one_learned() {
     let keys = redis.command(&["KEYS", "*"]).unwrap();
     for key in keys.lines() {
         assert!(
-            key.starts_with("noe:1:t:") || key.starts_with("noe:1:d:"),
+            key.starts_with("noe:2:t:") || key.starts_with("noe:2:d:"),
             "{key}"
         );
         assert!(
@@ -281,4 +281,90 @@ async fn a_tls_redis_is_reached_with_its_ca() {
     }
     assert_eq!(answered, Some(Answered::SharedCache));
     drop(second);
+}
+
+#[tokio::test]
+async fn forged_values_are_misses_and_never_answer() {
+    let redis = RedisServer::start().unwrap();
+    let registry = Registry::start().await.unwrap();
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    let insecure = [registry.host()];
+    let image = fixtures.oci_index.reference();
+    let (first, _) = replica(&insecure, shared(&redis, None));
+    first.resolve(&image, &[]).await.unwrap();
+    await_keys(&redis, 2).await;
+
+    // Whoever can write to the server, without the install's key: every digest entry now
+    // claims s390x, in the value format of before (no MAC) and with a MAC made up.
+    let forged = r#"{"m":"application/vnd.oci.image.index.v1+json","p":[{"os":"linux","architecture":"s390x"}]}"#;
+    let keys = redis.command(&["KEYS", "noe:2:d:*"]).unwrap();
+    let keys: Vec<&str> = keys.lines().collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    for value in [forged.to_owned(), format!("{}:{forged}", "ab".repeat(32))] {
+        redis.command(&["SET", keys[0], &value]).unwrap();
+        let (second, metrics) = replica(&insecure, shared(&redis, None));
+        registry.reset_requests();
+        let found = second.resolve(&image, &[]).await.unwrap();
+        assert_eq!(found.answered_by, Answered::Get, "{value}");
+        assert!(registry.request_count() >= 1, "the registry was not asked");
+        assert!(
+            found.platforms.iter().all(|p| p.architecture != "s390x"),
+            "{:?}",
+            found.platforms
+        );
+        assert_eq!(
+            counter(
+                &metrics,
+                "noe_registry_shared_cache_reads_total",
+                "unverified"
+            ),
+            1.0
+        );
+        assert_eq!(
+            counter(&metrics, "noe_registry_shared_cache_reads_total", "hit"),
+            // The tag entry verified; the digest entry did not.
+            1.0
+        );
+        // The lookup writes the genuine value back (in the background): wait for it, so the
+        // next forgery is not overwritten by it.
+        let mut restored = false;
+        for _ in 0..300 {
+            if redis.command(&["GET", keys[0]]).unwrap() != value {
+                restored = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(restored, "the genuine value was not written back");
+    }
+
+    // A genuine value moved to another key does not verify either: the tag entry of another
+    // image now holds the first image's digest entry.
+    let other = fixtures.docker_list.reference();
+    first.resolve(&other, &[]).await.unwrap();
+    await_keys(&redis, 4).await;
+    let tags = redis.command(&["KEYS", "noe:2:t:*"]).unwrap();
+    let digests = redis.command(&["KEYS", "noe:2:d:*"]).unwrap();
+    let tags: Vec<&str> = tags.lines().collect();
+    let moved = redis.command(&["GET", tags[0]]).unwrap();
+    for key in tags
+        .iter()
+        .chain(digests.lines().collect::<Vec<_>>().iter())
+    {
+        if *key != tags[0] {
+            redis.command(&["SET", key, &moved]).unwrap();
+        }
+    }
+    let (third, metrics) = replica(&insecure, shared(&redis, None));
+    for image in [&image, &other] {
+        let found = third.resolve(image, &[]).await.unwrap();
+        assert_ne!(found.answered_by, Answered::SharedCache, "{image}");
+    }
+    assert!(
+        counter(
+            &metrics,
+            "noe_registry_shared_cache_reads_total",
+            "unverified"
+        ) >= 1.0
+    );
 }
