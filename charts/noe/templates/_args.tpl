@@ -121,6 +121,11 @@ args:
 {{- with .Values.controller.taintArches }}
 - {{ printf "--taint-arches=%s" (join "," .) | quote }}
 {{- end }}
+{{- if $ctl.gate }}
+- {{ printf "--lookup-mode=%s" .Values.lookupMode | quote }}
+- {{ printf "--hybrid-budget=%s" .Values.gate.hybridBudget | quote }}
+- {{ printf "--gate-max-attempts=%d" (int .Values.gate.maxAttempts) | quote }}
+{{- end }}
 {{- if $ctl.leaderElect }}
 - "--leader-elect=true"
 {{- end }}

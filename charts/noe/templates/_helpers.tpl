@@ -178,7 +178,8 @@ configInBinDir: {{ if and $bin $cfg (hasPrefix (printf "%s/" $bin) $cfg) }}true{
 
 {{/*
 What the controller values turn on (docs/configuration.md, "Controllers"), as a map for fromYaml:
-remediate (off | report | evict), nodes (a node reflector runs), writes (remediation or taints),
+remediate (off | report | evict), nodes (a node reflector runs), writes (remediation, taints or
+the gate controller), gate (lookupMode gate or hybrid),
 leaderElect (--leader-elect: ha.enabled, or more than one replica running a writing controller),
 lease (leader election with something to elect: the Lease flags and RBAC).
 */}}
@@ -187,14 +188,17 @@ lease (leader election with something to elect: the Lease flags and RBAC).
 {{- $remediate := toString ($c.remediate | default "off") -}}
 {{- if eq $remediate "false" }}{{ $remediate = "off" }}{{ end -}}
 {{- $taints := $c.taintArches | default list -}}
-{{- $writes := or (ne $remediate "off") (gt (len $taints) 0) -}}
+{{- $gate := ne (toString (.Values.lookupMode | default "inline")) "inline" -}}
+{{- $reflect := or (ne $remediate "off") (gt (len $taints) 0) -}}
+{{- $writes := or $reflect $gate -}}
 {{- $ha := and .Values.ha .Values.ha.enabled -}}
 {{- $elect := or $ha (and $writes (gt (int (include "noe.replicas" .)) 1)) -}}
 watchNodes: {{ $c.watchNodes | default false }}
 remediate: {{ $remediate | quote }}
 taints: {{ gt (len $taints) 0 }}
-nodes: {{ or ($c.watchNodes | default false) $writes }}
+nodes: {{ or ($c.watchNodes | default false) $reflect }}
 writes: {{ $writes }}
+gate: {{ $gate }}
 leaderElect: {{ $elect }}
 lease: {{ and $elect $writes }}
 {{- end -}}

@@ -31,6 +31,8 @@ KNOWN_FLAGS = {
     "taint-arches", "leader-elect-resource-name", "leader-elect-resource-namespace",
     "leader-elect-identity", "leader-elect-lease-duration", "leader-elect-renew-deadline",
     "leader-elect-retry-period",
+    # The lookup modes (gate, hybrid).
+    "lookup-mode", "hybrid-budget", "gate-max-attempts",
     # The decision's features (issue 11).
     "mode", "on-contradiction", "fallback-arch", "platform-overrides", "namespace-preference",
     "check-ephemeral-containers",
@@ -256,8 +258,10 @@ def invariants(r, release, namespace):
 
     # RBAC: get on secrets, and exactly what the enabled controllers and features use.
     cr = r.one("ClusterRole")
+    mwc = [m["metadata"]["name"] for m in r.all("MutatingWebhookConfiguration")]
     check("ClusterRole: secrets get, plus what the controllers' and features' flags need, nothing else",
-          cr["rules"] == expected_cluster_rules(f), f"{cr['rules']} for {controller_flags(f)}")
+          cr["rules"] == expected_cluster_rules(f, mwc[0] if mwc else None),
+          f"{cr['rules']} for {controller_flags(f)}")
     crb = r.one("ClusterRoleBinding")
     sa = [{"kind": "ServiceAccount", "name": spec["serviceAccountName"], "namespace": namespace}]
     check("ClusterRoleBinding binds the ClusterRole to the pod's ServiceAccount",
@@ -403,17 +407,23 @@ def invariants(r, release, namespace):
               s["namespaceSelector"] == {"matchNames": [namespace]})
 
 
+def gating(f):
+    """The gate controller runs: --lookup-mode gate or hybrid."""
+    return f.get("lookup-mode", ["inline"]) != ["inline"]
+
+
 def writes(f):
-    """A writing controller runs: remediation or taints."""
-    return f.get("remediate", ["off"]) != ["off"] or bool(f.get("taint-arches"))
+    """A writing controller runs: remediation, taints or the gate controller."""
+    return (f.get("remediate", ["off"]) != ["off"] or bool(f.get("taint-arches"))
+            or gating(f))
 
 
 def controller_flags(f):
     return {k: v for k, v in f.items()
-            if k in ("watch-nodes", "remediate", "taint-arches", "leader-elect")}
+            if k in ("watch-nodes", "remediate", "taint-arches", "leader-elect", "lookup-mode")}
 
 
-def expected_cluster_rules(f):
+def expected_cluster_rules(f, webhook_configuration=None):
     """The ClusterRole the controller and feature flags need (docs/configuration.md)."""
     rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
     if f.get("namespace-preference") == ["true"]:
@@ -436,6 +446,18 @@ def expected_cluster_rules(f):
                       "verbs": ["create", "patch"]})
     if remediate == "evict":
         rules.append({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]})
+    if gating(f):
+        rules.append({"apiGroups": [""], "resources": ["pods"],
+                      "verbs": ["get", "list", "watch", "patch"]})
+        rules.append({"apiGroups": ["events.k8s.io"], "resources": ["events"],
+                      "verbs": ["create", "patch"]})
+        rules.append({"apiGroups": ["admissionregistration.k8s.io"],
+                      "resources": ["mutatingwebhookconfigurations",
+                                    "validatingwebhookconfigurations"],
+                      "verbs": ["list"]})
+        rules.append({"apiGroups": ["admissionregistration.k8s.io"],
+                      "resources": ["mutatingwebhookconfigurations"],
+                      "resourceNames": [webhook_configuration], "verbs": ["delete"]})
     return rules
 
 
@@ -468,6 +490,7 @@ def check_generated_cert(r, release, namespace, w, mwc_ann, svc):
 
 
 def scenario_default(r, release, namespace):
+    check("inline (install): no hook Job", not r.all("Job"))
     f = flags(r)
     want = {"preferred-arch": ["amd64"], "preference-mode": ["required"],
             "preference-weight": ["50"], "on-lookup-error": ["ignore-image"],
@@ -844,6 +867,28 @@ def scenario_controllers_taints(r, release, namespace):
     check("controllers taints: one Role for the Lease", len(r.all("Role")) == 1)
 
 
+def scenario_gate(r, release, namespace):
+    f = flags(r)
+    want = {"lookup-mode": ["hybrid"], "hybrid-budget": ["20ms"], "gate-max-attempts": ["3"],
+            "leader-elect": ["true"], "leader-elect-resource-name": [release]}
+    for k, v in want.items():
+        check(f"gate: --{k}={v[0]}", f.get(k) == v, str(f.get(k)))
+    jobs = r.all("Job")
+    check("gate: one pre-delete hook Job", len(jobs) == 1
+          and jobs[0]["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete", str(jobs))
+    job = jobs[0]["spec"]["template"]["spec"]
+    mwc = r.one("MutatingWebhookConfiguration")["metadata"]["name"]
+    check("gate: the hook deletes our webhook configuration, then releases every gated pod",
+          job["containers"][0]["args"] == ["ungate", "--all-namespaces", "--deadline=5m",
+                                           f"--delete-webhook-configuration={mwc}"],
+          str(job["containers"][0]["args"]))
+    check("gate: the hook runs as noe's ServiceAccount (it still exists at pre-delete)",
+          job["serviceAccountName"] == r.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"])
+    check("gate: the hook container is locked down",
+          job["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+          and job["containers"][0]["securityContext"]["capabilities"]["drop"] == ["ALL"])
+
+
 def scenario_skip_arch_pinned(r, release, namespace):
     w = r.one("MutatingWebhookConfiguration")["webhooks"][0]
     check_match_conditions(w, ["not-skip-labelled", "not-bound-or-debug-containers",
@@ -858,6 +903,7 @@ def scenario_no_match_conditions(r, release, namespace):
 SCENARIOS = {
     "controllers-report": scenario_controllers_report,
     "controllers-taints": scenario_controllers_taints,
+    "gate": scenario_gate,
     "skip-arch-pinned": scenario_skip_arch_pinned,
     "no-match-conditions": scenario_no_match_conditions,
     "no-host-files": scenario_no_host_files,

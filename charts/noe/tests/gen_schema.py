@@ -176,6 +176,19 @@ schema = {
                 "taintArches": string_list({"enum": GOARCH}, "--taint-arches"),
             },
         },
+        "lookupMode": {"enum": ["inline", "gate", "hybrid"],
+                       "description": "--lookup-mode (docs/configuration.md, Lookup modes)"},
+        "gate": {
+            "type": "object",
+            "description": "the gate and hybrid lookup modes",
+            "additionalProperties": False,
+            "properties": {
+                "hybridBudget": dict(DURATION, description="--hybrid-budget"),
+                "maxAttempts": {"type": "integer", "minimum": 1, "maximum": 100,
+                                "description": "--gate-max-attempts"},
+                "ungateDeadline": dict(DURATION, description="the hook Job's noe ungate --deadline"),
+            },
+        },
         "matchNodeLabels": string_list(
             {"type": "string",
              "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

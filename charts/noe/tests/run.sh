@@ -137,6 +137,7 @@ scenarios=(
   "noe-values-test-full|$TESTS/values/noe-values-test-full.yaml"
   "controllers-report|$TESTS/values/controllers-report.yaml"
   "controllers-taints|$TESTS/values/controllers-taints.yaml"
+  "gate|$TESTS/values/gate.yaml"
   "existing-service-account|$TESTS/values/existing-service-account.yaml"
 )
 for f in examples/values/*.yaml; do

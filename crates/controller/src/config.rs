@@ -79,6 +79,27 @@ impl Default for Timings {
     }
 }
 
+/// The gate controller (`--lookup-mode=gate|hybrid`): releases the pods the admission gated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GateConfig {
+    /// Lookups tried before `--on-lookup-error` decides the release.
+    pub max_attempts: u32,
+    /// The first retry delay (doubled each attempt, with jitter).
+    pub backoff_min: Duration,
+    /// The longest retry delay.
+    pub backoff_max: Duration,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            backoff_min: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
 /// Which controllers run and how. Every part is off by default.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -101,6 +122,8 @@ pub struct Config {
     pub metrics_max_namespaces: usize,
     /// Retry intervals.
     pub timings: Timings,
+    /// The gate controller; `None`: off.
+    pub gate: Option<GateConfig>,
 }
 
 impl Default for Config {
@@ -115,6 +138,7 @@ impl Default for Config {
             instance: None,
             metrics_max_namespaces: 1000,
             timings: Timings::default(),
+            gate: None,
         }
     }
 }
@@ -134,7 +158,7 @@ impl Config {
 
     /// Whether anything runs at all.
     pub fn is_enabled(&self) -> bool {
-        self.needs_nodes()
+        self.needs_nodes() || self.gate.is_some()
     }
 
     /// Refuses configurations that cannot work, naming the setting.
@@ -175,6 +199,17 @@ impl Config {
             if timing.is_zero() || timing > MAX_TIMING {
                 return Err(Error::Config(format!(
                     "retry intervals must be between 0 and 24 h (got {timing:?})"
+                )));
+            }
+        }
+        if let Some(gate) = &self.gate {
+            if gate.max_attempts == 0
+                || gate.backoff_min.is_zero()
+                || gate.backoff_min > gate.backoff_max
+                || gate.backoff_max > MAX_TIMING
+            {
+                return Err(Error::Config(format!(
+                    "the gate controller needs at least 1 attempt and 0 < backoff min <= max <= 24 h (got {gate:?})"
                 )));
             }
         }

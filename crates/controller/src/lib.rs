@@ -7,6 +7,8 @@
 //!   Event and a metric, and with `Evict` an eviction through the Eviction API, rate-limited;
 //! - **node taints by arch** (`taint_arches`): `arch.noe.adevinta.com/arch=<arch>:NoSchedule` on
 //!   nodes of those arches; [`untaint`] removes ours;
+//! - **gate release** ([`gate`], `--lookup-mode=gate|hybrid`): pods the admission gated are
+//!   released with their constraints in one write, by [`Running::start_gate`];
 //! - **leader election** on a Lease ([`LeaseConfig`]): writing controllers run only on the
 //!   leader and check leadership right before every write; reflectors run everywhere.
 //!
@@ -28,6 +30,7 @@
 mod config;
 mod context;
 mod error;
+pub mod gate;
 mod leader;
 mod metrics;
 mod nodes;
@@ -38,7 +41,7 @@ mod runtime;
 mod shutdown;
 pub mod taints;
 
-pub use config::{Config, LeaseConfig, Remediate, Timings};
+pub use config::{Config, GateConfig, LeaseConfig, Remediate, Timings};
 pub use error::Error;
 pub use leader::Leadership;
 pub use metrics::{Metrics, OTHER_NAMESPACE};

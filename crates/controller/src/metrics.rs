@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{
+    Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+};
 
 /// The label value past the namespace bound.
 pub const OTHER_NAMESPACE: &str = "_other";
@@ -33,6 +35,14 @@ pub struct Metrics {
     pub(crate) watch_errors: IntCounterVec,
     /// `noe_controller_nodes`: nodes in the reflector.
     pub(crate) nodes: IntGauge,
+    /// `noe_gated_pods`: pods carrying our gate, counted from the gate controller's watch.
+    pub(crate) gated_pods: IntGauge,
+    /// `noe_gate_oldest_seconds`: the age of the oldest gated pod.
+    pub(crate) gate_oldest: Gauge,
+    /// `noe_gate_duration_seconds`: pod creation to release.
+    pub(crate) gate_duration: Histogram,
+    /// `noe_gate_releases_total{outcome}`.
+    pub(crate) gate_releases: IntCounterVec,
     namespaces: Arc<Mutex<HashSet<String>>>,
     max_namespaces: usize,
 }
@@ -93,6 +103,31 @@ impl Metrics {
         registry.register(Box::new(transitions.clone()))?;
         let nodes = IntGauge::new("noe_controller_nodes", "Nodes in the node reflector")?;
         registry.register(Box::new(nodes.clone()))?;
+        let gated_pods = IntGauge::new(
+            "noe_gated_pods",
+            "Pods carrying noe's scheduling gate, counted from the gate controller's watch (on the leader)",
+        )?;
+        registry.register(Box::new(gated_pods.clone()))?;
+        let gate_oldest = Gauge::new(
+            "noe_gate_oldest_seconds",
+            "Age of the oldest pod carrying noe's scheduling gate (on the leader)",
+        )?;
+        registry.register(Box::new(gate_oldest.clone()))?;
+        let gate_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "noe_gate_duration_seconds",
+                "Time from a gated pod's creation to its release",
+            )
+            .buckets(vec![
+                0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+            ]),
+        )?;
+        registry.register(Box::new(gate_duration.clone()))?;
+        let gate_releases = vec(
+            "noe_gate_releases_total",
+            "Gated pods released, by outcome",
+            &["outcome"],
+        )?;
         Ok(Self {
             deletions,
             checked,
@@ -103,6 +138,10 @@ impl Metrics {
             transitions,
             watch_errors,
             nodes,
+            gated_pods,
+            gate_oldest,
+            gate_duration,
+            gate_releases,
             namespaces: Arc::default(),
             max_namespaces,
         })

@@ -39,6 +39,16 @@ pub struct Running {
     leadership: Leadership,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    /// What [`Running::start_gate`] needs.
+    gate: Option<GateStart>,
+}
+
+/// The gate controller's part of the configuration and runtime.
+struct GateStart {
+    client: kube::Client,
+    config: crate::GateConfig,
+    reporter: Reporter,
+    metrics: Metrics,
 }
 
 impl std::fmt::Debug for Running {
@@ -81,20 +91,27 @@ impl Controllers {
                 Leadership::always()
             }
         };
+        let reporter = Reporter {
+            controller: config.controller_name.clone(),
+            instance: config.instance.clone(),
+        };
+        let gate = config.gate.map(|gate| GateStart {
+            client: client.clone(),
+            config: gate,
+            reporter: reporter.clone(),
+            metrics: metrics.clone(),
+        });
         if !config.needs_nodes() {
             return Ok(Running {
                 nodes: None,
                 leadership,
                 stop,
                 tasks,
+                gate,
             });
         }
         let (nodes, reflect) = nodes::reflector(client.clone(), metrics.clone(), shutdown.clone());
         tasks.spawn(reflect);
-        let reporter = Reporter {
-            controller: config.controller_name.clone(),
-            instance: config.instance.clone(),
-        };
         let ctx = Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -122,6 +139,7 @@ impl Controllers {
             leadership,
             stop,
             tasks,
+            gate,
         })
     }
 }
@@ -172,6 +190,32 @@ impl Running {
     /// Whether this replica may write now.
     pub fn leadership(&self) -> Leadership {
         self.leadership.clone()
+    }
+
+    /// Starts the gate controller (configured with [`crate::Config::gate`]) with the
+    /// composition root's decision; it runs whenever this replica leads. Without a gate
+    /// configuration (or a second time) nothing happens.
+    pub fn start_gate(&mut self, planner: Arc<dyn crate::gate::GatePlanner>) {
+        let Some(GateStart {
+            client,
+            config,
+            reporter,
+            metrics,
+        }) = self.gate.take()
+        else {
+            return;
+        };
+        let recorder = Recorder::new(client.clone(), reporter);
+        let shutdown = Shutdown(self.stop.subscribe());
+        self.tasks.spawn(crate::gate::run_leading(
+            client,
+            recorder,
+            self.leadership.clone(),
+            metrics,
+            config,
+            planner,
+            shutdown,
+        ));
     }
 
     /// Stops every controller and reflector, releases a held lease, and waits for them.

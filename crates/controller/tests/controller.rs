@@ -4,5 +4,6 @@
 
 mod controller {
     mod e2e;
+    mod gate;
     mod tables;
 }

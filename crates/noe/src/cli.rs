@@ -1,4 +1,4 @@
-//! The command line: `noe` (serve), `noe inspect`, `noe explain`, `noe untaint`.
+//! The command line: `noe` (serve), `noe inspect`, `noe explain`, `noe untaint`, `noe ungate`.
 //!
 //! Every flag has an environment variable `NOE_<FLAG_NAME>`, and Go `flag` spellings
 //! (`-flag v`, `-flag=v`) are normalised before clap parses (see [`go_flags`]). The flag groups
@@ -18,6 +18,7 @@ pub mod policy;
 pub mod registry;
 pub mod serve;
 pub mod server;
+pub mod ungate;
 pub mod untaint;
 
 use std::collections::{BTreeSet, HashSet};
@@ -38,6 +39,7 @@ pub use server::ServerArgs;
 use crate::config;
 use explain::ExplainArgs;
 use inspect::InspectArgs;
+use ungate::UngateArgs;
 use untaint::UntaintArgs;
 
 /// noe-rs: pins Pods to the CPU architectures all their images support.
@@ -93,6 +95,8 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Remove the arch taint (`--taint-arches`) from every node that carries it.
     Untaint(UntaintArgs),
+    /// Release every pod still carrying noe's scheduling gate (`--lookup-mode=gate|hybrid`).
+    Ungate(UngateArgs),
 }
 
 /// How long finished work waits for blocking threads at exit.
@@ -107,6 +111,7 @@ pub enum Run {
     Inspect(config::Inspect),
     Explain(config::Explain),
     Untaint(config::Untaint),
+    Ungate(config::Ungate),
 }
 
 impl Args {
@@ -167,6 +172,7 @@ impl Args {
             Some(Command::Inspect(_)) => "inspect",
             Some(Command::Explain(_)) => "explain",
             Some(Command::Untaint(_)) => "untaint",
+            Some(Command::Ungate(_)) => "ungate",
         };
         (name, groups_of(name))
     }
@@ -224,6 +230,16 @@ impl Args {
             Some(Command::Untaint(_)) => Run::Untaint(config::Untaint {
                 kube: self.kube.settings(),
             }),
+            Some(Command::Ungate(ungate)) => Run::Ungate(config::Ungate {
+                kube: self.kube.settings(),
+                decision: self.decision()?,
+                registry: self.registry.settings()?,
+                namespace: ungate.namespace()?,
+                deadline: ungate.deadline,
+                force: ungate.force,
+                max_attempts: self.controller.gate_max_attempts,
+                delete_webhook_configuration: ungate.delete_webhook_configuration.clone(),
+            }),
         })
     }
 
@@ -271,6 +287,7 @@ impl Args {
                 Run::Inspect(config) => inspect::run(config).await,
                 Run::Explain(config) => explain::run(config).await,
                 Run::Untaint(config) => untaint::run(config).await,
+                Run::Ungate(config) => ungate::run(config).await,
             }
         });
         // A blocking read that never returns (a credential file on a hung mount) must not keep
@@ -306,6 +323,14 @@ fn groups_of(name: &str) -> &'static [&'static str] {
         "inspect" => &["RegistryArgs", "LogArgs"],
         "explain" => &["PolicyArgs", "TaintArgs", "RegistryArgs", "LogArgs"],
         "untaint" => &["KubeArgs", "LogArgs"],
+        "ungate" => &[
+            "KubeArgs",
+            "PolicyArgs",
+            "ControllerArgs",
+            "TaintArgs",
+            "RegistryArgs",
+            "LogArgs",
+        ],
         _ => &[
             "ServerArgs",
             "KubeArgs",

@@ -62,6 +62,12 @@ pub struct ControllerSettings {
     pub node_facts: bool,
     /// Leader election was asked for (with no writing controller there is nothing to elect).
     pub leader_elect: bool,
+    /// `--lookup-mode`: the admission gates pods unless `inline`.
+    pub lookup_mode: noe_webhook::admission::gate::LookupMode,
+    /// `--hybrid-budget`.
+    pub hybrid_budget: Duration,
+    /// noe's namespace (`POD_NAMESPACE`): its pods are never gated.
+    pub own_namespace: Option<String>,
 }
 
 /// What the admission reads from the Kubernetes API about a pod's surroundings; each part
@@ -104,6 +110,22 @@ pub struct Serve {
 #[derive(Clone, Debug)]
 pub struct Untaint {
     pub kube: KubeSettings,
+}
+
+/// `noe ungate`.
+#[derive(Clone, Debug)]
+pub struct Ungate {
+    pub kube: KubeSettings,
+    pub decision: Decision,
+    pub registry: RegistrySettings,
+    /// `None`: every namespace.
+    pub namespace: Option<String>,
+    pub deadline: Duration,
+    pub force: bool,
+    /// `--gate-max-attempts`.
+    pub max_attempts: u32,
+    /// Deleted before anything is released.
+    pub delete_webhook_configuration: Option<String>,
 }
 
 /// `noe inspect`.

@@ -4,6 +4,7 @@
 //! [`report`] turns the decision into metrics and log lines. Anything else is allowed
 //! unchanged. Every body, even a broken one, gets a well-formed AdmissionReview.
 
+pub mod gate;
 mod prune;
 pub mod report;
 pub mod review;
@@ -28,11 +29,13 @@ pub const INTERNAL_ERROR_WARNING: &str = "noe: internal error, pod allowed uncha
 
 /// Answers AdmissionReviews. Cheap to share behind an `Arc`.
 pub struct Admission {
-    resolve: Resolve,
+    resolve: Arc<Resolve>,
     /// `None`: nothing to ask (no timer, no allocation on the warm path).
     facts: Option<Arc<dyn FactSource>>,
     policy: Policy,
     metrics: Metrics,
+    /// `None`: every pod is decided inline (`--lookup-mode=inline`).
+    gate: Option<gate::Gate>,
 }
 
 impl std::fmt::Debug for Admission {
@@ -48,11 +51,19 @@ impl Admission {
     /// Knowing nothing of the pod's surroundings but its images.
     pub fn new(resolve: Resolve, policy: Policy, metrics: Metrics) -> Self {
         Self {
-            resolve,
+            resolve: Arc::new(resolve),
             facts: None,
             policy,
             metrics,
+            gate: None,
         }
+    }
+
+    /// Gates pods being created instead of waiting for their lookups (`--lookup-mode=gate` or
+    /// `hybrid`); `inline` changes nothing.
+    pub fn with_gate(mut self, settings: gate::GateSettings) -> Self {
+        self.gate = (settings.mode != gate::LookupMode::Inline).then(|| gate::Gate::new(settings));
+        self
     }
 
     /// Asks `facts` about each pod's surroundings (namespace, node), alongside its lookups.
@@ -86,7 +97,7 @@ impl Admission {
     async fn answer(&self, request: review::Request) -> (Bytes, &'static str) {
         let decision = if let Some(pod) = request.pod_creation() {
             let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
-            let decision = self.decide(pod, &scope).await;
+            let decision = self.decide_or_gate(pod, &scope).await;
             Some((scope, decision))
         } else if let Some((pod, old)) = request.ephemeral_update() {
             let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));

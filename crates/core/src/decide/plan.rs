@@ -126,6 +126,12 @@ impl<'p> Plan<'p> {
         self.skip
     }
 
+    /// Whether the decision writes the pod's arch constraint: it is not skipped, does not pin
+    /// its arch itself, and has images (the pods worth gating).
+    pub fn writes_arch(&self) -> bool {
+        self.skip.is_none() && matches!(self.arch, Arch::Decide(_)) && !self.images.is_empty()
+    }
+
     /// Whether the namespace's preferred arch may decide (step 7): the decision writes the
     /// pod's arch constraint, the pod has no soft preference of its own and no schedulable
     /// preference label. Only then is the namespace worth asking about.

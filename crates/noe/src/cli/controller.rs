@@ -8,7 +8,8 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, ValueEnum};
 use noe_controller::taints::{TAINT_EFFECT, TAINT_KEY};
-use noe_controller::{Config, LeaseConfig, Remediate};
+use noe_controller::{Config, GateConfig, LeaseConfig, Remediate};
+use noe_webhook::admission::gate::LookupMode;
 use noe_webhook::decide::Policy;
 
 use super::parse::{non_empty, ConfigError};
@@ -33,6 +34,29 @@ impl From<RemediateMode> for Remediate {
             RemediateMode::Off => Self::Off,
             RemediateMode::Report => Self::Report,
             RemediateMode::Evict => Self::Evict,
+        }
+    }
+}
+
+/// `--lookup-mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LookupModeArg {
+    /// Every pod waits for its image lookups inside admission.
+    #[default]
+    Inline,
+    /// Pods are gated at creation (scheduling gate `arch.noe.adevinta.com/platforms`) and
+    /// released with their constraints by the gate controller.
+    Gate,
+    /// Inline when every image is known within `--hybrid-budget`, gated otherwise.
+    Hybrid,
+}
+
+impl From<LookupModeArg> for LookupMode {
+    fn from(mode: LookupModeArg) -> Self {
+        match mode {
+            LookupModeArg::Inline => Self::Inline,
+            LookupModeArg::Gate => Self::Gate,
+            LookupModeArg::Hybrid => Self::Hybrid,
         }
     }
 }
@@ -108,6 +132,30 @@ pub struct ControllerArgs {
     #[arg(long, global = true, env = "NOE_LEADER_ELECT_RETRY_PERIOD", default_value = "2s",
           value_parser = super::parse::positive_duration)]
     pub leader_elect_retry_period: Duration,
+
+    /// Where pods wait for their image lookups: `inline` (inside admission), `gate` (gated at
+    /// creation, released by the gate controller) or `hybrid` (inline when every image is known
+    /// within `--hybrid-budget`, else gated).
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_LOOKUP_MODE",
+        value_enum,
+        default_value = "inline"
+    )]
+    pub lookup_mode: LookupModeArg,
+
+    /// With `--lookup-mode=hybrid`: how long an admission waits for its images (process cache,
+    /// shared cache) before gating the pod.
+    #[arg(long, global = true, env = "NOE_HYBRID_BUDGET", default_value = "10ms",
+          value_parser = super::parse::positive_duration)]
+    pub hybrid_budget: Duration,
+
+    /// Lookups of a gated pod tried (with exponential backoff, 1 s to 5 min) before
+    /// `--on-lookup-error` decides its release.
+    #[arg(long, global = true, env = "NOE_GATE_MAX_ATTEMPTS", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub gate_max_attempts: u32,
 }
 
 #[derive(Clone, Debug, Args)]
@@ -196,7 +244,15 @@ impl ControllerArgs {
         }
         let taint_arches = taints.arches()?;
         let remediate = Remediate::from(self.remediate);
-        let writes = remediate != Remediate::Off || !taint_arches.is_empty();
+        let lookup_mode = LookupMode::from(self.lookup_mode);
+        if lookup_mode != LookupMode::Inline && self.hybrid_budget > Duration::from_secs(10) {
+            return contradiction("--hybrid-budget must be at most 10s (admission waits for it)");
+        }
+        let gate = (lookup_mode != LookupMode::Inline).then(|| GateConfig {
+            max_attempts: self.gate_max_attempts,
+            ..GateConfig::default()
+        });
+        let writes = remediate != Remediate::Off || !taint_arches.is_empty() || gate.is_some();
         let leader_election = if self.leader_elect && writes {
             Some(self.lease(env)?)
         } else {
@@ -209,6 +265,7 @@ impl ControllerArgs {
             taint_arches,
             leader_election,
             instance: env(POD_NAME_ENV).filter(|name| !name.is_empty()),
+            gate,
             ..Config::default()
         };
         config
@@ -218,6 +275,9 @@ impl ControllerArgs {
             config,
             node_facts: self.watch_nodes,
             leader_elect: self.leader_elect,
+            lookup_mode,
+            hybrid_budget: self.hybrid_budget,
+            own_namespace: env(POD_NAMESPACE_ENV).filter(|ns| !ns.is_empty()),
         })
     }
 

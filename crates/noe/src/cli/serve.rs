@@ -3,6 +3,7 @@
 //! and connected.
 
 pub mod facts;
+pub mod gate;
 pub mod platforms;
 pub mod process;
 
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use noe_controller::{Controllers, Deps, Leadership, NodeView};
+use noe_webhook::admission::gate::{ExemptNamespaces, GateSettings, LookupMode};
 use noe_webhook::facts::{ClusterFacts, NamespacePreferences, NodeGets};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::health::Readiness;
@@ -159,7 +161,8 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     }
     let pull_secrets = client.clone().map(PullSecrets::new);
     let client_for_facts = client.clone();
-    let running = match client {
+    let client_for_gate = client.clone();
+    let mut running = match client {
         Some(client) if controllers.config.is_enabled() => Some(start_controllers(
             client,
             &controllers,
@@ -169,6 +172,12 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         )?),
         _ => None,
     };
+    let gating = controllers.lookup_mode != LookupMode::Inline;
+    if let (true, Some(running)) = (gating, running.as_mut()) {
+        let planner =
+            gate::DecisionPlanner::new(&app, &policy, platforms::DEADLINE, pull_secrets.clone())?;
+        running.start_gate(Arc::new(planner));
+    }
     let mut admission = app.admission(
         policy,
         admission_deadline,
@@ -194,6 +203,18 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     };
     if let Some(source) = source {
         admission = admission.with_facts(source);
+    }
+    if gating {
+        let exempt = ExemptNamespaces::default();
+        if let Some(client) = &client_for_gate {
+            gate::watch_webhook_namespaces(client.clone(), exempt.clone());
+        }
+        admission = admission.with_gate(GateSettings {
+            mode: controllers.lookup_mode,
+            hybrid_budget: controllers.hybrid_budget,
+            own_namespace: controllers.own_namespace.clone(),
+            exempt,
+        });
     }
     let limits = Limits {
         drain_timeout: admission_deadline.saturating_add(Duration::from_secs(5)),
@@ -230,8 +251,9 @@ fn start_controllers(
     max_namespaces: usize,
 ) -> anyhow::Result<noe_controller::Running> {
     let config = settings.config.clone();
-    let writes =
-        config.remediate != noe_controller::Remediate::Off || !config.taint_arches.is_empty();
+    let writes = config.remediate != noe_controller::Remediate::Off
+        || !config.taint_arches.is_empty()
+        || config.gate.is_some();
     match (&config.leader_election, writes) {
         (Some(lease), _) => tracing::info!(
             lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity,

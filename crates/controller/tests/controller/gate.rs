@@ -1,0 +1,467 @@
+//! The gate controller end to end against the scripted API server, which validates every
+//! release as the apiserver does (KEP-3838): a release that adds a term, changes a
+//! nodeSelector value or removes a toleration fails these tests with a 422. The decision is a
+//! scripted [`GatePlanner`] here (the composition root's, with the real resolver, is tested in
+//! the `noe` crate).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use noe_controller::gate::{self, GatePlanner, Plan};
+use noe_controller::{Config, Controllers, Deps, GateConfig, LeaseConfig, Metrics, Running};
+use noe_test_support::{gated_pod_json, lease_json, Fault, KubeApi, Resource, NOE_GATE};
+use serde_json::{json, Value};
+
+/// Fails `failures` lookups, then constrains every pod to arm64 as the inline writer would:
+/// the arch expression ANDed into every non-empty term (and a per-arch copy of the first
+/// term, which a release must drop), or a new term.
+struct Scripted {
+    failures: AtomicU32,
+    calls: AtomicU32,
+    answer: Answer,
+    /// Held while planning (a release in flight), when set.
+    hold: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Answer {
+    Arm,
+    NoCommon,
+}
+
+impl Scripted {
+    fn new(failures: u32, answer: Answer) -> Arc<Self> {
+        Arc::new(Self {
+            failures: AtomicU32::new(failures),
+            calls: AtomicU32::new(0),
+            answer,
+            hold: None,
+        })
+    }
+}
+
+fn arch() -> Value {
+    json!({"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]})
+}
+
+const TERMS: &str =
+    "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms";
+
+fn desired(pod: &Value) -> Value {
+    let mut desired = pod.clone();
+    let terms = pod.pointer(TERMS).and_then(Value::as_array).cloned();
+    let terms = match terms {
+        None => vec![json!({"matchExpressions": [arch()]})],
+        Some(terms) => {
+            let mut out: Vec<Value> = terms
+                .iter()
+                .map(|term| {
+                    let empty =
+                        term.get("matchExpressions").is_none() && term.get("matchFields").is_none();
+                    let mut term = term.clone();
+                    if !empty {
+                        let mut exprs = term["matchExpressions"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default();
+                        exprs.push(arch());
+                        term["matchExpressions"] = Value::Array(exprs);
+                    }
+                    term
+                })
+                .collect();
+            out.push(json!({"matchExpressions": [arch(), {"key": "pool", "operator": "In", "values": ["graviton"]}]}));
+            out
+        }
+    };
+    desired["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+        json!({"nodeSelectorTerms": terms});
+    desired["metadata"]["annotations"]["arch.noe.adevinta.com/platforms"] = json!("arm64");
+    desired
+}
+
+impl GatePlanner for Scripted {
+    fn plan<'a>(&'a self, pod: &'a Value, _last_attempt: bool) -> BoxFuture<'a, Plan> {
+        Box::pin(async move {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if let Some(hold) = &self.hold {
+                let _permit = hold.acquire().await;
+            }
+            let failed = self
+                .failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if failed {
+                return Plan::LookupFailed {
+                    message: "registry.example.com/app:1 (500 Internal Server Error)".to_owned(),
+                };
+            }
+            match self.answer {
+                Answer::Arm => Plan::Constrain {
+                    desired: desired(pod),
+                },
+                Answer::NoCommon => Plan::NoCommonPlatform {
+                    message: "app:1 (linux/amd64), tool:1 (linux/arm64)".to_owned(),
+                },
+            }
+        })
+    }
+}
+
+fn fast_gate() -> GateConfig {
+    GateConfig {
+        max_attempts: 5,
+        backoff_min: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(200),
+    }
+}
+
+fn start(
+    api: &KubeApi,
+    planner: Arc<dyn GatePlanner>,
+    lease: Option<LeaseConfig>,
+) -> (Running, prometheus::Registry) {
+    let registry = prometheus::Registry::new();
+    let metrics = Metrics::new(&registry, 10).unwrap();
+    let config = Config {
+        gate: Some(fast_gate()),
+        leader_election: lease,
+        ..Config::default()
+    };
+    let mut running =
+        Controllers::start(api.client().unwrap(), config, Deps::default(), metrics).unwrap();
+    running.start_gate(planner);
+    (running, registry)
+}
+
+/// Polls `condition` every 20 ms for at most 20 s.
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn value(registry: &prometheus::Registry, name: &str, label: Option<(&str, &str)>) -> f64 {
+    registry
+        .gather()
+        .iter()
+        .filter(|family| family.name() == name)
+        .flat_map(|family| family.get_metric().to_vec())
+        .filter(|metric| {
+            label.is_none_or(|(key, value)| {
+                metric
+                    .get_label()
+                    .iter()
+                    .any(|pair| pair.name() == key && pair.value() == value)
+            })
+        })
+        .map(|metric| {
+            metric.get_counter().get_value()
+                + metric.get_gauge().get_value()
+                + metric.get_histogram().get_sample_count() as f64
+        })
+        .sum()
+}
+
+fn gated(api: &KubeApi, name: &str) -> bool {
+    api.get(Resource::Pods, "shop", name).is_some_and(|pod| {
+        pod["spec"]["schedulingGates"]
+            .as_array()
+            .is_some_and(|gates| gates.iter().any(|g| g["name"] == NOE_GATE))
+    })
+}
+
+fn pod_patches(api: &KubeApi, name: &str) -> Vec<noe_test_support::RecordedRequest> {
+    api.writes()
+        .into_iter()
+        .filter(|w| w.method == "PATCH" && w.path == format!("/api/v1/namespaces/shop/pods/{name}"))
+        .collect()
+}
+
+/// The reasons of the Events created (a repeated Event is a PATCH of its series).
+fn event_reasons(api: &KubeApi) -> Vec<String> {
+    api.writes()
+        .into_iter()
+        .filter(|w| w.method == "POST" && w.path.contains("/events"))
+        .filter_map(|w| w.body["reason"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_gated_pod_is_released_with_its_constraints_in_one_write() {
+    let api = KubeApi::start().await.unwrap();
+    // The user's own terms: one with matchFields, one empty (left alone).
+    let mut pod = gated_pod_json("shop", "web", &["app:1"]);
+    pod["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]},
+        {},
+    ]}}});
+    pod["spec"]["schedulingGates"] =
+        json!([{"name": "quota.example.com/wait"}, {"name": NOE_GATE}]);
+    api.put_pod(pod);
+    api.put_pod(gated_pod_json("shop", "plain", &["app:1"]));
+    let (running, registry) = start(&api, Scripted::new(0, Answer::Arm), None);
+    eventually("both released", || {
+        !gated(&api, "web") && !gated(&api, "plain")
+    })
+    .await;
+    let web = api.get(Resource::Pods, "shop", "web").unwrap();
+    assert_eq!(
+        web["spec"]["schedulingGates"],
+        json!([{"name": "quota.example.com/wait"}]),
+        "another controller's gate stays"
+    );
+    assert_eq!(
+        web.pointer(TERMS).unwrap(),
+        &json!([
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}], "matchExpressions": [arch()]},
+            {},
+        ])
+    );
+    assert_eq!(
+        web["metadata"]["labels"]["arch.noe.adevinta.com/lookup"],
+        "released"
+    );
+    assert_eq!(
+        web["metadata"]["annotations"]["arch.noe.adevinta.com/platforms"],
+        "arm64"
+    );
+    let plain = api.get(Resource::Pods, "shop", "plain").unwrap();
+    assert_eq!(
+        plain.pointer(TERMS).unwrap(),
+        &json!([{"matchExpressions": [arch()]}])
+    );
+    for name in ["web", "plain"] {
+        let patches = pod_patches(&api, name);
+        assert_eq!(patches.len(), 1, "one write for {name}");
+        assert_eq!(patches[0].status, 200);
+    }
+    // Counted right after the write the test saw.
+    eventually("two releases counted", || {
+        value(
+            &registry,
+            "noe_gate_releases_total",
+            Some(("outcome", "constrained")),
+        ) == 2.0
+            && value(&registry, "noe_gate_duration_seconds", None) == 2.0
+    })
+    .await;
+    eventually("the gauge counts none", || {
+        value(&registry, "noe_gated_pods", None) == 0.0
+    })
+    .await;
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn failed_lookups_back_off_then_the_pod_is_released() {
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    let planner = Scripted::new(2, Answer::Arm);
+    let (running, registry) = start(&api, planner.clone(), None);
+    eventually("released", || !gated(&api, "web")).await;
+    assert_eq!(planner.calls.load(Ordering::SeqCst), 3);
+    let reasons = event_reasons(&api);
+    assert!(
+        !reasons.is_empty() && reasons.iter().all(|r| r == "LookupFailed"),
+        "{reasons:?}"
+    );
+    let web = api.get(Resource::Pods, "shop", "web").unwrap();
+    assert!(
+        web["metadata"]["annotations"]
+            .get("arch.noe.adevinta.com/lookup-error")
+            .is_none(),
+        "the error annotation goes with the release"
+    );
+    // Two annotations, one release.
+    let patches = pod_patches(&api, "web");
+    assert_eq!(patches.len(), 3);
+    assert_eq!(
+        patches[0].body["metadata"]["annotations"]["arch.noe.adevinta.com/lookup-error"],
+        "registry.example.com/app:1 (500 Internal Server Error)"
+    );
+    eventually("one release counted", || {
+        value(&registry, "noe_gate_releases_total", None) == 1.0
+    })
+    .await;
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn no_common_platform_releases_with_a_requirement_no_node_meets() {
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(gated_pod_json("shop", "web", &["app:1", "tool:1"]));
+    let (running, registry) = start(&api, Scripted::new(0, Answer::NoCommon), None);
+    eventually("released", || !gated(&api, "web")).await;
+    let web = api.get(Resource::Pods, "shop", "web").unwrap();
+    assert_eq!(
+        web.pointer(TERMS).unwrap(),
+        &json!([{"matchExpressions": [{"key": "arch.noe.adevinta.com/no-common-platform", "operator": "Exists"}]}])
+    );
+    assert_eq!(event_reasons(&api), ["NoCommonPlatform"]);
+    let events: Vec<_> = api
+        .writes()
+        .into_iter()
+        .filter(|w| w.method == "POST" && w.path.contains("/events"))
+        .collect();
+    assert!(events[0].body["note"]
+        .as_str()
+        .unwrap()
+        .contains("app:1 (linux/amd64), tool:1 (linux/arm64)"));
+    eventually("counted", || {
+        value(
+            &registry,
+            "noe_gate_releases_total",
+            Some(("outcome", "no_common_platform")),
+        ) == 1.0
+    })
+    .await;
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_release_refused_by_another_webhook_is_an_event_and_a_backoff() {
+    let api = KubeApi::start().await.unwrap();
+    api.fault(
+        Fault::new("PATCH", "/api/v1/namespaces/shop/pods/web", 403)
+            .message("admission webhook \"policy.example.com\" denied the request: privileged")
+            .times(2),
+    );
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    let (running, _registry) = start(&api, Scripted::new(0, Answer::Arm), None);
+    eventually("released", || !gated(&api, "web")).await;
+    let patches = pod_patches(&api, "web");
+    let statuses: Vec<u16> = patches.iter().map(|p| p.status).collect();
+    assert_eq!(statuses, [403, 403, 200]);
+    let reasons = event_reasons(&api);
+    assert!(
+        !reasons.is_empty() && reasons.iter().all(|r| r == "ReleaseRefused"),
+        "{reasons:?}"
+    );
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pod_deleted_while_gated_is_forgotten() {
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    let planner = Scripted::new(u32::MAX, Answer::Arm);
+    let (running, registry) = start(&api, planner.clone(), None);
+    eventually("a lookup failed", || !event_reasons(&api).is_empty()).await;
+    eventually("the gauge counts it", || {
+        value(&registry, "noe_gated_pods", None) == 1.0
+    })
+    .await;
+    assert!(api.delete(Resource::Pods, "shop", "web"));
+    eventually("the gauge counts none", || {
+        value(&registry, "noe_gated_pods", None) == 0.0
+    })
+    .await;
+    let calls = planner.calls.load(Ordering::SeqCst);
+    // The watch (DELETED) removed it from the queue: a later pod is handled, the deleted not.
+    api.put_pod(gated_pod_json("shop", "later", &["app:1"]));
+    eventually("later looked up", || {
+        planner.calls.load(Ordering::SeqCst) > calls
+    })
+    .await;
+    assert!(pod_patches(&api, "web")
+        .iter()
+        .all(|p| p.status == 200 || p.status == 404));
+    running.shutdown().await;
+}
+
+fn short_lease() -> LeaseConfig {
+    LeaseConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(200),
+        ..LeaseConfig::new("noe-controller", "noe", "replica-a")
+    }
+}
+
+fn now_rfc3339() -> String {
+    k8s_openapi::chrono::Utc::now()
+        .to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Micros, true)
+}
+
+#[tokio::test]
+async fn a_replica_that_lost_the_lease_mid_release_does_not_write() {
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    let hold = Arc::new(tokio::sync::Semaphore::new(0));
+    let planner = Arc::new(Scripted {
+        failures: AtomicU32::new(0),
+        calls: AtomicU32::new(0),
+        answer: Answer::Arm,
+        hold: Some(hold.clone()),
+    });
+    let (running, _registry) = start(&api, planner.clone(), Some(short_lease()));
+    let leadership = running.leadership();
+    eventually("leading", || leadership.is_leader()).await;
+    eventually("a release in flight", || {
+        planner.calls.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    // Another replica takes the lease (a long one): this one stops leading mid-release.
+    api.put(
+        Resource::Leases,
+        "noe",
+        lease_json("noe-controller", "replica-b", &now_rfc3339(), 3600),
+    );
+    eventually("leadership lost", || !leadership.is_leader()).await;
+    hold.add_permits(100);
+    // The lease comes back (replica b's expires): the new term releases the pod.
+    api.put(
+        Resource::Leases,
+        "noe",
+        lease_json("noe-controller", "replica-b", &now_rfc3339(), 1),
+    );
+    eventually("released by the next term", || !gated(&api, "web")).await;
+    let patches = pod_patches(&api, "web");
+    assert_eq!(patches.len(), 1, "the lost term wrote nothing");
+    assert_eq!(patches[0].status, 200);
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn ungate_releases_every_gated_pod_once() {
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    api.put_pod(gated_pod_json("shop", "api", &["app:1"]));
+    api.put_pod(gated_pod_json("tools", "job", &["app:1"]));
+    let done = gate::ungate(
+        api.client().unwrap(),
+        Some("shop"),
+        Scripted::new(1, Answer::Arm),
+        fast_gate(),
+        false,
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.released.get("constrained"), Some(&2));
+    assert!(done.remaining.is_empty());
+    assert!(!gated(&api, "web") && !gated(&api, "api"));
+    let job = api.get(Resource::Pods, "tools", "job").unwrap();
+    assert_eq!(job["spec"]["schedulingGates"][0]["name"], NOE_GATE);
+    let forced = gate::ungate(
+        api.client().unwrap(),
+        None,
+        Scripted::new(u32::MAX, Answer::Arm),
+        fast_gate(),
+        true,
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    assert_eq!(forced.released.get("forced"), Some(&1));
+    let job = api.get(Resource::Pods, "tools", "job").unwrap();
+    assert_eq!(job["spec"]["schedulingGates"], json!([]));
+    assert!(job.pointer(TERMS).is_none(), "forced: no constraint");
+}

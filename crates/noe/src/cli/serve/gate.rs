@@ -1,0 +1,164 @@
+//! The gate mode's parts the composition root builds: the [`GatePlanner`] that answers the gate
+//! controller (and `noe ungate`) with the webhook's resolver, credentials and decision, and the
+//! namespaces of the cluster's admission-webhook backends, never gated.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use kube::api::ListParams;
+use kube::Api;
+use noe_controller::gate::{GatePlanner, Plan};
+use noe_webhook::admission::gate::ExemptNamespaces;
+use noe_webhook::admission::Admission;
+use noe_webhook::decide::{DenyReason, OnLookupError, Policy, SkipReason, Verdict};
+use noe_webhook::metrics::Metrics;
+use noe_webhook::resolve::pull_secrets::PullSecrets;
+use noe_webhook::resolve::{RegistryLookup, Resolve};
+use serde_json::Value;
+
+use crate::app::App;
+
+/// How often the webhook configurations are listed again.
+const WEBHOOK_REFRESH: Duration = Duration::from_secs(60);
+/// Namespaces taken from the webhook configurations at most.
+const MAX_EXEMPT: usize = 10_000;
+
+/// The decision of a gated pod: the inline decision, with failed lookups reported as such
+/// until the last attempt, when `--on-lookup-error` decides.
+pub struct DecisionPlanner {
+    retrying: Admission,
+    last: Admission,
+}
+
+impl std::fmt::Debug for DecisionPlanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecisionPlanner").finish_non_exhaustive()
+    }
+}
+
+impl DecisionPlanner {
+    /// With the App's resolver (its caches shared with admission) and the pods' pull secrets.
+    pub fn new(
+        app: &App,
+        policy: &Policy,
+        deadline: Duration,
+        pull_secrets: Option<PullSecrets>,
+    ) -> anyhow::Result<Self> {
+        let admission = |policy: Policy| -> anyhow::Result<Admission> {
+            let resolve = Resolve::new(
+                Arc::new(RegistryLookup::new(app.resolver.clone())),
+                Arc::new(app.credentials(pull_secrets.clone())),
+                deadline,
+            );
+            // The admission's metrics are not the gate's: a private registry.
+            let metrics = Metrics::register(&prometheus::Registry::new())?;
+            Ok(Admission::new(resolve, policy, metrics))
+        };
+        let mut strict = policy.clone();
+        strict.on_lookup_error = OnLookupError::Deny;
+        Ok(Self {
+            retrying: admission(strict)?,
+            last: admission(policy.clone())?,
+        })
+    }
+}
+
+/// What the decision says of a gated pod, as the gate controller's plan.
+pub fn plan_of(pod: &Value, decision: noe_webhook::decide::Decision) -> Plan {
+    match decision.verdict {
+        Verdict::Patch { ops, .. } => {
+            let mut desired = pod.clone();
+            match json_patch::patch(&mut desired, &ops) {
+                Ok(()) => Plan::Constrain { desired },
+                Err(error) => Plan::Unconstrained {
+                    note: Some(format!("the decision's patch does not apply: {error}")),
+                },
+            }
+        }
+        Verdict::Unchanged {
+            reason: SkipReason::LookupFailed,
+        } => Plan::Unconstrained {
+            note: Some(decision.warnings.join("; ")),
+        },
+        Verdict::Unchanged { .. } => Plan::Unconstrained { note: None },
+        Verdict::Deny {
+            reason: DenyReason::LookupFailed,
+            message,
+            ..
+        } => Plan::LookupFailed { message },
+        Verdict::Deny {
+            reason: DenyReason::NoCommonArch,
+            message,
+            ..
+        } => Plan::NoCommonPlatform { message },
+        // A gated pod cannot be denied any more: released as it is, with the reason.
+        Verdict::Deny { message, .. } => Plan::Unconstrained {
+            note: Some(message),
+        },
+    }
+}
+
+impl GatePlanner for DecisionPlanner {
+    fn plan<'a>(&'a self, pod: &'a Value, last_attempt: bool) -> BoxFuture<'a, Plan> {
+        Box::pin(async move {
+            let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+            let admission = if last_attempt {
+                &self.last
+            } else {
+                &self.retrying
+            };
+            plan_of(pod, admission.decision(pod, namespace).await)
+        })
+    }
+}
+
+/// The namespaces of the Services behind the cluster's admission webhooks.
+async fn webhook_namespaces(client: &kube::Client) -> Result<BTreeSet<String>, kube::Error> {
+    let mut namespaces = BTreeSet::new();
+    let params = ListParams::default();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    for config in mutating.list(&params).await?.items {
+        for hook in config.webhooks.unwrap_or_default() {
+            if let Some(service) = hook.client_config.service {
+                namespaces.insert(service.namespace);
+            }
+        }
+    }
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    for config in validating.list(&params).await?.items {
+        for hook in config.webhooks.unwrap_or_default() {
+            if let Some(service) = hook.client_config.service {
+                namespaces.insert(service.namespace);
+            }
+        }
+    }
+    Ok(namespaces.into_iter().take(MAX_EXEMPT).collect())
+}
+
+/// Keeps `exempt` current: the webhook configurations listed now and every minute (a failed
+/// list keeps the last set and is logged).
+pub fn watch_webhook_namespaces(client: kube::Client, exempt: ExemptNamespaces) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(WEBHOOK_REFRESH);
+        loop {
+            tick.tick().await;
+            match webhook_namespaces(&client).await {
+                Ok(namespaces) => {
+                    tracing::debug!(
+                        count = namespaces.len(),
+                        "Admission webhook namespaces: never gated"
+                    );
+                    exempt.set(namespaces);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "Cannot list the admission webhook configurations: their namespaces are not known to be exempt from gating")
+                }
+            }
+        }
+    });
+}

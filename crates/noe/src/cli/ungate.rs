@@ -1,0 +1,158 @@
+//! `noe ungate`: releases every pod that still carries noe's scheduling gate
+//! (`arch.noe.adevinta.com/platforms`), through the same release path as the gate controller
+//! (lookups, decision, one KEP-3838 write), once, until none is left or `--deadline` passes.
+//! `--force` releases without lookups (no arch constraint). The chart runs it before uninstall
+//! and when `lookupMode` goes back to `inline`, after deleting the MutatingWebhookConfiguration
+//! so no new pod is gated meanwhile.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use noe_controller::GateConfig;
+use noe_webhook::resolve::one_line;
+
+use super::serve::gate::DecisionPlanner;
+use super::serve::platforms;
+use crate::app::{self, App};
+use crate::config;
+
+#[derive(Clone, Debug, Args)]
+pub struct UngateArgs {
+    /// Only the pods of this namespace.
+    #[arg(
+        long,
+        short = 'n',
+        env = "NOE_NAMESPACE",
+        conflicts_with = "all_namespaces"
+    )]
+    pub namespace: Option<String>,
+
+    /// The pods of every namespace (the default without `--namespace`).
+    #[arg(long, short = 'A', env = "NOE_ALL_NAMESPACES")]
+    pub all_namespaces: bool,
+
+    /// Give up on pods still gated after this long (their lookups keep failing, or their
+    /// release is refused): they are listed and the exit code is 1.
+    #[arg(long, env = "NOE_DEADLINE", default_value = "5m", value_parser = super::parse::positive_duration)]
+    pub deadline: Duration,
+
+    /// Release without looking images up: no arch constraint is written.
+    #[arg(long, env = "NOE_FORCE")]
+    pub force: bool,
+
+    /// Delete this MutatingWebhookConfiguration first (noe's own, so no pod is gated while the
+    /// others are released; the chart's uninstall hook passes it). Absent is fine.
+    #[arg(long, env = "NOE_DELETE_WEBHOOK_CONFIGURATION", value_name = "NAME")]
+    pub delete_webhook_configuration: Option<String>,
+}
+
+impl UngateArgs {
+    /// The namespace to release in (`None`: all), refusing a name that is not one.
+    pub fn namespace(&self) -> Result<Option<String>, super::parse::ConfigError> {
+        let Some(namespace) = self.namespace.as_deref().map(str::trim) else {
+            return Ok(None);
+        };
+        let valid = !namespace.is_empty()
+            && namespace.len() <= 63
+            && namespace
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !valid {
+            return Err(super::parse::ConfigError::Contradiction(format!(
+                "--namespace {namespace:?} is not a namespace name"
+            )));
+        }
+        Ok(Some(namespace.to_owned()))
+    }
+}
+
+/// Prints one line per outcome (`released OUTCOME: N`) and each pod left gated on stderr.
+/// Exit codes: 0 no pod left gated, 1 some pod is still gated or the API failed, 2 no API
+/// access could be configured.
+pub async fn run(config: config::Ungate) -> ExitCode {
+    let client = match app::kube_client(&config.kube).await {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("noe: {}", one_line(&error));
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(name) = &config.delete_webhook_configuration {
+        let api: kube::Api<MutatingWebhookConfiguration> = kube::Api::all(client.clone());
+        match api.delete(name, &kube::api::DeleteParams::default()).await {
+            Ok(_) => eprintln!("noe: mutatingwebhookconfiguration/{name} deleted"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => {
+                eprintln!(
+                    "noe: cannot delete mutatingwebhookconfiguration/{name}: {}",
+                    one_line(&error)
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let app = match App::build(config.registry).await {
+        Ok(app) => app,
+        Err(error) => {
+            eprintln!("noe: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let planner = match DecisionPlanner::new(
+        &app,
+        &config.decision.policy,
+        platforms::DEADLINE,
+        Some(noe_webhook::resolve::pull_secrets::PullSecrets::new(
+            client.clone(),
+        )),
+    ) {
+        Ok(planner) => planner,
+        Err(error) => {
+            eprintln!("noe: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let gate = GateConfig {
+        max_attempts: config.max_attempts,
+        ..GateConfig::default()
+    };
+    let result = noe_controller::gate::ungate(
+        client,
+        config.namespace.as_deref(),
+        std::sync::Arc::new(planner),
+        gate,
+        config.force,
+        config.deadline,
+    )
+    .await;
+    match result {
+        Ok(done) => {
+            let mut stdout = std::io::stdout().lock();
+            for (outcome, count) in &done.released {
+                if writeln!(stdout, "released {outcome}: {count}").is_err() {
+                    return ExitCode::FAILURE;
+                }
+            }
+            for pod in &done.remaining {
+                eprintln!("noe: still gated: {pod}");
+            }
+            let released: usize = done.released.values().sum();
+            eprintln!(
+                "noe: {released} pod(s) released, {} still gated",
+                done.remaining.len()
+            );
+            if done.remaining.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("noe: {}", one_line(&error));
+            ExitCode::FAILURE
+        }
+    }
+}

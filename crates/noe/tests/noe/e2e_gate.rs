@@ -1,0 +1,168 @@
+//! The lookup modes as a user runs them: the server in-process with `--lookup-mode=gate` or
+//! `hybrid` and a kubeconfig pointing at the scripted API server (which validates the release
+//! as the apiserver does), image platforms from the real registry, behind a proxy that adds a
+//! 2 s round trip where the test needs a slow registry.
+//!
+//! Waits are bounded polls for a condition; nothing asserts on time.
+
+use std::time::Duration;
+
+use noe_test_support::{DelayProxy, KubeApi, Resource, NOE_GATE};
+use serde_json::{json, Value};
+
+use super::harness::{self, patch_of, pod, Harness, Server};
+
+const TERMS: &str =
+    "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms";
+
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    for _ in 0..1500 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn server(h: &Harness, api: &KubeApi, dir: &std::path::Path, extra: &[&str]) -> Server {
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+    let mut argv = h.base_flags();
+    argv.retain(|flag| {
+        !flag.starts_with("--kubeconfig") && !flag.starts_with("--insecure-registries")
+    });
+    argv.push(format!("--kubeconfig={}", kubeconfig.display()));
+    argv.extend(extra.iter().map(|flag| (*flag).to_owned()));
+    let running = harness::start_server(argv).await;
+    let url = format!("https://localhost:{}/mutate", running.webhook_addr.port());
+    Server {
+        running,
+        url,
+        client: h.client.clone(),
+    }
+}
+
+/// The pod as the apiserver stores it after our admission: the patch applied, `Pending`.
+fn stored(name: &str, pod: &Value, response: &Value) -> Value {
+    let (mut stored, _) = harness::apply(pod, response);
+    stored["metadata"]["name"] = json!(name);
+    stored["metadata"]["namespace"] = json!("shop");
+    stored["status"] = json!({"phase": "Pending"});
+    stored
+}
+
+fn gates(api: &KubeApi, name: &str) -> Value {
+    api.get(Resource::Pods, "shop", name).unwrap()["spec"]["schedulingGates"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_mode_answers_at_once_and_the_controller_releases_the_pod() {
+    let h = Harness::start().await;
+    let api = KubeApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A registry 2 s away: admission does not wait for it.
+    let proxy = DelayProxy::start(h.registry.addr(), Duration::from_secs(2))
+        .await
+        .unwrap();
+    let image = h
+        .fixtures
+        .oci_index
+        .reference()
+        .replace(&h.registry.host(), &proxy.host());
+    let insecure = format!(
+        "--insecure-registries={},{}",
+        h.registry.host(),
+        proxy.host()
+    );
+    let s = server(&h, &api, dir.path(), &["--lookup-mode=gate", &insecure]).await;
+    // The user's own required term, with matchFields: the release appends to it.
+    let mut created = pod(&[&image]);
+    created["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]}]}}});
+    let response = s.review(&created).await;
+    assert_eq!(response["allowed"], true);
+    let ops = patch_of(&response);
+    assert_eq!(
+        ops,
+        vec![
+            json!({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": NOE_GATE}]}),
+            json!({"op": "add", "path": "/metadata/labels/arch.noe.adevinta.com~1lookup", "value": "gated"}),
+        ],
+        "only the gate and the label: admission did not wait for the registry"
+    );
+    api.put_pod(stored("web", &created, &response));
+    eventually("released", || gates(&api, "web") == json!([])).await;
+    let web = api.get(Resource::Pods, "shop", "web").unwrap();
+    let terms = web.pointer(TERMS).unwrap().as_array().unwrap().clone();
+    assert_eq!(terms.len(), 1, "no term added: {terms:?}");
+    assert_eq!(terms[0]["matchFields"][0]["key"], "metadata.name");
+    // As inline: the arch pinned by nodeSelector (the default preference), or ANDed into the
+    // user's term.
+    let pinned = web["spec"]["nodeSelector"]["kubernetes.io/arch"].is_string();
+    let in_term = terms[0]["matchExpressions"][0]["key"] == "kubernetes.io/arch";
+    assert!(pinned || in_term, "arch constrained: {web}");
+    assert!(web["metadata"]["annotations"]["arch.noe.adevinta.com/platforms"].is_string());
+    assert_eq!(
+        web["metadata"]["labels"]["arch.noe.adevinta.com/lookup"],
+        "released"
+    );
+    let patches: Vec<_> = api
+        .writes()
+        .into_iter()
+        .filter(|w| w.method == "PATCH" && w.path.ends_with("/pods/web"))
+        .collect();
+    assert_eq!(patches.len(), 1, "one release write");
+    let metrics = s.metrics().await;
+    assert!(
+        metrics.contains("noe_gate_releases_total{outcome=\"constrained\"} 1"),
+        "{metrics}"
+    );
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hybrid_decides_warm_pods_inline_and_gates_cold_ones() {
+    let h = Harness::start().await;
+    let api = KubeApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = DelayProxy::start(h.registry.addr(), Duration::from_secs(2))
+        .await
+        .unwrap();
+    let image = h
+        .fixtures
+        .oci_index
+        .reference()
+        .replace(&h.registry.host(), &proxy.host());
+    let insecure = format!(
+        "--insecure-registries={},{}",
+        h.registry.host(),
+        proxy.host()
+    );
+    let s = server(&h, &api, dir.path(), &["--lookup-mode=hybrid", &insecure]).await;
+    // Cold: gated, the lookups go on in the background.
+    let cold = s.review(&pod(&[&image])).await;
+    let ops = patch_of(&cold);
+    assert!(
+        ops.iter().any(|op| op["path"] == "/spec/schedulingGates"),
+        "cold: gated {ops:?}"
+    );
+    // Warm (after the background lookup): decided inline, no gate, no API write.
+    let writes = api.writes().len();
+    let mut warm = Vec::new();
+    for _ in 0..100 {
+        warm = patch_of(&s.review(&pod(&[&image])).await);
+        if !warm.iter().any(|op| op["path"] == "/spec/schedulingGates") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        warm.iter().any(|op| op["path"] == "/spec/nodeSelector"
+            || op["path"].as_str().unwrap_or_default().contains("affinity")),
+        "warm: the arch constraint inline {warm:?}"
+    );
+    assert!(!warm.iter().any(|op| op["path"] == "/spec/schedulingGates"));
+    assert_eq!(api.writes().len(), writes, "no API write for a warm pod");
+    s.running.shutdown().await;
+}
