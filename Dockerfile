@@ -34,6 +34,9 @@ RUN set -eux; \
     rustup target add "$triple"; \
     echo "$triple" > /rust-target
 
+# The commit built, for noe_build_info{revision} (the build context has no .git):
+#   --build-arg NOE_BUILD_REVISION="$(git rev-parse --short=12 HEAD)"
+ARG NOE_BUILD_REVISION
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates

@@ -39,7 +39,7 @@ cargo build --release -p noe --bin noe -p noe-bench --bin noe-bench --bin noe-be
 
 if ! $quick; then
   cargo bench -p noe-registry --bench reference -- --noplot 2>&1 | tee "$out/criterion-reference.txt"
-  cargo bench -p noe-webhook --bench decide -- --noplot 2>&1 | tee "$out/criterion-decide.txt"
+  cargo bench -p noe-core --bench decide -- --noplot 2>&1 | tee "$out/criterion-decide.txt"
   cargo bench -p noe-webhook --bench admission -- --noplot 2>&1 | tee "$out/criterion-admission.txt"
 fi
 

@@ -11,9 +11,9 @@ The container args: one --flag=value per value (docs/configuration.md). Returned
 {{- $archTolerations := include "noe.archTolerations" . -}}
 {{- $platformOverrides := include "noe.platformOverrides" . -}}
 args:
-- "--webhook-addr=:8443"
-- "--metrics-addr=:8080"
-- "--health-probe-addr=:8081"
+- {{ printf "--webhook-addr=:%s" (include "noe.port" (dict "ctx" . "name" "webhook")) | quote }}
+- {{ printf "--metrics-addr=:%s" (include "noe.port" (dict "ctx" . "name" "metrics")) | quote }}
+- {{ printf "--health-probe-addr=:%s" (include "noe.port" (dict "ctx" . "name" "health")) | quote }}
 - "--cert-dir=/certs"
 - {{ printf "--preferred-arch=%s" .Values.preferredArch | quote }}
 - {{ printf "--preference-mode=%s" .Values.preferenceMode | quote }}

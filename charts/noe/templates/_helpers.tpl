@@ -11,6 +11,34 @@ are named after the release, cluster-scoped ones "<namespace>-<release>", and th
 {{- printf "%s-%s" .Release.Namespace .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+The ServiceAccount the pod runs as and the RBAC binds: serviceAccount.name, else the release name
+when the chart creates it, else the namespace's "default".
+*/}}
+{{- define "noe.serviceAccountName" -}}
+{{- $sa := .Values.serviceAccount | default dict -}}
+{{- if $sa.name -}}
+{{- $sa.name -}}
+{{- else if (hasKey $sa "create" | ternary $sa.create true) -}}
+{{- .Release.Name -}}
+{{- else -}}
+default
+{{- end -}}
+{{- end -}}
+
+{{/* The container ports (ports.*; 8443, 8080, 8081 unless hostNetwork needs others). */}}
+{{- define "noe.port" -}}
+{{- $ports := .ctx.Values.ports | default dict -}}
+{{- $defaults := dict "webhook" 8443 "metrics" 8080 "health" 8081 -}}
+{{- int (get $ports .name | default (get $defaults .name)) -}}
+{{- end -}}
+
+{{/* Labels of the `helm test` Pod (never the noe pod selector). */}}
+{{- define "noe.testLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: helm-test
+{{- end -}}
+
 {{- define "noe.selectorLabels" -}}
 app: {{ .Release.Name }}
 {{- end -}}

@@ -16,6 +16,8 @@ import tempfile
 
 import yaml
 
+import check_platform
+
 # Every flag of the `noe` binary (docs/configuration.md). An arg the chart passes must be one of them.
 KNOWN_FLAGS = {
     "preferred-arch", "cluster-schedulable-archs", "system-os", "registry-proxies",
@@ -207,9 +209,11 @@ def invariants(r, release, namespace):
     check("args are flags of the noe binary", not unknown, str(unknown))
     repeated = sorted(k for k, v in f.items() if len(v) > 1 and k not in REPEATABLE)
     check("no flag passed twice", not repeated, str(repeated))
-    for k, v in [("webhook-addr", ":8443"), ("metrics-addr", ":8080"),
-                 ("health-probe-addr", ":8081")]:
-        check(f"--{k}={v}", f.get(k) == [v], str(f.get(k)))
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    for k, name in [("webhook-addr", "webhook"), ("metrics-addr", "metrics"),
+                    ("health-probe-addr", "health")]:
+        v = f":{ports.get(name)}"
+        check(f"--{k}={v} (the {name} container port)", f.get(k) == [v], str(f.get(k)))
 
     # Security.
     psc = spec.get("securityContext", {})
@@ -221,13 +225,13 @@ def invariants(r, release, namespace):
           sc.get("allowPrivilegeEscalation") is False and sc.get("privileged") is not True)
     check("all capabilities dropped", sc.get("capabilities", {}).get("drop") == ["ALL"]
           and not sc.get("capabilities", {}).get("add"))
-    check("no host namespaces",
-          not any(spec.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")))
+    check("no host PID or IPC namespace", not any(spec.get(k) for k in ("hostPID", "hostIPC")))
+    check("the host network only with ClusterFirstWithHostNet DNS",
+          not spec.get("hostNetwork") or spec.get("dnsPolicy") == "ClusterFirstWithHostNet")
 
     # Ports and probes.
-    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    check("ports webhook 8443, metrics 8080, health 8081",
-          ports == {"webhook": 8443, "metrics": 8080, "health": 8081}, str(ports))
+    check("ports webhook, metrics, health", set(ports) == {"webhook", "metrics", "health"},
+          str(ports))
     check("liveness /healthz on health",
           c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"})
     check("readiness /readyz on health",
@@ -235,7 +239,8 @@ def invariants(r, release, namespace):
     ann = pod["metadata"].get("annotations") or {}
     if ann.get("prometheus.io/scrape") == "true":
         check("scrape annotations name the metrics port only",
-              ann.get("prometheus.io/port") == "8080" and ann.get("prometheus.io/path") == "/metrics")
+              ann.get("prometheus.io/port") == str(ports["metrics"])
+              and ann.get("prometheus.io/path") == "/metrics")
     check("no scrape annotation on the Deployment object",
           not any(k.startswith("prometheus.io/") for k in (dep["metadata"].get("annotations") or {})))
 
@@ -856,17 +861,35 @@ SCENARIOS = {
 }
 
 
+class Helpers:
+    """What check_platform.py uses of this module (one pass/fail count)."""
+    check = staticmethod(check)
+    container = staticmethod(container)
+    flags = staticmethod(flags)
+
+
 def main():
     scenario, path = sys.argv[1], sys.argv[2]
     release = sys.argv[3] if len(sys.argv) > 3 else "noe"
     namespace = sys.argv[4] if len(sys.argv) > 4 else "noe"
     r = Render(path)
-    for fn in (invariants, SCENARIOS.get(scenario)):
+    t = Helpers()
+
+    def platform_invariants(*a):
+        check_platform.invariants(t, *a)
+
+    def platform_scenario(*a):
+        check_platform.SCENARIOS[scenario](t, *a)
+
+    platform = [platform_invariants]
+    if scenario in check_platform.SCENARIOS:
+        platform.append(platform_scenario)
+    for fn in (invariants, SCENARIOS.get(scenario), *platform):
         if fn is None:
             continue
         try:
             fn(r, release, namespace)
-        except (AssertionError, KeyError, IndexError, TypeError, StopIteration) as e:
+        except (AssertionError, KeyError, IndexError, TypeError, ValueError, StopIteration) as e:
             check(f"{scenario}: {fn.__name__} ran to the end", False, f"{type(e).__name__}: {e}")
     print(f"CHECKS {passed} {failed}")
 

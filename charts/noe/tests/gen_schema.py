@@ -66,6 +66,23 @@ TOLERATION = {
     },
 }
 
+PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
+# A NetworkPolicyPeer or an egress rule: Kubernetes' own schema checks them in the render.
+PEERS = {"type": ["array", "null"], "items": {"type": "object"}}
+PORTS = {"type": "array", "items": PORT}
+RUNBOOK_BASE = {"type": "string", "pattern": r"^https?://\S+$",
+                "description": "URL of docs/troubleshooting.md; each alert adds its #section"}
+
+
+def monitoring_object(what, extra):
+    props = {"enabled": {"type": "boolean"},
+             "namespace": {"type": "string", "pattern": r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                           "description": f"namespace of the {what} (empty: the release's)"},
+             "labels": STRING_MAP}
+    props.update(extra)
+    return {"type": "object", "additionalProperties": False, "properties": props}
+
+
 PER_OBJECT = ["pod", "deployment", "service", "serviceaccount", "clusterrole",
               "clusterrolebinding", "rolebinding", "role", "issuer", "certificate",
               "mutatingwebhookconfiguration"]
@@ -305,6 +322,67 @@ schema = {
             },
         },
         "replicaCount": {"type": "integer", "minimum": 1},
+        "serviceAccount": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "create": {"type": "boolean"},
+                "name": {"type": "string", "pattern": r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                         "description": "empty: the release name (create) or default"},
+            },
+        },
+        "hostNetwork": {"type": "boolean",
+                        "description": "the node's network namespace (EKS with a custom CNI)"},
+        "ports": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "container ports (--webhook-addr, --metrics-addr, --health-probe-addr)",
+            "properties": {"webhook": PORT, "metrics": PORT, "health": PORT},
+        },
+        "networkPolicy": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "NetworkPolicies of noe's pods and the in-chart Valkey",
+            "properties": {
+                "enabled": {"type": "boolean"},
+                "webhook": {"type": "object", "additionalProperties": False,
+                            "properties": {"from": PEERS}},
+                "metrics": {"type": "object", "additionalProperties": False,
+                            "properties": {"from": PEERS}},
+                "egress": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "dns": {"type": "object", "additionalProperties": False,
+                                "properties": {"to": PEERS}},
+                        "apiServer": {"type": "object", "additionalProperties": False,
+                                      "properties": {"to": PEERS, "ports": PORTS}},
+                        "registries": {"type": "object", "additionalProperties": False,
+                                       "properties": {"to": PEERS, "ports": PORTS}},
+                        "extra": {"type": ["array", "null"], "items": {"type": "object"},
+                                  "description": "NetworkPolicyEgressRules added verbatim"},
+                    },
+                },
+            },
+        },
+        "tests": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "the `helm test` Pod (curl) that sends a dry-run AdmissionReview",
+            "properties": {
+                "image": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "repository": {"type": "string", "minLength": 1,
+                                       "pattern": r"^[^@\s]*[^:@\s]$",
+                                       "description": "[registry[:port]/]repository, no tag"},
+                        "tag": {"type": "string", "pattern": r"^[\w][\w.-]{0,127}$"},
+                        "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+                    },
+                },
+            },
+        },
         "ha": {"type": "object", "additionalProperties": False,
                "properties": {"enabled": {"type": "boolean"}}},
         "resources": {"type": "object"},
@@ -317,6 +395,10 @@ schema = {
         "priorityClassName": {"type": ["string", "null"]},
         "extraEnv": {"type": ["array", "null"],
                      "items": {"type": "object", "required": ["name"]}},
+        "extraVolumes": {"type": ["array", "null"],
+                         "items": {"type": "object", "required": ["name"]}},
+        "extraVolumeMounts": {"type": ["array", "null"],
+                              "items": {"type": "object", "required": ["name", "mountPath"]}},
         "extraArgs": {"type": ["array", "null"],
                       "items": {"type": "string", "pattern": "^-",
                                 "description": "a flag such as --preference-weight=80"}},
@@ -340,8 +422,22 @@ schema = {
                         "interval": DURATION,
                         "scrapeTimeout": DURATION,
                         "labels": STRING_MAP,
+                        "namespace": {"type": "string",
+                                      "pattern": r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                        "relabelings": {"type": ["array", "null"], "items": {"type": "object"}},
+                        "metricRelabelings": {"type": ["array", "null"],
+                                              "items": {"type": "object"}},
                     },
                 },
+                "prometheusRule": monitoring_object("PrometheusRule", {
+                    "runbookBaseURL": RUNBOOK_BASE,
+                    "ruleLabels": STRING_MAP,
+                    "gatedPodAgeSeconds": {"type": "integer", "minimum": 1,
+                                           "description": "NoeGatedPodTooOld's threshold"},
+                }),
+                "grafanaDashboard": monitoring_object("dashboard ConfigMap", {
+                    "annotations": STRING_MAP,
+                }),
             },
         },
         "podSecurityPolicyClusterRole": {"type": ["string", "null"],

@@ -11,8 +11,10 @@
 # for the default values, a values file that sets every key, cert-manager off, adevinta/noe's own
 # values files and examples/values/*.yaml; every render validated with `kubernetes-validate
 # --strict` for Kubernetes 1.29 and 1.35; assertions on each render (check.py, which evaluates the
-# webhook's CEL matchConditions with cel-python); `helm template` must fail on each schema
-# violation in a list, naming the key.
+# webhook's CEL matchConditions with cel-python; check_platform.py: NetworkPolicies, the helm
+# test Pod, the PrometheusRule and dashboard, ServiceAccount, host network, ports, extra volumes);
+# `helm template` must fail on each schema violation in a list, naming the key.
+# The alerts (promtool) and the helm test script are run by monitoring.sh and helm-test.sh.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -135,6 +137,7 @@ scenarios=(
   "noe-values-test-full|$TESTS/values/noe-values-test-full.yaml"
   "controllers-report|$TESTS/values/controllers-report.yaml"
   "controllers-taints|$TESTS/values/controllers-taints.yaml"
+  "existing-service-account|$TESTS/values/existing-service-account.yaml"
 )
 for f in examples/values/*.yaml; do
   [ -e "$f" ] && scenarios+=("example-$(basename "$f" .yaml)|$f")
@@ -163,7 +166,7 @@ for entry in "${scenarios[@]}"; do
   for v in "${K8S_VERSIONS[@]}"; do
     if kv="$("$KV" --strict --kubernetes-version "$v" "$render" 2>&1)"; then
       # Only the CRD kinds checked by check.py may lack a schema.
-      other_warn="$(echo "$kv" | grep -E '^WARN' | grep -vE "kind (Certificate|Issuer|ServiceMonitor) with api version (cert-manager.io|monitoring.coreos.com)/v1" || true)"
+      other_warn="$(echo "$kv" | grep -E '^WARN' | grep -vE "kind (Certificate|Issuer|ServiceMonitor|PrometheusRule) with api version (cert-manager.io|monitoring.coreos.com)/v1" || true)"
       if [ -z "$other_warn" ]; then
         pass "$name: kubernetes-validate --strict $v"
       else
@@ -298,6 +301,20 @@ violations=(
   "platformOverrides entry without platforms|platforms|--set platformOverrides[0].images[0]=a.io"
   "nodeLabels value too long|nodeLabels|--set architectures.arm64.nodeLabels.pool=$(printf 'x%.0s' {1..64})"
   "ephemeralContainers.enabled as a string|ephemeralContainers.enabled|--set-string ephemeralContainers.enabled=true"
+  "hostNetwork as a string|hostNetwork|--set-string hostNetwork=true"
+  "ports.webhook above 65535|ports.webhook|--set ports.webhook=70000"
+  "serviceAccount.name not a DNS name|serviceAccount.name|--set serviceAccount.name=Not_A_Name"
+  "unknown serviceAccount key|automount|--set serviceAccount.automount=true"
+  "extraVolumes entry without a name|extraVolumes|--set extraVolumes[0].emptyDir.medium=Memory"
+  "extraVolumeMounts entry without mountPath|extraVolumeMounts|--set extraVolumeMounts[0].name=x"
+  "networkPolicy.enabled as a string|networkPolicy.enabled|--set-string networkPolicy.enabled=true"
+  "networkPolicy.egress.registries.ports not ports|networkPolicy.egress.registries.ports|--set networkPolicy.egress.registries.ports[0]=0"
+  "unknown networkPolicy key|ingress|--set networkPolicy.ingress.enabled=true"
+  "prometheusRule.runbookBaseURL not a URL|runbookBaseURL|--set metrics.prometheusRule.runbookBaseURL=docs"
+  "prometheusRule.gatedPodAgeSeconds 0|gatedPodAgeSeconds|--set metrics.prometheusRule.gatedPodAgeSeconds=0"
+  "grafanaDashboard.enabled as a string|grafanaDashboard.enabled|--set-string metrics.grafanaDashboard.enabled=true"
+  "serviceMonitor.relabelings as a map|relabelings|--set metrics.serviceMonitor.relabelings.a=b"
+  "tests.image.tag as a number|tests.image.tag|--set tests.image.tag=8"
 )
 for entry in "${violations[@]}"; do
   IFS='|' read -r desc want rest <<<"$entry"
@@ -344,31 +361,69 @@ elif echo "$err" | grep -q 'skipArchPinned would stop'; then
 else
   fail "skipArchPinned with matchNodeLabels: unexpected error"; echo "$err"
 fi
-# The NetworkPolicy example is valid, and selects the pods the chart labels (release "noe").
-np=examples/networkpolicy-shared-cache.yaml
-for v in "${K8S_VERSIONS[@]}"; do
-  if kv="$("$KV" --strict --kubernetes-version "$v" "$np" 2>&1)"; then
-    pass "$np: kubernetes-validate --strict $v"
-  else
-    fail "$np: kubernetes-validate --strict $v"; echo "$kv" | grep -v '^INFO'
-  fi
-done
-if "$PY" - "$np" "$OUT/example-shared-cache.yaml" <<'PY'
+# The rendered NetworkPolicies select the pods the chart labels, whatever the release's name.
+if "$HELM" template platform "$CHART" -n team -f examples/values/shared-cache.yaml >"$OUT/np-platform.yaml" \
+  && "$PY" - "$OUT/np-platform.yaml" <<'PY'
 import sys, yaml
-policy = yaml.safe_load(open(sys.argv[1]))
-docs = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 pods = {d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"]
         for d in docs if d["kind"] == "Deployment"}
-target = policy["spec"]["podSelector"]["matchLabels"]
-source = policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
-matches = lambda sel, labels: all(labels.get(k) == v for k, v in sel.items())
-assert matches(target, pods["noe-valkey"]) and not matches(target, pods["noe"]), (target, pods)
-assert matches(source, pods["noe"]) and not matches(source, pods["noe-valkey"]), (source, pods)
+policies = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "NetworkPolicy"}
+matches = lambda sel, labels: all(labels.get(k) == v for k, v in sel["matchLabels"].items())
+valkey, noe = policies["platform-valkey"], policies["platform"]
+assert matches(valkey["podSelector"], pods["platform-valkey"]) and not matches(valkey["podSelector"], pods["platform"])
+source = valkey["ingress"][0]["from"][0]["podSelector"]
+assert matches(source, pods["platform"]) and not matches(source, pods["platform-valkey"]), source
+assert matches(noe["podSelector"], pods["platform"]) and not matches(noe["podSelector"], pods["platform-valkey"])
+to_valkey = [e for e in noe["egress"] if e.get("to") and list(e["to"][0]) == ["podSelector"]]
+assert matches(to_valkey[0]["to"][0]["podSelector"], pods["platform-valkey"]), to_valkey
 PY
 then
-  pass "$np selects the in-chart Valkey and lets only noe's pods in"
+  pass "NetworkPolicies of release 'platform': Valkey reached only by noe's pods, noe's egress to Valkey"
 else
-  fail "$np does not match the chart's labels"
+  fail "the rendered NetworkPolicies do not match the chart's labels for release 'platform'"
+fi
+
+# matchConditions only for Kubernetes 1.28 and later.
+for pair in 1.27.0:0 1.28.0:1 1.35.0:1; do
+  v="${pair%%:*}"; want="${pair#*:}"
+  got="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --kube-version "$v" | grep -c '^    matchConditions:' || true)"
+  if [ "$got" = "$want" ]; then
+    pass "Kubernetes $v: matchConditions rendered $want time(s)"
+  else
+    fail "Kubernetes $v: matchConditions rendered $got time(s), want $want"
+  fi
+done
+
+# serviceAccount.create false without a name: the namespace's default ServiceAccount.
+if "$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set serviceAccount.create=false \
+    | "$PY" -c '
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
+assert not [d for d in docs if d["kind"] == "ServiceAccount"]
+dep = next(d for d in docs if d["kind"] == "Deployment")
+assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "default"
+crb = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+assert crb["subjects"][0]["name"] == "default"'; then
+  pass "serviceAccount.create=false without a name: the namespace's default, bound"
+else
+  fail "serviceAccount.create=false without a name"
+fi
+
+# The extraArgs example of values.yaml renders, and the binary accepts it.
+example_arg="$(grep -A1 '^extraArgs: \[\]' "$CHART/values.yaml" | sed -n 's/^# - //p')"
+if [ -n "$example_arg" ] && render="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set "extraArgs[0]=$example_arg" 2>&1)" \
+    && echo "$render" | grep -qF -- "- $example_arg"; then
+  pass "the extraArgs example of values.yaml ($example_arg) renders"
+  if [ -n "$NOE_BIN" ]; then
+    if "$NOE_BIN" "$example_arg" --help >/dev/null 2>&1; then
+      pass "the noe binary accepts the extraArgs example"
+    else
+      fail "the noe binary refuses the extraArgs example $example_arg"
+    fi
+  fi
+else
+  fail "the extraArgs example of values.yaml ('$example_arg') does not render"; echo "${render:-}"
 fi
 
 # The shared cache needs the Secret with its key, and one server, not two.

@@ -31,13 +31,14 @@ pub enum Error {
         #[source]
         source: kube::config::KubeconfigError,
     },
-    #[error("no in-cluster Kubernetes configuration (outside a cluster, give a kubeconfig)")]
-    InCluster(#[source] kube::config::InClusterError),
+    #[error("no Kubernetes configuration: neither --kubeconfig, $KUBECONFIG, ~/.kube/config nor an in-cluster service account")]
+    Infer(#[source] kube::config::InferConfigError),
     #[error("cannot build the Kubernetes API client")]
     KubeClient(#[source] kube::Error),
 }
 
-/// A client from the kubeconfig file when one is given, else the in-cluster configuration.
+/// A client from the kubeconfig file when one is given, else as kubectl finds one: `$KUBECONFIG`
+/// or `~/.kube/config`, then the in-cluster configuration (kube's `Config::infer`).
 pub async fn kube_client(settings: &KubeSettings) -> Result<kube::Client, Error> {
     let config = match &settings.kubeconfig {
         Some(path) => {
@@ -50,7 +51,7 @@ pub async fn kube_client(settings: &KubeSettings) -> Result<kube::Client, Error>
                 .await
                 .map_err(kubeconfig)?
         }
-        None => kube::Config::incluster().map_err(Error::InCluster)?,
+        None => kube::Config::infer().await.map_err(Error::Infer)?,
     };
     kube::Client::try_from(config).map_err(Error::KubeClient)
 }
@@ -82,7 +83,9 @@ impl App {
         // containerd's certs.d hosts.toml mirrors apply to the registry after proxies; every
         // source's hosts are `registry` label values.
         let config = noe_registry::Config {
-            hosts: Some(Arc::new(sources.clone())),
+            hosts: Some(Arc::new(noe_registry::hosts::NodeHosts::new(
+                sources.clone(),
+            ))),
             ..resolver
         };
         let resolver = Resolver::new(config, &metrics).map_err(Error::Resolver)?;

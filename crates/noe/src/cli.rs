@@ -3,7 +3,8 @@
 //! Every flag has an environment variable `NOE_<FLAG_NAME>`, and Go `flag` spellings
 //! (`-flag v`, `-flag=v`) are normalised before clap parses (see [`go_flags`]). The flag groups
 //! are global: a flag may stand before or after the subcommand and means the same, and a flag
-//! the subcommand does not use is refused rather than ignored. Each group turns into the typed
+//! the subcommand does not use is refused rather than ignored. A subcommand's `--help` shows only
+//! the groups it accepts ([`Args::command_for`]). Each group turns into the typed
 //! configuration of what it configures ([`Run`]); nothing below the command line sees a flag.
 
 pub mod controller;
@@ -43,7 +44,12 @@ use untaint::UntaintArgs;
 ///
 /// Without a subcommand, runs the admission webhook server.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "noe", version, about, long_about = None)]
+#[command(
+    name = "noe",
+    version,
+    about = "Keeps Kubernetes Pods on nodes whose CPU architecture all their images support.\nWithout a subcommand, runs the admission webhook server.",
+    long_about = None
+)]
 pub struct Args {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -116,8 +122,8 @@ impl Args {
     where
         I: IntoIterator<Item = OsString>,
     {
-        let mut command = Self::command();
-        command.build();
+        let argv: Vec<OsString> = argv.into_iter().collect();
+        let command = Self::command_for(&argv);
         let argv = go_flags::normalize(argv, &long_flag_names(&command));
         let matches = command.clone().try_get_matches_from(argv)?;
         let mut args = Self::from_arg_matches(&matches)?;
@@ -125,28 +131,44 @@ impl Args {
         Ok(args)
     }
 
+    /// The command, built, for the subcommand named in `argv`: the global flags of the groups
+    /// it does not accept are hidden from its `--help` (they still parse there, and are refused
+    /// by [`Args::to_run`] with a message naming the flag).
+    pub fn command_for(argv: &[OsString]) -> clap::Command {
+        let mut command = Self::command();
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|sub| sub.get_name().to_owned())
+            .collect();
+        let subcommand = argv
+            .iter()
+            .skip(1)
+            .filter_map(|arg| arg.to_str())
+            .find(|arg| names.iter().any(|name| name == arg));
+        if let Some(subcommand) = subcommand {
+            let accepted = groups_of(subcommand);
+            let foreign: Vec<String> = command
+                .get_groups()
+                .filter(|group| !accepted.contains(&group.get_id().as_str()))
+                .flat_map(|group| group.get_args().map(|id| id.as_str().to_owned()))
+                .collect();
+            for id in foreign {
+                command = command.mut_arg(id, |arg| arg.hide(true));
+            }
+        }
+        command.build();
+        command
+    }
+
     /// The subcommand's name and the flag groups it uses.
     fn command_and_groups(&self) -> (&'static str, &'static [&'static str]) {
-        match &self.command {
-            None | Some(Command::Serve) => (
-                "serve",
-                &[
-                    "ServerArgs",
-                    "KubeArgs",
-                    "PolicyArgs",
-                    "ControllerArgs",
-                    "TaintArgs",
-                    "RegistryArgs",
-                    "LogArgs",
-                ],
-            ),
-            Some(Command::Inspect(_)) => ("inspect", &["RegistryArgs", "LogArgs"]),
-            Some(Command::Explain(_)) => (
-                "explain",
-                &["PolicyArgs", "TaintArgs", "RegistryArgs", "LogArgs"],
-            ),
-            Some(Command::Untaint(_)) => ("untaint", &["KubeArgs", "LogArgs"]),
-        }
+        let name = match &self.command {
+            None | Some(Command::Serve) => "serve",
+            Some(Command::Inspect(_)) => "inspect",
+            Some(Command::Explain(_)) => "explain",
+            Some(Command::Untaint(_)) => "untaint",
+        };
+        (name, groups_of(name))
     }
 
     /// The typed configuration of what to run; reads the files the flags name (once).
@@ -195,6 +217,7 @@ impl Args {
             Some(Command::Explain(explain)) => Run::Explain(config::Explain {
                 file: explain.file.clone(),
                 output: explain.output,
+                allow_lookup_errors: explain.allow_lookup_errors,
                 decision: self.decision()?,
                 registry: self.registry.settings()?,
             }),
@@ -222,7 +245,16 @@ impl Args {
                 return ExitCode::from(2);
             }
         };
-        self.log.init();
+        if let Run::Serve(config) = &run {
+            if let Err(error) = cert_dir_usable(&config.server.cert) {
+                eprintln!("noe: {error}");
+                return ExitCode::from(2);
+            }
+        }
+        let chosen =
+            self.given.contains("log-format") || std::env::var_os("NOE_LOG_FORMAT").is_some();
+        let for_people = !matches!(self.command, None | Some(Command::Serve));
+        self.log.init(for_people, chosen);
         let runtime = match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -245,6 +277,44 @@ impl Args {
         // the process alive after its work is done.
         runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
         code
+    }
+}
+
+/// The server's certificate directory holds `tls.crt` and `tls.key` (else the server would never
+/// be ready): refused at start, naming the directory.
+fn cert_dir_usable(cert: &config::CertSource) -> Result<(), ConfigError> {
+    let config::CertSource::Dir(dir) = cert else {
+        return Ok(());
+    };
+    let missing: Vec<&str> = ["tls.crt", "tls.key"]
+        .into_iter()
+        .filter(|file| !dir.join(file).is_file())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigError::Contradiction(format!(
+        "--cert-dir {} has no {}: mount the webhook's certificate there, or use --dev-self-signed-cert for a local trial",
+        dir.display(),
+        missing.join(" or ")
+    )))
+}
+
+/// The flag groups the subcommand `name` accepts (every group for the server).
+fn groups_of(name: &str) -> &'static [&'static str] {
+    match name {
+        "inspect" => &["RegistryArgs", "LogArgs"],
+        "explain" => &["PolicyArgs", "TaintArgs", "RegistryArgs", "LogArgs"],
+        "untaint" => &["KubeArgs", "LogArgs"],
+        _ => &[
+            "ServerArgs",
+            "KubeArgs",
+            "PolicyArgs",
+            "ControllerArgs",
+            "TaintArgs",
+            "RegistryArgs",
+            "LogArgs",
+        ],
     }
 }
 

@@ -1,12 +1,16 @@
 //! The typed configuration of each command: what the flags turn into, and all that the code below
 //! the command line ever sees of them.
 
+mod architectures;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 use noe_registry::credentials::SourcesConfig;
 use noe_webhook::decide::Policy;
 use noe_webhook::server::Addresses;
+
+pub use architectures::{parse_architectures, ArchitecturesError};
 
 /// How registries are reached and where credentials come from.
 #[derive(Clone, Debug)]
@@ -114,6 +118,8 @@ pub struct Explain {
     /// A file, or `-` for stdin.
     pub file: PathBuf,
     pub output: Output,
+    /// Exit 0 even when an image lookup failed.
+    pub allow_lookup_errors: bool,
     pub decision: Decision,
     pub registry: RegistrySettings,
 }

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod noe {
+    mod cli_honest;
     mod conformance_admission;
     mod containerd_mirror_cli;
     mod docs_flags;

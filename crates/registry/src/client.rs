@@ -2,6 +2,8 @@
 //! timeouts, a streamed body cap, one retry on 429/5xx honouring `Retry-After`, and redirects
 //! followed by hand so `Authorization` never leaves the origin it was meant for.
 
+pub(crate) mod host_tls;
+pub(crate) mod hosts;
 pub(crate) mod tls;
 
 use std::collections::HashMap;

@@ -11,7 +11,11 @@ use std::sync::Arc;
 #[non_exhaustive]
 pub enum Error {
     /// The image reference does not follow the distribution reference grammar.
-    #[error("invalid image reference {}: {}", quoted(reference), escaped(reason))]
+    #[error(
+        "invalid image reference {}: {}",
+        quoted(reference),
+        controls_escaped(reason)
+    )]
     InvalidReference { reference: String, reason: String },
 
     /// The resolver configuration is unusable (bad CA bundle, bad proxy rule, ...).
@@ -195,6 +199,27 @@ fn escaped(text: &str) -> String {
         .chars()
         .take(SHOWN_MAX)
         .flat_map(char::escape_debug)
+        .collect();
+    if text.chars().nth(SHOWN_MAX).is_some() {
+        shown.push_str("...");
+    }
+    shown
+}
+
+/// `text` bounded like [`escaped`], only its control characters escaped: for a reason that
+/// already quotes the parts of the input it names (escaping those again doubles every `\"`).
+fn controls_escaped(text: &str) -> String {
+    let mut shown: String = text
+        .chars()
+        .take(SHOWN_MAX)
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
         .collect();
     if text.chars().nth(SHOWN_MAX).is_some() {
         shown.push_str("...");

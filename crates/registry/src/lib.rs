@@ -52,17 +52,12 @@ pub mod cache;
 pub mod challenge;
 mod client;
 pub mod config;
-pub mod credential;
-pub mod credentials;
-pub mod duration;
 pub mod error;
-pub mod files;
-pub mod glob;
 pub mod hosts;
 pub mod manifest;
 pub mod metrics;
 pub mod overrides;
-pub mod platform;
+pub use noe_core::platform;
 pub mod proxies;
 pub mod reference;
 pub mod resolver;
@@ -71,10 +66,14 @@ pub mod ssrf;
 pub mod throttle;
 mod walk;
 
+/// Credentials live in their own crate (`noe-credentials`); these paths keep naming them here.
+pub use noe_credentials as credentials;
+pub use noe_credentials::{credential, duration, files, glob};
+
 pub use config::Config;
-pub use credential::{Credential, CredentialCandidate};
 pub use error::Error;
 pub use hosts::HostsProvider;
+pub use noe_credentials::{Credential, CredentialCandidate};
 pub use platform::Platform;
 pub use reference::Reference;
 pub use resolver::{Answered, Resolution, Resolver};

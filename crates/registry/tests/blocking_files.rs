@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use noe_registry::credentials::{Sources, SourcesConfig};
+use noe_registry::hosts::ContainerdHosts;
 use noe_registry::Credential;
 
 /// Bound on a whole test step: only reached if a read blocks without its timeout.
@@ -97,7 +98,9 @@ async fn a_fifo_containerd_config_gives_no_configuration_without_blocking() {
     let (candidates, hosts) = tokio::time::timeout(HANG_GUARD, async {
         (
             sources.candidates("registry.example/app:1").await,
-            sources.containerd().hosts("registry.example").await,
+            ContainerdHosts::new(sources.containerd().clone())
+                .hosts("registry.example")
+                .await,
         )
     })
     .await

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use noe_registry::credentials::containerd::ContainerdSource;
+use noe_registry::hosts::ContainerdHosts;
 use noe_registry::{Config, Credential, CredentialCandidate, Resolver};
 use noe_test_support::{
     build_image, manifest_path, push_standard_fixtures, Behavior, FakeRegistry, Flavor, Registry,
@@ -41,7 +42,9 @@ fn resolver(dir: &Path, registry: &str, hosts_toml: &str, insecure: &[String]) -
         Config {
             insecure_registries: insecure.to_vec(),
             request_timeout: Duration::from_secs(2),
-            hosts: Some(Arc::new(ContainerdSource::new(vec![config]))),
+            hosts: Some(Arc::new(ContainerdHosts::new(ContainerdSource::new(vec![
+                config,
+            ])))),
             ..Config::default()
         },
         &prometheus::Registry::new(),
@@ -133,7 +136,9 @@ async fn deprecated_cri_mirrors_apply_without_certs_d() {
         Config {
             insecure_registries: vec![origin.host()],
             request_timeout: Duration::from_secs(2),
-            hosts: Some(Arc::new(ContainerdSource::new(vec![config]))),
+            hosts: Some(Arc::new(ContainerdHosts::new(ContainerdSource::new(vec![
+                config,
+            ])))),
             ..Config::default()
         },
         &prometheus::Registry::new(),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use noe_registry::credentials::{Sources, SourcesConfig};
+use noe_registry::hosts::NodeHosts;
 use noe_registry::{Config, Error, Resolver};
 use noe_test_support::{push_standard_fixtures, Registry};
 
@@ -108,7 +109,7 @@ async fn configured_hosts_come_from_the_config_and_the_credential_sources() {
             insecure_registries: vec![registry.host()],
             proxies: vec![("quay.io".into(), "quay-proxy.corp".into())],
             private_registries: vec!["private.example/team".into()],
-            hosts: Some(Arc::new(sources)),
+            hosts: Some(Arc::new(NodeHosts::new(sources))),
             ..Config::default()
         },
         &prometheus::Registry::new(),

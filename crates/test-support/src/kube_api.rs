@@ -4,14 +4,22 @@
 //!
 //! - `v1` nodes, pods and namespaces, `coordination.k8s.io/v1` leases, `events.k8s.io/v1`
 //!   events;
-//! - list with `limit`/`continue` pages and the list `resourceVersion`; field selectors
-//!   `spec.nodeName!=`, `spec.nodeName=X`, `metadata.name=X` (label selectors are ignored);
+//! - list with `limit`/`continue` pages and the list `resourceVersion`; field selectors on
+//!   `metadata.name`, `metadata.namespace`, `spec.nodeName` and `status.phase` (`=`, `==`,
+//!   `!=`) and label selectors (equality and set-based), all requirements ANDed;
 //! - watch (`?watch=1`): newline-delimited `ADDED`/`MODIFIED`/`DELETED` events from the
-//!   requested resource version, `BOOKMARK`s with `allowWatchBookmarks` ([`KubeApi::bookmark`]),
+//!   requested resource version, filtered by the same selectors (an object changing into the
+//!   selection is `ADDED`, out of it `DELETED`, like the apiserver's watch cache),
+//!   `BOOKMARK`s with `allowWatchBookmarks` ([`KubeApi::bookmark`]),
 //!   `timeoutSeconds`, and an `ERROR` event with `410 Gone` when the version is older than the
 //!   history ([`KubeApi::compact`]), after which clients relist;
 //! - get, create (`409 AlreadyExists`), replace and merge patch with a `metadata.resourceVersion`
 //!   precondition (`409 Conflict`), delete with a `uid` precondition;
+//! - pod creations and updates validated as the apiserver does for scheduling gates and
+//!   KEP-3838 (`422 Invalid` with its messages): gates only removed, never with `nodeName`;
+//!   tolerations only added; on a gated pod nodeSelector keys only added and required node
+//!   affinity terms only appended to; nothing else in `spec` changed but images and the
+//!   fields pods may always change;
 //! - `POST pods/NAME/eviction` (deletes the pod; a PodDisruptionBudget's `429` is scripted with
 //!   [`Fault::pdb_blocks_eviction`]);
 //! - scripted [`Fault`]s for any method and path; every request recorded ([`KubeApi::requests`]).
@@ -28,7 +36,9 @@
 mod fault;
 mod handler;
 mod objects;
+mod select;
 mod store;
+mod validate;
 
 use std::sync::{Arc, Mutex};
 
@@ -39,7 +49,10 @@ use crate::serve::{Handler, Server};
 use crate::TestCa;
 pub use fault::{Fault, RecordedRequest};
 use handler::{lock, Shared};
-pub use objects::{lease_json, namespace_json, node_json, pod_json, PodFixture};
+pub use objects::{
+    gated_pod_json, lease_json, namespace_json, node_json, pod_json, PodFixture, NOE_GATE,
+    NOE_GATE_LABEL,
+};
 use store::Inner;
 pub use store::Resource;
 

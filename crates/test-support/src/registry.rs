@@ -84,6 +84,8 @@ impl std::fmt::Debug for Registry {
 #[derive(Default)]
 pub struct RegistryBuilder {
     tls: Option<TestCa>,
+    /// Names the TLS certificate covers besides the loopback ones.
+    tls_names: Vec<String>,
     client_ca: Option<TestCa>,
     users: Vec<(String, String)>,
     token: Option<TokenServerAuth>,
@@ -111,6 +113,13 @@ impl RegistryBuilder {
     /// Serve HTTPS with a certificate for `127.0.0.1`/`localhost` issued by `ca`.
     pub fn tls(mut self, ca: &TestCa) -> Self {
         self.tls = Some(ca.clone());
+        self
+    }
+
+    /// Also cover `name` in the TLS certificate, so a client that pins `name` to the registry's
+    /// loopback address (reqwest's `resolve`) reaches it under a real registry's host name.
+    pub fn tls_name(mut self, name: &str) -> Self {
+        self.tls_names.push(name.to_owned());
         self
     }
 
@@ -165,7 +174,9 @@ impl RegistryBuilder {
         };
         if let Some(ca) = &self.tls {
             std::fs::write(dir.path().join("ca.crt"), ca.cert_pem())?;
-            let cert = ca.loopback_cert()?;
+            let mut names = vec!["127.0.0.1", "localhost", "::1"];
+            names.extend(self.tls_names.iter().map(String::as_str));
+            let cert = ca.server_cert(&names)?;
             std::fs::write(dir.path().join("tls.crt"), &cert.cert_pem)?;
             std::fs::write(dir.path().join("tls.key"), &cert.key_pem)?;
         }

@@ -7,7 +7,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::Api;
-use noe_test_support::{lease_json, node_json, Fault, KubeApi, PodFixture, Resource, TestCa};
+use noe_test_support::{
+    gated_pod_json, lease_json, node_json, Fault, KubeApi, PodFixture, Resource, TestCa, NOE_GATE,
+    NOE_GATE_LABEL,
+};
 use serde_json::json;
 
 #[tokio::test]
@@ -178,4 +181,119 @@ async fn eviction_deletes_the_pod_unless_a_budget_refuses() {
     assert_eq!(api.count(Resource::Pods), 0);
     let evictions: Vec<u16> = api.writes().iter().map(|w| w.status).collect();
     assert_eq!(evictions, [429, 201]);
+}
+
+fn status_of(error: kube::Error) -> kube::core::ErrorResponse {
+    match error {
+        kube::Error::Api(status) => status,
+        other => panic!("not an API error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn gated_pods_are_released_only_as_kep_3838_allows() {
+    let api = KubeApi::start().await.unwrap();
+    let mut pod = gated_pod_json("shop", "web", &["app:1"]);
+    pod["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}});
+    api.put_pod(pod);
+    let pods: Api<Pod> = Api::namespaced(api.client().unwrap(), "shop");
+    let rv = pods.get("web").await.unwrap().metadata.resource_version;
+    let arch = json!({"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]});
+    // A term added next to the user's: the apiserver refuses it.
+    let added = json!({"metadata": {"resourceVersion": rv}, "spec": {"schedulingGates": [],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+            {"matchExpressions": [arch]}]}}}}});
+    let refused = status_of(
+        pods.patch("web", &PatchParams::default(), &Patch::Merge(&added))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((refused.code, refused.reason.as_str()), (422, "Invalid"));
+    assert!(
+        refused.message.starts_with("Pod \"web\" is invalid: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: Invalid value: ")
+            && refused.message.ends_with(": no additions/deletions to non-empty NodeSelectorTerms list are allowed"),
+        "{}",
+        refused.message
+    );
+    // Appended to the term, with the gate removed, in one write: accepted.
+    let release = json!({"metadata": {"resourceVersion": rv}, "spec": {"schedulingGates": [],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}, arch]}]}}}}});
+    pods.patch("web", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    // The same write again: its resource version is stale.
+    let stale = status_of(
+        pods.patch("web", &PatchParams::default(), &Patch::Merge(&release))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(stale.code, 409);
+    // No gate may come back.
+    let regate = json!({"spec": {"schedulingGates": [{"name": NOE_GATE}]}});
+    let refused = status_of(
+        pods.patch("web", &PatchParams::default(), &Patch::Merge(&regate))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(refused.code, 422);
+    assert_eq!(refused.message, format!("Pod \"web\" is invalid: spec.schedulingGates[0].name: Forbidden: only deletion is allowed, but found new scheduling gate '{NOE_GATE}'"));
+}
+
+#[tokio::test]
+async fn a_gated_pod_with_a_node_name_is_not_created() {
+    let api = KubeApi::start().await.unwrap();
+    let mut pod = gated_pod_json("shop", "web", &["app:1"]);
+    pod["spec"]["nodeName"] = json!("n1");
+    let pods: Api<Pod> = Api::namespaced(api.client().unwrap(), "shop");
+    let pod: Pod = serde_json::from_value(pod).unwrap();
+    let refused = status_of(pods.create(&PostParams::default(), &pod).await.unwrap_err());
+    assert_eq!(refused.code, 422);
+    assert_eq!(refused.message, "Pod \"web\" is invalid: spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared");
+    assert_eq!(api.count(Resource::Pods), 0);
+}
+
+#[tokio::test]
+async fn selector_watches_see_pods_enter_and_leave() {
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(PodFixture::new("shop", "bound", "n1", &["app:1"]).json());
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    let pods: Api<Pod> = Api::all(api.client().unwrap());
+    let params = ListParams::default()
+        .labels(&format!("{NOE_GATE_LABEL}=gated"))
+        .fields("status.phase=Pending");
+    let list = pods.list(&params).await.unwrap();
+    let names: Vec<_> = list
+        .items
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["web"]);
+    let rv = list.metadata.resource_version.unwrap();
+    let watch = WatchParams::default()
+        .labels(&format!("{NOE_GATE_LABEL}=gated"))
+        .fields("status.phase=Pending");
+    let mut events = pods.watch(&watch, &rv).await.unwrap().boxed();
+    // A pod that does not match changes: nothing. Ours is released (label dropped): DELETED.
+    let mut other = api.get(Resource::Pods, "shop", "bound").unwrap();
+    other["metadata"]["labels"]["x"] = json!("y");
+    api.put_pod(other);
+    api.put_pod(gated_pod_json("shop", "late", &["app:1"]));
+    let mut web = api.get(Resource::Pods, "shop", "web").unwrap();
+    web["metadata"]["labels"][NOE_GATE_LABEL] = json!("released");
+    web["spec"]["schedulingGates"] = json!([]);
+    api.put_pod(web);
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match events.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(pod) => seen.push(format!("added {}", pod.metadata.name.unwrap())),
+            WatchEvent::Deleted(pod) => {
+                seen.push(format!("deleted {}", pod.metadata.name.unwrap()));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["added late", "deleted web"]);
 }

@@ -6,19 +6,20 @@
 //! - [`facts`]: what else the decision may know about a pod's surroundings (its namespace, its
 //!   node, the cluster's nodes), behind a trait.
 //! - [`decide`] and [`patch`]: the pure decision and the RFC 6902 patch it writes.
-//! - [`server`]: the transport (HTTPS admission endpoint, `/metrics`, health probes, certificate
-//!   reload), generic over a [`server::Handler`].
+//! - [`server`]: the transport (HTTPS, `/metrics` and health listeners, certificate reload),
+//!   each listener serving a [`server::Router`] of `tower::Service` routes; the admission is a
+//!   [`server::Handler`] behind the `/mutate` route.
 //! - [`metrics`]: the admission's Prometheus metrics.
 //!
 //! docs/architecture.md draws how these fit together.
 
 pub mod admission;
-pub mod decide;
 pub mod facts;
 pub mod metrics;
-pub mod patch;
 pub mod resolve;
 pub mod server;
+
+pub use noe_core::{decide, patch};
 
 /// The allocator settings the container image sets (`ENV` in the Dockerfile): memory freed after
 /// a burst of registry lookups goes back to the OS at once instead of staying in mimalloc's

@@ -1,11 +1,15 @@
-//! The transport: the HTTPS admission endpoint, `/metrics`, and the health probes. It knows
-//! nothing of admission: whatever implements [`Handler`] answers the bodies posted to
-//! [`MUTATE_PATH`].
+//! The transport: three listeners, each serving a [`Router`] (a `tower::Service` routing by
+//! path): the HTTPS one the routes it is given (the admission at [`MUTATE_PATH`], answered by a
+//! [`Post`] route over a [`Handler`]; the policy engines' lookup routes will sit beside it),
+//! plain HTTP `/metrics`, and plain HTTP `/healthz` and `/readyz`. It knows nothing of
+//! admission; the routes know nothing of the listeners.
 
 pub mod conn;
 pub mod health;
 pub mod https;
 pub mod plain;
+pub mod post;
+pub mod router;
 pub mod tls;
 
 use std::io;
@@ -18,7 +22,20 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-pub use https::{Handler, Limits, MAX_BODY_BYTES, MUTATE_PATH};
+pub use https::{Limits, Routes};
+pub use post::{BodyLimits, Handler, Post, MAX_BODY_BYTES};
+pub use router::Router;
+
+/// The admission route (the chart's MutatingWebhookConfiguration points here).
+pub const MUTATE_PATH: &str = "/mutate";
+
+/// The admission routes: `handler` answering the bodies POSTed to [`MUTATE_PATH`].
+pub fn admission_routes<H: Handler>(
+    handler: Arc<H>,
+    limits: BodyLimits,
+) -> Router<router::Route<Post<H>, router::NotFound>> {
+    Router::new().route(MUTATE_PATH, Post::new(handler, limits))
+}
 
 use health::Readiness;
 use tls::Reloadable;
@@ -79,11 +96,12 @@ impl Running {
     }
 }
 
-/// Binds the three listeners and starts serving. Port 0 picks a free port (tests).
-pub async fn start<H: Handler>(
+/// Binds the three listeners and starts serving: `routes` on the HTTPS one. Port 0 picks a free
+/// port (tests).
+pub async fn start<R: Routes>(
     addresses: Addresses,
     tls: Arc<Reloadable>,
-    handler: Arc<H>,
+    routes: R,
     limits: Limits,
     registry: prometheus::Registry,
 ) -> Result<Running, Error> {
@@ -103,23 +121,27 @@ pub async fn start<H: Handler>(
     let readiness = Readiness::new(tls.clone());
     let (shutdown, receiver) = watch::channel(false);
 
-    let metrics_router: plain::Router =
-        Arc::new(move |path: &str| (path == "/metrics").then(|| plain::metrics(&registry)));
+    let metrics_routes =
+        Router::new().route("/metrics", router::get(move || plain::metrics(&registry)));
     let probe_readiness = readiness.clone();
-    let health_router: plain::Router =
-        Arc::new(move |path: &str| health::respond(path, &probe_readiness));
+    let health_routes = Router::new()
+        .route("/healthz", router::get(health::healthz))
+        .route(
+            "/readyz",
+            router::get(move || health::readyz(&probe_readiness)),
+        );
 
     let tasks = vec![
         tokio::spawn(https::serve(
             webhook,
             acceptor,
-            handler,
+            routes,
             limits,
             readiness.clone(),
             receiver.clone(),
         )),
-        tokio::spawn(plain::serve(metrics, metrics_router, receiver.clone())),
-        tokio::spawn(plain::serve(health, health_router, receiver)),
+        tokio::spawn(plain::serve(metrics, metrics_routes, receiver.clone())),
+        tokio::spawn(plain::serve(health, health_routes, receiver)),
     ];
     tracing::info!(%webhook_addr, %metrics_addr, %health_addr, "Serving");
     Ok(Running {

@@ -6,7 +6,6 @@
 
 mod webhook {
     mod admission_scripted;
-    mod decide;
     mod facts;
     mod fault_admission;
     mod prop_admission;

@@ -5,16 +5,21 @@
 //! Namespaces and Nodes of the file are the facts a cluster would give ([`facts`]): the
 //! namespace's preferred arch, and the node of a bound pod whose debug (ephemeral) containers
 //! are then checked. An image a `--platform-overrides` entry answered for is named in a note.
-//! Exit code: 0 when every pod would be admitted, 1 when one would be denied, 2 when the file or
-//! the flags cannot be used.
+//! A document the API server would refuse (a field of the wrong type, an unknown field) is not
+//! explained: the file is refused, naming the field ([`validate`]).
+//! Exit code ([`Exit`]): 0 when every pod would be admitted, 1 when one would be denied, 2 when
+//! the file or the flags cannot be used, 3 when an image lookup failed (unless
+//! `--allow-lookup-errors`): a CI gate must not pass because a registry was unreachable.
 
 mod facts;
+pub mod validate;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use futures::StreamExt;
 use noe_webhook::admission::Admission;
 use noe_webhook::decide::{Decision, Signal, Verdict, AUDIT_ANNOTATION, PREFERRED_LABEL};
 use noe_webhook::patch::{pod_template_pointer, with_prefix, Op};
@@ -22,9 +27,13 @@ use noe_webhook::resolve::one_line;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::inspect::progress::Progress;
 use crate::app::App;
 use crate::config::{self, Output};
 use facts::FileFacts;
+
+/// Documents decided at the same time.
+const CONCURRENCY: usize = 8;
 
 #[derive(Clone, Debug, Args)]
 pub struct ExplainArgs {
@@ -46,6 +55,32 @@ pub struct ExplainArgs {
         default_value = "text"
     )]
     pub output: Output,
+
+    /// Exit 0 even when an image lookup failed (by default `explain` then exits 3, so a CI gate
+    /// does not pass because a registry was unreachable).
+    #[arg(long, env = "NOE_ALLOW_LOOKUP_ERRORS", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_lookup_errors: bool,
+}
+
+/// `noe explain`'s exit codes, one per cause; the first that applies wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Every pod would be admitted, every lookup answered.
+    Admitted = 0,
+    /// A pod would be denied.
+    Denied = 1,
+    /// The file or the flags cannot be used (including a document the API server would refuse).
+    Unusable = 2,
+    /// An image's platforms could not be found (and `--allow-lookup-errors` was not given).
+    LookupFailed = 3,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> Self {
+        ExitCode::from(exit as u8)
+    }
 }
 
 /// Why a file cannot be explained at all.
@@ -61,26 +96,51 @@ enum Error {
     Parse { file: String, reason: String },
     #[error("{0} holds no object")]
     Empty(String),
+    #[error("{file}: {object} would be refused by the API server: {reason}")]
+    Invalid {
+        file: String,
+        object: String,
+        reason: String,
+    },
     #[error("{0}")]
     Setup(String),
 }
 
 pub async fn run(config: config::Explain) -> ExitCode {
     match explain_file(config).await {
-        Ok(denied) if denied => ExitCode::FAILURE,
-        Ok(_) => ExitCode::SUCCESS,
+        Ok(exit) => exit.into(),
         Err(error) => {
             eprintln!("noe: {error}");
-            ExitCode::from(2)
+            Exit::Unusable.into()
         }
     }
 }
 
-/// Explains every document; true when a pod would be denied.
-async fn explain_file(config: config::Explain) -> Result<bool, Error> {
+/// What the explained documents add up to.
+#[derive(Debug, Default)]
+struct Tally {
+    denied: bool,
+    lookup_failed: bool,
+}
+
+impl Tally {
+    fn exit(&self, allow_lookup_errors: bool) -> Exit {
+        if self.denied {
+            Exit::Denied
+        } else if self.lookup_failed && !allow_lookup_errors {
+            Exit::LookupFailed
+        } else {
+            Exit::Admitted
+        }
+    }
+}
+
+/// Explains every document.
+async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
     let config::Explain {
         file,
         output,
+        allow_lookup_errors,
         decision: config::Decision {
             policy,
             admission_deadline,
@@ -110,6 +170,15 @@ async fn explain_file(config: config::Explain) -> Result<bool, Error> {
     if objects.is_empty() {
         return Err(Error::Empty(name));
     }
+    for object in &objects {
+        if let Some(reason) = validate::refusal(object) {
+            return Err(Error::Invalid {
+                file: name,
+                object: object_name(object),
+                reason,
+            });
+        }
+    }
     let app = App::build(registry)
         .await
         .map_err(|error| Error::Setup(one_line(&error)))?;
@@ -130,23 +199,47 @@ async fn explain_file(config: config::Explain) -> Result<bool, Error> {
         app: &app,
         facts: &facts,
     };
-    let mut denied = false;
+    let mut tally = Tally::default();
+    let progress = Progress::new(objects.len(), "documents");
+    // Documents are decided concurrently (their lookups overlap; the resolver coalesces the
+    // same image) and printed in the file's order.
+    let mut explained = futures::stream::iter(&objects)
+        .map(|object| explain(&context, object))
+        .buffered(CONCURRENCY);
     let mut stdout = std::io::stdout().lock();
-    for object in &objects {
-        let explained = explain(&context, object).await;
-        denied |= explained.denied();
-        let printed = match output {
+    while let Some(explained) = explained.next().await {
+        tally.denied |= explained.denied();
+        tally.lookup_failed |= explained.lookup_failed();
+        let printed = progress.done(|| match output {
             Output::Json => serde_json::to_string(&explained.json())
                 .map_err(std::io::Error::other)
                 .and_then(|line| writeln!(stdout, "{line}")),
             Output::Text => explained.write_text(&mut stdout),
-        };
+        });
         printed.map_err(|source| Error::Read {
             file: "stdout".into(),
             source,
         })?;
     }
-    Ok(denied)
+    Ok(tally.exit(allow_lookup_errors))
+}
+
+/// `Kind namespace/name` of a file's object, for messages.
+fn object_name(object: &Value) -> String {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let kind = text("/kind").unwrap_or("object");
+    let name = text("/metadata/name")
+        .or_else(|| text("/metadata/generateName"))
+        .unwrap_or("(unnamed)");
+    match text("/metadata/namespace") {
+        Some(namespace) => format!("{kind} {namespace}/{name}"),
+        None => format!("{kind} {name}"),
+    }
 }
 
 /// Every object of a file: each non-empty YAML (or JSON) document, a `kind: List` replaced by
@@ -411,6 +504,35 @@ fn ensure_object<'v>(
 }
 
 impl Explained {
+    /// An image's platforms could not be found.
+    pub fn lookup_failed(&self) -> bool {
+        match &self.outcome {
+            Outcome::Decided { decision, .. } => decision
+                .signals
+                .iter()
+                .any(|signal| matches!(signal, Signal::LookupFailed { .. })),
+            Outcome::Skipped(_) => false,
+        }
+    }
+
+    /// Each image whose platforms could not be found, with the whole error (the admission
+    /// warnings cut it to the API server's limit) and what to do about a plain-HTTP registry.
+    pub fn lookup_errors(&self) -> Vec<(String, String)> {
+        let Outcome::Decided { decision, .. } = &self.outcome else {
+            return Vec::new();
+        };
+        decision
+            .signals
+            .iter()
+            .filter_map(|signal| match signal {
+                Signal::LookupFailed { image, error } => {
+                    Some((image.clone(), with_plain_http_hint(image, error)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn denied(&self) -> bool {
         matches!(
             &self.outcome,
@@ -467,6 +589,13 @@ impl Explained {
         if !self.notes.is_empty() {
             json["notes"] = json!(self.notes);
         }
+        let failures = self.lookup_errors();
+        if !failures.is_empty() {
+            json["lookupErrors"] = failures
+                .iter()
+                .map(|(image, error)| json!({"image": image, "error": error}))
+                .collect();
+        }
         json
     }
 
@@ -486,8 +615,17 @@ impl Explained {
         };
         writeln!(out, "{} {}: {verdict}", self.kind, self.name)?;
         writeln!(out, "  {}", self.message())?;
+        let failures = self.lookup_errors();
         for warning in warnings {
-            writeln!(out, "  warning: {warning}")?;
+            // A warning cut to the API server's limit is a lookup's: its whole text follows.
+            let cut = warning.ends_with("...")
+                && warning.chars().count() >= noe_webhook::decide::MAX_WARNING_CHARS;
+            if !cut || failures.is_empty() {
+                writeln!(out, "  warning: {warning}")?;
+            }
+        }
+        for (image, error) in &failures {
+            writeln!(out, "  lookup failed: {image}: {error}")?;
         }
         for note in &self.notes {
             writeln!(out, "  note: {note}")?;
@@ -498,6 +636,18 @@ impl Explained {
         }
         Ok(())
     }
+}
+
+/// `error` with what to do when the registry answered plain HTTP to our TLS handshake (rustls
+/// names the record it could not read).
+fn with_plain_http_hint(image: &str, error: &str) -> String {
+    if !super::inspect::is_plain_http_text(error) {
+        return error.to_owned();
+    }
+    let host = noe_registry::Reference::parse(image)
+        .map(|reference| reference.registry)
+        .unwrap_or_else(|_| "the registry".to_owned());
+    format!("{error} ({})", super::inspect::plain_http_hint(&host))
 }
 
 /// What a patch does, in words: the architectures it constrains the pod to, the audit

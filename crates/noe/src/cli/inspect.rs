@@ -1,14 +1,23 @@
 //! `noe inspect IMAGE...`: the platforms of images, as the webhook sees them.
+//!
+//! Images are resolved concurrently (bounded, and per registry host) and printed in the order
+//! given; with `-o json` every image gets one record, a failure `{"image","error":{"kind","message"}}`.
 
+pub mod progress;
+
+use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Args;
+use futures::StreamExt;
 use noe_registry::Resolution;
 use noe_webhook::resolve::one_line;
 
 use crate::app::{App, Overridden};
 use crate::config::{self, Output};
+use progress::Progress;
 
 #[derive(Clone, Debug, Args)]
 pub struct InspectArgs {
@@ -27,8 +36,15 @@ pub struct InspectArgs {
     pub output: Output,
 }
 
-/// Prints each image's resolution; exit 1 (one line per failure on stderr) when any image
-/// cannot be resolved, 2 when the registry configuration cannot be used.
+/// Images resolved at the same time.
+const CONCURRENCY: usize = 8;
+/// Images of one registry host resolved at the same time: after a host's first timeout, the
+/// images of that host not yet started fail at once instead of each waiting the timeout.
+const PER_HOST: usize = 2;
+
+/// Prints each image's resolution, in the order given, resolving them concurrently; exit 1 (one
+/// line per failure on stderr, and with `-o json` a record with `error`) when any image cannot
+/// be resolved, 2 when the registry configuration cannot be used.
 pub async fn run(config: config::Inspect) -> ExitCode {
     let config::Inspect {
         images,
@@ -42,44 +58,18 @@ pub async fn run(config: config::Inspect) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let hosts = Hosts::default();
+    let progress = Progress::new(images.len(), "images");
+    let mut answers = futures::stream::iter(&images)
+        .map(|image| inspect(&app, &hosts, image))
+        .buffered(CONCURRENCY);
     let mut failed = false;
     let mut stdout = std::io::stdout().lock();
-    for image in &images {
-        // A reference that does not parse fails below, with the usual message.
-        if let Ok(Some(found)) = app.platform_override(image).await {
-            let printed = match output {
-                Output::Json => serde_json::to_string(&found.json())
-                    .map_err(std::io::Error::other)
-                    .and_then(|line| writeln!(stdout, "{line}")),
-                Output::Text => found.write_text(&mut stdout),
-            };
-            if printed.is_err() {
-                return ExitCode::FAILURE;
-            }
-            continue;
-        }
-        match app.resolve(image).await {
-            Ok(resolution) => {
-                let printed = match output {
-                    Output::Json => serde_json::to_string(&*resolution)
-                        .map_err(std::io::Error::other)
-                        .and_then(|line| writeln!(stdout, "{line}")),
-                    Output::Text => write_text(&mut stdout, &resolution),
-                };
-                if printed.is_err() {
-                    return ExitCode::FAILURE;
-                }
-            }
-            Err(error) => {
-                failed = true;
-                let reason = printable(&one_line(&error));
-                let image = printable(image);
-                if reason.contains(image.as_str()) {
-                    eprintln!("noe: {reason}");
-                } else {
-                    eprintln!("noe: {image}: {reason}");
-                }
-            }
+    while let Some((image, answer)) = answers.next().await {
+        failed |= answer.is_err();
+        let printed = progress.done(|| print(&mut stdout, output, image, &answer));
+        if printed.is_err() {
+            return ExitCode::FAILURE;
         }
     }
     if failed {
@@ -87,6 +77,186 @@ pub async fn run(config: config::Inspect) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// What one image resolved to.
+enum Found {
+    /// A `--platform-overrides` entry answered: no registry contacted.
+    Overridden(Overridden),
+    Resolved(Arc<Resolution>),
+}
+
+/// Why one image could not be resolved: a class of [`noe_registry::Error::kind`] and a message.
+#[derive(Debug)]
+struct Failure {
+    kind: &'static str,
+    message: String,
+}
+
+/// The registry hosts of this run that timed out, and how many lookups each has running.
+#[derive(Default)]
+struct Hosts {
+    state: std::sync::Mutex<HashMap<String, HostState>>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct HostState {
+    running: usize,
+    /// The first timeout's message, once the host timed out.
+    timed_out: Option<String>,
+}
+
+impl Hosts {
+    /// Waits for a slot at `host`; `Err` with the first timeout's message once it timed out.
+    async fn enter(&self, host: &str) -> Result<(), String> {
+        loop {
+            let changed = self.changed.notified();
+            {
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let entry = state.entry(host.to_owned()).or_default();
+                if let Some(message) = &entry.timed_out {
+                    return Err(message.clone());
+                }
+                if entry.running < PER_HOST {
+                    entry.running = entry.running.saturating_add(1);
+                    return Ok(());
+                }
+            }
+            changed.await;
+        }
+    }
+
+    /// Gives the slot back; `timeout` marks the host as timed out.
+    fn leave(&self, host: &str, timeout: Option<&str>) {
+        {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let entry = state.entry(host.to_owned()).or_default();
+            entry.running = entry.running.saturating_sub(1);
+            if let (None, Some(message)) = (&entry.timed_out, timeout) {
+                entry.timed_out = Some(message.to_owned());
+            }
+        }
+        self.changed.notify_waiters();
+    }
+}
+
+/// Resolves one image: an override, or the registry (failing at once when its host already
+/// timed out in this run).
+async fn inspect<'a>(
+    app: &App,
+    hosts: &Hosts,
+    image: &'a str,
+) -> (&'a str, Result<Found, Failure>) {
+    // A reference that does not parse fails below, with the usual message.
+    if let Ok(Some(found)) = app.platform_override(image).await {
+        return (image, Ok(Found::Overridden(found)));
+    }
+    let host = app
+        .resolver
+        .target(image)
+        .ok()
+        .map(|target| target.registry);
+    if let Some(host) = &host {
+        if let Err(first) = hosts.enter(host).await {
+            let failure = Failure {
+                kind: "timeout",
+                message: format!("not tried: {host} timed out earlier in this run ({first})"),
+            };
+            return (image, Err(failure));
+        }
+    }
+    let answer = app.resolve(image).await;
+    let answer = answer.map(Found::Resolved).map_err(|error| Failure {
+        kind: error.kind(),
+        message: describe(&error),
+    });
+    if let Some(host) = &host {
+        let timeout = match &answer {
+            Err(failure) if failure.kind == "timeout" => Some(failure.message.as_str()),
+            _ => None,
+        };
+        hosts.leave(host, timeout);
+    }
+    (image, answer)
+}
+
+/// The error in one line, with what to do about a registry that answered plain HTTP.
+fn describe(error: &noe_registry::Error) -> String {
+    let text = one_line(error);
+    match (plain_http(error), error.registry()) {
+        (true, Some(host)) => format!("{text} ({})", plain_http_hint(host)),
+        _ => text,
+    }
+}
+
+/// What to do when `host` answered plain HTTP to our TLS handshake.
+pub fn plain_http_hint(host: &str) -> String {
+    format!(
+        "{host} answered plain HTTP, not HTTPS: list it in --insecure-registries to reach it over HTTP"
+    )
+}
+
+/// The TLS handshake got a plain-HTTP answer: rustls could not read the record's content
+/// type. The rustls error reaches us inside boxed connector errors that `downcast_ref` cannot
+/// see through, so its message (rustls's `InvalidMessage::InvalidContentType`) is what is
+/// recognised, in the error or any of its causes.
+fn plain_http(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if is_plain_http_text(&error.to_string()) {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
+/// An error text saying the TLS peer answered with something that is not TLS (plain HTTP).
+pub fn is_plain_http_text(text: &str) -> bool {
+    text.contains("InvalidContentType")
+}
+
+/// Prints one image's answer: its record on stdout (`-o json`: a failure too, with `error`),
+/// and a failure's one line on stderr.
+fn print(
+    stdout: &mut impl Write,
+    output: Output,
+    image: &str,
+    answer: &Result<Found, Failure>,
+) -> std::io::Result<()> {
+    match (answer, output) {
+        (Ok(Found::Overridden(found)), Output::Json) => json_line(stdout, &found.json()),
+        (Ok(Found::Overridden(found)), Output::Text) => found.write_text(stdout),
+        (Ok(Found::Resolved(resolution)), Output::Json) => {
+            json_line(stdout, &serde_json::to_value(&**resolution)?)
+        }
+        (Ok(Found::Resolved(resolution)), Output::Text) => write_text(stdout, resolution),
+        (Err(failure), _) => {
+            let reason = printable(&failure.message);
+            let shown = printable(image);
+            if reason.contains(shown.as_str()) {
+                eprintln!("noe: {reason}");
+            } else {
+                eprintln!("noe: {shown}: {reason}");
+            }
+            match output {
+                Output::Json => json_line(
+                    stdout,
+                    &serde_json::json!({
+                        "image": image,
+                        "error": {"kind": failure.kind, "message": failure.message},
+                    }),
+                ),
+                Output::Text => Ok(()),
+            }
+        }
+    }
+}
+
+fn json_line(out: &mut impl Write, value: &serde_json::Value) -> std::io::Result<()> {
+    let line = serde_json::to_string(value).map_err(std::io::Error::other)?;
+    writeln!(out, "{line}")
 }
 
 /// `text` with control characters escaped, so a registry cannot write to the terminal.

@@ -10,7 +10,8 @@ use crate::config::KubeSettings;
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Kubernetes API")]
 pub struct KubeArgs {
-    /// kubeconfig for out-of-cluster API access; in a pod the in-cluster config is used.
+    /// kubeconfig for out-of-cluster API access; without it, as kubectl: $KUBECONFIG, then
+    /// ~/.kube/config, then (in a pod) the in-cluster config.
     #[arg(long, global = true, env = "NOE_KUBECONFIG", value_parser = super::parse::any_path)]
     pub kubeconfig: Option<PathBuf>,
 }

@@ -1,4 +1,5 @@
-//! `--log-format` and `--log-level`; `RUST_LOG`, when set, wins over `--log-level`.
+//! `--log-format` and `--log-level`; `RUST_LOG`, when set, wins over `--log-level`. The commands
+//! for people (`inspect`, `explain`, `untaint`) log text on a terminal unless a format is chosen.
 
 use clap::{Args, ValueEnum};
 use tracing_subscriber::EnvFilter;
@@ -12,7 +13,8 @@ pub enum LogFormat {
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Logging")]
 pub struct LogArgs {
-    /// Log output format.
+    /// Log output format (default: json; text for `inspect`, `explain` and `untaint` on a
+    /// terminal).
     #[arg(
         long,
         env = "NOE_LOG_FORMAT",
@@ -35,8 +37,10 @@ fn parse_filter(text: &str) -> Result<String, String> {
 }
 
 impl LogArgs {
-    /// Installs the global subscriber, writing to stderr. A second call is a no-op.
-    pub fn init(&self) {
+    /// Installs the global subscriber, writing to stderr. A second call is a no-op. `for_people`:
+    /// a command a person runs, which logs text on a terminal unless `--log-format` (or
+    /// `NOE_LOG_FORMAT`) chose otherwise (`chosen`).
+    pub fn init(&self, for_people: bool, chosen: bool) {
         let filter = match std::env::var("RUST_LOG") {
             Ok(spec) if !spec.trim().is_empty() => {
                 EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new(&self.log_level))
@@ -50,7 +54,12 @@ impl LogArgs {
             .with_ansi(ansi)
             .with_writer(std::io::stderr);
         // `try_init` fails only when a subscriber is already set (tests): keep that one.
-        let _ = match self.log_format {
+        let format = if for_people && !chosen && ansi {
+            LogFormat::Text
+        } else {
+            self.log_format
+        };
+        let _ = match format {
             LogFormat::Json => builder.json().flatten_event(true).try_init(),
             LogFormat::Text => builder.try_init(),
         };

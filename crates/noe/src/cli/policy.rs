@@ -3,14 +3,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
-use noe_webhook::decide::{
-    parse_architectures, Mode, OnContradiction, OnLookupError, Policy, PolicyError, PreferenceMode,
-    Weight,
+use clap::{Args, ValueEnum};
+use noe_core::decide::{
+    Mode, OnContradiction, OnLookupError, Policy, PolicyError, PreferenceMode, Weight,
 };
 
 use super::parse::{non_empty, non_empty_path, ConfigError};
-use crate::config::Decision;
+use crate::config::{parse_architectures, Decision};
 
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Decision")]
@@ -57,7 +56,7 @@ pub struct PolicyArgs {
         value_enum,
         default_value = "required"
     )]
-    pub preference_mode: PreferenceMode,
+    pub preference_mode: PreferenceModeFlag,
 
     /// Weight (1-100) of the soft preference in `preferred` mode.
     #[arg(long, global = true, env = "NOE_PREFERENCE_WEIGHT", default_value_t = 50,
@@ -72,7 +71,7 @@ pub struct PolicyArgs {
         value_enum,
         default_value = "ignore-image"
     )]
-    pub on_lookup_error: OnLookupError,
+    pub on_lookup_error: OnLookupErrorFlag,
 
     /// With `--on-lookup-error=fallback`: an image whose platforms cannot be found is taken to
     /// support only this architecture.
@@ -87,7 +86,7 @@ pub struct PolicyArgs {
         value_enum,
         default_value = "enforce"
     )]
-    pub mode: Mode,
+    pub mode: ModeFlag,
 
     /// A pod whose own arch constraint its images cannot satisfy (or a debug container that
     /// cannot run on its pod's node): `warn` or `deny`.
@@ -98,7 +97,7 @@ pub struct PolicyArgs {
         value_enum,
         default_value = "warn"
     )]
-    pub on_contradiction: OnContradiction,
+    pub on_contradiction: OnContradictionFlag,
 
     /// The whole admission answers within this (Go duration); keep it below the webhook's timeoutSeconds.
     #[arg(long, global = true, env = "NOE_ADMISSION_DEADLINE", default_value = "8s",
@@ -109,6 +108,85 @@ pub struct PolicyArgs {
     /// what a pod that may run on that arch gets.
     #[arg(long, global = true, env = "NOE_ARCH_TOLERATIONS_FILE", value_parser = super::parse::any_path)]
     pub arch_tolerations_file: Option<PathBuf>,
+}
+
+/// `--preference-mode` ([`PreferenceMode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PreferenceModeFlag {
+    /// noe's behaviour: a hard `nodeSelector["kubernetes.io/arch"]` on the preferred arch.
+    Required,
+    /// Required affinity on all common archs plus a weighted preferred term for the preferred one.
+    Preferred,
+}
+
+impl From<PreferenceModeFlag> for PreferenceMode {
+    fn from(flag: PreferenceModeFlag) -> Self {
+        match flag {
+            PreferenceModeFlag::Required => Self::Required,
+            PreferenceModeFlag::Preferred => Self::Preferred,
+        }
+    }
+}
+
+/// `--on-lookup-error` ([`OnLookupError`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnLookupErrorFlag {
+    /// noe's behaviour: decide over the images that were resolved; if none was, leave the pod alone.
+    IgnoreImage,
+    /// Any failure leaves the pod untouched.
+    AllowPod,
+    /// Any failure denies the pod.
+    Deny,
+    /// An image whose platforms cannot be found is taken to support only `--fallback-arch`.
+    Fallback,
+}
+
+impl From<OnLookupErrorFlag> for OnLookupError {
+    fn from(flag: OnLookupErrorFlag) -> Self {
+        match flag {
+            OnLookupErrorFlag::IgnoreImage => Self::IgnoreImage,
+            OnLookupErrorFlag::AllowPod => Self::AllowPod,
+            OnLookupErrorFlag::Deny => Self::Deny,
+            OnLookupErrorFlag::Fallback => Self::Fallback,
+        }
+    }
+}
+
+/// `--mode` ([`Mode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeFlag {
+    /// Mutate and deny as decided.
+    Enforce,
+    /// Decide the same way, change nothing but the `arch.noe.adevinta.com/audit` annotation, warn,
+    /// and never deny.
+    Audit,
+}
+
+impl From<ModeFlag> for Mode {
+    fn from(flag: ModeFlag) -> Self {
+        match flag {
+            ModeFlag::Enforce => Self::Enforce,
+            ModeFlag::Audit => Self::Audit,
+        }
+    }
+}
+
+/// `--on-contradiction` ([`OnContradiction`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnContradictionFlag {
+    /// Allow it, with an admission warning naming the images.
+    Warn,
+    /// Deny it.
+    Deny,
+}
+
+impl From<OnContradictionFlag> for OnContradiction {
+    fn from(flag: OnContradictionFlag) -> Self {
+        match flag {
+            OnContradictionFlag::Warn => Self::Warn,
+            OnContradictionFlag::Deny => Self::Deny,
+        }
+    }
 }
 
 const TOLERATIONS_FLAG: &str = "arch-tolerations-file";
@@ -165,13 +243,13 @@ impl PolicyArgs {
             schedulable_archs: self.schedulable_archs().into_iter().collect(),
             schedulable_from_nodes: self.schedulable_from_nodes(),
             system_os: self.system_os.trim().to_owned(),
-            preference_mode: self.preference_mode,
+            preference_mode: self.preference_mode.into(),
             preference_weight: Weight::try_from(self.preference_weight)
                 .map_err(|error| ConfigError::Contradiction(flag_message(error)))?,
-            on_lookup_error: self.on_lookup_error,
+            on_lookup_error: self.on_lookup_error.into(),
             fallback_arch: Some(self.fallback_arch.trim().to_owned()).filter(|a| !a.is_empty()),
-            on_contradiction: self.on_contradiction,
-            mode: self.mode,
+            on_contradiction: self.on_contradiction.into(),
+            mode: self.mode.into(),
             match_node_labels: non_empty(&self.match_node_labels),
             architectures,
         };
@@ -197,5 +275,35 @@ fn flag_message(error: PolicyError) -> String {
             format!("--fallback-arch {arch} is not in --cluster-schedulable-archs {schedulable}")
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    fn names<T: ValueEnum>() -> Vec<String> {
+        T::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|v| v.get_name().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn flag_spellings() {
+        assert_eq!(names::<PreferenceModeFlag>(), ["required", "preferred"]);
+        assert_eq!(
+            names::<OnLookupErrorFlag>(),
+            ["ignore-image", "allow-pod", "deny", "fallback"]
+        );
+        assert_eq!(names::<ModeFlag>(), ["enforce", "audit"]);
+        assert_eq!(names::<OnContradictionFlag>(), ["warn", "deny"]);
+        assert_eq!(
+            OnLookupErrorFlag::from_str("allow-pod", false),
+            Ok(OnLookupErrorFlag::AllowPod)
+        );
+        assert!(PreferenceModeFlag::from_str("Required", false).is_err());
     }
 }

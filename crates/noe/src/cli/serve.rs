@@ -4,6 +4,7 @@
 
 pub mod facts;
 pub mod platforms;
+pub mod process;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -16,7 +17,7 @@ use noe_webhook::facts::{ClusterFacts, NamespacePreferences, NodeGets};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::health::Readiness;
 use noe_webhook::server::tls::{self, CertDir, Reloadable};
-use noe_webhook::server::{self, Limits, Running, Termination, CERT_POLL_INTERVAL};
+use noe_webhook::server::{self, BodyLimits, Limits, Running, Termination, CERT_POLL_INTERVAL};
 
 use crate::app::{self, App};
 use crate::config::{self, CertSource, ControllerSettings, FactSettings, ServerSettings};
@@ -141,6 +142,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         }
     };
     let app = App::build(registry).await?;
+    process::register(&app.metrics).context("cannot register the process metrics")?;
     // One client for the pull secrets and the controllers.
     let client = match app::kube_client(&kube).await {
         Ok(client) => Some(client),
@@ -194,19 +196,15 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         admission = admission.with_facts(source);
     }
     let limits = Limits {
-        body_read_timeout: admission_deadline,
         drain_timeout: admission_deadline.saturating_add(Duration::from_secs(5)),
         ..Limits::default()
     };
-    let server = match server::start(
-        addresses,
-        tls,
-        Arc::new(admission),
-        limits,
-        app.metrics.clone(),
-    )
-    .await
-    {
+    let body = BodyLimits {
+        read_timeout: admission_deadline,
+        ..BodyLimits::default()
+    };
+    let routes = server::admission_routes(Arc::new(admission), body);
+    let server = match server::start(addresses, tls, routes, limits, app.metrics.clone()).await {
         Ok(server) => server,
         Err(error) => {
             stop(running).await;

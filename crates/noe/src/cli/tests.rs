@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use noe_webhook::decide::{OnLookupError, PreferenceMode};
+use super::policy::{OnLookupErrorFlag as OnLookupError, PreferenceModeFlag as PreferenceMode};
 
 use super::*;
 

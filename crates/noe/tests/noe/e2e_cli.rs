@@ -62,14 +62,19 @@ async fn inspect_prints_every_fixture() {
     assert!(stdout.contains(&h.fixtures.oci_index.digest), "{stdout}");
     assert!(stdout.contains("credential:  anonymous"), "{stdout}");
 
-    // A missing image: exit 1 and one line naming it on stderr; the good one still printed.
+    // A missing image: exit 1 and one line naming it on stderr; the good one still printed, and
+    // the missing one has its record with the error.
     let mut args = vec!["inspect".to_owned(), "-o".to_owned(), "json".to_owned()];
     args.extend(registry_flags(&h));
     args.push(h.fixtures.oci_single.reference());
     args.push(h.missing_image());
     let (code, stdout, stderr) = noe(&args).await;
     assert_eq!(code, 1);
-    assert_eq!(stdout.lines().count(), 1);
+    assert_eq!(stdout.lines().count(), 2);
+    assert!(
+        stdout.lines().nth(1).unwrap().contains("\"error\""),
+        "{stdout}"
+    );
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains(&h.missing_image()), "{stderr}");
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use noe_registry::credentials::containerd::{load_hosts, Endpoint, HostsConfig};
+use noe_registry::hosts::{load_hosts, Endpoint, HostsConfig};
 use serde_json::Value;
 
 use super::table::{cases, load, same, text, Tally};

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use noe_registry::credentials::containerd::ContainerdSource;
+use noe_registry::hosts::ContainerdHosts;
 use noe_registry::{Config, Error};
 use noe_test_support::{push_standard_fixtures, Registry, ServerCert, TestCa};
 
@@ -46,7 +47,9 @@ fn write(path: &Path, text: &str) {
 /// A resolver whose containerd configuration is the directory `root` (holding `certs.d/`).
 fn resolver_with_containerd(root: &Path) -> noe_registry::Resolver {
     resolver_with(Config {
-        hosts: Some(Arc::new(ContainerdSource::new(vec![root.to_owned()]))),
+        hosts: Some(Arc::new(ContainerdHosts::new(ContainerdSource::new(vec![
+            root.to_owned(),
+        ])))),
         ..Config::default()
     })
 }
@@ -172,9 +175,9 @@ async fn a_pair_is_presented_only_to_the_host_it_is_configured_for() {
     write(&host_dir.join("client.key"), &client.key_pem);
     let resolver = resolver_with(Config {
         extra_ca_pem: Some(setup.server_ca.cert_pem().into_bytes()),
-        hosts: Some(Arc::new(ContainerdSource::new(vec![root
-            .path()
-            .to_owned()]))),
+        hosts: Some(Arc::new(ContainerdHosts::new(ContainerdSource::new(vec![
+            root.path().to_owned(),
+        ])))),
         ..Config::default()
     });
     let resolution = resolver.resolve(&setup.image, &[]).await.unwrap();

@@ -14,7 +14,9 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::fault::{reason, status_body, RecordedRequest};
+use super::select::Selection;
 use super::store::{Change, Inner, Key, Resource, Stored};
+use super::validate;
 use crate::serve::{read_body, response, ResBody};
 
 /// Request bodies larger than this are read as empty (the apiserver's own cap is 3 MiB).
@@ -75,42 +77,6 @@ fn parse_path(path: &str) -> Option<Target> {
         name,
         subresource,
     })
-}
-
-/// The field selectors we understand.
-#[derive(Clone, Debug, PartialEq)]
-enum Selector {
-    All,
-    NodeNameSet,
-    NodeName(String),
-    Name(String),
-}
-
-fn parse_selector(text: Option<&str>) -> Result<Selector, String> {
-    match text.unwrap_or_default() {
-        "" => Ok(Selector::All),
-        "spec.nodeName!=" => Ok(Selector::NodeNameSet),
-        other => {
-            if let Some(node) = other.strip_prefix("spec.nodeName=") {
-                Ok(Selector::NodeName(node.to_owned()))
-            } else if let Some(name) = other.strip_prefix("metadata.name=") {
-                Ok(Selector::Name(name.to_owned()))
-            } else {
-                Err(format!("field selector {other:?} is not scripted"))
-            }
-        }
-    }
-}
-
-impl Selector {
-    fn matches(&self, key: &Key, stored: &Stored) -> bool {
-        match self {
-            Self::All => true,
-            Self::NodeNameSet => !stored.node_name.is_empty(),
-            Self::NodeName(node) => stored.node_name == *node,
-            Self::Name(name) => key.1 == *name,
-        }
-    }
 }
 
 struct Query(Vec<(String, String)>);
@@ -208,8 +174,12 @@ fn key_of(target: &Target, name: &str) -> Key {
     )
 }
 
+fn selection(query: &Query) -> Result<Selection, String> {
+    Selection::parse(query.get("fieldSelector"), query.get("labelSelector"))
+}
+
 fn list(state: &Shared, target: &Target, query: &Query) -> http::Response<ResBody> {
-    let selector = match parse_selector(query.get("fieldSelector")) {
+    let selector = match selection(query) {
         Ok(selector) => selector,
         Err(message) => return status(400, &message),
     };
@@ -289,6 +259,12 @@ fn create(state: &Shared, target: &Target, body: &Value) -> http::Response<ResBo
             status_body(409, "AlreadyExists", &format!("{name:?} already exists")).to_string(),
         );
     }
+    if target.resource == Resource::Pods {
+        if let Err(message) = validate::pod_create(body) {
+            drop(inner);
+            return invalid(&message);
+        }
+    }
     let mut object = body.clone();
     if let Some(map) = object["metadata"].as_object_mut() {
         map.remove("resourceVersion");
@@ -316,6 +292,20 @@ fn conflict(kind: &str, name: &str) -> http::Response<ResBody> {
     )
 }
 
+/// `422 Invalid` with the apiserver's message.
+fn invalid(message: &str) -> http::Response<ResBody> {
+    status(422, message)
+}
+
+/// The apiserver's update validation of pods (KEP-3838); other kinds are not validated.
+fn validate_update(resource: Resource, current: &Stored, new: &Value) -> Result<(), String> {
+    if resource != Resource::Pods {
+        return Ok(());
+    }
+    let old: Value = serde_json::from_slice(&current.json).unwrap_or(Value::Null);
+    validate::pod_update(new, &old)
+}
+
 fn replace(state: &Shared, target: &Target, name: &str, body: &Value) -> http::Response<ResBody> {
     let key = key_of(target, name);
     let mut inner = lock(state);
@@ -326,6 +316,10 @@ fn replace(state: &Shared, target: &Target, name: &str, body: &Value) -> http::R
     if precondition_failed(current, &body["metadata"]["resourceVersion"]) {
         drop(inner);
         return conflict(target.resource.kind(), name);
+    }
+    if let Err(message) = validate_update(target.resource, current, body) {
+        drop(inner);
+        return invalid(&message);
     }
     match inner.put(target.resource, &key.0, body.clone()) {
         Ok(stored) => json_response(200, stored.json),
@@ -379,6 +373,10 @@ fn patch(
     }
     let mut object: Value = serde_json::from_slice(&current.json).unwrap_or(Value::Null);
     merge(&mut object, &request.body);
+    if let Err(message) = validate_update(target.resource, current, &object) {
+        drop(inner);
+        return invalid(&message);
+    }
     match inner.put(target.resource, &key.0, object) {
         Ok(stored) => json_response(200, stored.json),
         Err(message) => status(422, &message),
@@ -423,7 +421,7 @@ fn evict(state: &Shared, target: &Target, name: &str, body: &Value) -> http::Res
 }
 
 fn watch(state: &Shared, target: &Target, query: &Query) -> http::Response<ResBody> {
-    let selector = match parse_selector(query.get("fieldSelector")) {
+    let selector = match selection(query) {
         Ok(selector) => selector,
         Err(message) => return status(400, &message),
     };
@@ -439,15 +437,30 @@ fn watch(state: &Shared, target: &Target, query: &Query) -> http::Response<ResBo
         .unwrap_or(0);
     let resource = target.resource;
     let namespace = target.namespace.clone();
-    let wanted = move |change: &Change| {
-        change.resource == resource
-            && (change.kind == "BOOKMARK" && bookmarks
-                || change.kind != "BOOKMARK"
-                    && namespace.as_ref().is_none_or(|ns| change.namespace == *ns)
-                    && selector.matches(
-                        &(change.namespace.clone(), change.name.clone()),
-                        &change.object,
-                    ))
+    // What a watch sends for a change: a change into its selection is `ADDED`, out of it
+    // `DELETED` (as the apiserver's watch cache does), `None` when it does not concern it.
+    let wanted = move |change: &Change| -> Option<&'static str> {
+        if change.resource != resource {
+            return None;
+        }
+        if change.kind == "BOOKMARK" {
+            return bookmarks.then_some("BOOKMARK");
+        }
+        if namespace.as_ref().is_some_and(|ns| change.namespace != *ns) {
+            return None;
+        }
+        let key = (change.namespace.clone(), change.name.clone());
+        let now = selector.matches(&key, &change.object);
+        let before = change
+            .previous
+            .as_ref()
+            .map(|previous| selector.matches(&key, previous));
+        match (change.kind, before, now) {
+            ("MODIFIED", Some(false), true) => Some("ADDED"),
+            ("MODIFIED", Some(true), false) => Some("DELETED"),
+            (kind, _, true) => Some(kind),
+            _ => None,
+        }
     };
     let inner = lock(state);
     if from != 0 && from < inner.oldest {
@@ -470,15 +483,22 @@ fn watch(state: &Shared, target: &Target, query: &Query) -> http::Response<ResBo
                 namespace: key.0.clone(),
                 name: key.1.clone(),
                 object: stored.clone(),
+                previous: None,
             })
-            .filter(|change| wanted(change))
+            .filter(|change| wanted(change).is_some())
             .collect()
     } else {
         inner
             .history
             .iter()
-            .filter(|change| change.rv > from && wanted(change))
-            .cloned()
+            .filter(|change| change.rv > from)
+            .filter_map(|change| {
+                let kind = wanted(change)?;
+                Some(Change {
+                    kind,
+                    ..change.clone()
+                })
+            })
             .collect()
     };
     let receiver = inner.changes.subscribe();
@@ -494,8 +514,11 @@ fn watch(state: &Shared, target: &Target, query: &Query) -> http::Response<ResBo
                 };
                 match next {
                     Ok(change) if change.kind == "RESET" => return None,
-                    Ok(change) if wanted(&change) => return Some((change, receiver)),
-                    Ok(_) => continue,
+                    Ok(change) => {
+                        if let Some(kind) = wanted(&change) {
+                            return Some((Change { kind, ..change }, receiver));
+                        }
+                    }
                     Err(
                         broadcast::error::RecvError::Lagged(_)
                         | broadcast::error::RecvError::Closed,

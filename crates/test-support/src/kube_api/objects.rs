@@ -332,3 +332,26 @@ pub fn namespace_json(name: &str, labels: &[(&str, &str)]) -> Value {
         "status": {"phase": "Active"},
     })
 }
+
+/// The scheduling gate noe's gate mode adds.
+pub const NOE_GATE: &str = "arch.noe.adevinta.com/platforms";
+/// The label noe's gate mode sets on the pods it gates (`gated`).
+pub const NOE_GATE_LABEL: &str = "arch.noe.adevinta.com/lookup";
+
+/// A pod of a ReplicaSet as it is stored after noe's webhook gated it at creation: not bound,
+/// `Pending` with the `SchedulingGated` condition, the scheduling gate and `lookup: gated`.
+pub fn gated_pod_json(namespace: &str, name: &str, images: &[&str]) -> Value {
+    let mut fixture = PodFixture::new(namespace, name, "", images);
+    fixture.phase = "Pending".to_owned();
+    let mut pod = fixture.json();
+    pod["metadata"]["labels"][NOE_GATE_LABEL] = json!("gated");
+    pod["spec"]["schedulingGates"] = json!([{"name": NOE_GATE}]);
+    pod["status"] = json!({
+        "phase": "Pending",
+        "qosClass": "Burstable",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                        "message": "Scheduling is blocked due to non-empty scheduling gates",
+                        "lastTransitionTime": "2026-11-01T09:00:00Z"}],
+    });
+    pod
+}

@@ -58,21 +58,36 @@ impl Resource {
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub(crate) type Key = (String, String);
 
-/// A stored object: its JSON and the field a field selector may ask about.
+/// A stored object: its JSON and the fields a field or label selector may ask about.
 #[derive(Clone, Debug)]
 pub(crate) struct Stored {
     pub(crate) json: Bytes,
     /// `spec.nodeName` (empty when unset).
     pub(crate) node_name: String,
+    /// `status.phase` (empty when unset).
+    pub(crate) phase: String,
+    /// `metadata.labels`.
+    pub(crate) labels: BTreeMap<String, String>,
 }
 
 impl Stored {
     fn new(json: Bytes, object: &Value) -> Self {
-        let node_name = object["spec"]["nodeName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        Self { json, node_name }
+        let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+        let labels = object["metadata"]["labels"]
+            .as_object()
+            .map(|labels| {
+                labels
+                    .iter()
+                    .map(|(key, value)| (key.clone(), text(value)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            json,
+            node_name: text(&object["spec"]["nodeName"]),
+            phase: text(&object["status"]["phase"]),
+            labels,
+        }
     }
 }
 
@@ -86,6 +101,9 @@ pub(crate) struct Change {
     pub(crate) namespace: String,
     pub(crate) name: String,
     pub(crate) object: Stored,
+    /// The object before a `MODIFIED` change (selector watches turn a change into or out of
+    /// their selection into `ADDED` or `DELETED`, as the apiserver's watch cache does).
+    pub(crate) previous: Option<Stored>,
 }
 
 pub(crate) struct Inner {
@@ -138,10 +156,11 @@ impl Inner {
             .ok_or("metadata.name is required")?
             .to_owned();
         let key = (namespace.to_owned(), name);
-        let existed = self
+        let previous = self
             .objects
             .get(&resource)
-            .is_some_and(|objects| objects.contains_key(&key));
+            .and_then(|objects| objects.get(&key))
+            .cloned();
         let rv = self.next_rv();
         if !object["metadata"]["uid"].is_string() {
             self.uid = self.uid.saturating_add(1);
@@ -164,10 +183,15 @@ impl Inner {
         self.record_change(Change {
             resource,
             rv,
-            kind: if existed { "MODIFIED" } else { "ADDED" },
+            kind: if previous.is_some() {
+                "MODIFIED"
+            } else {
+                "ADDED"
+            },
             namespace: namespace.to_owned(),
             name: key.1.clone(),
             object: stored.clone(),
+            previous,
         });
         Ok(stored)
     }
@@ -186,6 +210,7 @@ impl Inner {
             namespace: key.0.clone(),
             name: key.1.clone(),
             object: stored.clone(),
+            previous: None,
         });
         Some(stored)
     }
@@ -226,6 +251,7 @@ impl Inner {
             namespace: String::new(),
             name: String::new(),
             object: Stored::new(Bytes::from(object.to_string()), &Value::Null),
+            previous: None,
         });
     }
 
@@ -238,6 +264,7 @@ impl Inner {
             namespace: String::new(),
             name: String::new(),
             object: Stored::new(Bytes::new(), &Value::Null),
+            previous: None,
         });
     }
 

@@ -38,7 +38,7 @@ pub enum FailureReason {
     Forbidden,
     #[error("not of type kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg")]
     WrongType,
-    #[error("its docker config is missing or malformed")]
+    #[error("not a valid secret name, or its docker config is missing or malformed")]
     Malformed,
     #[error("the Kubernetes API did not answer")]
     Unavailable,
@@ -181,6 +181,9 @@ impl PullSecrets {
 
     /// Load the pod's pull secrets (`spec.imagePullSecrets[].name`) from `namespace`. Empty and
     /// repeated names are ignored. Never fails: unusable secrets are in the result's failures.
+    /// A name that is not a DNS-1123 subdomain (or a namespace that is not a DNS-1123 label) is
+    /// malformed and never becomes an API path: the pod spec and the review's namespace come
+    /// from whoever creates pods, and the webhook may `get` secrets in every namespace.
     pub async fn load(&self, namespace: &str, names: &[String]) -> PodPullSecrets {
         let mut unique: Vec<&str> = Vec::with_capacity(names.len());
         for name in names {
@@ -188,7 +191,14 @@ impl PullSecrets {
                 unique.push(name);
             }
         }
-        let loads = unique.iter().map(|name| self.get(namespace, name));
+        let namespace_valid = crate::facts::is_dns_label(namespace);
+        let loads = unique.iter().map(|name| async move {
+            if namespace_valid && crate::facts::is_dns_subdomain(name) {
+                self.get(namespace, name).await
+            } else {
+                Err(FailureReason::Malformed)
+            }
+        });
         let results = futures::future::join_all(loads).await;
         let mut pod = PodPullSecrets {
             namespace: namespace.to_owned(),

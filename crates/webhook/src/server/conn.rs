@@ -96,6 +96,13 @@ impl Activity {
 #[derive(Debug)]
 pub struct InFlight(Arc<Activity>);
 
+impl InFlight {
+    /// This request's body was refused on HTTP/1.1: see [`Activity::refused`].
+    pub fn refused(&self) {
+        self.0.refused();
+    }
+}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.touch();

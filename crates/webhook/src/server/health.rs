@@ -4,10 +4,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::{Response, StatusCode};
-use http_body_util::Full;
+use http::StatusCode;
 
+use super::router::{text, Answer};
 use super::tls::Reloadable;
 
 /// Readiness, shared by the HTTPS listener, the shutdown sequence and the probe server.
@@ -49,15 +48,16 @@ impl Readiness {
     }
 }
 
-/// Answers a probe path; `None` for any other path (404).
-pub fn respond(path: &str, readiness: &Readiness) -> Option<Response<Full<Bytes>>> {
-    let (status, body) = match path {
-        "/healthz" => (StatusCode::OK, "ok\n"),
-        "/readyz" if readiness.is_ready() => (StatusCode::OK, "ok\n"),
-        "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
-        _ => return None,
-    };
-    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
-    *response.status_mut() = status;
-    Some(response)
+/// `/healthz`: the process answers.
+pub fn healthz() -> Answer {
+    text(StatusCode::OK, "ok\n")
+}
+
+/// `/readyz`: 200 when ready, else 503.
+pub fn readyz(readiness: &Readiness) -> Answer {
+    if readiness.is_ready() {
+        text(StatusCode::OK, "ok\n")
+    } else {
+        text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
 }

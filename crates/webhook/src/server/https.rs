@@ -1,15 +1,16 @@
-//! The HTTPS admission listener: a bound on connections, a TLS handshake timeout, an HTTP/1.1
-//! header-read timeout, HTTP/2, a body size limit enforced while reading, a write timeout and an
-//! idle timeout per connection ([`super::conn`]), graceful drain.
+//! The HTTPS listener: a bound on connections, a TLS handshake timeout, an HTTP/1.1
+//! header-read timeout, HTTP/2, a write timeout and an idle timeout per connection
+//! ([`super::conn`]), graceful drain. What answers the requests is a `tower::Service` (a
+//! [`super::Router`]); this module knows nothing of routes or bodies, only that an HTTP/1.1
+//! connection whose request was answered 413 is closed shortly after (the rest of its body is
+//! not read), while a refused HTTP/2 stream is reset alone.
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::Future as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{header, Method, Request, Response, StatusCode, Version};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http::{Request, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -18,36 +19,38 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
+use tower::{Service, ServiceExt as _};
 
 use super::conn::{self, Activity, Close, Watched};
 use super::health::Readiness;
-use super::plain::{not_found, text};
-
-/// Admission request bodies above this are refused: the apiserver caps an object at 3 MiB and a
-/// review may carry the object and its old version (docs/architecture.md, "Limits").
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+use super::router::Answer;
 
 /// How long an HTTP/1.1 connection whose body was refused may still flush its answer.
 const CLOSE_AFTER_REFUSAL: Duration = Duration::from_millis(500);
 
-/// The admission route.
-pub const MUTATE_PATH: &str = "/mutate";
-
-/// What answers an admission body: always a JSON AdmissionReview (even for garbage input).
-pub trait Handler: Send + Sync + 'static {
-    fn handle(&self, body: Bytes) -> impl Future<Output = Bytes> + Send;
-
-    /// The answer when [`Handler::handle`] panicked: a bug must not drop the apiserver's
-    /// connection.
-    fn recover(&self, body: &[u8]) -> Bytes;
+/// What the listener serves: any service answering every request (errors are answers too),
+/// whose future is `Send` (HTTP/2 streams are spawned). A [`super::Router`] is one.
+pub trait Routes:
+    Service<Request<Incoming>, Response = Answer, Error = Infallible, Future: Send + 'static>
+    + Clone
+    + Send
+    + 'static
+{
 }
 
-/// Connection limits of the admission listener.
+impl<S> Routes for S where
+    S: Service<Request<Incoming>, Response = Answer, Error = Infallible, Future: Send + 'static>
+        + Clone
+        + Send
+        + 'static
+{
+}
+
+/// Connection limits of the HTTPS listener.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub handshake_timeout: Duration,
     pub header_read_timeout: Duration,
-    pub body_read_timeout: Duration,
     /// A write (the answer) that makes no progress for this long closes the connection: a
     /// client that never reads does not hold its buffers for good.
     pub write_timeout: Duration,
@@ -56,7 +59,6 @@ pub struct Limits {
     /// 90 s), so the client closes first and never races a request against our close.
     pub idle_timeout: Duration,
     pub drain_timeout: Duration,
-    pub max_body_bytes: usize,
     /// Open connections at most; the listener stops accepting until one closes.
     pub max_connections: usize,
     /// Concurrent HTTP/2 streams per connection.
@@ -68,11 +70,9 @@ impl Default for Limits {
         Self {
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
-            body_read_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             drain_timeout: Duration::from_secs(15),
-            max_body_bytes: MAX_BODY_BYTES,
             max_connections: 1024,
             max_concurrent_streams: 100,
         }
@@ -81,10 +81,10 @@ impl Default for Limits {
 
 /// Accepts connections until `shutdown` flips, then drains open connections within
 /// `limits.drain_timeout` (each is closed gracefully: HTTP/2 GOAWAY, HTTP/1.1 after its answer).
-pub async fn serve<H: Handler>(
+pub async fn serve<R: Routes>(
     listener: TcpListener,
     acceptor: TlsAcceptor,
-    handler: Arc<H>,
+    routes: R,
     limits: Limits,
     readiness: Readiness,
     mut shutdown: watch::Receiver<bool>,
@@ -131,7 +131,7 @@ pub async fn serve<H: Handler>(
             peer,
             Peers {
                 acceptor: acceptor.clone(),
-                handler: handler.clone(),
+                routes: routes.clone(),
                 builder: builder.clone(),
                 shutdown: shutdown.clone(),
             },
@@ -155,24 +155,24 @@ pub async fn serve<H: Handler>(
 }
 
 /// What every connection shares.
-struct Peers<H> {
+struct Peers<R> {
     acceptor: TlsAcceptor,
-    handler: Arc<H>,
+    routes: R,
     builder: Arc<auto::Builder<TokioExecutor>>,
     shutdown: watch::Receiver<bool>,
 }
 
 /// One connection, from the TLS handshake to its close; holds a connection slot meanwhile.
-async fn connection<H: Handler>(
+async fn connection<R: Routes>(
     tcp: TcpStream,
     peer: std::net::SocketAddr,
-    peers: Peers<H>,
+    peers: Peers<R>,
     limits: Limits,
     _slot: OwnedSemaphorePermit,
 ) {
     let Peers {
         acceptor,
-        handler,
+        routes,
         builder,
         shutdown,
     } = peers;
@@ -201,16 +201,20 @@ async fn connection<H: Handler>(
     let service = {
         let activity = activity.clone();
         service_fn(move |request: Request<Incoming>| {
-            let (handler, activity) = (handler.clone(), activity.clone());
             let in_flight = activity.request();
+            let http1 = request.version() < Version::HTTP_2;
+            let answering = routes.clone().oneshot(request);
             async move {
-                let http1 = request.version() < Version::HTTP_2;
-                let response = route::<_, Incoming>(request, &*handler, limits).await;
-                if http1 && response.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    activity.refused();
+                let response = answering.await;
+                if http1
+                    && response
+                        .as_ref()
+                        .is_ok_and(|r| r.status() == StatusCode::PAYLOAD_TOO_LARGE)
+                {
+                    in_flight.refused();
                 }
                 drop(in_flight);
-                Ok::<_, Infallible>(response)
+                response
             }
         })
     };
@@ -236,138 +240,5 @@ async fn connection<H: Handler>(
     watchdog.abort();
     if let Err(error) = result {
         tracing::debug!(%error, %peer, "Connection ended with an error");
-    }
-}
-
-/// Answers one request: 404 off [`MUTATE_PATH`], 405 for anything but POST, 413 for a body
-/// above the limit (declared or read), else the handler's answer. Generic over the body so tests
-/// call it in-process.
-pub async fn route<H, B>(request: Request<B>, handler: &H, limits: Limits) -> Response<Full<Bytes>>
-where
-    H: Handler,
-    B: hyper::body::Body<Data = Bytes>,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    if request.uri().path() != MUTATE_PATH {
-        return not_found();
-    }
-    if request.method() != Method::POST {
-        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
-        response
-            .headers_mut()
-            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
-        return response;
-    }
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limits.max_body_bytes as u64) {
-        return too_large();
-    }
-    let body = Limited::new(request.into_body(), limits.max_body_bytes).collect();
-    let body = match tokio::time::timeout(limits.body_read_timeout, body).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(error)) if error.is::<LengthLimitError>() => return too_large(),
-        Ok(Err(_)) => return text(StatusCode::BAD_REQUEST, "cannot read the request body\n"),
-        Err(_) => return text(StatusCode::REQUEST_TIMEOUT, "request body read timed out\n"),
-    };
-    let answer = {
-        use futures::FutureExt as _;
-        match std::panic::AssertUnwindSafe(handler.handle(body.clone()))
-            .catch_unwind()
-            .await
-        {
-            Ok(answer) => answer,
-            Err(_) => handler.recover(&body),
-        }
-    };
-    let mut response = Response::new(Full::new(answer));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-fn too_large() -> Response<Full<Bytes>> {
-    let mut response = text(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "admission request body larger than 8 MiB\n",
-    );
-    response.headers_mut().insert(
-        header::CONNECTION,
-        header::HeaderValue::from_static("close"),
-    );
-    response
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use super::*;
-
-    /// Echoes the body; panics on the body `panic`.
-    struct Echo;
-
-    impl Handler for Echo {
-        async fn handle(&self, body: Bytes) -> Bytes {
-            if body.as_ref() == b"panic" {
-                panic!("scripted bug");
-            }
-            body
-        }
-
-        fn recover(&self, body: &[u8]) -> Bytes {
-            Bytes::from([b"recovered: ", body].concat())
-        }
-    }
-
-    async fn call(method: Method, path: &str, body: &'static [u8]) -> Response<Full<Bytes>> {
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .body(Full::new(Bytes::from_static(body)))
-            .unwrap();
-        let limits = Limits {
-            max_body_bytes: 16,
-            ..Limits::default()
-        };
-        route(request, &Echo, limits).await
-    }
-
-    async fn text_of(response: Response<Full<Bytes>>) -> String {
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        String::from_utf8(bytes.to_vec()).unwrap()
-    }
-
-    #[tokio::test]
-    async fn routes_in_process() {
-        let answered = call(Method::POST, MUTATE_PATH, b"{}").await;
-        assert_eq!(answered.status(), StatusCode::OK);
-        assert_eq!(answered.headers()[header::CONTENT_TYPE], "application/json");
-        assert_eq!(text_of(answered).await, "{}");
-
-        for path in ["/", "/mutate/x", "/metrics", "/healthz"] {
-            assert_eq!(
-                call(Method::POST, path, b"{}").await.status(),
-                StatusCode::NOT_FOUND
-            );
-        }
-        let get = call(Method::GET, MUTATE_PATH, b"").await;
-        assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
-        assert_eq!(get.headers()[header::ALLOW], "POST");
-
-        let too_large = call(Method::POST, MUTATE_PATH, b"01234567890123456789").await;
-        assert_eq!(too_large.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        assert_eq!(too_large.headers()[header::CONNECTION], "close");
-    }
-
-    #[tokio::test]
-    async fn a_panicking_handler_still_answers() {
-        let answered = call(Method::POST, MUTATE_PATH, b"panic").await;
-        assert_eq!(answered.status(), StatusCode::OK);
-        assert_eq!(text_of(answered).await, "recovered: panic");
     }
 }

@@ -260,7 +260,9 @@ impl PlatformLookup for Panics {
 
 #[tokio::test]
 async fn a_bug_still_gets_an_admission_review() {
-    use noe_webhook::server::Handler;
+    use http_body_util::BodyExt as _;
+    use noe_webhook::server::BodyLimits;
+    use tower::ServiceExt as _;
     let registry = prometheus::Registry::new();
     let admission = Admission::new(
         Resolve::new(
@@ -278,16 +280,18 @@ async fn a_bug_still_gets_an_admission_review() {
         "u-2",
         &pod(&["x:1"]),
     );
-    // The transport catches the panic and asks the handler for its fallback answer.
-    let body = serde_json::to_vec(&body).unwrap();
-    let panicked = {
-        use futures::FutureExt as _;
-        std::panic::AssertUnwindSafe(admission.handle(bytes::Bytes::from(body.clone())))
-            .catch_unwind()
-            .await
-    };
-    assert!(panicked.is_err(), "the scripted lookup panics");
-    let answer: serde_json::Value = serde_json::from_slice(&admission.recover(&body)).unwrap();
+    // Through the real route, in-process: the transport catches the panic and answers with the
+    // handler's fallback, an AdmissionReview.
+    let request = http::Request::post(noe_webhook::server::MUTATE_PATH)
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            serde_json::to_vec(&body).unwrap(),
+        )))
+        .unwrap();
+    let routes = noe_webhook::server::admission_routes(Arc::new(admission), BodyLimits::default());
+    let answered = routes.oneshot(request).await.unwrap();
+    assert_eq!(answered.status(), 200);
+    let bytes = answered.into_body().collect().await.unwrap().to_bytes();
+    let answer: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(answer["apiVersion"], "admission.k8s.io/v1beta1");
     assert_eq!(answer["response"]["uid"], "u-2");
     assert_eq!(answer["response"]["allowed"], true);

@@ -25,7 +25,7 @@ use noe_webhook::decide::{OnLookupError, Policy};
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::{Anonymous, RegistryLookup, Resolve};
 use noe_webhook::server::tls::{CertDir, Reloadable};
-use noe_webhook::server::{self, Addresses, Limits, Running};
+use noe_webhook::server::{self, Addresses, BodyLimits, Limits, Running};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -54,7 +54,7 @@ async fn serve(
     server::start(
         loopback(),
         Reloadable::new(key),
-        Arc::new(admission),
+        server::admission_routes(Arc::new(admission), BodyLimits::default()),
         limits,
         metrics,
     )

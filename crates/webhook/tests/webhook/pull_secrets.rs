@@ -214,6 +214,72 @@ async fn reads_each_secret_with_a_namespaced_get() {
     api.finish().await;
 }
 
+/// A name that is not a DNS subdomain never becomes an API path: `../../team-a/secrets/regcred`
+/// in a pod of `team-x` would otherwise read `team-a`'s secret with the webhook's cluster-wide
+/// `get secrets`.
+#[tokio::test]
+async fn names_that_are_not_secret_names_are_malformed_and_never_sent() {
+    let json = format!(r#"{{"auths":{{"ghcr.io":{{"auth":"{}"}}}}}}"#, b64("u:p"));
+    let answer = |namespace: &str| {
+        Some((
+            200,
+            secret(
+                namespace,
+                "regcred",
+                "kubernetes.io/dockerconfigjson",
+                ".dockerconfigjson",
+                &json,
+            ),
+        ))
+    };
+    let traversal = "../../team-a/secrets/regcred";
+    let script: Script = [
+        (path("team-a", "regcred"), answer("team-a")),
+        (path("team-x", traversal), answer("team-a")),
+        (path("team-x", "regcred"), answer("team-x")),
+    ]
+    .into_iter()
+    .collect();
+    let (client, api) = scripted_client(script);
+    let secrets = PullSecrets::new(client);
+    let hostile = [
+        traversal,
+        "team-a/regcred",
+        "Regcred",
+        "regcred?watch=true",
+        "-regcred",
+        "a..b",
+    ];
+    let mut list = names(&hostile);
+    list.push("regcred".to_owned());
+    let pod = secrets.load("team-x", &list).await;
+    assert_eq!(
+        api.seen(),
+        [path("team-x", "regcred")],
+        "only the valid name"
+    );
+    let malformed: Vec<PullSecretFailure> = hostile
+        .iter()
+        .map(|name| PullSecretFailure {
+            namespace: "team-x".to_owned(),
+            name: (*name).to_owned(),
+            reason: FailureReason::Malformed,
+        })
+        .collect();
+    assert_eq!(pod.failures(), malformed);
+    assert_eq!(
+        pod.sources().collect::<Vec<_>>(),
+        ["pull-secret:team-x/regcred"]
+    );
+
+    // A namespace that is not a namespace name reaches no path either.
+    let pod = secrets.load("../team-a", &names(&["regcred"])).await;
+    assert_eq!(pod.failures()[0].reason, FailureReason::Malformed);
+    assert_eq!(api.seen().len(), 1, "{:?}", api.seen());
+    drop(secrets);
+    api.finish().await;
+}
+
 #[tokio::test]
 async fn secrets_are_cached_briefly() {
     let json = format!(r#"{{"auths":{{"ghcr.io":{{"auth":"{}"}}}}}}"#, b64("u:p"));

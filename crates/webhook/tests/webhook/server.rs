@@ -8,7 +8,7 @@ use crate::cert_dir;
 use bytes::Bytes;
 use noe_test_support::{https_client, write_cert_dir, TestCa};
 use noe_webhook::server::tls::{CertDir, Reloadable};
-use noe_webhook::server::{self, Addresses, Handler, Limits, Running};
+use noe_webhook::server::{self, Addresses, BodyLimits, Handler, Limits, Running};
 use rustls_pki_types::pem::PemObject;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -46,6 +46,15 @@ fn loopback() -> Addresses {
 }
 
 async fn start(dir: &std::path::Path, handler: Arc<Echo>, limits: Limits) -> Running {
+    start_with(dir, handler, limits, BodyLimits::default()).await
+}
+
+async fn start_with(
+    dir: &std::path::Path,
+    handler: Arc<Echo>,
+    limits: Limits,
+    body: BodyLimits,
+) -> Running {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (watched, key) = CertDir::load(dir).unwrap();
     let tls = Reloadable::new(key);
@@ -53,7 +62,7 @@ async fn start(dir: &std::path::Path, handler: Arc<Echo>, limits: Limits) -> Run
     server::start(
         loopback(),
         tls,
-        handler,
+        server::admission_routes(handler, body),
         limits,
         prometheus::Registry::new(),
     )
@@ -449,11 +458,17 @@ async fn a_client_that_never_reads_is_closed_after_the_write_timeout() {
 #[tokio::test]
 async fn an_oversized_http2_stream_is_refused_alone() {
     let (dir, ca) = cert_dir("ca");
-    let limits = Limits {
-        max_body_bytes: 64 * 1024,
-        ..Limits::default()
+    let body = BodyLimits {
+        max_bytes: 64 * 1024,
+        ..BodyLimits::default()
     };
-    let running = start(dir.path(), Arc::new(Echo::default()), limits).await;
+    let running = start_with(
+        dir.path(),
+        Arc::new(Echo::default()),
+        Limits::default(),
+        body,
+    )
+    .await;
     let tls = tls_connect(&running, &ca, &[b"h2"]).await;
     let (mut sender, connection) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
@@ -490,7 +505,7 @@ async fn a_certificate_written_after_start_makes_the_server_ready() {
     let running = server::start(
         loopback(),
         tls,
-        Arc::new(Echo::default()),
+        server::admission_routes(Arc::new(Echo::default()), BodyLimits::default()),
         Limits::default(),
         prometheus::Registry::new(),
     )

@@ -1,0 +1,215 @@
+//! The edge: one request with a timeout and a byte bound on its answer, token files read with a
+//! bound, and bounded, printable excerpts of error bodies.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt as _;
+
+use crate::{Error, Provider, Step};
+
+/// The largest answer read from any identity service (their answers are a few KiB).
+pub(crate) const MAX_BODY: usize = 64 * 1024;
+
+/// The largest projected token file read (a JWT of a few KiB).
+const MAX_TOKEN_FILE: u64 = 64 * 1024;
+
+/// How long reading a token file may take (a hung mount must not hang a refresh).
+const TOKEN_FILE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How much of an error body an error message carries.
+const EXCERPT_CHARS: usize = 200;
+
+/// An answer: status and body (bounded).
+pub(crate) struct Answer {
+    pub status: reqwest::StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+/// Send `request` under `timeout` (connection to last body byte) and read at most
+/// [`MAX_BODY`] bytes of its answer.
+pub(crate) async fn send(
+    provider: Provider,
+    step: Step,
+    request: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<Answer, Error> {
+    let transport = |reason: String| Error::Transport {
+        provider,
+        step,
+        reason,
+    };
+    let exchange = async {
+        let mut response = request.send().await.map_err(|e| transport(describe(&e)))?;
+        let status = response.status();
+        let headers = std::mem::take(response.headers_mut());
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| transport(describe(&e)))?
+        {
+            if body.len().saturating_add(chunk.len()) > MAX_BODY {
+                return Err(transport(format!(
+                    "answer larger than {} KiB",
+                    MAX_BODY / 1024
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| transport(format!("no answer within {timeout:?}")))?
+}
+
+/// The error for a non-success answer, with a bounded excerpt of `excerpt_of` (the body, or a
+/// service-specific summary of it).
+pub(crate) fn status_error(
+    provider: Provider,
+    step: Step,
+    answer: &Answer,
+    summary: Option<String>,
+) -> Error {
+    Error::Status {
+        provider,
+        step,
+        status: answer.status.as_u16(),
+        excerpt: excerpt(summary.as_deref().map_or(&answer.body[..], str::as_bytes)),
+    }
+}
+
+/// A printable, bounded excerpt of a body: control characters become spaces, whitespace runs
+/// collapse, at most [`EXCERPT_CHARS`] characters.
+pub(crate) fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(4 * EXCERPT_CHARS)]);
+    let mut out = String::new();
+    let mut count = 0usize;
+    for word in text.split(|c: char| c.is_whitespace() || c.is_control()) {
+        if word.is_empty() {
+            continue;
+        }
+        if count > 0 {
+            out.push(' ');
+        }
+        for c in word.chars() {
+            if count >= EXCERPT_CHARS {
+                out.push_str("...");
+                return out;
+            }
+            out.push(c);
+            count += 1;
+        }
+        count += 1;
+    }
+    if out.is_empty() {
+        out.push_str("(empty body)");
+    }
+    out
+}
+
+/// A reqwest error without its URL, with its sources (the connection error says why).
+fn describe(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else if error.is_body() || error.is_decode() {
+        "cannot read the answer"
+    } else {
+        "request failed"
+    };
+    let mut reason = kind.to_owned();
+    let mut source = std::error::Error::source(error);
+    let mut depth = 0;
+    while let Some(s) = source {
+        if depth >= 4 {
+            break;
+        }
+        reason.push_str(": ");
+        reason.push_str(
+            &s.to_string()
+                .chars()
+                .take(EXCERPT_CHARS)
+                .collect::<String>(),
+        );
+        source = s.source();
+        depth += 1;
+    }
+    reason
+}
+
+/// A projected token file's content, trimmed; bounded in size and time.
+pub(crate) async fn read_token_file(provider: Provider, path: &Path) -> Result<String, Error> {
+    let fail = |reason: String| Error::Transport {
+        provider,
+        step: Step::TokenFile,
+        reason: format!("{}: {reason}", path.display()),
+    };
+    let read = async {
+        let file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_TOKEN_FILE + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        if bytes.len() as u64 > MAX_TOKEN_FILE {
+            return Err(fail(format!("larger than {} KiB", MAX_TOKEN_FILE / 1024)));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8".into()))?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(fail("empty".into()));
+        }
+        Ok(token.to_owned())
+    };
+    tokio::time::timeout(TOKEN_FILE_TIMEOUT, read)
+        .await
+        .map_err(|_| fail(format!("not read within {TOKEN_FILE_TIMEOUT:?}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_are_bounded_and_printable() {
+        assert_eq!(excerpt(b""), "(empty body)");
+        assert_eq!(excerpt(b"  a\r\n\x1b[31mb\t "), "a [31mb");
+        let long = excerpt(&vec![b'x'; 100_000]);
+        assert!(long.chars().count() <= EXCERPT_CHARS + 3, "{}", long.len());
+        assert!(long.ends_with("..."));
+        assert_eq!(excerpt(&[0xff, b'o', b'k']), "\u{fffd}ok");
+    }
+
+    #[tokio::test]
+    async fn token_files_are_bounded() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let good = dir.path().join("token");
+        std::fs::write(&good, "  eyJ.token \n")?;
+        assert_eq!(read_token_file(Provider::Acr, &good).await?, "eyJ.token");
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'a'; 70_000])?;
+        let error = read_token_file(Provider::Acr, &big).await.err();
+        assert!(
+            matches!(&error, Some(Error::Transport { step: Step::TokenFile, reason, .. }) if reason.contains("larger")),
+            "{error:?}"
+        );
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n")?;
+        assert!(read_token_file(Provider::Ecr, &empty).await.is_err());
+        let missing = read_token_file(Provider::Ecr, &dir.path().join("nope"))
+            .await
+            .err();
+        assert_eq!(missing.and_then(|e| e.provider()), Some(Provider::Ecr));
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! Credentials as data: where they come from is the caller's business.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// A secret credential for one registry. `Debug` never prints the secret.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum Credential {
+    /// Username and password (docker `auth`, `username`/`password`).
+    Basic { username: String, password: String },
+    /// A docker `identitytoken`: an OAuth2 refresh token exchanged at the token realm.
+    IdentityToken(String),
+    /// A docker `registrytoken`: sent directly as `Authorization: Bearer`.
+    RegistryToken(String),
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Basic { username, .. } => f
+                .debug_struct("Basic")
+                .field("username", username)
+                .field("password", &"<redacted>")
+                .finish(),
+            Self::IdentityToken(_) => f.write_str("IdentityToken(<redacted>)"),
+            Self::RegistryToken(_) => f.write_str("RegistryToken(<redacted>)"),
+        }
+    }
+}
+
+/// One credential to try, with a human-readable, secret-free name of its source
+/// (e.g. `pull-secret:default/regcred`, `docker-config:/root/.docker/config.json`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CredentialCandidate {
+    pub source: String,
+    pub credential: Credential,
+    /// `None`: for the image's own registry (after proxies). `Some(host)`: matched for the
+    /// mirror `host[:port]` (containerd `hosts.toml`) and sent to that mirror only.
+    pub mirror: Option<String>,
+    /// Only some callers have it (a pod's pull secret, not the node's own credentials): what it
+    /// finds is cached under the caller's credential scope (the registry's `cache::Scope`), never
+    /// for everyone.
+    pub scoped: bool,
+}
+
+impl CredentialCandidate {
+    pub fn new(source: impl Into<String>, credential: Credential) -> Self {
+        Self {
+            source: source.into(),
+            credential,
+            mirror: None,
+            scoped: false,
+        }
+    }
+
+    /// The same credential, marked as one only some callers have (see
+    /// [`CredentialCandidate::scoped`](#structfield.scoped)).
+    #[must_use]
+    pub fn in_scope(mut self) -> Self {
+        self.scoped = true;
+        self
+    }
+
+    /// The same credential, usable only on the mirror `host[:port]` it was matched for.
+    #[must_use]
+    pub fn for_mirror(mut self, host: impl Into<String>) -> Self {
+        self.mirror = Some(host.into());
+        self
+    }
+}
+
+/// A fingerprint of an ordered list of candidates, for cache keys.
+///
+/// It is a keyed hash with a per-process random key: equal lists give equal fingerprints within
+/// one process, and the value reveals nothing about the secrets (no offline guessing either).
+pub fn fingerprint(candidates: &[CredentialCandidate]) -> u64 {
+    use std::sync::OnceLock;
+    static KEY: OnceLock<(u64, u64)> = OnceLock::new();
+    let (k0, k1) = *KEY.get_or_init(|| (rand::random(), rand::random()));
+    let mut hasher = std::hash::BuildHasher::build_hasher(&KeyedState(k0, k1));
+    candidates.len().hash(&mut hasher);
+    for candidate in candidates {
+        candidate.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+struct KeyedState(u64, u64);
+
+impl std::hash::BuildHasher for KeyedState {
+    type Hasher = std::collections::hash_map::DefaultHasher;
+    fn build_hasher(&self) -> Self::Hasher {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.0.hash(&mut hasher);
+        self.1.hash(&mut hasher);
+        hasher
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_redacts_secrets() {
+        let basic = Credential::Basic {
+            username: "u".into(),
+            password: "hunter2".into(),
+        };
+        let printed = format!(
+            "{basic:?} {:?} {:?}",
+            Credential::IdentityToken("tok1".into()),
+            Credential::RegistryToken("tok2".into())
+        );
+        assert!(
+            !printed.contains("hunter2") && !printed.contains("tok1") && !printed.contains("tok2"),
+            "{printed}"
+        );
+        assert!(printed.contains("<redacted>"));
+    }
+
+    #[test]
+    fn fingerprint_depends_on_order_and_content() {
+        let a = CredentialCandidate::new("a", Credential::RegistryToken("x".into()));
+        let b = CredentialCandidate::new("b", Credential::RegistryToken("y".into()));
+        assert_eq!(
+            fingerprint(&[a.clone(), b.clone()]),
+            fingerprint(&[a.clone(), b.clone()])
+        );
+        assert_ne!(
+            fingerprint(&[a.clone(), b.clone()]),
+            fingerprint(&[b, a.clone()])
+        );
+        assert_ne!(fingerprint(&[a]), fingerprint(&[]));
+    }
+}

@@ -1,0 +1,185 @@
+//! Credential sources: docker config files, containerd configuration, kubelet credential provider
+//! plugins, and kubelet-style image pattern matching. They produce [`CredentialCandidate`]s.
+//!
+//! [`Sources`] puts them together in the order the kubelet's view suggests: plugins, then
+//! containerd, then docker config files (pod pull secrets, read by the webhook, go first).
+
+pub mod containerd;
+pub mod credential;
+pub mod docker_config;
+pub mod duration;
+pub mod exec;
+pub mod files;
+pub mod glob;
+pub mod matching;
+pub mod provider;
+pub mod reload;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use matching::image_matches;
+pub use reload::DEFAULT_RELOAD_INTERVAL;
+
+pub use credential::{Credential, CredentialCandidate};
+
+use crate::files::FileReader;
+use containerd::ContainerdSource;
+use docker_config::{CredentialHelpers, DockerConfigSource};
+use exec::ExecLimits;
+use provider::ProviderSource;
+
+/// containerd's configuration directory, the default of `--containerd-config-path`.
+pub const DEFAULT_CONTAINERD_CONFIG_PATH: &str = "/etc/containerd";
+
+/// Why the credential sources cannot be built from the flags.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(
+        "the credential provider plugin directory and configuration file must be given together"
+    )]
+    ProviderFlags,
+    #[error(transparent)]
+    Provider(#[from] provider::Error),
+}
+
+/// The credential flags.
+#[derive(Clone, Debug, Default)]
+pub struct SourcesConfig {
+    /// `--docker-config-path`; `None`: noe's default list ([`docker_config::default_paths`]).
+    pub docker_config_paths: Option<Vec<PathBuf>>,
+    /// `--containerd-config-path`; `None`: `/etc/containerd`.
+    pub containerd_config_paths: Option<Vec<PathBuf>>,
+    /// `--image-credential-provider-bin-dir`.
+    pub provider_bin_dir: Option<PathBuf>,
+    /// `--image-credential-provider-config`.
+    pub provider_config: Option<PathBuf>,
+    /// Where docker credential helpers are looked up; `None`: `$PATH`.
+    pub helper_dirs: Option<Vec<PathBuf>>,
+    /// Bounds on each helper or plugin run.
+    pub exec_limits: ExecLimits,
+    /// Bound on each read of a configuration file (a FIFO or a hung mount never blocks longer);
+    /// `None`: [`crate::files::DEFAULT_TIMEOUT`].
+    pub file_read_timeout: Option<Duration>,
+}
+
+/// All the node-level credential sources.
+#[derive(Clone, Debug)]
+pub struct Sources {
+    providers: Option<ProviderSource>,
+    containerd: ContainerdSource,
+    docker: DockerConfigSource,
+}
+
+impl Sources {
+    /// Build the sources from the flags. Fails on a provider config that cannot be read or
+    /// parsed, or when only one of the two provider flags is given; missing docker and containerd
+    /// files are not errors (they mean "no credentials").
+    pub async fn new(config: SourcesConfig) -> Result<Self, Error> {
+        let SourcesConfig {
+            docker_config_paths,
+            containerd_config_paths,
+            provider_bin_dir,
+            provider_config,
+            helper_dirs,
+            exec_limits,
+            file_read_timeout,
+        } = config;
+        let files = FileReader::new(file_read_timeout.unwrap_or(crate::files::DEFAULT_TIMEOUT));
+        let providers = match (provider_bin_dir, provider_config) {
+            (None, None) => None,
+            (Some(bin_dir), Some(config)) => {
+                Some(ProviderSource::load_with(&files, bin_dir, &config, exec_limits).await?)
+            }
+            _ => return Err(Error::ProviderFlags),
+        };
+        let helpers = CredentialHelpers::new(
+            helper_dirs.unwrap_or_else(CredentialHelpers::dirs_from_env),
+            exec_limits,
+        );
+        let sources = Self {
+            providers,
+            containerd: ContainerdSource::with_options(
+                containerd_config_paths
+                    .unwrap_or_else(|| vec![PathBuf::from(DEFAULT_CONTAINERD_CONFIG_PATH)]),
+                DEFAULT_RELOAD_INTERVAL,
+                files.clone(),
+            ),
+            docker: DockerConfigSource::with_options(
+                docker_config_paths.unwrap_or_else(docker_config::default_paths),
+                helpers,
+                DEFAULT_RELOAD_INTERVAL,
+                files,
+            ),
+        };
+        // Read the files now (each bounded), so the first admission finds them loaded.
+        futures::join!(sources.containerd.warm(), sources.docker.warm());
+        Ok(sources)
+    }
+
+    /// No source at all (tests, or a deliberately anonymous setup).
+    pub fn none() -> Self {
+        Self {
+            providers: None,
+            containerd: ContainerdSource::new(Vec::new()),
+            docker: DockerConfigSource::new(
+                Vec::new(),
+                CredentialHelpers::new(Vec::new(), ExecLimits::default()),
+            ),
+        }
+    }
+
+    /// The credentials to try for `image` (a normalized reference such as
+    /// `docker.io/library/nginx:latest`), in order: plugins, containerd, docker config files.
+    /// A credential already listed by an earlier source is not repeated.
+    pub async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
+        let mut out: Vec<CredentialCandidate> = Vec::new();
+        if let Some(providers) = &self.providers {
+            push_unique(&mut out, providers.candidates(image).await);
+        }
+        push_unique(&mut out, self.containerd.candidates(image).await);
+        push_unique(&mut out, self.docker.candidates(image).await);
+        out
+    }
+
+    /// The registry hosts the credential sources name (kubelet plugin `matchImages`, containerd
+    /// `auth` keys, mirrors and `certs.d` directories, docker config `auths` and `credHelpers`
+    /// keys), from their last good load. Globs are kept as written (`*.dkr.ecr.*.amazonaws.com`).
+    pub async fn configured_hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = self
+            .providers
+            .as_ref()
+            .map(ProviderSource::configured_hosts)
+            .unwrap_or_default();
+        hosts.extend(self.containerd.configured_hosts().await);
+        hosts.extend(self.docker.configured_hosts().await);
+        hosts.sort();
+        hosts.dedup();
+        hosts
+    }
+
+    /// The containerd source (for its `hosts.toml` mirrors).
+    pub fn containerd(&self) -> &ContainerdSource {
+        &self.containerd
+    }
+
+    /// The docker config source.
+    pub fn docker(&self) -> &DockerConfigSource {
+        &self.docker
+    }
+
+    /// The credential provider plugins, when configured.
+    pub fn providers(&self) -> Option<&ProviderSource> {
+        self.providers.as_ref()
+    }
+}
+
+/// Append `more` to `out`, skipping credentials already present.
+pub fn push_unique(out: &mut Vec<CredentialCandidate>, more: Vec<CredentialCandidate>) {
+    for candidate in more {
+        if !out.iter().any(|c| c.credential == candidate.credential) {
+            out.push(candidate);
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! Kubelet-style image pattern matching (`matchImages`, credential provider `auth` keys, docker
+//! config keys).
+//!
+//! A pattern is a scheme-less URL: `host[:port][/path]`. It matches an image reference when
+//! - the hosts have the same number of DNS labels and each label of the pattern, which may be a
+//!   glob ([`crate::glob`]: `*`, `?`, `[a-z]`), matches the image's label at the same position (so `*.k8s.io` matches
+//!   `registry.k8s.io` but `*.io` does not: a glob never spans a dot);
+//! - the ports are equal (a pattern without port only matches an image without port);
+//! - the pattern's path is a string prefix of the image's path (the image may carry a tag or a
+//!   digest).
+//!
+//! Host labels compare ASCII case-insensitively (DNS names are).
+
+/// Whether `image` (e.g. `registry.k8s.io/pause:3.9`, `127.0.0.1:5000/app:1`) matches the kubelet
+/// `matchImages` pattern `pattern` (e.g. `*.k8s.io`, `registry.io:8080/team`).
+pub fn image_matches(pattern: &str, image: &str) -> bool {
+    let pattern = pattern.trim();
+    if pattern.is_empty() {
+        return false;
+    }
+    let (pattern_authority, pattern_path) = split_authority(pattern);
+    let (image_authority, image_path) = split_authority(image);
+    let (pattern_host, pattern_port) = split_host_port(pattern_authority);
+    let (image_host, image_port) = split_host_port(image_authority);
+    if pattern_port != image_port {
+        return false;
+    }
+    if !image_path.starts_with(pattern_path) {
+        return false;
+    }
+    let pattern_labels: Vec<&str> = pattern_host.split('.').collect();
+    let image_labels: Vec<&str> = image_host.split('.').collect();
+    if pattern_labels.len() != image_labels.len() {
+        return false;
+    }
+    pattern_labels
+        .iter()
+        .zip(&image_labels)
+        .all(|(glob, label)| crate::glob::matches_ignore_case(glob, label))
+}
+
+/// Refuses a pattern that [`image_matches`] could never match as it was meant: a glob character
+/// (`*`, `?`, `[`) in the path, which the kubelet compares as a literal prefix (`host/repo/*`
+/// matches nothing; `host/repo` matches every repository under it). The error says why.
+pub fn check_pattern(pattern: &str) -> Result<(), String> {
+    let (_, path) = split_authority(pattern.trim());
+    if path.contains(['*', '?', '[']) {
+        return Err(format!(
+            "{:?} has a glob in its path, which matches nothing: a path is a literal prefix (write {:?} for everything under it)",
+            pattern.chars().take(128).collect::<String>(),
+            literal_prefix(pattern.trim()),
+        ));
+    }
+    Ok(())
+}
+
+/// What a pattern with a glob in its path probably meant: its path up to the glob.
+fn literal_prefix(pattern: &str) -> String {
+    let end = pattern.find(['*', '?', '[']).unwrap_or(pattern.len());
+    pattern
+        .get(..end)
+        .unwrap_or(pattern)
+        .trim_end_matches('/')
+        .chars()
+        .take(128)
+        .collect()
+}
+
+/// The registry host (with port) of a normalized image reference: everything before the first `/`.
+pub fn image_host(image: &str) -> &str {
+    split_authority(image).0
+}
+
+/// Docker Hub's host in a normalized reference.
+pub const DOCKER_HUB: &str = "docker.io";
+
+/// Docker Hub's historical names, all meaning the `docker.io` of a normalized reference.
+const DOCKER_HUB_ALIASES: &[&str] = &[
+    DOCKER_HUB,
+    "index.docker.io",
+    "registry-1.docker.io",
+    "registry.hub.docker.com",
+];
+
+/// The key docker uses for Docker Hub in `config.json` and with credential helpers.
+pub const DOCKER_HUB_CONFIG_KEY: &str = "https://index.docker.io/v1/";
+
+/// Whether `host` (as found in a reference or config key) names Docker Hub.
+pub fn is_docker_hub(host: &str) -> bool {
+    DOCKER_HUB_ALIASES
+        .iter()
+        .any(|alias| alias.eq_ignore_ascii_case(host))
+}
+
+/// Turn a docker `config.json` `auths` key into a kubelet pattern, as the kubelet does: the scheme
+/// is dropped, a leading `/v1/` or `/v2/` of the path is dropped, an empty path or `/` means the
+/// whole registry. Docker Hub's names (`https://index.docker.io/v1/`, `index.docker.io`,
+/// `registry-1.docker.io`, ...) become `docker.io`, the host of normalized references.
+pub fn normalize_config_key(key: &str) -> String {
+    let key = key.trim();
+    let without_scheme = strip_prefix_ignore_case(key, "https://")
+        .or_else(|| strip_prefix_ignore_case(key, "http://"))
+        .unwrap_or(key);
+    let (host, path) = split_authority(without_scheme);
+    let path = if path.starts_with("/v1/") || path.starts_with("/v2/") {
+        &path[3..]
+    } else {
+        path
+    };
+    let host = if is_docker_hub(host) {
+        "docker.io".to_owned()
+    } else {
+        host.to_ascii_lowercase()
+    };
+    if path.is_empty() || path == "/" {
+        host
+    } else {
+        format!("{host}{path}")
+    }
+}
+
+/// Whether the docker config `auths` key `key` applies to `image`.
+pub fn config_key_matches(key: &str, image: &str) -> bool {
+    image_matches(&normalize_config_key(key), image)
+}
+
+/// The server name a docker credential helper is asked about for a registry host: Docker Hub is
+/// `https://index.docker.io/v1/`, any other registry its host (with port).
+pub fn helper_server_url(host: &str) -> String {
+    if is_docker_hub(host) {
+        DOCKER_HUB_CONFIG_KEY.to_owned()
+    } else {
+        host.to_owned()
+    }
+}
+
+/// Sort patterns the way the kubelet orders its keyring: reverse lexical order, so that
+/// `quay.io/team` comes before `quay.io` and `registry.io` before `*.io`-style wildcards sharing
+/// a prefix.
+pub fn sort_most_specific_first(patterns: &mut [String]) {
+    patterns.sort_by(|a, b| b.cmp(a));
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
+}
+
+/// `host[:port]` and `/path...` (possibly empty) of a scheme-less URL.
+fn split_authority(s: &str) -> (&str, &str) {
+    match s.find('/') {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    }
+}
+
+/// Host and port as Go's `net.SplitHostPort` sees them (an unparsable port keeps the whole
+/// authority as the host, with no port).
+fn split_host_port(authority: &str) -> (&str, &str) {
+    if let Some(rest) = authority.strip_prefix('[') {
+        if let Some(end) = rest.find(']') {
+            let host = &rest[..end];
+            let after = &rest[end + 1..];
+            return match after.strip_prefix(':') {
+                Some(port) => (host, port),
+                None if after.is_empty() => (host, ""),
+                None => (authority, ""),
+            };
+        }
+        return (authority, "");
+    }
+    match authority.split_once(':') {
+        Some((host, port)) if !port.contains(':') => (host, port),
+        _ => (authority, ""),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_glob_in_the_path_is_refused() {
+        for pattern in [
+            "host.io/repo/*",
+            "host.io/re?o",
+            "127.0.0.1:5000/glob/*",
+            "h.io/[ab]",
+        ] {
+            let error = check_pattern(pattern).unwrap_err();
+            assert!(error.contains("glob in its path"), "{pattern}: {error}");
+        }
+        assert!(check_pattern("host.io/repo/*")
+            .unwrap_err()
+            .contains("\"host.io/repo\""));
+        for pattern in ["*.k8s.io", "reg[0-9].io/team", "host.io:5000/a/b", "h?.io"] {
+            assert_eq!(check_pattern(pattern), Ok(()), "{pattern}");
+        }
+    }
+
+    #[test]
+    fn kubelet_match_images_table() {
+        // (pattern, image, expected)
+        let cases: &[(&str, &str, bool)] = &[
+            // Plain hosts.
+            ("gcr.io", "gcr.io/project/app:1", true),
+            ("gcr.io", "us.gcr.io/project/app", false),
+            ("registry.k8s.io", "registry.k8s.io/pause:3.9", true),
+            ("docker.io", "docker.io/library/nginx:latest", true),
+            ("docker.io", "index.docker.io/library/nginx", false),
+            // Globs per DNS label.
+            ("*.k8s.io", "registry.k8s.io/pause", true),
+            ("*.k8s.io", "k8s.io/pause", false),
+            ("*.k8s.io", "a.b.k8s.io/pause", false),
+            ("k8s.*.io", "k8s.gcr.io/pause", true),
+            ("k8s.*.io", "k8s.gcr.com/pause", false),
+            ("app*.k8s.io", "app1.k8s.io/x", true),
+            ("app*.k8s.io", "apps-prod.k8s.io/x", true),
+            ("app*.k8s.io", "web.k8s.io/x", false),
+            ("k8s.*", "k8s.io/x", true),
+            ("*.*.registry.io", "a.b.registry.io/x", true),
+            ("*.*.registry.io", "a.registry.io/x", false),
+            (
+                "*.azurecr.io",
+                "myreg.azurecr.io/team/app@sha256:abcd",
+                true,
+            ),
+            (
+                "*.dkr.ecr.*.amazonaws.com",
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com/app:1",
+                true,
+            ),
+            ("reg?.io", "reg1.io/x", true),
+            ("reg?.io", "reg12.io/x", false),
+            ("reg[0-9].io", "reg7.io/x", true),
+            ("reg[^0-9].io", "reg7.io/x", false),
+            ("reg[^0-9].io", "regx.io/x", true),
+            // Malformed glob matches nothing.
+            ("reg[.io", "reg[.io/x", false),
+            ("reg[]].io", "reg].io/x", false),
+            ("reg[\\]].io", "reg].io/x", true),
+            ("reg\\?.io", "reg?.io/x", true),
+            ("reg\\?.io", "regx.io/x", false),
+            // Case-insensitive hosts.
+            ("GCR.io", "gcr.io/x", true),
+            // Ports must match exactly.
+            ("registry.io:8080", "registry.io:8080/app", true),
+            ("registry.io:8080", "registry.io/app", false),
+            ("registry.io", "registry.io:8080/app", false),
+            ("registry.io:8080", "registry.io:5000/app", false),
+            ("127.0.0.1:5000", "127.0.0.1:5000/app:1", true),
+            ("*.0.0.1:5000", "127.0.0.1:5000/app:1", true),
+            ("localhost:5000", "localhost:5000/app", true),
+            ("[::1]:5000", "[::1]:5000/app", true),
+            ("[::1]:5000", "[::1]:5001/app", false),
+            // The pattern path is a string prefix of the image path.
+            ("registry.io:8080/path", "registry.io:8080/path/app:1", true),
+            ("registry.io:8080/path", "registry.io:8080/other/app", false),
+            ("quay.io/team", "quay.io/team/app:1", true),
+            ("quay.io/team", "quay.io/teammate/app", true),
+            ("quay.io/team/", "quay.io/teammate/app", false),
+            ("quay.io/team/app", "quay.io/team", false),
+            (
+                "docker.io/library/nginx",
+                "docker.io/library/nginx:1.27",
+                true,
+            ),
+            (
+                "docker.io/library/nginx:1.27",
+                "docker.io/library/nginx:1.27",
+                true,
+            ),
+            (
+                "docker.io/library/nginx:1.27",
+                "docker.io/library/nginx:1.28",
+                false,
+            ),
+            // Degenerate inputs.
+            ("", "gcr.io/x", false),
+            ("   ", "gcr.io/x", false),
+            ("gcr.io", "", false),
+        ];
+        for (pattern, image, expected) in cases {
+            assert_eq!(
+                image_matches(pattern, image),
+                *expected,
+                "pattern {pattern:?} image {image:?}"
+            );
+        }
+    }
+
+    /// Where adevinta/noe answers differently, and why we follow the kubelet.
+    #[test]
+    fn noe_bugs_are_not_reproduced() {
+        // noe rejects an image whose path starts with the pattern's path (inverted check) ...
+        assert!(image_matches("registry.io/team", "registry.io/team/app:1"));
+        // ... and accepts one whose path does not.
+        assert!(!image_matches(
+            "registry.io/team",
+            "registry.io/other/app:1"
+        ));
+        // noe matches the whole host with one filepath.Match, so its `*` spans dots.
+        assert!(!image_matches("*.io", "registry.k8s.io/pause"));
+        assert!(!image_matches("*", "registry.k8s.io/pause"));
+        // noe drops the image port when the pattern has none.
+        assert!(!image_matches("registry.io", "registry.io:5000/app"));
+        // noe only looks at the first path segment of the pattern.
+        assert!(!image_matches("quay.io/team/app", "quay.io/team/other"));
+    }
+
+    #[test]
+    fn config_keys_table() {
+        // (config key, normalized pattern)
+        let cases: &[(&str, &str)] = &[
+            ("https://index.docker.io/v1/", "docker.io"),
+            ("index.docker.io", "docker.io"),
+            ("docker.io", "docker.io"),
+            ("https://registry-1.docker.io/v2/", "docker.io"),
+            ("registry.hub.docker.com", "docker.io"),
+            ("https://docker.io/myorg", "docker.io/myorg"),
+            ("ghcr.io", "ghcr.io"),
+            ("https://ghcr.io", "ghcr.io"),
+            ("http://127.0.0.1:5000", "127.0.0.1:5000"),
+            ("HTTPS://Quay.io/v1/", "quay.io"),
+            ("quay.io/v2/team", "quay.io/team"),
+            ("quay.io/team", "quay.io/team"),
+            ("*.azurecr.io", "*.azurecr.io"),
+            ("  gcr.io  ", "gcr.io"),
+        ];
+        for (key, expected) in cases {
+            assert_eq!(normalize_config_key(key), *expected, "key {key:?}");
+        }
+    }
+
+    #[test]
+    fn config_key_matching_table() {
+        let cases: &[(&str, &str, bool)] = &[
+            (
+                "https://index.docker.io/v1/",
+                "docker.io/library/nginx:latest",
+                true,
+            ),
+            ("index.docker.io", "docker.io/user/app:1", true),
+            ("https://index.docker.io/v1/", "ghcr.io/user/app:1", false),
+            ("docker.io/user", "docker.io/user/app:1", true),
+            ("docker.io/user", "docker.io/library/nginx", false),
+            ("http://127.0.0.1:5000", "127.0.0.1:5000/app:1", true),
+            ("127.0.0.1:5000", "127.0.0.1:5001/app:1", false),
+            ("https://ghcr.io/v2/", "ghcr.io/o/a@sha256:00", true),
+            ("*.azurecr.io", "x.azurecr.io/a", true),
+        ];
+        for (key, image, expected) in cases {
+            assert_eq!(
+                config_key_matches(key, image),
+                *expected,
+                "key {key:?} image {image:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn helper_server_urls() {
+        assert_eq!(helper_server_url("docker.io"), DOCKER_HUB_CONFIG_KEY);
+        assert_eq!(helper_server_url("index.docker.io"), DOCKER_HUB_CONFIG_KEY);
+        assert_eq!(helper_server_url("ghcr.io"), "ghcr.io");
+        assert_eq!(helper_server_url("127.0.0.1:5000"), "127.0.0.1:5000");
+    }
+
+    #[test]
+    fn image_hosts() {
+        assert_eq!(image_host("docker.io/library/nginx:1"), "docker.io");
+        assert_eq!(image_host("127.0.0.1:5000/app:1"), "127.0.0.1:5000");
+        assert_eq!(image_host("localhost"), "localhost");
+    }
+
+    #[test]
+    fn most_specific_first() {
+        let mut keys = vec![
+            "quay.io".to_owned(),
+            "quay.io/coreos".to_owned(),
+            "*.quay.io".to_owned(),
+            "gcr.io".to_owned(),
+        ];
+        sort_most_specific_first(&mut keys);
+        assert_eq!(keys, ["quay.io/coreos", "quay.io", "gcr.io", "*.quay.io"]);
+    }
+}

@@ -1,0 +1,53 @@
+//! A progress line on stderr while `inspect` and `explain` wait for registries, shown only when
+//! stderr is a terminal (never in pipes, files or CI logs).
+//!
+//! indicatif (console-rs, widely used, maintained) draws and clears the line and lets output be
+//! printed above it without tearing; writing that by hand means terminal escape handling.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// How many of `total` items are done; a no-op off a terminal.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    /// A progress line for `total` items of `what` (`images`, `documents`).
+    pub fn new(total: usize, what: &'static str) -> Self {
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        // One item needs no progress line.
+        if !terminal || total < 2 {
+            return Self { bar: None };
+        }
+        let bar = ProgressBar::with_draw_target(
+            Some(u64::try_from(total).unwrap_or(u64::MAX)),
+            ProgressDrawTarget::stderr(),
+        );
+        let template = format!("{{pos}}/{{len}} {what} resolved {{wide_msg}}");
+        if let Ok(style) = ProgressStyle::with_template(&template) {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        Self { bar: Some(bar) }
+    }
+
+    /// Runs `print` with the line cleared, then counts one item done.
+    pub fn done<R>(&self, print: impl FnOnce() -> R) -> R {
+        match &self.bar {
+            Some(bar) => {
+                let out = bar.suspend(print);
+                bar.inc(1);
+                out
+            }
+            None => print(),
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
