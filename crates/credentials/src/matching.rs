@@ -39,6 +39,33 @@ pub fn image_matches(pattern: &str, image: &str) -> bool {
         .all(|(glob, label)| crate::glob::matches_ignore_case(glob, label))
 }
 
+/// Refuses a pattern that [`image_matches`] could never match as it was meant: a glob character
+/// (`*`, `?`, `[`) in the path, which the kubelet compares as a literal prefix (`host/repo/*`
+/// matches nothing; `host/repo` matches every repository under it). The error says why.
+pub fn check_pattern(pattern: &str) -> Result<(), String> {
+    let (_, path) = split_authority(pattern.trim());
+    if path.contains(['*', '?', '[']) {
+        return Err(format!(
+            "{:?} has a glob in its path, which matches nothing: a path is a literal prefix (write {:?} for everything under it)",
+            pattern.chars().take(128).collect::<String>(),
+            literal_prefix(pattern.trim()),
+        ));
+    }
+    Ok(())
+}
+
+/// What a pattern with a glob in its path probably meant: its path up to the glob.
+fn literal_prefix(pattern: &str) -> String {
+    let end = pattern.find(['*', '?', '[']).unwrap_or(pattern.len());
+    pattern
+        .get(..end)
+        .unwrap_or(pattern)
+        .trim_end_matches('/')
+        .chars()
+        .take(128)
+        .collect()
+}
+
 /// The registry host (with port) of a normalized image reference: everything before the first `/`.
 pub fn image_host(image: &str) -> &str {
     split_authority(image).0
@@ -150,8 +177,28 @@ fn split_host_port(authority: &str) -> (&str, &str) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_glob_in_the_path_is_refused() {
+        for pattern in [
+            "host.io/repo/*",
+            "host.io/re?o",
+            "127.0.0.1:5000/glob/*",
+            "h.io/[ab]",
+        ] {
+            let error = check_pattern(pattern).unwrap_err();
+            assert!(error.contains("glob in its path"), "{pattern}: {error}");
+        }
+        assert!(check_pattern("host.io/repo/*")
+            .unwrap_err()
+            .contains("\"host.io/repo\""));
+        for pattern in ["*.k8s.io", "reg[0-9].io/team", "host.io:5000/a/b", "h?.io"] {
+            assert_eq!(check_pattern(pattern), Ok(()), "{pattern}");
+        }
+    }
 
     #[test]
     fn kubelet_match_images_table() {

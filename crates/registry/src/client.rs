@@ -185,6 +185,11 @@ impl Http {
         })
     }
 
+    /// The bound on each request (`--registry-timeout`).
+    pub fn timeout(&self) -> Duration {
+        self.shared.timeout
+    }
+
     /// This client as one containerd host configures it: trusting its `ca` files too (or any
     /// certificate with `skip_verify`), presenting its `client` certificates, connecting within
     /// its `dial_timeout`. Built once per distinct configuration and kept; no file is read here

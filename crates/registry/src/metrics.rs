@@ -261,6 +261,11 @@ impl Metrics {
         for collector in collectors {
             registry.register(collector).map_err(config_error)?;
         }
+        if let Some(overrides) = &config.platform_overrides {
+            registry
+                .register(Box::new(overrides.failures().clone()))
+                .map_err(config_error)?;
+        }
         Ok(metrics)
     }
 

@@ -6,7 +6,7 @@
 //! The file is a YAML (or JSON) list; the first entry with a pattern matching the image wins:
 //!
 //! ```yaml
-//! - images: ["registry.internal.corp/*", "docker.io/library/busybox:1.36"]
+//! - images: ["registry.internal.corp/team", "docker.io/library/busybox:1.36"]
 //!   platforms: ["linux/amd64", "linux/arm64/v8"]
 //! - images: ["ghcr.io/org/wasm-module"]
 //!   platforms: ["*"]          # arch-neutral: constrains nothing
@@ -15,13 +15,16 @@
 //! Patterns have the kubelet `matchImages` syntax ([`crate::credentials::matching`]) and are
 //! matched against the normalized reference the pod names, before `--registry-proxies`
 //! (`nginx` is `docker.io/library/nginx:latest`; the path is a string prefix, so
-//! `docker.io/library/nginx` also matches its tags). The file is bounded ([`MAX_FILE_BYTES`],
+//! `docker.io/library/nginx` also matches its tags), and a glob only in the host (a glob in the
+//! path matches nothing: refused). A pattern naming a tag or a digest matches that tag or digest
+//! exactly (`busybox:1.3` is not `busybox:1.36`). The file is bounded ([`MAX_FILE_BYTES`],
 //! [`MAX_ENTRIES`], [`MAX_PATTERNS`] per entry, [`MAX_PATTERN_LEN`], at most
 //! [`MAX_PLATFORMS`](crate::platform::MAX_PLATFORMS) platforms per entry), validated at start
 //! with an error naming the entry, and read again in the background (every
 //! [`DEFAULT_RELOAD_INTERVAL`](crate::credentials::DEFAULT_RELOAD_INTERVAL), off the async
-//! workers through [`crate::files`]); a new version that cannot be read or is invalid is logged
-//! and the last good one kept.
+//! workers through [`crate::files`]); a new version that cannot be read, is invalid, or is empty
+//! (while the running one is not) is logged, counted in
+//! `noe_registry_platform_overrides_reload_failures_total{reason}`, and the last good one kept.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,7 +32,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::credentials::matching::image_matches;
+use crate::credentials::matching::{check_pattern, image_matches};
 use crate::credentials::reload::Reloading;
 use crate::files::FileReader;
 use crate::platform::{Platform, WireFields, MAX_PLATFORMS};
@@ -56,6 +59,8 @@ pub enum Error {
     },
     #[error("{path} does not exist")]
     Missing { path: PathBuf },
+    #[error("{path} is empty while the running version has entries")]
+    Emptied { path: PathBuf },
     #[error("{path}: {reason}")]
     Invalid { path: PathBuf, reason: Invalid },
 }
@@ -66,6 +71,7 @@ impl Error {
         match self {
             Self::Read { .. } => "read",
             Self::Missing { .. } => "missing",
+            Self::Emptied { .. } => "empty",
             Self::Invalid { .. } => "invalid",
         }
     }
@@ -195,6 +201,7 @@ fn entry(raw: RawEntry) -> Result<Entry, String> {
                 shorten(pattern)
             ));
         }
+        check_pattern(pattern).map_err(|reason| format!("image pattern {reason}"))?;
     }
     if platforms.is_empty() {
         return Err("platforms is empty (use [\"*\"] for an arch-neutral image)".into());
@@ -261,7 +268,7 @@ impl Overrides {
     pub fn find(&self, reference: &Reference) -> Option<Matched> {
         let image = reference.to_string();
         self.entries.iter().enumerate().find_map(|(index, entry)| {
-            let pattern = entry.images.iter().find(|p| image_matches(p, &image))?;
+            let pattern = entry.images.iter().find(|p| matches(p, &image))?;
             Some(Matched {
                 entry: index.saturating_add(1),
                 pattern: pattern.clone(),
@@ -271,11 +278,32 @@ impl Overrides {
     }
 }
 
+/// Whether the override pattern `pattern` answers for `image` (normalized): as the kubelet
+/// matches, except that a pattern naming a tag or a digest names exactly that one (the kubelet's
+/// string prefix would let `:1.3` match `:1.36` and `:1.3-evil`).
+fn matches(pattern: &str, image: &str) -> bool {
+    if !image_matches(pattern, image) {
+        return false;
+    }
+    let pattern_path = pattern.trim().split_once('/').map_or("", |(_, path)| path);
+    let last = pattern_path.rsplit('/').next().unwrap_or_default();
+    let pins_digest = pattern_path.contains('@');
+    if !pins_digest && !last.contains(':') {
+        return true;
+    }
+    let image_path = image.split_once('/').map_or("", |(_, path)| path);
+    // `image_matches` checked the prefix; what follows it must be nothing, or, after a tag,
+    // the image's digest.
+    let rest = image_path.get(pattern_path.len()..).unwrap_or("x");
+    rest.is_empty() || (!pins_digest && rest.starts_with('@'))
+}
+
 /// The overrides file, read again in the background. Cheap to share behind an `Arc`.
 pub struct PlatformOverrides {
     path: PathBuf,
     files: FileReader,
     current: Reloading<Overrides>,
+    failures: prometheus::IntCounterVec,
 }
 
 impl std::fmt::Debug for PlatformOverrides {
@@ -310,11 +338,29 @@ impl PlatformOverrides {
                 path: path.to_owned(),
             })?;
         let overrides = parse_bytes(path, &bytes)?;
+        let failures = prometheus::IntCounterVec::new(
+            prometheus::Opts::new(
+                "noe_registry_platform_overrides_reload_failures_total",
+                "Platform overrides file versions not taken, the last good one kept, by reason (read, missing, invalid, empty)",
+            ),
+            &["reason"],
+        )
+        .map_err(|e| Error::Invalid {
+            path: path.to_owned(),
+            reason: Invalid::Format(e.to_string()),
+        })?;
         Ok(Self {
             path: path.to_owned(),
             files: FileReader::default(),
             current: Reloading::with_value(overrides, every),
+            failures,
         })
+    }
+
+    /// Reloads that kept the last good version, by reason: registered with the resolver's
+    /// metrics.
+    pub fn failures(&self) -> &prometheus::IntCounterVec {
+        &self.failures
     }
 
     /// The file.
@@ -326,12 +372,22 @@ impl PlatformOverrides {
     pub async fn find(&self, reference: &Reference) -> Option<Matched> {
         let path = self.path.clone();
         let files = self.files.clone();
+        let failures = self.failures.clone();
         let current = self
             .current
             .get(|previous| async move {
                 let read = files.read(&path, MAX_FILE_BYTES).await;
+                let had_entries = previous.as_ref().is_some_and(|p| !p.is_empty());
                 let loaded = match read {
-                    Ok(Some(bytes)) => parse_bytes(&path, &bytes),
+                    Ok(Some(bytes)) => parse_bytes(&path, &bytes).and_then(|parsed| {
+                        // Emptied (a truncated write, a ConfigMap key gone): like an invalid
+                        // version, not "no override any more".
+                        if parsed.is_empty() && had_entries {
+                            Err(Error::Emptied { path: path.clone() })
+                        } else {
+                            Ok(parsed)
+                        }
+                    }),
                     Ok(None) => Err(Error::Missing { path: path.clone() }),
                     Err(source) => Err(Error::Read {
                         path: path.clone(),
@@ -341,6 +397,7 @@ impl PlatformOverrides {
                 match loaded {
                     Ok(overrides) => overrides,
                     Err(error) => {
+                        failures.with_label_values(&[error.kind()]).inc();
                         tracing::warn!(error = %with_source(&error), "platform overrides not read again: keeping the last good version");
                         previous.map(|p| (*p).clone()).unwrap_or_default()
                     }
@@ -462,6 +519,78 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("image patterns"));
+    }
+
+    #[test]
+    fn a_tag_or_a_digest_matches_exactly_and_a_glob_in_the_path_is_refused() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let overrides = Overrides::parse(&format!(
+            "- {{images: [\"docker.io/library/busybox:1.3\"], platforms: [linux/amd64]}}\n- {{images: [\"a.io/app@{digest}\"], platforms: [linux/arm64]}}\n- {{images: [a.io/team], platforms: [linux/s390x]}}\n"
+        ))
+        .unwrap();
+        let entry = |image: &str| overrides.find(&reference(image)).map(|m| m.entry);
+        assert_eq!(entry("busybox:1.3"), Some(1));
+        assert_eq!(entry(&format!("busybox:1.3@{digest}")), Some(1));
+        assert_eq!(entry("busybox:1.36"), None);
+        assert_eq!(entry("busybox:1.3-evil"), None);
+        assert_eq!(entry(&format!("a.io/app@{digest}")), Some(2));
+        assert_eq!(
+            entry(&format!("a.io/app@sha256:{}", "ab".repeat(31) + "cd")),
+            None
+        );
+        // Without a tag or digest, the path stays a prefix.
+        assert_eq!(entry("a.io/team/app:1"), Some(3));
+
+        for pattern in [
+            "registry.internal.corp/*",
+            "127.0.0.1:5000/glob/*",
+            "a.io/te?m",
+        ] {
+            let text = format!("- {{images: [\"{pattern}\"], platforms: [\"*\"]}}");
+            let error = Overrides::parse(&text).unwrap_err().to_string();
+            assert!(
+                error.contains("entry 1") && error.contains("glob in its path"),
+                "{pattern}: {error}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_emptied_file_keeps_the_last_good_version_unless_it_started_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("overrides.yaml");
+        std::fs::write(&path, "- {images: [a.io/x], platforms: [linux/amd64]}\n").unwrap();
+        let overrides = PlatformOverrides::load(&path, Duration::ZERO).unwrap();
+        let image = reference("a.io/x:1");
+        assert!(overrides.find(&image).await.is_some());
+        std::fs::write(&path, "").unwrap();
+        let failed = || overrides.failures().with_label_values(&["empty"]).get();
+        for _ in 0..200 {
+            assert!(
+                overrides.find(&image).await.is_some(),
+                "the override was dropped"
+            );
+            if failed() > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(failed() > 0, "the emptied file was not counted");
+        assert!(overrides.find(&image).await.is_some());
+
+        // Empty at start: no override, and filling it later is read.
+        let empty = PlatformOverrides::load(&path, Duration::ZERO).unwrap();
+        assert!(empty.find(&image).await.is_none());
+        std::fs::write(&path, "- {images: [a.io/x], platforms: [linux/amd64]}\n").unwrap();
+        let mut seen = false;
+        for _ in 0..200 {
+            if empty.find(&image).await.is_some() {
+                seen = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(seen);
     }
 
     #[tokio::test]

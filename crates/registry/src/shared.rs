@@ -28,6 +28,7 @@
 //! `noe_registry_shared_cache_{reads,writes}_total{result}`.
 
 mod codec;
+mod key;
 mod link;
 
 use std::fmt;
@@ -38,6 +39,7 @@ use ring::hmac;
 use tokio::time::Instant;
 
 pub use codec::{DigestValue, TagValue};
+pub use key::{read_key_file, KeyFile, KeyFileError, MAX_KEY_FILE_BYTES};
 use link::{Connector, Link, FRAMING_BYTES};
 
 use crate::metrics::Metrics;
@@ -73,6 +75,9 @@ pub struct SharedConfig {
     pub ca_pem: Option<Vec<u8>>,
     /// The install's HMAC key (at least [`MIN_KEY_BYTES`]), the same on every replica.
     pub key: Vec<u8>,
+    /// The permission bits of the file the key was read from, if it was (a file others may
+    /// read is warned about).
+    pub key_file_mode: Option<u32>,
     /// Bound on each read and write.
     pub timeout: Duration,
 }
@@ -84,6 +89,7 @@ impl fmt::Debug for SharedConfig {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("ca_pem", &self.ca_pem.is_some())
             .field("key", &"<redacted>")
+            .field("key_file_mode", &self.key_file_mode)
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -141,6 +147,9 @@ impl SharedCache {
             return Err(invalid(format!(
                 "the shared cache key must have at least {MIN_KEY_BYTES} bytes"
             )));
+        }
+        for warning in key::warnings(&config.key, config.key_file_mode) {
+            tracing::warn!("{warning}");
         }
         let url = url::Url::parse(&config.url)
             .map_err(|e| invalid(format!("invalid shared cache URL: {e}")))?;

@@ -5,8 +5,12 @@
 //! next 5xx opens it at once. A rate-limited registry is then asked once per period instead of
 //! by every admission.
 //!
-//! Hosts come from pod specs: the table holds at most [`MAX_HOSTS`], forgetting idle hosts (and
-//! at worst all) when full. Times are tokio instants, so tests can pause the clock.
+//! Hosts come from pod specs: the table holds at most [`MAX_HOSTS`]. When full, it forgets idle
+//! hosts (breaker closed, no failure in a row, bucket full again), then the closed hosts used
+//! least recently; an open breaker is never forgotten (a pod naming thousands of hosts must not
+//! reopen a rate-limited registry). A host that finds the table full of open breakers is not
+//! tracked: neither limited nor held back. Hosts are compared as written (`localhost:5000` and
+//! `127.0.0.1:5000` are two hosts). Times are tokio instants, so tests can pause the clock.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -37,6 +41,8 @@ struct Host {
     /// 5xx answers in a row.
     failures: u32,
     open: Option<(Instant, Cause)>,
+    /// Last asked about.
+    seen: Instant,
 }
 
 /// The limiter and breaker of every registry host.
@@ -68,7 +74,9 @@ impl Throttle {
         let wait = {
             let now = Instant::now();
             let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
-            let state = self.host(&mut hosts, host, now);
+            let Some(state) = self.host(&mut hosts, host, now) else {
+                return Ok(());
+            };
             if let Some((until, cause)) = state.open {
                 if until > now {
                     drop(hosts);
@@ -120,9 +128,11 @@ impl Throttle {
         retry_after: Option<Duration>,
     ) {
         let now = Instant::now();
-        let opened = {
+        let opened = 'opened: {
             let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
-            let state = self.host(&mut hosts, host, now);
+            let Some(state) = self.host(&mut hosts, host, now) else {
+                break 'opened None;
+            };
             let cause = if status == StatusCode::TOO_MANY_REQUESTS {
                 Some(Cause::TooManyRequests)
             } else if status.is_server_error() {
@@ -154,26 +164,54 @@ impl Throttle {
         }
     }
 
-    /// The state of `host`, created when new (a full table first forgets its idle hosts).
+    /// The state of `host`, created when new (a full table first forgets some closed hosts);
+    /// `None` when the table is full of open breakers.
     fn host<'a>(
         &self,
         hosts: &'a mut HashMap<String, Host>,
         host: &str,
         now: Instant,
-    ) -> &'a mut Host {
+    ) -> Option<&'a mut Host> {
         if !hosts.contains_key(host) && hosts.len() >= MAX_HOSTS {
-            let burst = self.burst;
-            hosts.retain(|_, h| h.open.is_some() || h.failures > 0 || h.tokens < burst);
+            self.evict(hosts, now);
             if hosts.len() >= MAX_HOSTS {
-                hosts.clear();
+                return None;
             }
         }
-        hosts.entry(host.to_owned()).or_insert_with(|| Host {
+        let state = hosts.entry(host.to_owned()).or_insert_with(|| Host {
             tokens: self.burst,
             refilled: now,
             failures: 0,
             open: None,
-        })
+            seen: now,
+        });
+        state.seen = now;
+        Some(state)
+    }
+
+    /// Forgets the idle hosts; if none is, the closed hosts used least recently (a quarter of
+    /// the table). Open breakers stay.
+    fn evict(&self, hosts: &mut HashMap<String, Host>, now: Instant) {
+        let open = |h: &Host| h.open.is_some_and(|(until, _)| until > now);
+        let (qps, burst) = (self.qps, self.burst);
+        let full = |h: &Host| {
+            qps.is_none_or(|qps| {
+                h.tokens + now.duration_since(h.refilled).as_secs_f64() * qps >= burst
+            })
+        };
+        hosts.retain(|_, h| open(h) || h.failures > 0 || !full(h));
+        if hosts.len() < MAX_HOSTS {
+            return;
+        }
+        let mut closed: Vec<(Instant, String)> = hosts
+            .iter()
+            .filter(|(_, h)| !open(h))
+            .map(|(name, h)| (h.seen, name.clone()))
+            .collect();
+        closed.sort_unstable();
+        for (_, name) in closed.into_iter().take(MAX_HOSTS / 4) {
+            hosts.remove(&name);
+        }
     }
 
     fn count(&self, ctx: &Context, reason: &'static str) {

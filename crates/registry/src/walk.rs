@@ -25,6 +25,9 @@ pub const MAX_DEPTH: usize = 4;
 pub const MAX_UNPLATFORMED: usize = 8;
 /// Longest reason kept in an invalid-content error.
 const MAX_REASON_LEN: usize = 256;
+/// A revalidation HEAD waits at most the request timeout divided by this, then GETs (a HEAD
+/// that hangs must not cost the whole timeout before the GET that answers).
+pub const HEAD_TIMEOUT_SHARE: u32 = 3;
 /// Manifests and blobs one lookup fetches at the same time.
 pub const MAX_CONCURRENT_FETCHES: usize = 4;
 
@@ -61,29 +64,30 @@ impl Fetcher<'_> {
 
     /// HEADs a manifest by tag or digest with the same `Accept` as [`Fetcher::manifest`]: the
     /// digest the registry names in `Docker-Content-Digest` (no registry counts a HEAD as a
-    /// pull). `None` when that header is absent or invalid, or the registry answers HEAD with
-    /// a status other than success, not found or an auth refusal: the caller GETs instead.
+    /// pull). `None` when that header is absent or invalid, when the registry answers HEAD with
+    /// a status other than success or an auth refusal (a 404 too: some registries refuse HEAD
+    /// for what GET serves), or when it does not answer within [`HEAD_TIMEOUT_SHARE`] of the
+    /// request timeout: the caller GETs instead, once.
     pub async fn head(&self, object: &str) -> Result<Option<String>, Error> {
         let url = self.url("manifests", object)?;
-        let response = self
-            .auth
-            .get(
-                self.http,
-                self.session,
-                url,
-                Some(ACCEPT),
-                Kind::ManifestHead,
-            )
-            .await?;
-        match response.status.as_u16() {
-            200..=299 => {}
-            404 => {
-                return Err(Error::NotFound {
-                    reference: self.session.ctx.reference.clone(),
-                    registry: self.session.ctx.registry.clone(),
-                })
+        let sent = self.auth.get(
+            self.http,
+            self.session,
+            url,
+            Some(ACCEPT),
+            Kind::ManifestHead,
+        );
+        let bound = self.http.timeout() / HEAD_TIMEOUT_SHARE;
+        let response = match tokio::time::timeout(bound, sent).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(Error::Timeout { .. })) | Err(_) => {
+                tracing::debug!(registry = %self.session.ctx.registry, "HEAD not answered in time: GET instead");
+                return Ok(None);
             }
-            _ => return Ok(None),
+            Ok(Err(error)) => return Err(error),
+        };
+        if !response.status.is_success() {
+            return Ok(None);
         }
         let digest = response
             .headers

@@ -298,6 +298,11 @@ impl RegistryArgs {
             )),
             None => None,
         };
+        for pattern in &self.private_registries {
+            noe_registry::credentials::matching::check_pattern(pattern).map_err(|reason| {
+                ConfigError::Contradiction(format!("--private-registries: {reason}"))
+            })?;
+        }
         let shared_cache = self.shared_cache_settings()?;
         let resolver = noe_registry::Config {
             proxies: self.proxies(),
@@ -352,9 +357,28 @@ impl RegistryArgs {
                 .ok()
                 .filter(|p| !p.is_empty()),
         };
-        let key = match non_empty_path(&self.shared_cache_key_file) {
-            Some(path) => read_secret("shared-cache-key-file", path)?,
-            None => std::env::var(SHARED_CACHE_KEY_ENV).unwrap_or_default(),
+        let (key, key_file_mode) = match non_empty_path(&self.shared_cache_key_file) {
+            Some(path) => {
+                let read = noe_registry::shared::read_key_file(path).map_err(|error| {
+                    ConfigError::Invalid {
+                        flag: "shared-cache-key-file",
+                        path: path.clone(),
+                        reason: match error {
+                            noe_registry::shared::KeyFileError::Read { source, .. } => {
+                                source.to_string()
+                            }
+                            other => other.to_string(),
+                        },
+                    }
+                })?;
+                (read.key, read.mode)
+            }
+            None => (
+                std::env::var_os(SHARED_CACHE_KEY_ENV)
+                    .map(std::ffi::OsString::into_encoded_bytes)
+                    .unwrap_or_default(),
+                None,
+            ),
         };
         if key.len() < noe_registry::shared::MIN_KEY_BYTES {
             return Err(ConfigError::Contradiction(format!(
@@ -374,13 +398,14 @@ impl RegistryArgs {
             url: url.to_owned(),
             password,
             ca_pem,
-            key: key.into_bytes(),
+            key,
+            key_file_mode,
             timeout: self.shared_cache_timeout,
         }))
     }
 }
 
-/// A password or key file: at most 4 KiB, trailing newlines dropped.
+/// A password file: at most 4 KiB, trailing newlines dropped.
 fn read_secret(flag: &'static str, path: &PathBuf) -> Result<String, ConfigError> {
     use std::io::Read as _;
     let read = |path: &PathBuf| -> std::io::Result<String> {

@@ -422,7 +422,7 @@ fn the_charts_argument_list_parses_and_validates() {
         "--cluster-schedulable-archs=amd64,arm64",
         "--registry-proxies=docker.io=proxy.corp",
         "--match-node-labels=team",
-        "--private-registries=registry.corp/*",
+        "--private-registries=registry.corp",
         "--insecure-registries=registry.local:5000",
         "--allow-registry-cidrs=10.0.0.0/8",
         "--docker-config-path=/etc/noe/docker-config-0/config.json",
@@ -503,4 +503,23 @@ fn cloud_credentials_flag() {
     assert!(settings.sources.cloud.is_empty());
     let error = parse(&["noe", "inspect", "--cloud-credentials=aws", "x"]).map(|_| ());
     assert!(error.is_err_and(|e| e.to_string().contains("expected ecr, gcp or acr")));
+}
+
+#[test]
+fn a_glob_in_the_path_of_a_private_registry_is_refused() {
+    let args = parse(&[
+        "noe",
+        "inspect",
+        "--private-registries=127.0.0.1:5000/glob/*",
+        "127.0.0.1:5000/glob/app:1",
+    ])
+    .unwrap();
+    let Err(error) = args.to_run() else {
+        panic!("accepted")
+    };
+    let error = error.to_string();
+    assert!(
+        error.contains("--private-registries") && error.contains("127.0.0.1:5000/glob/*"),
+        "{error}"
+    );
 }

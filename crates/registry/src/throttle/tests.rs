@@ -169,3 +169,32 @@ async fn the_host_table_stays_bounded() {
     let held = throttle.hosts.lock().unwrap().len();
     assert!(held <= MAX_HOSTS, "{held} hosts");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_host_flood_never_closes_an_open_breaker() {
+    let (throttle, _) = throttle(1.0, 1);
+    throttle.admit(&ctx(), HOST, LONG).await.unwrap();
+    throttle.record(
+        &ctx(),
+        HOST,
+        StatusCode::TOO_MANY_REQUESTS,
+        Some(Duration::from_secs(600)),
+    );
+    // A pod naming more hosts than the table holds, each asked once (none idle yet).
+    for i in 0..5000 {
+        let host = format!("r{i}.flood.example");
+        throttle.admit(&ctx(), &host, LONG).await.unwrap();
+        throttle.record(&ctx(), &host, StatusCode::OK, None);
+    }
+    let held = throttle.hosts.lock().unwrap().len();
+    assert!(held <= MAX_HOSTS, "{held} hosts");
+    let error = throttle.admit(&ctx(), HOST, LONG).await.unwrap_err();
+    assert_eq!(error.kind(), "circuit_open");
+    // The hosts asked last are still limited: the least recently used went first.
+    let last = "r4999.flood.example";
+    let error = throttle
+        .admit(&ctx(), last, Duration::from_millis(10))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), "rate_limited");
+}

@@ -162,3 +162,68 @@ async fn a_head_without_the_digest_header_falls_back_to_a_get() {
         "{text}"
     );
 }
+
+/// A fake whose manifest answers GET with its digest and the revalidation HEAD with `head`.
+async fn head_then_get(head: Behavior) -> (FakeRegistry, String, String) {
+    let fake = FakeRegistry::start().await.unwrap();
+    let child = noe_test_support::Descriptor {
+        media_type: media_types::OCI_MANIFEST.to_owned(),
+        digest: format!("sha256:{}", "cd".repeat(32)),
+        size: 100,
+        config_digest: None,
+    };
+    let entries = [IndexEntry::new(&child, Some("linux/arm64"))];
+    let (body, _) = build_index(Flavor::Oci, &entries).unwrap();
+    let digest = noe_test_support::sha256_digest(&body);
+    let path = manifest_path("headless/app", "v1");
+    let get = Behavior::manifest_with_digest(media_types::OCI_INDEX, body, &digest);
+    // The first GET, the revalidation HEAD, then GETs.
+    fake.route(&path, Behavior::Sequence(vec![get.clone(), head, get]));
+    let image = format!("{}/headless/app:v1", fake.host());
+    (fake, image, path)
+}
+
+#[tokio::test]
+async fn a_head_404_while_get_works_falls_back_to_a_get() {
+    let (fake, image, path) = head_then_get(Behavior::status(404)).await;
+    let resolver = expiring(&[fake.host()]);
+    assert_eq!(
+        resolver.resolve(&image, &[]).await.unwrap().answered_by,
+        Answered::Get
+    );
+    expire().await;
+    fake.reset_requests();
+    let again = resolver.resolve(&image, &[]).await.unwrap();
+    assert_eq!(again.answered_by, Answered::Get);
+    assert_eq!(platforms(&again), ["linux/arm64"]);
+    let seen: Vec<String> = fake
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(seen, [format!("HEAD {path}"), format!("GET {path}")]);
+}
+
+#[tokio::test]
+async fn a_hanging_head_falls_back_to_a_get_within_the_timeout() {
+    let (fake, image, path) = head_then_get(Behavior::Hang).await;
+    let resolver = resolver_with(Config {
+        insecure_registries: vec![fake.host()],
+        cache_ttl: Duration::from_millis(1),
+        // The HEAD gets a third of it; the GET that follows the rest.
+        request_timeout: Duration::from_secs(3),
+        ..Config::default()
+    });
+    resolver.resolve(&image, &[]).await.unwrap();
+    expire().await;
+    fake.reset_requests();
+    let again = resolver.resolve(&image, &[]).await.unwrap();
+    assert_eq!(again.answered_by, Answered::Get);
+    assert_eq!(platforms(&again), ["linux/arm64"]);
+    let seen: Vec<String> = fake
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(seen, [format!("HEAD {path}"), format!("GET {path}")]);
+}

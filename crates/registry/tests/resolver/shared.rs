@@ -18,6 +18,7 @@ fn shared(redis: &RedisServer, password: Option<&str>) -> SharedConfig {
         password: password.map(str::to_owned),
         ca_pem: redis.ca_pem().map(String::into_bytes),
         key: KEY.as_bytes().to_vec(),
+        key_file_mode: None,
         // Generous: the test machine is shared; the fall-through tests use a slow proxy.
         timeout: Duration::from_secs(2),
     }

@@ -112,6 +112,7 @@ async fn an_oversized_answer_drops_the_connection_and_lookups_go_on() {
                 password: None,
                 ca_pem: None,
                 key: b"0123456789abcdef-install-key".to_vec(),
+                key_file_mode: None,
                 timeout: Duration::from_millis(200),
             }),
             ..Config::default()
