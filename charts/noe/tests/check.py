@@ -33,12 +33,14 @@ KNOWN_FLAGS = {
     "leader-elect-retry-period",
     # The lookup modes (gate, hybrid).
     "lookup-mode", "hybrid-budget", "gate-max-attempts",
-    # The decision's features (issue 11).
+    # The decision's features.
     "mode", "on-contradiction", "fallback-arch", "platform-overrides", "namespace-preference",
     "check-ephemeral-containers",
-    # Registry economy (issue 14).
+    # Registry economy.
     "registry-qps", "registry-burst", "shared-cache", "shared-cache-password-file",
     "shared-cache-key-file", "shared-cache-ca-file", "shared-cache-timeout",
+    # Cloud registries on noe's own workload identity.
+    "cloud-credentials",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
