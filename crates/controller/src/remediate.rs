@@ -1,7 +1,7 @@
 //! Pod remediation (noe's pod reconciler, safer): pods bound to a node whose platform none of an
 //! image supports get an Event and a metric; with `Evict`, pods with a controller owner are
 //! evicted through the Eviction API (PodDisruptionBudgets respected, `429` retried later), at
-//! most N per minute. The reflector watches only bound pods (`spec.nodeName!=`), trimmed to
+//! most N per minute, except in exempt namespaces (`kube-system` and noe's own by default). The reflector watches only bound pods (`spec.nodeName!=`), trimmed to
 //! images, pull secret names, owner, node name and phase.
 
 mod act;
@@ -18,7 +18,7 @@ use tokio::time::Instant;
 pub use bucket::Bucket;
 use futures::future::BoxFuture;
 use futures::StreamExt as _;
-pub use judge::{judge, note, screen, Misfit, Remedy, Skip, Verdict, MAX_NOTE};
+pub use judge::{exempt, judge, note, screen, Misfit, Remedy, Skip, Verdict, MAX_NOTE};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::{watcher, Controller as KController};
 use kube::Api;
@@ -170,7 +170,10 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
             checked("lookup_failed");
             return Ok(Action::requeue(ctx.config.timings.lookup_retry));
         }
-        Verdict::Misplaced { misfits, remedy } => (misfits, remedy),
+        Verdict::Misplaced { misfits, remedy } => (
+            misfits,
+            exempt(remedy, pod.namespace(), &ctx.config.evict_exempt_namespaces),
+        ),
     };
     checked("misplaced");
     if !known(&shared.reported, &pod, Duration::MAX) {

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use noe_controller::{
-    Config, Controllers, Deps, LeaseConfig, Metrics, Platform, PodPlatforms, Running, Support,
+    Config, Controllers, Deps, LeaseConfig, Metrics, Platform, PodPlatforms, Remediate, Running,
+    Support,
 };
-use noe_test_support::{node_json, Fault, KubeApi, RecordedRequest};
+use noe_test_support::{node_json, Fault, KubeApi, PodFixture, RecordedRequest, Resource};
 
 fn platforms() -> Arc<dyn PodPlatforms> {
     let only = |arch: &str| Support::Only([Platform::new("linux", arch, None)].into());
@@ -134,5 +135,71 @@ async fn one_conflict_on_the_leaders_renewal_does_not_end_its_term() {
         .map(|r| (r.method.as_str(), r.status))
         .collect();
     assert_eq!(next, [("GET", 200), ("PUT", 200)]);
+    running.shutdown().await;
+}
+
+fn node_pair(api: &KubeApi) {
+    api.put_node(node_json("amd", "amd64", "linux"));
+    api.put_node(node_json("arm", "arm64", "linux"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn evictions_spare_kube_system_and_our_own_namespace() {
+    let api = KubeApi::start().await.unwrap();
+    node_pair(&api);
+    for namespace in ["kube-system", "noe", "shop"] {
+        api.put_pod(PodFixture::new(namespace, "web", "arm", &["amd-only:1"]).json());
+    }
+    let (running, registry) = start(
+        &api,
+        Config {
+            remediate: Remediate::Evict,
+            remediate_rate_per_minute: 100,
+            // What the command line builds by default with POD_NAMESPACE=noe.
+            evict_exempt_namespaces: ["kube-system".to_owned(), "noe".to_owned()].into(),
+            ..Config::default()
+        },
+    );
+    eventually("three reported, shop evicted", || {
+        api.writes()
+            .iter()
+            .filter(|w| w.path.ends_with("/events"))
+            .count()
+            == 3
+            && api.get(Resource::Pods, "shop", "web").is_none()
+    })
+    .await;
+    // Let the reconciler run a while longer: nothing else is evicted.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let evictions: Vec<String> = api
+        .writes()
+        .into_iter()
+        .filter(|w| w.path.ends_with("/eviction"))
+        .map(|w| w.path)
+        .collect();
+    assert_eq!(evictions, ["/api/v1/namespaces/shop/pods/web/eviction"]);
+    assert!(api.get(Resource::Pods, "kube-system", "web").is_some());
+    assert!(api.get(Resource::Pods, "noe", "web").is_some());
+    for namespace in ["kube-system", "noe"] {
+        let event = api
+            .writes()
+            .into_iter()
+            .find(|w| w.path == format!("/apis/events.k8s.io/v1/namespaces/{namespace}/events"))
+            .unwrap();
+        let note = event.body["note"].as_str().unwrap();
+        assert!(
+            note.ends_with("; not evicted: its namespace is exempt"),
+            "{note}"
+        );
+        assert_eq!(event.body["action"], "Report");
+    }
+    assert_eq!(
+        metric(
+            &registry,
+            "noe_pods_deletion_total",
+            &[("status", "success")]
+        ),
+        1.0
+    );
     running.shutdown().await;
 }
