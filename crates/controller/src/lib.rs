@@ -36,6 +36,7 @@ mod leader;
 mod metrics;
 mod nodes;
 pub mod objects;
+mod pace;
 mod platforms;
 pub mod remediate;
 mod runtime;
