@@ -20,10 +20,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 use futures::StreamExt;
+use noe_core::decide::{Decision, Signal, Verdict, AUDIT_ANNOTATION, PREFERRED_LABEL};
+use noe_core::patch::{with_prefix, Op};
 use noe_core::workload;
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::{Decision, Signal, Verdict, AUDIT_ANNOTATION, PREFERRED_LABEL};
-use noe_webhook::patch::{with_prefix, Op};
 use noe_webhook::resolve::one_line;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -541,7 +541,7 @@ impl Explained {
         for warning in warnings {
             // A warning cut to the API server's limit is a lookup's: its whole text follows.
             let cut = warning.ends_with("...")
-                && warning.chars().count() >= noe_webhook::decide::MAX_WARNING_CHARS;
+                && warning.chars().count() >= noe_core::decide::MAX_WARNING_CHARS;
             if !cut || failures.is_empty() {
                 writeln!(out, "  warning: {warning}")?;
             }
