@@ -10,18 +10,18 @@
 mod architectures;
 mod audit;
 mod cluster;
+mod constrain;
 mod ephemeral;
 mod facts;
 mod outcome;
-mod plan;
-mod platforms;
 mod pod;
 mod policy;
+mod read;
+mod support;
 mod terms;
 mod text;
 mod tolerations;
 mod windows;
-mod write;
 
 use std::collections::BTreeSet;
 
@@ -30,14 +30,14 @@ pub use architectures::{ArchSettings, Architectures};
 pub use ephemeral::check_ephemeral;
 pub use facts::{Facts, NodeFacts};
 pub use outcome::{selector, Decision, DenyReason, Signal, SkipReason, Verdict};
-pub use plan::{plan, Plan};
 pub use policy::{
     Mode, OnContradiction, OnLookupError, Policy, PolicyError, PreferenceMode, Weight,
 };
+pub use read::{plan, Plan};
 pub use text::{MAX_MESSAGE_CHARS, MAX_WARNINGS_CHARS, MAX_WARNING_CHARS};
 
-use plan::{Analysis, Arch, Pins};
-use platforms::Resolution;
+use read::{Analysis, Arch, Pins};
+use support::Resolution;
 
 /// Pod label: `"true"` leaves the pod alone.
 pub const SKIP_LABEL: &str = "arch.noe.adevinta.com/skip";
@@ -124,13 +124,13 @@ fn pinned(
     pins: &Pins<'_>,
     mut decision: Decision,
 ) -> Decision {
-    let resolution = platforms::resolve(&plan.images, lookups, plan.os, policy);
+    let resolution = support::resolve(&plan.images, lookups, plan.os, policy);
     count_failures(&resolution, &mut decision);
-    let common = platforms::common(&resolution.resolved);
+    let common = support::common(&resolution.resolved);
     if let Some(common) = &common {
         if !common.iter().any(|a| pins.admits(a)) {
             decision.signals.push(Signal::Contradiction);
-            let images = |r: &&platforms::Resolved<'_>| text::image_platforms(r.image, r.platforms);
+            let images = |r: &&support::Resolved<'_>| text::image_platforms(r.image, r.platforms);
             if policy.on_contradiction == policy::OnContradiction::Deny {
                 let listed = text::list(resolution.resolved.iter().map(|r| images(&r)));
                 let message = format!(
@@ -172,7 +172,7 @@ fn pinned(
     if resolved {
         cluster::warn_without_nodes(&may_run_on, facts, &mut decision);
     }
-    write::untouched(plan, policy, reason, &may_run_on, decision)
+    constrain::untouched(plan, policy, reason, &may_run_on, decision)
 }
 
 fn count_failures(resolution: &Resolution<'_>, decision: &mut Decision) {
@@ -194,7 +194,7 @@ fn ours(
     mut decision: Decision,
 ) -> Decision {
     if plan.images.is_empty() {
-        return write::untouched(
+        return constrain::untouched(
             plan,
             policy,
             SkipReason::NoImages,
@@ -202,7 +202,7 @@ fn ours(
             decision,
         );
     }
-    let mut resolution = platforms::resolve(&plan.images, lookups, plan.os, policy);
+    let mut resolution = support::resolve(&plan.images, lookups, plan.os, policy);
     count_failures(&resolution, &mut decision);
     if !resolution.failed.is_empty() {
         let failures = || {
@@ -240,7 +240,7 @@ fn ours(
             };
             return decision;
         }
-        let fell_back = platforms::fall_back(&mut resolution, policy);
+        let fell_back = support::fall_back(&mut resolution, policy);
         for failure in &fell_back {
             decision.warnings.push(format!(
                 "image {} taken to support only {}: could not find its platforms ({})",
@@ -257,9 +257,9 @@ fn ours(
             ));
         }
     }
-    let Some(common) = platforms::common(&resolution.resolved) else {
+    let Some(common) = support::common(&resolution.resolved) else {
         // Only arch-neutral image volumes besides images without a result: nothing to decide.
-        return write::untouched(
+        return constrain::untouched(
             plan,
             policy,
             SkipReason::NoImages,
@@ -270,8 +270,8 @@ fn ours(
     if common.is_empty() {
         let message = format!(
             "no architecture is supported by every container: {}{}",
-            platforms::describe(&resolution.resolved, policy),
-            platforms::context(&resolution.resolved, plan.os, policy)
+            support::describe(&resolution.resolved, policy),
+            support::context(&resolution.resolved, plan.os, policy)
         );
         return deny(decision, DenyReason::NoCommonArch, message);
     }
@@ -287,5 +287,5 @@ fn ours(
     } else {
         None
     };
-    write::constrain(plan, analysis, facts, policy, &common, windows, decision)
+    constrain::constrain(plan, analysis, facts, policy, &common, windows, decision)
 }

@@ -3,7 +3,7 @@
 //! image that cannot run on that node's platform gets a warning, or with `--on-contradiction=deny`
 //! a denial.
 
-use super::platforms::{NO_PLATFORM, NO_RESULT};
+use super::support::{NO_PLATFORM, NO_RESULT};
 use super::windows::{build_of, os_version, WINDOWS};
 use super::{
     text, Decision, DenyReason, Facts, Lookups, Mode, NodeFacts, OnContradiction, OnLookupError,

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 
 use super::outcome::selector;
-use super::plan::{Analysis, Plan};
 use super::pod::{array, PodView, NODE_AFFINITY, PREFERRED};
+use super::read::{Analysis, Plan};
 use super::terms::{self, Group, TermKind};
 use super::{
     cluster, tolerations, Decision, Facts, Policy, PreferenceMode, Signal, SkipReason, Verdict,
