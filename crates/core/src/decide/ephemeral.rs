@@ -52,13 +52,9 @@ pub fn check_ephemeral(
 }
 
 fn check(images: &[&str], lookups: &Lookups, facts: &Facts, policy: &Policy) -> Decision {
-    let mut decision = Decision {
-        verdict: Verdict::Unchanged {
-            reason: SkipReason::NodeName,
-        },
-        warnings: Vec::new(),
-        signals: Vec::new(),
-    };
+    let mut decision = Decision::new(Verdict::Unchanged {
+        reason: SkipReason::NodeName,
+    });
     let Some((node, arch)) = facts
         .node
         .as_ref()

@@ -1,12 +1,17 @@
-//! Steps 4–6: the architectures each image can use on the pod's OS, failed lookups, the
-//! intersection.
+//! Steps 3–5, the second step of the pass: what each image supports (the architectures it can
+//! use on the pod's OS), and what a failed lookup means under `--on-lookup-error`. Its output,
+//! a [`Resolution`], is what [`intersect`](super::intersect) intersects.
 
 use std::collections::BTreeSet;
 
 use crate::Platform;
 
 use super::pod::ImageKind;
-use super::{text, Lookups, OnLookupError, Policy};
+use super::read::{Arch, Plan};
+use super::summary::{ImageSummary, ImageSupport};
+use super::{
+    text, Decision, DenyReason, Lookups, OnLookupError, Policy, Signal, SkipReason, Verdict,
+};
 
 /// The error of a container image whose registry lists no platform: noe-rs never assumes amd64.
 pub(crate) const NO_PLATFORM: &str = "the registry lists no platform for it";
@@ -59,22 +64,35 @@ fn usable<'a>(platforms: &'a [Platform], os: &str, policy: &Policy) -> (BTreeSet
     (archs, other_os)
 }
 
-/// Resolves every image against the lookups. With `--on-lookup-error=fallback` (and a fallback
-/// arch), a failed image is resolved to the fallback arch instead.
-pub(crate) fn resolve<'a>(
+/// Resolves every image against the lookups; each image's summary goes to `summary`, in the
+/// pod's order.
+fn resolve<'a>(
     images: &[(&'a str, ImageKind)],
     lookups: &'a Lookups,
     os: &str,
     policy: &'a Policy,
+    summary: &mut Vec<ImageSummary>,
 ) -> Resolution<'a> {
     let mut out = Resolution::default();
     for &(image, kind) in images {
         let error = match lookups.get(image) {
-            Some(Ok(platforms)) if platforms.is_empty() && kind == ImageKind::Volume => continue,
-            Some(Ok(platforms)) if platforms.iter().any(Platform::is_any) => continue,
+            Some(Ok(platforms))
+                if (platforms.is_empty() && kind == ImageKind::Volume)
+                    || platforms.iter().any(Platform::is_any) =>
+            {
+                summary.push(ImageSummary::new(image, ImageSupport::Neutral));
+                continue;
+            }
             Some(Ok(platforms)) if platforms.is_empty() => NO_PLATFORM,
             Some(Ok(platforms)) => {
                 let (usable, other_os) = usable(platforms, os, policy);
+                summary.push(ImageSummary::new(
+                    image,
+                    ImageSupport::Platforms {
+                        platforms: platforms.iter().map(ToString::to_string).collect(),
+                        usable: usable.iter().map(|a| (*a).to_owned()).collect(),
+                    },
+                ));
                 out.resolved.push(Resolved {
                     image,
                     usable,
@@ -87,6 +105,12 @@ pub(crate) fn resolve<'a>(
             Some(Err(error)) => error.as_str(),
             None => NO_RESULT,
         };
+        summary.push(ImageSummary::new(
+            image,
+            ImageSupport::Failed {
+                error: error.to_owned(),
+            },
+        ));
         out.failed.push(Failed { image, error });
     }
     out
@@ -94,9 +118,10 @@ pub(crate) fn resolve<'a>(
 
 /// Step 5 with `fallback`: failed images resolved to the fallback arch. Returns the images that
 /// fell back (for their warnings).
-pub(crate) fn fall_back<'a>(
+fn fall_back<'a>(
     resolution: &mut Resolution<'a>,
     policy: &'a Policy,
+    summary: &mut [ImageSummary],
 ) -> Vec<Failed<'a>> {
     let Some(arch) = policy
         .fallback()
@@ -106,6 +131,12 @@ pub(crate) fn fall_back<'a>(
     };
     let failed = std::mem::take(&mut resolution.failed);
     for failure in &failed {
+        for entry in summary.iter_mut().filter(|e| e.image == failure.image) {
+            entry.support = ImageSupport::Assumed {
+                arch: arch.to_owned(),
+                error: failure.error.to_owned(),
+            };
+        }
         resolution.resolved.push(Resolved {
             image: failure.image,
             usable: Some(arch)
@@ -120,39 +151,79 @@ pub(crate) fn fall_back<'a>(
     failed
 }
 
-/// The architectures every resolved image can use; `None` when no image was resolved.
-pub(crate) fn common<'a>(resolved: &[Resolved<'a>]) -> Option<BTreeSet<&'a str>> {
-    let (first, rest) = resolved.split_first()?;
-    let mut common = first.usable.clone();
-    for image in rest {
-        common.retain(|a| image.usable.contains(a));
+/// Steps 3–5: every image resolved against the lookups, each failure counted. For a pod whose
+/// arch constraint is ours, a failure then follows `--on-lookup-error`: `Err` with the verdict
+/// when it settles the pod (denied, or allowed unchanged: it fails open).
+pub(crate) fn assess<'a>(
+    plan: &Plan<'a>,
+    lookups: &'a Lookups,
+    policy: &'a Policy,
+    decision: &mut Decision,
+) -> Result<Resolution<'a>, Verdict> {
+    let mut resolution = resolve(
+        &plan.images,
+        lookups,
+        plan.os,
+        policy,
+        &mut decision.summary.images,
+    );
+    for failure in &resolution.failed {
+        decision.signals.push(Signal::LookupFailed {
+            image: failure.image.to_owned(),
+            error: failure.error.to_owned(),
+        });
     }
-    Some(common)
-}
-
-/// `app:1 [linux/amd64], sidecar:2 [linux/s390x]`: each image with the platforms it really has.
-pub(crate) fn describe(resolved: &[Resolved<'_>], policy: &Policy) -> String {
-    text::list(resolved.iter().map(|r| {
-        if r.assumed {
-            let fallback = policy.fallback().unwrap_or_default();
-            format!("{} [assumed {fallback}]", text::image(r.image))
-        } else {
-            text::image_platforms(r.image, r.platforms)
+    // The pod's own constraint (step 2): failed lookups are only counted.
+    if resolution.failed.is_empty() || matches!(plan.arch, Arch::User { .. }) {
+        return Ok(resolution);
+    }
+    let fail_open = match policy.on_lookup_error {
+        OnLookupError::Deny => {
+            let failures = text::list(resolution.failed.iter().map(|f| {
+                format!(
+                    "{} ({})",
+                    text::image(f.image),
+                    text::truncate(f.error, 120)
+                )
+            }));
+            let message = format!("could not find the platforms of {failures}");
+            return Err(Verdict::deny(DenyReason::LookupFailed, message));
         }
-    }))
-}
-
-/// ` (pod OS: linux)` and ` (schedulable: amd64, arm64)` when they explain a denial.
-pub(crate) fn context(resolved: &[Resolved<'_>], os: &str, policy: &Policy) -> String {
-    let mut out = String::new();
-    if resolved.iter().any(|r| r.other_os) {
-        out.push_str(&format!(" (pod OS: {})", text::truncate(os, 64)));
+        OnLookupError::AllowPod => true,
+        OnLookupError::Fallback if policy.fallback().is_some() => false,
+        OnLookupError::IgnoreImage | OnLookupError::Fallback => resolution.resolved.is_empty(),
+    };
+    if fail_open {
+        for failure in &resolution.failed {
+            decision.warnings.push(format!(
+                "pod not constrained to an architecture: could not find the platforms of {} ({})",
+                text::image(failure.image),
+                failure.error
+            ));
+        }
+        decision.signals.push(Signal::FailedOpen);
+        decision.signals.push(Signal::Skipped {
+            reason: SkipReason::LookupFailed,
+        });
+        return Err(Verdict::Unchanged {
+            reason: SkipReason::LookupFailed,
+        });
     }
-    if !policy.schedulable_from_nodes && !policy.schedulable_archs.is_empty() {
-        out.push_str(&format!(
-            " (schedulable: {})",
-            text::list(&policy.schedulable_archs)
+    let fell_back = fall_back(&mut resolution, policy, &mut decision.summary.images);
+    for failure in &fell_back {
+        decision.warnings.push(format!(
+            "image {} taken to support only {}: could not find its platforms ({})",
+            text::image(failure.image),
+            policy.fallback().unwrap_or_default(),
+            failure.error
         ));
     }
-    out
+    for failure in &resolution.failed {
+        decision.warnings.push(format!(
+            "image {} ignored for architecture selection: could not find its platforms ({})",
+            text::image(failure.image),
+            failure.error
+        ));
+    }
+    Ok(resolution)
 }

@@ -285,7 +285,7 @@ pub enum Outcome {
     /// Not a Pod or a workload with a pod template.
     Skipped(String),
     Decided {
-        decision: Decision,
+        decision: Box<Decision>,
         /// The patch against the file's object (pod template paths prefixed for workloads).
         patch: Vec<Op>,
         /// A note on how the object's pods differ from the template (DaemonSet).
@@ -376,7 +376,7 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
         let decision = admission.debug_decision(pod, None, namespace).await;
         return explained(
             Outcome::Decided {
-                decision,
+                decision: Box::new(decision),
                 patch: Vec::new(),
                 note: Some(DEBUG_NOTE),
             },
@@ -391,7 +391,7 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
     };
     explained(
         Outcome::Decided {
-            decision,
+            decision: Box::new(decision),
             patch,
             note,
         },
@@ -458,13 +458,7 @@ impl Explained {
     pub fn denied(&self) -> bool {
         matches!(
             &self.outcome,
-            Outcome::Decided {
-                decision: Decision {
-                    verdict: Verdict::Deny { .. },
-                    ..
-                },
-                ..
-            }
+            Outcome::Decided { decision, .. } if matches!(decision.verdict, Verdict::Deny { .. })
         )
     }
 

@@ -149,14 +149,10 @@ pub fn gated(pod: &Value) -> Decision {
     let mut patch = PatchBuilder::new(pod);
     patch.append(&["spec", "schedulingGates"], json!({"name": GATE}));
     patch.set(&["metadata", "labels", GATE_LABEL], json!(GATED));
-    Decision {
-        verdict: Verdict::Patch {
-            common: Vec::new(),
-            ops: patch.finish(),
-        },
-        warnings: Vec::new(),
-        signals: Vec::new(),
-    }
+    Decision::new(Verdict::Patch {
+        common: Vec::new(),
+        ops: patch.finish(),
+    })
 }
 
 impl Admission {
