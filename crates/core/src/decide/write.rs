@@ -31,13 +31,8 @@ pub(crate) fn untouched(
 ) -> Decision {
     decision.signals.push(Signal::Skipped { reason });
     let mut patch = PatchBuilder::new(plan.pod);
-    match_node_labels(
-        &mut patch,
-        plan.view,
-        policy,
-        &BTreeSet::new(),
-        &mut decision,
-    );
+    let written = pinned_node_labels(&mut patch, plan.view, policy, may_run_on);
+    match_node_labels(&mut patch, plan.view, policy, &written, &mut decision);
     tolerations::add(&mut patch, policy, may_run_on);
     decision.verdict = if patch.is_empty() {
         Verdict::Unchanged { reason }
@@ -48,6 +43,34 @@ pub(crate) fn untouched(
         }
     };
     decision
+}
+
+/// Step 9 for a pod that may run on exactly one arch without our arch constraint: that arch's
+/// node labels go into `nodeSelector` (ANDed with the pod's own terms), keys the pod sets kept.
+/// With several archs they would need one term per arch, which means rewriting the user's own
+/// terms: not done.
+fn pinned_node_labels<'p>(
+    patch: &mut PatchBuilder<'_>,
+    pod: PodView<'_>,
+    policy: &'p Policy,
+    may_run_on: &BTreeSet<&str>,
+) -> BTreeSet<&'p str> {
+    let mut written = BTreeSet::new();
+    let mut archs = may_run_on.iter();
+    let (Some(arch), None) = (archs.next(), archs.next()) else {
+        return written;
+    };
+    let Some(settings) = policy.architectures.get(*arch) else {
+        return written;
+    };
+    for (key, value) in &settings.node_labels {
+        if key.is_empty() || pod.node_selector_has(key) {
+            continue;
+        }
+        patch.set(&path(&[&NODE_SELECTOR, &[key.as_str()]]), json!(value));
+        written.insert(key.as_str());
+    }
+    written
 }
 
 /// Step 8: each configured key present in the pod labels goes into `nodeSelector`, unless the
