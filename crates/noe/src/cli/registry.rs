@@ -316,6 +316,8 @@ impl RegistryArgs {
             private_registries: non_empty(&self.private_registries),
             hosts: None,
             platform_overrides,
+            // The sources' own, set where they are built.
+            credentials_generation: None,
         };
         let sources = SourcesConfig {
             docker_config_paths: self.docker_config_paths_setting(),
