@@ -253,14 +253,10 @@ impl PlatformCache {
     /// hit when found (a miss is counted by [`PlatformCache::get_or_load`]).
     pub fn fresh(&self, image: &str, scope: Option<Scope>) -> Option<Entry> {
         let now = Instant::now();
-        let keys = [
-            Some(Key::new(image, None)),
-            scope.map(|s| Key::new(image, Some(s))),
-        ];
-        let entry = keys
-            .into_iter()
-            .flatten()
-            .find_map(|key| self.ok.get(&key).filter(|c| self.is_fresh(c, now)))?
+        // The scoped key is hashed only when the global one has no fresh answer.
+        let get = |key: Key| self.ok.get(&key).filter(|c| self.is_fresh(c, now));
+        let entry = get(Key::new(image, None))
+            .or_else(|| scope.and_then(|s| get(Key::new(image, Some(s)))))?
             .entry;
         self.metrics.cache_requests.inc();
         self.outcomes.hit.inc();
