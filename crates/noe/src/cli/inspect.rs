@@ -126,7 +126,10 @@ pub async fn run(config: config::Inspect) -> ExitCode {
     let hosts = Hosts::default();
     let progress = Progress::new(images.len(), "images");
     let mut answers = futures::stream::iter(&images)
-        .map(|image| inspect(&app, &hosts, image, fetch.then_some(&want)))
+        .map(|image| {
+            let fetch = fetch.then_some(&want);
+            inspect(&app, &hosts, image, fetch, show.asks_registry())
+        })
         .buffered(CONCURRENCY);
     let mut failed = false;
     let mut stdout = std::io::stdout().lock();
@@ -209,15 +212,16 @@ impl Hosts {
 }
 
 /// Resolves one image: an override, or the registry (failing at once when its host already
-/// timed out in this run); with `fetch`, its manifest is fetched for inspection. The flags that
-/// look at what the registry serves ask it even for an image an override answers.
+/// timed out in this run); with `fetch`, its manifest is fetched for inspection.
+/// `registry_only` (the flags that look at what the registry serves) asks it even for an image
+/// an override answers.
 async fn inspect<'a>(
     app: &App,
     hosts: &Hosts,
     image: &'a str,
     fetch: Option<&Want>,
+    registry_only: bool,
 ) -> (&'a str, Result<Found, Failure>) {
-    let registry_only = fetch.is_some_and(|want| *want != Want::default());
     // A reference that does not parse fails below, with the usual message.
     if !registry_only {
         if let Ok(Some(found)) = app.platform_override(image).await {

@@ -152,6 +152,25 @@ async fn raw_child_digests_and_digest_alone() {
     );
     let (code, _, stderr) = noe(&inspect(&h, &["--digest", "--raw", &index.reference()])).await;
     assert_eq!(code, 2, "{stderr}");
+
+    // An override answers plain inspect (as it answers the webhook), but these flags ask the
+    // registry what it serves.
+    let overrides = h.cert_dir.path().join("overrides.yaml");
+    std::fs::write(
+        &overrides,
+        format!(
+            "- images: [\"{}\"]\n  platforms: [\"linux/riscv64\"]\n",
+            index.reference()
+        ),
+    )
+    .unwrap();
+    let flag = format!("--platform-overrides={}", overrides.display());
+    let (code, stdout, stderr) = noe(&inspect(&h, &[&flag, &index.reference()])).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("override:"), "{stdout}");
+    let (code, stdout, stderr) = noe(&inspect(&h, &[&flag, "--digest", &index.reference()])).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, format!("{}\n", index.digest));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
