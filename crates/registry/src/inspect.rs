@@ -33,6 +33,10 @@ pub struct Want {
     pub platform: Option<PlatformSpec>,
     /// Fetch the selected image's config blob (always done with `platform`).
     pub config: bool,
+    /// Only the digest is wanted: without `platform`, a `HEAD` of the manifest answers when
+    /// the registry names the digest (no registry counts a HEAD as a pull), and the
+    /// [`Inspection`] then carries the digest alone ([`Inspection::digest_only`]).
+    pub digest_only: bool,
 }
 
 /// A platform as `--platform` names it: `os/arch[/variant][:os.version]` (the syntax of crane's
@@ -417,6 +421,9 @@ pub struct Inspection {
     pub config_digest: Option<String>,
     /// With [`Want::platform`] or [`Want::config`].
     pub pick: Option<Pick>,
+    /// A `HEAD` answered [`Want::digest_only`]: the digest is known, nothing else (no body, no
+    /// platforms, no media type).
+    pub digest_only: bool,
 }
 
 #[cfg(test)]

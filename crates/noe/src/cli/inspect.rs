@@ -115,6 +115,7 @@ pub async fn run(config: config::Inspect) -> ExitCode {
     let want = Want {
         platform: show.platform.clone(),
         config: show.config,
+        digest_only: show.digest,
     };
     let app = match App::build(registry).await {
         Ok(app) => app,

@@ -120,13 +120,15 @@ async fn raw_child_digests_and_digest_alone() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--raw"), "{stderr}");
 
-    // --digest, like `crane digest`, and with --platform the child's.
+    // --digest, like `crane digest`: a HEAD answers (no registry counts it as a pull); with
+    // --platform, the child's.
     let arm64 = entries
         .iter()
         .find(|e| e["platform"]["architecture"] == "arm64")
         .unwrap()["digest"]
         .as_str()
         .unwrap();
+    h.registry.reset_requests();
     let (code, stdout, stderr) = noe(&inspect(
         &h,
         &["--digest", &index.reference(), &single.reference()],
@@ -134,6 +136,14 @@ async fn raw_child_digests_and_digest_alone() {
     .await;
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout, format!("{}\n{}\n", index.digest, single.digest));
+    let manifest_requests: Vec<String> = h
+        .registry
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/manifests/"))
+        .map(|r| r.method)
+        .collect();
+    assert_eq!(manifest_requests, ["HEAD", "HEAD"]);
     let (code, stdout, stderr) = noe(&inspect(
         &h,
         &[

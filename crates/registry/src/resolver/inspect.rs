@@ -165,6 +165,41 @@ impl Resolver {
             session,
         };
         let resolved = request.resolved;
+        let want = request.want;
+        let mut fetched_as = resolved.clone();
+        if let Some(host) = mirror {
+            fetched_as.registry = host.to_owned();
+        }
+        let used = || {
+            session
+                .candidate
+                .filter(|_| session.used.load(Ordering::Relaxed))
+        };
+        if want.digest_only && want.platform.is_none() {
+            if let Some(digest) = fetcher.head(resolved.object()).await? {
+                return Ok(Inspection {
+                    resolution: Resolution {
+                        image: request.reference.to_string(),
+                        resolved: fetched_as.to_string(),
+                        digest: digest.clone(),
+                        media_type: String::new(),
+                        credential_source: used().map(|c| c.source.clone()),
+                        platforms: Vec::new(),
+                        answered_by: Answered::Head,
+                    },
+                    manifest: Served {
+                        media_type: String::new(),
+                        digest,
+                        raw: bytes::Bytes::new(),
+                    },
+                    children: Vec::new(),
+                    children_total: 0,
+                    config_digest: None,
+                    pick: None,
+                    digest_only: true,
+                });
+            }
+        }
         let response = fetcher.manifest(resolved.object()).await?;
         let (media_type, parsed) = fetcher.parse(&response)?;
         let top = Served {
@@ -176,7 +211,6 @@ impl Resolver {
         let mut children_total = 0;
         let mut config_digest = None;
         let mut pick = None;
-        let want = request.want;
         let platforms = match &parsed {
             Parsed::Index(entries) => {
                 (children, children_total) = inspect::children(entries);
@@ -232,20 +266,13 @@ impl Resolver {
                 Vec::new()
             }
         };
-        let used = session
-            .candidate
-            .filter(|_| session.used.load(Ordering::Relaxed));
-        let mut fetched_as = resolved.clone();
-        if let Some(host) = mirror {
-            fetched_as.registry = host.to_owned();
-        }
         Ok(Inspection {
             resolution: Resolution {
                 image: request.reference.to_string(),
                 resolved: fetched_as.to_string(),
                 digest: top.digest.clone(),
                 media_type,
-                credential_source: used.map(|c| c.source.clone()),
+                credential_source: used().map(|c| c.source.clone()),
                 platforms,
                 answered_by: Answered::Get,
             },
@@ -254,6 +281,7 @@ impl Resolver {
             children_total,
             config_digest,
             pick,
+            digest_only: false,
         })
     }
 }
