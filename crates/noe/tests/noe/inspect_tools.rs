@@ -306,6 +306,17 @@ async fn platform_selects_a_child_and_its_config() {
     assert_eq!(code, 1);
     assert!(stderr.contains("available: linux/arm64"), "{stderr}");
 
+    // A platform inside a nested index: the error says how to reach it.
+    let nested = &h.fixtures.nested_index;
+    let (code, _, stderr) = noe(&inspect(
+        &h,
+        &["--platform=linux/arm64", &nested.reference()],
+    ))
+    .await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("is in a nested index"), "{stderr}");
+    assert!(stderr.contains("available: linux/ppc64le"), "{stderr}");
+
     // A malformed --platform is refused by the command line.
     let (code, _, stderr) = noe(&inspect(&h, &["--platform=arm64", &single.reference()])).await;
     assert_eq!(code, 2, "{stderr}");

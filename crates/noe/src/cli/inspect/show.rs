@@ -35,7 +35,18 @@ pub(super) fn picked(
     } else {
         format!("available: {}", listed.join(" "))
     };
+    let nested = want.platform.as_ref().is_some_and(|spec| {
+        inspection
+            .resolution
+            .platforms
+            .iter()
+            .any(|p| spec.matches(p))
+            && !available.iter().any(|p| spec.matches(p))
+    });
     let message = match &want.platform {
+        Some(spec) if nested => format!(
+            "{image}: {spec} is in a nested index or an entry without a platform: inspect that entry by digest (REPOSITORY@sha256:..., listed under manifests) with --platform ({there})"
+        ),
         Some(spec) => format!("{image}: no platform {spec} ({there})"),
         None => format!("{image} is an index: --config needs --platform ({there})"),
     };
