@@ -47,21 +47,19 @@ fn common<'a>(resolved: &[Resolved<'a>]) -> Option<BTreeSet<&'a str>> {
     Some(common)
 }
 
-/// `app:1 [linux/amd64], sidecar:2 [linux/s390x]`: each image with the platforms it really has.
-fn describe(resolved: &[Resolved<'_>], policy: &Policy) -> String {
-    text::list(resolved.iter().map(|r| {
+/// Step 6's denial: each image with the platforms it really has (`app:1 [linux/amd64],
+/// sidecar:2 [linux/s390x]`), then ` (pod OS: linux)` and ` (schedulable: amd64, arm64)` when
+/// they explain it.
+fn no_common_message(resolved: &[Resolved<'_>], os: &str, policy: &Policy) -> String {
+    let images = text::list(resolved.iter().map(|r| {
         if r.assumed {
             let fallback = policy.fallback().unwrap_or_default();
             format!("{} [assumed {fallback}]", text::image(r.image))
         } else {
             text::image_platforms(r.image, r.platforms)
         }
-    }))
-}
-
-/// ` (pod OS: linux)` and ` (schedulable: amd64, arm64)` when they explain a denial.
-fn context(resolved: &[Resolved<'_>], os: &str, policy: &Policy) -> String {
-    let mut out = String::new();
+    }));
+    let mut out = format!("no architecture is supported by every container: {images}");
     if resolved.iter().any(|r| r.other_os) {
         out.push_str(&format!(" (pod OS: {})", text::truncate(os, 64)));
     }
@@ -107,11 +105,7 @@ pub(crate) fn place<'a, 'p>(
         });
     };
     if common.is_empty() {
-        let message = format!(
-            "no architecture is supported by every container: {}{}",
-            describe(&resolution.resolved, policy),
-            context(&resolution.resolved, plan.os, policy)
-        );
+        let message = no_common_message(&resolution.resolved, plan.os, policy);
         return Err(Verdict::deny(DenyReason::NoCommonArch, message));
     }
     let windows = if plan.os == windows::WINDOWS && !analysis.windows_build_pinned {
