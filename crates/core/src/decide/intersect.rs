@@ -8,11 +8,14 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::outcome::{Decision, DenyReason, Signal, SkipReason};
+use super::outcome::{SkipReason as Reason, Verdict};
+use super::policy::{OnContradiction, Policy};
 use super::read::{Analysis, Arch, Plan};
 use super::summary::Constraint;
 use super::support::{Resolution, Resolved};
-use super::{text, windows, Decision, DenyReason, OnContradiction, Policy, Signal, SkipReason};
-use super::{SkipReason as Reason, Verdict};
+use super::text;
+use super::windows;
 
 /// Where the pod may go, before anything is written.
 #[derive(Debug)]

@@ -6,12 +6,17 @@ use std::collections::BTreeSet;
 
 use crate::Platform;
 
+use super::outcome::{Decision, DenyReason, Signal, SkipReason, Verdict};
 use super::pod::ImageKind;
+use super::policy::{OnLookupError, Policy};
 use super::read::{Arch, Plan};
 use super::summary::{ImageSummary, ImageSupport};
-use super::{
-    text, Decision, DenyReason, Lookups, OnLookupError, Policy, Signal, SkipReason, Verdict,
-};
+use super::text;
+
+/// The platforms of each image (keyed by the reference as written in the pod), or why they could
+/// not be found. An image of [`Plan::images`] missing from the map counts as a failed lookup.
+pub type Lookups =
+    std::collections::BTreeMap<String, Result<std::sync::Arc<[crate::Platform]>, String>>;
 
 /// The error of a container image whose registry lists no platform: noe-rs never assumes amd64.
 pub(crate) const NO_PLATFORM: &str = "the registry lists no platform for it";
