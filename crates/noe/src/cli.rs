@@ -10,6 +10,7 @@
 pub mod controller;
 pub mod explain;
 pub mod go_flags;
+pub mod hosts;
 pub mod inspect;
 pub mod kube;
 pub mod logging;

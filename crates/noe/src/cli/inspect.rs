@@ -10,7 +10,6 @@
 pub mod progress;
 mod show;
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,6 +20,7 @@ use noe_registry::inspect::{Inspection, PlatformSpec, Want};
 use noe_registry::Resolution;
 use noe_webhook::resolve::one_line;
 
+use super::hosts::Hosts;
 use crate::app::{App, Overridden};
 use crate::cli::parse::ConfigError;
 use crate::config::{self, InspectShow, Output};
@@ -96,10 +96,6 @@ impl InspectArgs {
 
 /// Images resolved at the same time.
 const CONCURRENCY: usize = 8;
-/// Images of one registry host resolved at the same time: after a host's first timeout, the
-/// images of that host not yet started fail at once instead of each waiting the timeout.
-const PER_HOST: usize = 2;
-
 /// Prints each image's resolution, in the order given, resolving them concurrently; exit 1 (one
 /// line per failure on stderr, and with `-o json` a record with `error`) when any image cannot
 /// be resolved, 2 when the registry configuration cannot be used.
@@ -162,54 +158,6 @@ enum Found {
 struct Failure {
     kind: &'static str,
     message: String,
-}
-
-/// The registry hosts of this run that timed out, and how many lookups each has running.
-#[derive(Default)]
-struct Hosts {
-    state: std::sync::Mutex<HashMap<String, HostState>>,
-    changed: tokio::sync::Notify,
-}
-
-#[derive(Default)]
-struct HostState {
-    running: usize,
-    /// The first timeout's message, once the host timed out.
-    timed_out: Option<String>,
-}
-
-impl Hosts {
-    /// Waits for a slot at `host`; `Err` with the first timeout's message once it timed out.
-    async fn enter(&self, host: &str) -> Result<(), String> {
-        loop {
-            let changed = self.changed.notified();
-            {
-                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                let entry = state.entry(host.to_owned()).or_default();
-                if let Some(message) = &entry.timed_out {
-                    return Err(message.clone());
-                }
-                if entry.running < PER_HOST {
-                    entry.running = entry.running.saturating_add(1);
-                    return Ok(());
-                }
-            }
-            changed.await;
-        }
-    }
-
-    /// Gives the slot back; `timeout` marks the host as timed out.
-    fn leave(&self, host: &str, timeout: Option<&str>) {
-        {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            let entry = state.entry(host.to_owned()).or_default();
-            entry.running = entry.running.saturating_sub(1);
-            if let (None, Some(message)) = (&entry.timed_out, timeout) {
-                entry.timed_out = Some(message.to_owned());
-            }
-        }
-        self.changed.notify_waiters();
-    }
 }
 
 /// Resolves one image: an override, or the registry (failing at once when its host already
