@@ -18,5 +18,6 @@ mod noe {
     mod explain_hosts;
     mod fault_sigterm;
     mod harness;
+    mod inspect_tools;
     mod process;
 }
