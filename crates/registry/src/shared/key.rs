@@ -1,7 +1,9 @@
 //! The install's key file (`--shared-cache-key-file`): any bytes (a raw binary key as well as
 //! text), at most [`MAX_KEY_FILE_BYTES`], trailing newlines dropped. Only a regular file is read
 //! (a FIFO or a device would block start-up or never end); a weak key or one that other users
-//! may read is accepted with a warning ([`warnings`]), said when the shared cache starts.
+//! may read is accepted with a warning ([`warnings`]), said when the shared cache starts. The
+//! password file (`--shared-cache-password-file`) is read the same way ([`read_password_file`]),
+//! and must be UTF-8.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ pub enum KeyFileError {
     NotAFile { path: PathBuf },
     #[error("{path} is longer than {MAX_KEY_FILE_BYTES} bytes", path = path.display())]
     TooLarge { path: PathBuf },
+    #[error("{path} is not UTF-8", path = path.display())]
+    NotUtf8 { path: PathBuf },
 }
 
 /// The key read from a file, and the file's permission bits.
@@ -42,6 +46,15 @@ impl std::fmt::Debug for KeyFile {
             .field("mode", &self.mode)
             .finish()
     }
+}
+
+/// Reads the password file like the key file (blocking, bounded to [`MAX_KEY_FILE_BYTES`],
+/// a regular file only, trailing newlines dropped); its text must be UTF-8.
+pub fn read_password_file(path: &Path) -> Result<String, KeyFileError> {
+    let read = read_key_file(path)?;
+    String::from_utf8(read.key).map_err(|_| KeyFileError::NotUtf8 {
+        path: path.to_owned(),
+    })
 }
 
 /// Reads the key file (blocking, bounded; never waits on a FIFO).
@@ -95,7 +108,10 @@ fn mode(_: &std::fs::Metadata) -> Option<u32> {
 }
 
 /// What is wrong with an accepted key (said as warnings): fewer than [`MIN_DISTINCT_BYTES`]
-/// distinct bytes, or a file that its group or other users may read.
+/// distinct bytes, or a file that any user may read. A group-readable file is not said: a
+/// Kubernetes Secret volume with `fsGroup` is always root-owned, in that group, mode 0440 (the
+/// kubelet adds group read), which is how a non-root pod reads a Secret no other user can; a
+/// warning there would be permanent noise that teaches operators to ignore it.
 pub fn warnings(key: &[u8], mode: Option<u32>) -> Vec<&'static str> {
     let mut seen = [false; 256];
     for &byte in key {
@@ -108,9 +124,9 @@ pub fn warnings(key: &[u8], mode: Option<u32>) -> Vec<&'static str> {
             "the shared cache key has fewer than 8 distinct bytes: anyone who guesses it can forge shared cache values (use 32 random bytes)",
         );
     }
-    if mode.is_some_and(|mode| mode & 0o077 != 0) {
+    if mode.is_some_and(|mode| mode & 0o007 != 0) {
         warnings.push(
-            "the shared cache key file may be read by its group or other users (mode 0400 keeps it to its owner)",
+            "the shared cache key file may be read by any user (mode 0400, or 0440 in a group of its own such as the chart's fsGroup, keeps it private)",
         );
     }
     warnings
@@ -137,10 +153,14 @@ mod tests {
             assert_eq!(said.len(), 1, "{weak:?}");
             assert!(said[0].contains("distinct"), "{said:?}");
         }
-        for open in [0o666, 0o644, 0o440] {
+        for open in [0o666, 0o644, 0o444, 0o404] {
             let said = warnings(&binary, Some(open));
             assert_eq!(said.len(), 1, "{open:o}");
-            assert!(said[0].contains("group or other"), "{said:?}");
+            assert!(said[0].contains("any user"), "{said:?}");
+        }
+        // A Secret volume with fsGroup: root-owned, group-readable, nobody else.
+        for private in [0o400, 0o600, 0o440, 0o640] {
+            assert!(warnings(&binary, Some(private)).is_empty(), "{private:o}");
         }
         #[cfg(unix)]
         {
@@ -173,5 +193,25 @@ mod tests {
         // Without the file type check, this would block until a writer opened the FIFO.
         let error = read_key_file(&path).unwrap_err();
         assert!(error.to_string().contains("not a regular file"), "{error}");
+        let error = read_password_file(&path).unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+    }
+
+    #[test]
+    fn a_password_file_is_bounded_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("password");
+        std::fs::write(&path, "s3cret\n").unwrap();
+        assert_eq!(read_password_file(&path).unwrap(), "s3cret");
+        std::fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(matches!(
+            read_password_file(&path),
+            Err(KeyFileError::NotUtf8 { .. })
+        ));
+        std::fs::write(&path, vec![b'p'; 4097]).unwrap();
+        assert!(matches!(
+            read_password_file(&path),
+            Err(KeyFileError::TooLarge { .. })
+        ));
     }
 }
