@@ -101,19 +101,10 @@ fn lookup_errors(decision: &Decision) -> Vec<LookupError> {
 impl Explanation {
     /// An object that is not decided, and why.
     pub fn skipped(object: &Value, reason: String) -> Self {
-        let text = |pointer: &str| {
-            object
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
-        let kind = text("/kind");
-        let namespace = Some(text("/metadata/namespace"))
-            .filter(|ns| !ns.is_empty())
-            .unwrap_or("default");
+        let (kind, namespace, name) = crate::workload::identity(object);
         Self {
             kind: kind.to_owned(),
-            name: shown_name(kind, namespace, text("/metadata/name")),
+            name: shown_name(kind, namespace, name),
             outcome: Outcome::Skipped(reason),
             notes: Vec::new(),
             lookup_errors: Vec::new(),

@@ -36,21 +36,27 @@ pub enum NoPod {
     NoTemplate { kind: String, template: String },
 }
 
-/// The pod `object` stands for.
-pub fn pod_of(object: &Value) -> Result<PodOf<'_>, NoPod> {
+/// An object's `kind`, `metadata.namespace` (`default` when absent or empty) and
+/// `metadata.name` (else `metadata.generateName`, else empty).
+pub fn identity(object: &Value) -> (&str, &str, &str) {
     let text = |pointer: &str| {
         object
             .pointer(pointer)
             .and_then(Value::as_str)
             .unwrap_or_default()
     };
-    let kind = text("/kind");
     let namespace = Some(text("/metadata/namespace"))
         .filter(|ns| !ns.is_empty())
         .unwrap_or("default");
     let name = Some(text("/metadata/name"))
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| text("/metadata/generateName"));
+    (text("/kind"), namespace, name)
+}
+
+/// The pod `object` stands for.
+pub fn pod_of(object: &Value) -> Result<PodOf<'_>, NoPod> {
+    let (kind, namespace, name) = identity(object);
     let template = pod_template_pointer(kind).ok_or_else(|| NoPod::Kind(kind.to_owned()))?;
     let pod = object
         .pointer(template.as_str())

@@ -20,7 +20,7 @@ use crate::facts::{FactRequest, FactSource};
 use crate::metrics::{outcome, Metrics};
 use crate::resolve::pull_secrets::image_pull_secret_names;
 use crate::resolve::Resolve;
-use noe_core::decide::{self, Decision, Policy};
+use noe_core::decide::{self, Decision, Lookups, Policy};
 use report::Scope;
 use review::Answer;
 
@@ -124,6 +124,13 @@ impl Admission {
         self.decide(pod, &Scope::detached(namespace)).await
     }
 
+    /// [`Admission::decision`], with the lookups of some images already known (`noe explain`:
+    /// the images of a registry host that timed out earlier in the run are not tried again).
+    pub async fn decision_with(&self, pod: &Value, namespace: &str, known: Lookups) -> Decision {
+        self.decide_known(pod, &Scope::detached(namespace), known)
+            .await
+    }
+
     /// What the debug containers `pod` has and `old` had not would meet on the pod's node,
     /// outside any review (`noe explain`).
     pub async fn debug_decision(
@@ -140,9 +147,17 @@ impl Admission {
     /// span, so registry logs name the pod. The namespace is asked about alongside, only when
     /// its preference may decide.
     async fn decide(&self, pod: &Value, scope: &Scope<'_>) -> Decision {
+        self.decide_known(pod, scope, Lookups::new()).await
+    }
+
+    /// [`Admission::decide`] with the images of `known` not looked up (their results taken).
+    async fn decide_known(&self, pod: &Value, scope: &Scope<'_>, known: Lookups) -> Decision {
         use tracing::Instrument as _;
         let plan = decide::plan(pod, &self.policy);
-        let images: Vec<&str> = plan.images().collect();
+        let images: Vec<&str> = plan
+            .images()
+            .filter(|image| !known.contains_key(*image))
+            .collect();
         let secrets = pod
             .get("spec")
             .map(image_pull_secret_names)
@@ -176,7 +191,9 @@ impl Admission {
         .await;
         report::resolved(&self.metrics, scope, &resolved);
         let facts = facts.unwrap_or_default();
-        decide::decide(&plan, &resolved.lookups, &facts, &self.policy)
+        let mut lookups = resolved.lookups;
+        lookups.extend(known);
+        decide::decide(&plan, &lookups, &facts, &self.policy)
     }
 
     /// Debug containers added to a running pod (step 3): their images are looked up alongside

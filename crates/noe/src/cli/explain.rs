@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use futures::StreamExt;
-use noe_core::decide::PREFERRED_LABEL;
+use noe_core::decide::{Lookups, PREFERRED_LABEL};
 use noe_core::explain::Explanation;
 use noe_core::workload;
 use noe_webhook::admission::Admission;
@@ -28,6 +28,7 @@ use noe_webhook::resolve::one_line;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::hosts::Hosts;
 use super::inspect::progress::Progress;
 use crate::app::App;
 use crate::config::{self, Output};
@@ -195,10 +196,13 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
         )
         .map_err(|error| Error::Setup(one_line(&error)))?
         .with_facts(std::sync::Arc::new(facts.clone()));
+    let hosts = Hosts::default();
     let context = Context {
         admission: &admission,
         app: &app,
         facts: &facts,
+        hosts: &hosts,
+        deadline: admission_deadline,
     };
     let mut tally = Tally::default();
     let progress = Progress::new(objects.len(), "documents");
@@ -266,6 +270,10 @@ pub struct Context<'a> {
     pub admission: &'a Admission,
     pub app: &'a App,
     pub facts: &'a FileFacts,
+    /// The registry hosts of this run that timed out (their later images are not tried).
+    pub hosts: &'a Hosts,
+    /// `--admission-deadline`: how long an image's lookup may take.
+    pub deadline: std::time::Duration,
 }
 
 /// Decides for a Pod or the pod template of a workload, as the webhook would for its pods
@@ -312,7 +320,8 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explanation {
         let decision = admission.debug_decision(pod, None, namespace).await;
         Explanation::debug(&pod_of, decision)
     } else {
-        let decision = admission.decision(pod, namespace).await;
+        let known = looked_up(context, pod).await;
+        let decision = admission.decision_with(pod, namespace, known).await;
         Explanation::decided(&pod_of, decision)
     };
     explanation.notes = notes;
@@ -320,6 +329,39 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explanation {
         failure.error = with_plain_http_hint(&failure.image, &failure.error);
     }
     explanation
+}
+
+/// The images of `pod` looked up a few per registry host at a time ([`Hosts`]): those that
+/// failed, with their error, for the admission to take as they are; a host's images after its
+/// first timeout fail at once, not tried. The others are in the resolver's cache for the
+/// admission.
+async fn looked_up(context: &Context<'_>, pod: &Value) -> Lookups {
+    let app = context.app;
+    // What the admission looks up: containers, init containers and image volumes, each once.
+    let images: Vec<&str> = pod
+        .get("spec")
+        .map(noe_core::images::of_spec)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(image, _)| image)
+        .collect();
+    let lookups = images.into_iter().map(|image| async move {
+        // A platform override answers in the admission, before any registry.
+        if let Ok(Some(_)) = app.platform_override(image).await {
+            return None;
+        }
+        let host = app.resolver.target(image).ok().map(|t| t.registry);
+        let answer = context
+            .hosts
+            .run(host.as_deref(), context.deadline, app.resolve(image))
+            .await;
+        answer.err().map(|error| (image.to_owned(), Err(error)))
+    });
+    futures::future::join_all(lookups)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// A note per image of `pod` a `--platform-overrides` entry answers for.

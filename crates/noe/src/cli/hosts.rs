@@ -4,6 +4,11 @@
 
 use std::collections::HashMap;
 
+use noe_webhook::resolve::one_line;
+
+/// A lookup's failure when the admission deadline passed (the admission's own wording).
+const DEADLINE: &str = "deadline exceeded";
+
 /// Images of one registry host resolved at the same time: after a host's first timeout, the
 /// images of that host not yet started fail at once instead of each waiting the timeout.
 const PER_HOST: usize = 2;
@@ -53,5 +58,41 @@ impl Hosts {
             }
         }
         self.changed.notify_waiters();
+    }
+}
+
+impl Hosts {
+    /// Runs `lookup`, an image's lookup at `host` (`None`: a reference that does not parse, run
+    /// as it is), in one of the host's slots and within `deadline`; `Err` with the failure in one
+    /// line, or with why it was not tried once the host timed out earlier in this run. A timeout
+    /// (the registry's, or the deadline) marks the host.
+    pub async fn run<T>(
+        &self,
+        host: Option<&str>,
+        deadline: std::time::Duration,
+        lookup: impl std::future::Future<Output = Result<T, noe_registry::Error>>,
+    ) -> Result<T, String> {
+        let lookup = async {
+            match tokio::time::timeout(deadline, lookup).await {
+                Ok(Ok(answer)) => Ok(answer),
+                Ok(Err(error)) => Err((error.kind() == "timeout", one_line(&error))),
+                Err(_) => Err((true, DEADLINE.to_owned())),
+            }
+        };
+        let Some(host) = host else {
+            return lookup.await.map_err(|(_, message)| message);
+        };
+        if let Err(first) = self.enter(host).await {
+            return Err(format!(
+                "not tried: {host} timed out earlier in this run ({first})"
+            ));
+        }
+        let answer = lookup.await;
+        let timeout = match &answer {
+            Err((true, message)) => Some(message.as_str()),
+            _ => None,
+        };
+        self.leave(host, timeout);
+        answer.map_err(|(_, message)| message)
     }
 }
