@@ -125,6 +125,12 @@ args:
 - {{ printf "--lookup-mode=%s" .Values.lookupMode | quote }}
 - {{ printf "--hybrid-budget=%s" .Values.gate.hybridBudget | quote }}
 - {{ printf "--gate-max-attempts=%d" (int .Values.gate.maxAttempts) | quote }}
+{{- with (include "noe.labelSelector" (.Values.gate.namespaceSelector | default dict)) }}
+- {{ printf "--gate-namespace-selector=%s" . | quote }}
+{{- end }}
+{{- with (include "noe.labelSelector" (.Values.gate.objectSelector | default dict)) }}
+- {{ printf "--gate-object-selector=%s" . | quote }}
+{{- end }}
 {{- end }}
 {{- if $ctl.leaderElect }}
 - "--leader-elect=true"

@@ -32,7 +32,8 @@ KNOWN_FLAGS = {
     "leader-elect-identity", "leader-elect-lease-duration", "leader-elect-renew-deadline",
     "leader-elect-retry-period",
     # The lookup modes (gate, hybrid).
-    "lookup-mode", "hybrid-budget", "gate-max-attempts",
+    "lookup-mode", "hybrid-budget", "gate-max-attempts", "gate-namespace-selector",
+    "gate-object-selector",
     # The decision's features.
     "mode", "on-contradiction", "fallback-arch", "platform-overrides", "namespace-preference",
     "check-ephemeral-containers",
@@ -428,7 +429,7 @@ def controller_flags(f):
 def expected_cluster_rules(f, webhook_configuration=None):
     """The ClusterRole the controller and feature flags need (docs/configuration.md)."""
     rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
-    if f.get("namespace-preference") == ["true"]:
+    if f.get("namespace-preference") == ["true"] or (gating(f) and f.get("gate-namespace-selector")):
         rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]})
     remediate = f.get("remediate", ["off"])[0]
     taints = bool(f.get("taint-arches"))
@@ -872,9 +873,15 @@ def scenario_controllers_taints(r, release, namespace):
 def scenario_gate(r, release, namespace):
     f = flags(r)
     want = {"lookup-mode": ["hybrid"], "hybrid-budget": ["20ms"], "gate-max-attempts": ["3"],
-            "leader-elect": ["true"], "leader-elect-resource-name": [release]}
+            "leader-elect": ["true"], "leader-elect-resource-name": [release],
+            "gate-namespace-selector": ["team=shop,tier in (web,batch)"],
+            "gate-object-selector": ["!example.com/no-gate"]}
     for k, v in want.items():
         check(f"gate: --{k}={v[0]}", f.get(k) == v, str(f.get(k)))
+    rules = r.one("ClusterRole")["rules"]
+    check("gate: the namespace selector reads namespaces",
+          any(rule["resources"] == ["namespaces"] and rule["verbs"] == ["get"] for rule in rules),
+          str(rules))
     jobs = r.all("Job")
     check("gate: one pre-delete hook Job", len(jobs) == 1
           and jobs[0]["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete", str(jobs))

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use noe_controller::{Controllers, Deps, Leadership, NodeView};
+use noe_webhook::admission::gate::namespaces::NamespaceSelection;
 use noe_webhook::admission::gate::{ExemptNamespaces, GateSettings, LookupMode};
 use noe_webhook::facts::{ClusterFacts, NamespacePreferences, NodeGets};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
@@ -209,11 +210,23 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         if let Some(client) = &client_for_gate {
             gate::watch_webhook_namespaces(client.clone(), exempt.clone());
         }
+        let namespaces = match (&client_for_gate, &controllers.gate_namespace_selector) {
+            (_, selector) if selector.is_empty() => None,
+            (Some(client), selector) => Some(
+                NamespaceSelection::new(client.clone(), selector.clone())
+                    .with_error_counter(admission.metrics().fact_errors.clone()),
+            ),
+            (None, _) => anyhow::bail!(
+                "--gate-namespace-selector needs Kubernetes API access (in a pod, or --kubeconfig)"
+            ),
+        };
         admission = admission.with_gate(GateSettings {
             mode: controllers.lookup_mode,
             hybrid_budget: controllers.hybrid_budget,
             own_namespace: controllers.own_namespace.clone(),
             exempt,
+            object_selector: controllers.gate_object_selector.clone(),
+            namespaces,
         });
     }
     let limits = Limits {
