@@ -23,12 +23,9 @@ use crate::decide::{self, Decision, Verdict};
 use crate::patch::PatchBuilder;
 use crate::resolve::pull_secrets::image_pull_secret_names;
 
-/// The scheduling gate of pods whose images are being looked up.
-pub const GATE: &str = "arch.noe.adevinta.com/platforms";
-/// The pod label of gated pods (the gate controller watches `lookup=gated`).
-pub const GATE_LABEL: &str = "arch.noe.adevinta.com/lookup";
-/// [`GATE_LABEL`]'s value on a gated pod.
-pub const GATED: &str = "gated";
+/// The scheduling gate, the label of gated pods (the gate controller watches `lookup=gated`)
+/// and its value: one definition, beside the release that removes them.
+pub use noe_core::patch::release::{GATED, GATE_LABEL, SCHEDULING_GATE as GATE};
 /// The annotation of a mirror (static) pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// Background lookups started by admissions at once at most; past it a gated pod's images are

@@ -69,17 +69,9 @@ impl DecisionPlanner {
 }
 
 /// What the decision says of a gated pod, as the gate controller's plan.
-pub fn plan_of(pod: &Value, decision: noe_webhook::decide::Decision) -> Plan {
+pub fn plan_of(decision: noe_webhook::decide::Decision) -> Plan {
     match decision.verdict {
-        Verdict::Patch { ops, .. } => {
-            let mut desired = pod.clone();
-            match json_patch::patch(&mut desired, &ops) {
-                Ok(()) => Plan::Constrain { desired },
-                Err(error) => Plan::Unconstrained {
-                    note: Some(format!("the decision's patch does not apply: {error}")),
-                },
-            }
-        }
+        Verdict::Patch { ops, .. } => Plan::Constrain { ops },
         Verdict::Unchanged {
             reason: SkipReason::LookupFailed,
         } => Plan::Unconstrained {
@@ -112,7 +104,7 @@ impl GatePlanner for DecisionPlanner {
             } else {
                 &self.retrying
             };
-            plan_of(pod, admission.decision(pod, namespace).await)
+            plan_of(admission.decision(pod, namespace).await)
         })
     }
 }
