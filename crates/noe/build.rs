@@ -3,18 +3,18 @@
 //! `git` names for the source tree, else nothing (the metric then says `unknown`).
 //!
 //! Also marks the tests that replay the captured admission requests
-//! (`../shared/conformance/admission`, or `$NOE_CONFORMANCE_DIR/admission`) as ignored when that
-//! data is absent, with `cfg(noe_no_conformance)`: cargo cannot ignore a test at run time, and a
-//! test that returned early would report ok for testing nothing. With the data present they run
-//! (`.ci/run`).
+//! (`../shared/conformance/admission`) as ignored when that data is absent
+//! (`crates/build/conformance.rs`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+include!("../build/conformance.rs");
 
 const VAR: &str = "NOE_BUILD_REVISION";
 
 fn main() {
-    conformance();
+    conformance("admission");
     println!("cargo:rerun-if-env-changed={VAR}");
     let revision = match std::env::var(VAR) {
         Ok(set) => Some(set),
@@ -60,27 +60,4 @@ fn valid(revision: &str) -> bool {
         && revision
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
-}
-
-/// `cfg(noe_no_conformance)` when the captured admission requests are absent.
-fn conformance() {
-    println!("cargo::rustc-check-cfg=cfg(noe_no_conformance)");
-    println!("cargo::rerun-if-env-changed=NOE_CONFORMANCE_DIR");
-    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    let shared = manifest.join("../../../shared");
-    let dir = std::env::var_os("NOE_CONFORMANCE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| shared.join("conformance"));
-    let data = dir.join("admission");
-    // Watched so the cfg follows the data appearing or going (a path that does not exist would
-    // rerun this script at every build).
-    let watched = [data.as_path(), dir.as_path(), shared.as_path()]
-        .into_iter()
-        .find(|path| path.is_dir());
-    if let Some(watched) = watched {
-        println!("cargo::rerun-if-changed={}", watched.display());
-    }
-    if !data.is_dir() {
-        println!("cargo::rustc-cfg=noe_no_conformance");
-    }
 }

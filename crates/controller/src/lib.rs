@@ -31,6 +31,7 @@ mod config;
 mod context;
 mod error;
 pub mod gate;
+mod jitter;
 mod leader;
 mod metrics;
 mod nodes;

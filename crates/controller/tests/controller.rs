@@ -5,5 +5,6 @@
 mod controller {
     mod e2e;
     mod gate;
+    mod limits;
     mod tables;
 }

@@ -6,38 +6,56 @@
 //! The admission reads the pod once with [`plan`], looks up [`Plan::images`], gathers [`Facts`],
 //! then calls [`decide`]. Debug containers added to a running pod are checked by
 //! [`check_ephemeral`].
+//!
+//! [`decide`] is one pass of steps, one module each, in the order they run; each takes the
+//! previous one's output, and one that settles the pod (a denial, a pod that fails open) ends
+//! the pass with its verdict:
+//! 1. the pod, read once ([`read`], [`plan`]): skipped or not, its arch constraint, images, OS;
+//! 2. what each image supports, failed lookups under `--on-lookup-error` ([`support`]);
+//! 3. the common set, and where that leaves the pod ([`intersect`]);
+//! 4. the preferred arch, pinned or soft ([`prefer`]);
+//! 5. the arch constraint written into the patch ([`constrain`]);
+//! 6. matchNodeLabels ([`labels`]);
+//! 7. the tolerations of the archs the pod may run on ([`tolerations`]);
+//! 8. the platforms annotation, and the verdict ([`annotate`]);
+//! 9. in audit mode, the verdict reported instead of applied ([`audit`]).
+//!
+//! Each step also fills its part of the decision's [`Summary`].
 
+mod annotate;
 mod architectures;
 mod audit;
 mod cluster;
+mod constrain;
 mod ephemeral;
 mod facts;
+mod intersect;
+mod labels;
 mod outcome;
-mod plan;
-mod platforms;
 mod pod;
 mod policy;
+mod prefer;
+mod read;
+mod summary;
+mod support;
 mod terms;
 mod text;
 mod tolerations;
 mod windows;
-mod write;
-
-use std::collections::BTreeSet;
 
 pub use crate::images::ephemeral as ephemeral_images;
 pub use architectures::{ArchSettings, Architectures};
 pub use ephemeral::check_ephemeral;
 pub use facts::{Facts, NodeFacts};
 pub use outcome::{selector, Decision, DenyReason, Signal, SkipReason, Verdict};
-pub use plan::{plan, Plan};
 pub use policy::{
     Mode, OnContradiction, OnLookupError, Policy, PolicyError, PreferenceMode, Weight,
 };
+pub use read::{plan, Plan};
+pub use summary::{Constraint, ImageSummary, ImageSupport, Summary};
 pub use text::{MAX_MESSAGE_CHARS, MAX_WARNINGS_CHARS, MAX_WARNING_CHARS};
 
-use plan::{Analysis, Arch, Pins};
-use platforms::Resolution;
+use crate::patch::PatchBuilder;
 
 /// Pod label: `"true"` leaves the pod alone.
 pub const SKIP_LABEL: &str = "arch.noe.adevinta.com/skip";
@@ -69,7 +87,12 @@ pub type Lookups =
 pub fn decide(plan: &Plan<'_>, lookups: &Lookups, facts: &Facts, policy: &Policy) -> Decision {
     let policy = cluster::effective(policy, facts);
     let policy = policy.as_ref();
-    let mut decision = enforce(plan, lookups, facts, policy);
+    let mut decision = Decision::new(Verdict::Unchanged {
+        reason: SkipReason::NoImages,
+    });
+    decision.verdict = match pass(plan, lookups, facts, policy, &mut decision) {
+        Ok(verdict) | Err(verdict) => verdict,
+    };
     if policy.mode == Mode::Audit {
         decision = audit::audit(plan.pod, decision);
     }
@@ -77,215 +100,24 @@ pub fn decide(plan: &Plan<'_>, lookups: &Lookups, facts: &Facts, policy: &Policy
     decision
 }
 
-fn unchanged(reason: SkipReason) -> Decision {
-    Decision {
-        verdict: Verdict::Unchanged { reason },
-        warnings: Vec::new(),
-        signals: vec![Signal::Skipped { reason }],
-    }
-}
-
-fn deny(mut decision: Decision, reason: DenyReason, message: String) -> Decision {
-    decision.verdict = Verdict::Deny {
-        code: DENY_CODE,
-        reason,
-        message: text::message(message),
-    };
-    decision
-}
-
-fn enforce(plan: &Plan<'_>, lookups: &Lookups, facts: &Facts, policy: &Policy) -> Decision {
+/// The steps, in order; `Err` is the verdict of a step that settled the pod.
+fn pass(
+    plan: &Plan<'_>,
+    lookups: &Lookups,
+    facts: &Facts,
+    policy: &Policy,
+    decision: &mut Decision,
+) -> Result<Verdict, Verdict> {
     if let Some(reason) = plan.skip {
-        return unchanged(reason);
+        decision.signals.push(Signal::Skipped { reason });
+        return Err(Verdict::Unchanged { reason });
     }
-    let decision = Decision {
-        verdict: Verdict::Unchanged {
-            reason: SkipReason::NoImages,
-        },
-        warnings: Vec::new(),
-        signals: Vec::new(),
-    };
-    match &plan.arch {
-        Arch::User { reason, pins } => {
-            pinned(plan, lookups, facts, policy, *reason, pins, decision)
-        }
-        Arch::Decide(analysis) => ours(plan, analysis, lookups, facts, policy, decision),
-    }
-}
-
-/// Step 2 (the pod constrains its arch itself) with steps 6b, 8 and 9: the images are checked
-/// against the pod's own constraint, failed lookups only counted.
-fn pinned(
-    plan: &Plan<'_>,
-    lookups: &Lookups,
-    facts: &Facts,
-    policy: &Policy,
-    reason: SkipReason,
-    pins: &Pins<'_>,
-    mut decision: Decision,
-) -> Decision {
-    let resolution = platforms::resolve(&plan.images, lookups, plan.os, policy);
-    count_failures(&resolution, &mut decision);
-    let common = platforms::common(&resolution.resolved);
-    if let Some(common) = &common {
-        if !common.iter().any(|a| pins.admits(a)) {
-            decision.signals.push(Signal::Contradiction);
-            let images = |r: &&platforms::Resolved<'_>| text::image_platforms(r.image, r.platforms);
-            if policy.on_contradiction == policy::OnContradiction::Deny {
-                let listed = text::list(resolution.resolved.iter().map(|r| images(&r)));
-                let message = format!(
-                    "no architecture this pod selects is supported by every image: {listed}"
-                );
-                return deny(decision, DenyReason::Contradiction, message);
-            }
-            let alone: Vec<String> = resolution
-                .resolved
-                .iter()
-                .filter(|r| !r.usable.iter().any(|a| pins.admits(a)))
-                .map(|r| images(&r))
-                .collect();
-            if alone.is_empty() {
-                let listed = text::list(resolution.resolved.iter().map(|r| images(&r)));
-                decision.warnings.push(format!(
-                    "no architecture this pod selects is supported by every image: {listed}"
-                ));
-            }
-            for image in alone {
-                decision.warnings.push(format!(
-                    "image {image} cannot run on the architectures this pod selects"
-                ));
-            }
-        }
-    }
-    // Step 9: the pinned archs the images are known to support; without resolved images, the
-    // archs the pod names (configured ones only: they are the only ones with tolerations).
-    let resolved = common.is_some();
-    let candidates: BTreeSet<&str> = match common {
-        Some(common) => common,
-        None if pins.explicit() => policy.architectures.keys().map(String::as_str).collect(),
-        None => BTreeSet::new(),
-    };
-    let may_run_on: BTreeSet<&str> = candidates
-        .into_iter()
-        .filter(|a| pins.admits(a) && policy.is_schedulable(a))
-        .collect();
-    if resolved {
-        cluster::warn_without_nodes(&may_run_on, facts, &mut decision);
-    }
-    write::untouched(plan, policy, reason, &may_run_on, decision)
-}
-
-fn count_failures(resolution: &Resolution<'_>, decision: &mut Decision) {
-    for failure in &resolution.failed {
-        decision.signals.push(Signal::LookupFailed {
-            image: failure.image.to_owned(),
-            error: failure.error.to_owned(),
-        });
-    }
-}
-
-/// Steps 3–10 for a pod whose arch constraint is ours to write.
-fn ours(
-    plan: &Plan<'_>,
-    analysis: &Analysis<'_>,
-    lookups: &Lookups,
-    facts: &Facts,
-    policy: &Policy,
-    mut decision: Decision,
-) -> Decision {
-    if plan.images.is_empty() {
-        return write::untouched(
-            plan,
-            policy,
-            SkipReason::NoImages,
-            &BTreeSet::new(),
-            decision,
-        );
-    }
-    let mut resolution = platforms::resolve(&plan.images, lookups, plan.os, policy);
-    count_failures(&resolution, &mut decision);
-    if !resolution.failed.is_empty() {
-        let failures = || {
-            text::list(resolution.failed.iter().map(|f| {
-                format!(
-                    "{} ({})",
-                    text::image(f.image),
-                    text::truncate(f.error, 120)
-                )
-            }))
-        };
-        let fail_open = match policy.on_lookup_error {
-            OnLookupError::Deny => {
-                let message = format!("could not find the platforms of {}", failures());
-                return deny(decision, DenyReason::LookupFailed, message);
-            }
-            OnLookupError::AllowPod => true,
-            OnLookupError::Fallback if policy.fallback().is_some() => false,
-            OnLookupError::IgnoreImage | OnLookupError::Fallback => resolution.resolved.is_empty(),
-        };
-        if fail_open {
-            for failure in &resolution.failed {
-                decision.warnings.push(format!(
-                    "pod not constrained to an architecture: could not find the platforms of {} ({})",
-                    text::image(failure.image),
-                    failure.error
-                ));
-            }
-            decision.signals.push(Signal::FailedOpen);
-            decision.signals.push(Signal::Skipped {
-                reason: SkipReason::LookupFailed,
-            });
-            decision.verdict = Verdict::Unchanged {
-                reason: SkipReason::LookupFailed,
-            };
-            return decision;
-        }
-        let fell_back = platforms::fall_back(&mut resolution, policy);
-        for failure in &fell_back {
-            decision.warnings.push(format!(
-                "image {} taken to support only {}: could not find its platforms ({})",
-                text::image(failure.image),
-                policy.fallback().unwrap_or_default(),
-                failure.error
-            ));
-        }
-        for failure in &resolution.failed {
-            decision.warnings.push(format!(
-                "image {} ignored for architecture selection: could not find its platforms ({})",
-                text::image(failure.image),
-                failure.error
-            ));
-        }
-    }
-    let Some(common) = platforms::common(&resolution.resolved) else {
-        // Only arch-neutral image volumes besides images without a result: nothing to decide.
-        return write::untouched(
-            plan,
-            policy,
-            SkipReason::NoImages,
-            &BTreeSet::new(),
-            decision,
-        );
-    };
-    if common.is_empty() {
-        let message = format!(
-            "no architecture is supported by every container: {}{}",
-            platforms::describe(&resolution.resolved, policy),
-            platforms::context(&resolution.resolved, plan.os, policy)
-        );
-        return deny(decision, DenyReason::NoCommonArch, message);
-    }
-    let windows = if plan.os == windows::WINDOWS && !analysis.windows_build_pinned {
-        match windows::of_resolved(&resolution.resolved, &common) {
-            windows::Builds::Unknown => None,
-            windows::Builds::Common(builds) => Some(windows::expression(&builds)),
-            windows::Builds::Disjoint(per_image) => {
-                let message = windows::disjoint_message(&per_image);
-                return deny(decision, DenyReason::WindowsBuild, message);
-            }
-        }
-    } else {
-        None
-    };
-    write::constrain(plan, analysis, facts, policy, &common, windows, decision)
+    let resolution = support::assess(plan, lookups, policy, decision)?;
+    let placement = intersect::place(plan, &resolution, policy, decision)?;
+    let preference = prefer::choose(plan, &placement, facts, policy, decision);
+    let mut patch = PatchBuilder::new(plan.pod);
+    let written = constrain::write(&mut patch, plan, &placement, preference, policy, decision);
+    labels::copy(&mut patch, plan.view, policy, &written, decision);
+    tolerations::tolerate(&mut patch, &placement, preference, facts, policy, decision);
+    Ok(annotate::finish(patch, plan, &placement, decision))
 }

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use noe_core::decide::Policy;
 use noe_registry::credentials::Sources;
 use noe_registry::{Resolution, Resolver};
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::Policy;
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{Credentials, RegistryLookup, Resolve};

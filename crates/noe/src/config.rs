@@ -6,8 +6,8 @@ mod architectures;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use noe_core::decide::Policy;
 use noe_registry::credentials::SourcesConfig;
-use noe_webhook::decide::Policy;
 use noe_webhook::server::Addresses;
 
 pub use architectures::{parse_architectures, ArchitecturesError};

@@ -35,6 +35,7 @@
 
 mod fault;
 mod handler;
+mod in_memory;
 mod objects;
 mod select;
 mod store;

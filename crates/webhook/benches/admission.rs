@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use futures::future::BoxFuture;
+use noe_core::decide::{Facts, Policy};
 use noe_registry::cache::Scope;
 use noe_registry::{CredentialCandidate, Platform};
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::{Facts, Policy};
 use noe_webhook::facts::{FactRequest, FactSource};
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, Resolve};
@@ -156,8 +156,8 @@ fn bench(c: &mut Criterion) {
     let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
     let pod = &review["request"]["object"];
     let policy = Policy::default();
-    let planned = noe_webhook::decide::plan(pod, &policy);
-    let lookups: noe_webhook::decide::Lookups = planned
+    let planned = noe_core::decide::plan(pod, &policy);
+    let lookups: noe_core::decide::Lookups = planned
         .images()
         .map(|image| {
             let platforms: Arc<[Platform]> = Arc::from(vec![
@@ -167,11 +167,11 @@ fn bench(c: &mut Criterion) {
             (image.to_owned(), Ok(platforms))
         })
         .collect();
-    let facts = noe_webhook::decide::Facts::default();
+    let facts = noe_core::decide::Facts::default();
     group.bench_function("step: plan", |b| {
         b.iter(|| {
             black_box(
-                noe_webhook::decide::plan(black_box(pod), &policy)
+                noe_core::decide::plan(black_box(pod), &policy)
                     .images()
                     .count(),
             )
@@ -179,7 +179,7 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("step: decide", |b| {
         b.iter(|| {
-            black_box(noe_webhook::decide::decide(
+            black_box(noe_core::decide::decide(
                 black_box(&planned),
                 &lookups,
                 &facts,

@@ -1,5 +1,5 @@
 //! The admission envelope: read an AdmissionReview, and for a pod being created look its images
-//! up ([`crate::resolve`]), decide ([`crate::decide`], pure) and answer; for debug containers
+//! up ([`crate::resolve`]), decide ([`noe_core::decide`], pure) and answer; for debug containers
 //! added to a pod (`pods/ephemeralcontainers`), check their images against the pod's node;
 //! [`report`] turns the decision into metrics and log lines. Anything else is allowed
 //! unchanged. Every body, even a broken one, gets a well-formed AdmissionReview.
@@ -16,11 +16,11 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
-use crate::decide::{self, Decision, Policy};
 use crate::facts::{FactRequest, FactSource};
 use crate::metrics::{outcome, Metrics};
 use crate::resolve::pull_secrets::image_pull_secret_names;
 use crate::resolve::Resolve;
+use noe_core::decide::{self, Decision, Policy};
 use report::Scope;
 use review::Answer;
 

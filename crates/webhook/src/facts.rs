@@ -1,6 +1,6 @@
 //! What the admission learns about a pod's surroundings besides its images' platforms: the
 //! pod's namespace, the node it is bound to, the cluster's nodes. The decision takes the answer
-//! ([`crate::decide::Facts`]) as input and stays pure; a [`FactSource`] does the I/O, each part
+//! ([`noe_core::decide::Facts`]) as input and stays pure; a [`FactSource`] does the I/O, each part
 //! opt-in and bounded, and says "unknown" rather than wait.
 //!
 //! The server's source is [`ClusterFacts`]: the namespace's `arch.noe.adevinta.com/preferred`
@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::decide::Facts;
 pub use namespaces::NamespacePreferences;
 pub use nodes::{NodeGets, NodeLookup};
+use noe_core::decide::Facts;
 
 /// Why a namespace or node could not be read: logged, counted in `noe_hook_fact_errors_total`
 /// (the `reason` label), and the fact is then unknown.

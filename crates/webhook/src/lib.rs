@@ -5,11 +5,13 @@
 //!   secrets, the registry crate's resolver).
 //! - [`facts`]: what else the decision may know about a pod's surroundings (its namespace, its
 //!   node, the cluster's nodes), behind a trait.
-//! - [`decide`] and [`patch`]: the pure decision and the RFC 6902 patch it writes.
 //! - [`server`]: the transport (HTTPS, `/metrics` and health listeners, certificate reload),
 //!   each listener serving a [`server::Router`] of `tower::Service` routes; the admission is a
 //!   [`server::Handler`] behind the `/mutate` route.
 //! - [`metrics`]: the admission's Prometheus metrics.
+//!
+//! The pure decision and the patch it writes are `noe_core`'s (`noe_core::decide`,
+//! `noe_core::patch`).
 //!
 //! docs/architecture.md draws how these fit together.
 
@@ -18,8 +20,6 @@ pub mod facts;
 pub mod metrics;
 pub mod resolve;
 pub mod server;
-
-pub use noe_core::{decide, patch};
 
 /// The allocator settings the container image sets (`ENV` in the Dockerfile): memory freed after
 /// a burst of registry lookups goes back to the OS at once instead of staying in mimalloc's

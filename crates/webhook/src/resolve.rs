@@ -24,8 +24,8 @@ use futures::future::BoxFuture;
 use noe_registry::cache::Scope;
 use noe_registry::{CredentialCandidate, Platform};
 
-use crate::decide::Lookups;
 pub use credentials::{Anonymous, CredentialSource, Credentials, PodSecrets};
+use noe_core::decide::Lookups;
 
 /// Why the platforms of one image are not known.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,8 +1,13 @@
 //! The election loop (client-go's algorithm): every retry period, read the Lease; create it if
 //! absent; if it is ours or expired by our clock, write it back with us as holder, conditional
 //! on the `resourceVersion` just read (a `409` means another replica won the round). A
-//! successful write keeps us leading until `round start + renew deadline`. On shutdown a held
-//! lease is released so another replica takes over at once.
+//! successful write keeps us leading until `round start + renew deadline`. A `409` on the
+//! renewal of a lease we hold is not a loss: the lease is read again and, while it still names
+//! us, the renewal is retried (a few times, after a short jittered pause); we step down only
+//! when another holder is really there, or when the renew deadline passes. Rounds of a replica
+//! that does not lead are spaced by the retry period plus up to 1.2 times it of jitter
+//! (client-go's factor), so replicas do not poll in lockstep. On shutdown a held lease is
+//! released so another replica takes over at once.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -14,6 +19,11 @@ use tokio::time::Instant;
 use super::{decide, Attempt, LeadershipWriter, Observed};
 use crate::shutdown::Shutdown;
 use crate::{Error, LeaseConfig, Metrics};
+
+/// The jitter factor on the rounds of a replica that does not lead (client-go's `JitterFactor`).
+const ACQUIRE_JITTER: f64 = 1.2;
+/// Fresh reads and renewals tried after our own renewal met a `409`.
+const CONFLICT_RETRIES: u32 = 3;
 
 /// Runs the election until `shutdown`, then releases a held lease.
 pub(crate) async fn run(
@@ -73,8 +83,14 @@ pub(crate) async fn run(
                 }
             }
         }
+        let pause = if deadline.is_some() {
+            // Renewals keep their period: jitter could push one past the renew deadline.
+            config.retry_period
+        } else {
+            crate::jitter::up(config.retry_period, ACQUIRE_JITTER, crate::jitter::seed())
+        };
         tokio::select! {
-            () = tokio::time::sleep(config.retry_period) => {}
+            () = tokio::time::sleep(pause) => {}
             () = shutdown.wait() => break,
         }
     }
@@ -168,9 +184,59 @@ async fn round(
         .await
     {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        // Another replica won the race for a lease that was free or expired.
+        Err(kube::Error::Api(status)) if status.code == 409 && acquire => Ok(false),
+        // Our own renewal: the record changed under us, maybe only its resourceVersion.
+        Err(kube::Error::Api(status)) if status.code == 409 => renew_again(api, config).await,
         Err(source) => Err(Error::kube(format!("writing {}", action()), source)),
     }
+}
+
+/// After a `409` on the renewal of a lease we hold: read it again; while it still names us,
+/// write the renewal on that version (after a jittered pause of an eighth to a quarter of the
+/// retry period). `Ok(false)` only when another replica holds it; an error when it kept conflicting
+/// (the caller then keeps leading until the renew deadline, as after any failed round).
+async fn renew_again(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, Error> {
+    let action = || format!("renewing lease {}/{}", config.namespace, config.name);
+    for _ in 0..CONFLICT_RETRIES {
+        // An eighth to a quarter of the retry period.
+        let pause = crate::jitter::up(config.retry_period / 8, 1.0, crate::jitter::seed());
+        tokio::time::sleep(pause).await;
+        let Some(mut lease) = api
+            .get_opt(&config.name)
+            .await
+            .map_err(|source| Error::kube(action(), source))?
+        else {
+            // Deleted meanwhile: the next round creates it again.
+            return Err(Error::Incomplete(action()));
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        if !still_ours(&config.identity, spec.holder_identity.as_deref()) {
+            return Ok(false);
+        }
+        lease.spec = Some(LeaseSpec {
+            lease_duration_seconds: Some(seconds(config.lease_duration)),
+            renew_time: Some(MicroTime(Utc::now())),
+            ..spec
+        });
+        match api
+            .replace(&config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(source) => return Err(Error::kube(action(), source)),
+        }
+    }
+    Err(Error::Conflict {
+        action: action(),
+        attempts: CONFLICT_RETRIES,
+    })
+}
+
+/// Whether a lease read after a conflict is still ours to renew.
+pub(crate) fn still_ours(identity: &str, holder: Option<&str>) -> bool {
+    holder == Some(identity)
 }
 
 /// Gives the lease up: no holder, a one-second duration (client-go's release).

@@ -3,7 +3,7 @@
 //! image that cannot run on that node's platform gets a warning, or with `--on-contradiction=deny`
 //! a denial.
 
-use super::platforms::{NO_PLATFORM, NO_RESULT};
+use super::support::{NO_PLATFORM, NO_RESULT};
 use super::windows::{build_of, os_version, WINDOWS};
 use super::{
     text, Decision, DenyReason, Facts, Lookups, Mode, NodeFacts, OnContradiction, OnLookupError,
@@ -52,13 +52,9 @@ pub fn check_ephemeral(
 }
 
 fn check(images: &[&str], lookups: &Lookups, facts: &Facts, policy: &Policy) -> Decision {
-    let mut decision = Decision {
-        verdict: Verdict::Unchanged {
-            reason: SkipReason::NodeName,
-        },
-        warnings: Vec::new(),
-        signals: Vec::new(),
-    };
+    let mut decision = Decision::new(Verdict::Unchanged {
+        reason: SkipReason::NodeName,
+    });
     let Some((node, arch)) = facts
         .node
         .as_ref()

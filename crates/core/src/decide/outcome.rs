@@ -12,6 +12,20 @@ pub struct Decision {
     pub warnings: Vec<String>,
     /// Events for metrics and logs, in the order they happened.
     pub signals: Vec<Signal>,
+    /// What the decision found, step by step (what `noe explain` shows).
+    pub summary: super::Summary,
+}
+
+impl Decision {
+    /// A decision with `verdict`, no warning, no signal and an empty summary.
+    pub fn new(verdict: Verdict) -> Self {
+        Self {
+            verdict,
+            warnings: Vec::new(),
+            signals: Vec::new(),
+            summary: super::Summary::default(),
+        }
+    }
 }
 
 /// Allow unchanged, allow with a patch, or deny.
@@ -41,6 +55,17 @@ pub enum Verdict {
         /// [`MAX_MESSAGE_CHARS`](crate::decide::MAX_MESSAGE_CHARS) characters.
         message: String,
     },
+}
+
+impl Verdict {
+    /// A denial (HTTP 403) for `reason`, its message bounded.
+    pub(crate) fn deny(reason: DenyReason, message: String) -> Self {
+        Self::Deny {
+            code: super::DENY_CODE,
+            reason,
+            message: super::text::message(message),
+        }
+    }
 }
 
 /// Why a pod is (or, in audit mode, would be) denied.

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use crate::Platform;
 use serde_json::{json, Value};
 
-use super::platforms::Resolved;
+use super::support::Resolved;
 use super::{text, WINDOWS_BUILD_LABEL};
 
 /// The pod OS that gets a Windows build constraint.

@@ -9,9 +9,9 @@ use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, ValueEnum};
 use noe_controller::taints::{TAINT_EFFECT, TAINT_KEY};
 use noe_controller::{Config, GateConfig, LeaseConfig, Remediate};
+use noe_core::decide::Policy;
 use noe_webhook::admission::gate::selector::Selector;
 use noe_webhook::admission::gate::LookupMode;
-use noe_webhook::decide::Policy;
 
 use super::parse::{non_empty, ConfigError};
 use crate::config::ControllerSettings;
@@ -391,7 +391,7 @@ mod tests {
         let mut policy = Policy::default();
         policy.architectures.insert(
             "arm64".into(),
-            noe_webhook::decide::ArchSettings {
+            noe_core::decide::ArchSettings {
                 tolerations: vec![serde_json::json!({"key": "pool", "operator": "Exists"})],
                 ..Default::default()
             },

@@ -20,10 +20,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 use futures::StreamExt;
+use noe_core::decide::{Decision, Signal, Verdict, AUDIT_ANNOTATION, PREFERRED_LABEL};
+use noe_core::patch::{with_prefix, Op};
 use noe_core::workload;
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::{Decision, Signal, Verdict, AUDIT_ANNOTATION, PREFERRED_LABEL};
-use noe_webhook::patch::{with_prefix, Op};
 use noe_webhook::resolve::one_line;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -285,7 +285,7 @@ pub enum Outcome {
     /// Not a Pod or a workload with a pod template.
     Skipped(String),
     Decided {
-        decision: Decision,
+        decision: Box<Decision>,
         /// The patch against the file's object (pod template paths prefixed for workloads).
         patch: Vec<Op>,
         /// A note on how the object's pods differ from the template (DaemonSet).
@@ -376,7 +376,7 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
         let decision = admission.debug_decision(pod, None, namespace).await;
         return explained(
             Outcome::Decided {
-                decision,
+                decision: Box::new(decision),
                 patch: Vec::new(),
                 note: Some(DEBUG_NOTE),
             },
@@ -391,7 +391,7 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
     };
     explained(
         Outcome::Decided {
-            decision,
+            decision: Box::new(decision),
             patch,
             note,
         },
@@ -458,13 +458,7 @@ impl Explained {
     pub fn denied(&self) -> bool {
         matches!(
             &self.outcome,
-            Outcome::Decided {
-                decision: Decision {
-                    verdict: Verdict::Deny { .. },
-                    ..
-                },
-                ..
-            }
+            Outcome::Decided { decision, .. } if matches!(decision.verdict, Verdict::Deny { .. })
         )
     }
 
@@ -541,7 +535,7 @@ impl Explained {
         for warning in warnings {
             // A warning cut to the API server's limit is a lookup's: its whole text follows.
             let cut = warning.ends_with("...")
-                && warning.chars().count() >= noe_webhook::decide::MAX_WARNING_CHARS;
+                && warning.chars().count() >= noe_core::decide::MAX_WARNING_CHARS;
             if !cut || failures.is_empty() {
                 writeln!(out, "  warning: {warning}")?;
             }

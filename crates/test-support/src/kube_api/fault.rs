@@ -16,6 +16,8 @@ pub struct Fault {
     pub message: String,
     /// How many requests it answers.
     pub times: u32,
+    /// A `Retry-After` header (seconds) on the answer.
+    pub retry_after: Option<u64>,
 }
 
 impl Fault {
@@ -27,6 +29,7 @@ impl Fault {
             status,
             message: format!("scripted {status}"),
             times: 1,
+            retry_after: None,
         }
     }
 
@@ -34,6 +37,14 @@ impl Fault {
     #[must_use]
     pub fn times(mut self, times: u32) -> Self {
         self.times = times;
+        self
+    }
+
+    /// Answers with `Retry-After: seconds` (as the apiserver's priority and fairness does on
+    /// a `429`).
+    #[must_use]
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
         self
     }
 

@@ -134,6 +134,15 @@ pub(crate) async fn handle(
 
 fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> {
     if let Some(fault) = lock(state).take_fault(&request.method, &request.path) {
+        if let Some(seconds) = fault.retry_after {
+            let body = status_body(fault.status, reason(fault.status), &fault.message);
+            let seconds = seconds.to_string();
+            let headers = [
+                ("content-type", "application/json"),
+                ("retry-after", seconds.as_str()),
+            ];
+            return response(fault.status, &headers, body.to_string());
+        }
         return status(fault.status, &fault.message);
     }
     let Some(target) = parse_path(&request.path) else {
@@ -463,6 +472,9 @@ fn watch(state: &Shared, target: &Target, query: &Query) -> http::Response<ResBo
         }
     };
     let inner = lock(state);
+    let timeout = inner
+        .watch_lifetime
+        .map_or(timeout, |lifetime| timeout.min(lifetime));
     if from != 0 && from < inner.oldest {
         drop(inner);
         let gone = status_body(410, "Expired", &format!("too old resource version: {from}"));

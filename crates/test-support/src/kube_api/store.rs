@@ -118,6 +118,8 @@ pub(crate) struct Inner {
     /// Every recorded request, for whoever listens ([`crate::KubeApi::subscribe_requests`]).
     pub(crate) recorded: broadcast::Sender<RecordedRequest>,
     pub(crate) uid: u64,
+    /// Every watch ends after this long ([`crate::KubeApi::watch_lifetime`]).
+    pub(crate) watch_lifetime: Option<std::time::Duration>,
 }
 
 impl Inner {
@@ -134,6 +136,7 @@ impl Inner {
             faults: Vec::new(),
             changes,
             uid: 0,
+            watch_lifetime: None,
         }
     }
 

@@ -19,9 +19,9 @@ use tokio::sync::Semaphore;
 
 use super::report::Scope;
 use super::Admission;
-use crate::decide::{self, Decision, Verdict};
-use crate::patch::PatchBuilder;
 use crate::resolve::pull_secrets::image_pull_secret_names;
+use noe_core::decide::{self, Decision, Verdict};
+use noe_core::patch::PatchBuilder;
 
 /// The scheduling gate, the label of gated pods (the gate controller watches `lookup=gated`)
 /// and its value: one definition, beside the release that removes them.
@@ -158,14 +158,10 @@ pub fn gated(pod: &Value) -> Decision {
     let mut patch = PatchBuilder::new(pod);
     patch.append(&["spec", "schedulingGates"], json!({"name": GATE}));
     patch.set(&["metadata", "labels", GATE_LABEL], json!(GATED));
-    Decision {
-        verdict: Verdict::Patch {
-            common: Vec::new(),
-            ops: patch.finish(),
-        },
-        warnings: Vec::new(),
-        signals: Vec::new(),
-    }
+    Decision::new(Verdict::Patch {
+        common: Vec::new(),
+        ops: patch.finish(),
+    })
 }
 
 impl Admission {

@@ -203,7 +203,7 @@ mod tests {
     /// warnings, signals) for images of one and of two archs.
     #[test]
     fn the_decision_is_the_same_on_the_pruned_pod() {
-        use crate::decide::{decide, plan, Facts, Lookups, Policy};
+        use noe_core::decide::{decide, plan, Facts, Lookups, Policy};
         use noe_registry::Platform;
         use std::sync::Arc;
 

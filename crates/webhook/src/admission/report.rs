@@ -5,9 +5,9 @@
 use tracing::Level;
 
 use super::review::Answer;
-use crate::decide::{Decision, Signal, Verdict};
 use crate::metrics::{outcome, Metrics};
 use crate::resolve::Resolved;
+use noe_core::decide::{Decision, Signal, Verdict};
 
 /// The admission a log line belongs to. Its span (`uid`, `namespace`, `pod`) is built on first
 /// use only: on the warm path nothing is logged at the default level, and building a span with

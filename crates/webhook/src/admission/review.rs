@@ -266,7 +266,7 @@ fn raw(mut object: Value, member: &str) -> Result<Value, Invalid> {
 #[derive(Debug, Default)]
 pub struct Answer {
     pub allowed: bool,
-    pub patch: Option<Vec<crate::patch::Op>>,
+    pub patch: Option<Vec<noe_core::patch::Op>>,
     pub warnings: Vec<String>,
     /// `(code, message)` of a denial or an error.
     pub status: Option<(u16, String)>,
@@ -553,8 +553,8 @@ mod tests {
             "u",
             Answer {
                 allowed: true,
-                patch: Some(vec![crate::patch::add(
-                    crate::patch::pointer(&["a"]),
+                patch: Some(vec![noe_core::patch::add(
+                    noe_core::patch::pointer(&["a"]),
                     json!(1),
                 )]),
                 warnings: vec!["w".into()],

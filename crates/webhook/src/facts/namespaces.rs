@@ -10,8 +10,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 
 use super::gets::CachedGets;
-use crate::decide::PREFERRED_LABEL;
 use crate::metrics::fact;
+use noe_core::decide::PREFERRED_LABEL;
 
 /// How long a namespace's label is reused.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);

@@ -13,8 +13,8 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 
 use super::gets::CachedGets;
-use crate::decide::{NodeFacts, ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 use crate::metrics::fact;
+use noe_core::decide::{NodeFacts, ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 
 /// How long a node's platform is reused (node labels of the platform do not change while the
 /// node lives; a replaced node of the same name is seen within this).

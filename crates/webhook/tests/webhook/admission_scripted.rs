@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use noe_core::decide::{Policy, Signal, Verdict};
 use noe_registry::cache::Scope;
 use noe_registry::{Credential, CredentialCandidate, Platform};
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::{Policy, Signal, Verdict};
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::{CredentialSource, LookupError, PlatformLookup, PodSecrets, Resolve};
 use serde_json::json;
@@ -327,7 +327,7 @@ async fn the_cache_is_asked_first_and_credentials_are_matched_only_for_misses() 
     );
     let lookups = || scripted.seen.lock().unwrap().len();
     let matched = || *secrets.matched.lock().unwrap();
-    let patched = |decision: &noe_webhook::decide::Decision| {
+    let patched = |decision: &noe_core::decide::Decision| {
         assert!(
             matches!(decision.verdict, Verdict::Patch { .. }),
             "{decision:?}"

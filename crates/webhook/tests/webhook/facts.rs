@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use noe_core::decide::{NodeFacts, OnContradiction, Policy};
 use noe_registry::{CredentialCandidate, Platform};
 use noe_test_support::{ephemeral_review, namespace_json, node_json, Fault, KubeApi, Resource};
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::{NodeFacts, OnContradiction, Policy};
 use noe_webhook::facts::{
     ClusterFacts, FactRequest, FactSource, NamespacePreferences, NodeGets, NodeLookup,
 };
@@ -271,7 +271,7 @@ async fn the_admission_uses_the_namespace_preference_and_the_node() {
     let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "multi:1"}]}});
     let decision = admission.decision(&pod, "team-a").await;
     let ops = serde_json::to_value(match decision.verdict {
-        noe_webhook::decide::Verdict::Patch { ops, .. } => ops,
+        noe_core::decide::Verdict::Patch { ops, .. } => ops,
         other => panic!("{other:?}"),
     })
     .unwrap();

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use futures::future::BoxFuture;
+use noe_core::decide::Policy;
 use noe_registry::{CredentialCandidate, Platform};
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::Policy;
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, Resolve};
 use proptest::prelude::*;
@@ -331,9 +331,9 @@ proptest! {
     ) {
         let policy = Policy {
             preference_mode: if preferred_mode {
-                noe_webhook::decide::PreferenceMode::Preferred
+                noe_core::decide::PreferenceMode::Preferred
             } else {
-                noe_webhook::decide::PreferenceMode::Required
+                noe_core::decide::PreferenceMode::Required
             },
             ..Policy::default()
         };

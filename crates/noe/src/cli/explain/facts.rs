@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
-use noe_webhook::decide::{Facts, NodeFacts, PREFERRED_LABEL};
+use noe_core::decide::{Facts, NodeFacts, PREFERRED_LABEL};
 use noe_webhook::facts::nodes::node_facts_json;
 use noe_webhook::facts::{FactRequest, FactSource};
 use serde_json::Value;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use noe_controller::objects::NodeRecord;
 use noe_controller::NodeView;
-use noe_webhook::decide::{Facts, NodeFacts};
+use noe_core::decide::{Facts, NodeFacts};
 use noe_webhook::facts::{FactRequest, FactSource};
 
 /// Facts from the node reflector, over what another source knows (the namespace).

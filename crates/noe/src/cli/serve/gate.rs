@@ -13,9 +13,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::ListParams;
 use kube::Api;
 use noe_controller::gate::{GatePlanner, Plan};
+use noe_core::decide::{DenyReason, OnLookupError, Policy, SkipReason, Verdict};
 use noe_webhook::admission::gate::ExemptNamespaces;
 use noe_webhook::admission::Admission;
-use noe_webhook::decide::{DenyReason, OnLookupError, Policy, SkipReason, Verdict};
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{RegistryLookup, Resolve};
@@ -69,7 +69,7 @@ impl DecisionPlanner {
 }
 
 /// What the decision says of a gated pod, as the gate controller's plan.
-pub fn plan_of(decision: noe_webhook::decide::Decision) -> Plan {
+pub fn plan_of(decision: noe_core::decide::Decision) -> Plan {
     match decision.verdict {
         Verdict::Patch { ops, .. } => Plan::Constrain { ops },
         Verdict::Unchanged {

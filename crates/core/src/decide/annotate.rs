@@ -1,0 +1,50 @@
+//! Step 10, the last step of the pass: the common set recorded in the
+//! `arch.noe.adevinta.com/platforms` annotation of a pod whose arch constraint is ours, and the
+//! patch closed into the verdict (unchanged when it holds no operation).
+
+use serde_json::json;
+
+use super::intersect::Placement;
+use super::read::Plan;
+use super::{Decision, Signal, SkipReason, Verdict, PLATFORMS_ANNOTATION};
+use crate::patch::PatchBuilder;
+
+/// Annotates the pod and turns the patch into the verdict.
+pub(crate) fn finish(
+    mut patch: PatchBuilder<'_>,
+    plan: &Plan<'_>,
+    placement: &Placement<'_, '_>,
+    decision: &mut Decision,
+) -> Verdict {
+    let common = match placement {
+        Placement::Untouched { reason, .. } if patch.is_empty() => {
+            return Verdict::Unchanged { reason: *reason }
+        }
+        Placement::Untouched { .. } => {
+            return Verdict::Patch {
+                common: Vec::new(),
+                ops: patch.finish(),
+            }
+        }
+        Placement::Ours { common, .. } => common,
+    };
+    let value = common.iter().copied().collect::<Vec<_>>().join(",");
+    if plan.view.annotation(PLATFORMS_ANNOTATION) != Some(value.as_str()) {
+        patch.set(
+            &["metadata", "annotations", PLATFORMS_ANNOTATION],
+            json!(value),
+        );
+    }
+    if patch.is_empty() {
+        decision.signals.push(Signal::Skipped {
+            reason: SkipReason::AlreadyUpToDate,
+        });
+        return Verdict::Unchanged {
+            reason: SkipReason::AlreadyUpToDate,
+        };
+    }
+    Verdict::Patch {
+        common: common.iter().map(|a| (*a).to_owned()).collect(),
+        ops: patch.finish(),
+    }
+}
