@@ -174,16 +174,12 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         _ => None,
     };
     let gating = controllers.lookup_mode != LookupMode::Inline;
-    if let (true, Some(running)) = (gating, running.as_mut()) {
-        let planner =
-            gate::DecisionPlanner::new(&app, &policy, platforms::DEADLINE, pull_secrets.clone())?;
-        running.start_gate(Arc::new(planner));
-    }
+    let gate_policy = gating.then(|| policy.clone());
     let mut admission = app.admission(
         policy,
         admission_deadline,
         metrics_max_namespaces,
-        pull_secrets,
+        pull_secrets.clone(),
     )?;
     let cluster = cluster_facts(
         facts,
@@ -202,6 +198,18 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         (None, Some(cluster)) => Some(Arc::new(cluster)),
         (None, None) => None,
     };
+    // The gate controller decides with the same facts as inline admission (the namespace's
+    // preference, the cluster's nodes).
+    if let (Some(policy), Some(running)) = (gate_policy, running.as_mut()) {
+        let planner = gate::DecisionPlanner::new(
+            &app,
+            &policy,
+            platforms::DEADLINE,
+            pull_secrets.clone(),
+            source.clone(),
+        )?;
+        running.start_gate(Arc::new(planner));
+    }
     if let Some(source) = source {
         admission = admission.with_facts(source);
     }

@@ -243,3 +243,39 @@ async fn only_pods_the_gate_selectors_select_are_gated() {
     assert_eq!(gets, 1, "the namespace read once");
     s.running.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_pod_is_decided_with_the_facts_inline_admission_reads() {
+    let h = Harness::start().await;
+    let api = KubeApi::start().await.unwrap();
+    // The namespace prefers arm64 (the flag's default is amd64): inline admission reads it.
+    api.put(
+        Resource::Namespaces,
+        "",
+        namespace_json("shop", &[("arch.noe.adevinta.com/preferred", "arm64")]),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(
+        &h,
+        &api,
+        dir.path(),
+        &[
+            "--lookup-mode=gate",
+            "--namespace-preference=true",
+            &format!("--insecure-registries={}", h.registry.host()),
+        ],
+    )
+    .await;
+    let f = &h.fixtures;
+    let created = pod(&[&f.oci_index.reference(), &f.docker_list.reference()]);
+    let response = s.review(&created).await;
+    assert!(is_gated(&response), "{response}");
+    api.put_pod(stored("multi", &created, &response));
+    eventually("released", || gates(&api, "multi") == json!([])).await;
+    let multi = api.get(Resource::Pods, "shop", "multi").unwrap();
+    assert_eq!(
+        multi["spec"]["nodeSelector"]["kubernetes.io/arch"], "arm64",
+        "the namespace's preference, as inline: {multi}"
+    );
+    s.running.shutdown().await;
+}

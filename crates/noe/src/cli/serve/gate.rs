@@ -16,6 +16,7 @@ use noe_controller::gate::{GatePlanner, Plan};
 use noe_core::decide::{DenyReason, OnLookupError, Policy, SkipReason, Verdict};
 use noe_webhook::admission::gate::ExemptNamespaces;
 use noe_webhook::admission::Admission;
+use noe_webhook::facts::FactSource;
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{RegistryLookup, Resolve};
@@ -42,12 +43,14 @@ impl std::fmt::Debug for DecisionPlanner {
 }
 
 impl DecisionPlanner {
-    /// With the App's resolver (its caches shared with admission) and the pods' pull secrets.
+    /// With the App's resolver (its caches shared with admission), the pods' pull secrets, and
+    /// the facts inline admission reads (`None`: none).
     pub fn new(
         app: &App,
         policy: &Policy,
         deadline: Duration,
         pull_secrets: Option<PullSecrets>,
+        facts: Option<Arc<dyn FactSource>>,
     ) -> anyhow::Result<Self> {
         let admission = |policy: Policy| -> anyhow::Result<Admission> {
             let resolve = Resolve::new(
@@ -57,7 +60,11 @@ impl DecisionPlanner {
             );
             // The admission's metrics are not the gate's: a private registry.
             let metrics = Metrics::register(&prometheus::Registry::new())?;
-            Ok(Admission::new(resolve, policy, metrics))
+            let admission = Admission::new(resolve, policy, metrics);
+            Ok(match &facts {
+                Some(facts) => admission.with_facts(facts.clone()),
+                None => admission,
+            })
         };
         let mut strict = policy.clone();
         strict.on_lookup_error = OnLookupError::Deny;
