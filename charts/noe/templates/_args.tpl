@@ -224,11 +224,13 @@ alike by the Deployment and the hook Job (noe.lookupVolumeMounts, noe.lookupVolu
     name: {{ printf "%s-platform-overrides" (include "noe.name" .) }}
 {{- end }}
 {{- if $sharedCache }}
-# The install's HMAC key and the shared cache's password, as files (never flags).
+# The install's HMAC key and the shared cache's password, as files (never flags). With
+# fsGroup the kubelet makes them root-owned in that group, 0440: noe reads them through
+# the group and no other user can; without it only 0444 lets the non-root user read them.
 - name: shared-cache-secret
   secret:
     secretName: {{ .Values.sharedCache.existingSecret | quote }}
-    defaultMode: 0444
+    defaultMode: {{ if (.Values.podSecurityContext | default dict).fsGroup }}0440{{ else }}0444{{ end }}
     items:
       - key: hmac-key
         path: hmac-key

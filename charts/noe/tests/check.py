@@ -499,6 +499,9 @@ def check_generated_cert(r, release, namespace, w, mwc_ann, svc):
 
 
 def scenario_default(r, release, namespace):
+    psc = r.one("Deployment")["spec"]["template"]["spec"]["securityContext"]
+    check("default: fsGroup is noe's group (Secret volumes readable by it alone)",
+          psc.get("fsGroup") == psc.get("runAsGroup") == 65532, str(psc))
     check("inline (install): no hook", not r.hooks)
     f = flags(r)
     want = {"preferred-arch": ["amd64"], "preference-mode": ["required"],
@@ -728,7 +731,12 @@ def check_shared_cache_mounts(r, release, secret, password_key):
     if password_key:
         want["password"] = password_key
     check("shared cache: the Secret's key and password items", items == want, str(items))
-    check("shared cache: files readable by the non-root user", sec.get("defaultMode") == 0o444)
+    # With fsGroup, 0440 in that group (the kubelet adds group read to Secret files anyway);
+    # without, 0444 is the only mode the non-root user can read.
+    fs_group = (spec.get("securityContext") or {}).get("fsGroup")
+    want_mode = 0o440 if fs_group else 0o444
+    check(f"shared cache: files readable by the non-root user only (mode {want_mode:o})",
+          sec.get("defaultMode") == want_mode, f"{sec.get('defaultMode')!r} fsGroup {fs_group!r}")
     check("shared cache: no secret in the args or the environment",
           not any("password=" in a.lower() and "file" not in a for a in c["args"])
           and not any("PASSWORD" in e.get("name", "") for e in c.get("env") or []))
@@ -776,6 +784,12 @@ def scenario_shared_cache_valkey(r, release, namespace):
     noe_svc = r.one("Service")
     check("noe's Service does not select Valkey",
           noe_svc["spec"]["selector"] != dep["spec"]["selector"]["matchLabels"])
+
+
+def scenario_shared_cache_no_fsgroup(r, release, namespace):
+    spec = r.one("Deployment")["spec"]["template"]["spec"]
+    check("no fsGroup: none rendered", "fsGroup" not in (spec.get("securityContext") or {}))
+    check_shared_cache_mounts(r, release, "noe-shared-cache", "password")
 
 
 def scenario_certmanager_off(r, release, namespace):
@@ -978,6 +992,7 @@ SCENARIOS = {
     "noe-values": scenario_noe_values,
     "noe-values-test-full": scenario_noe_values_test_full,
     "example-shared-cache": scenario_shared_cache_valkey,
+    "shared-cache-no-fsgroup": scenario_shared_cache_no_fsgroup,
 }
 
 

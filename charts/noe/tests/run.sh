@@ -139,6 +139,7 @@ scenarios=(
   "controllers-taints|$TESTS/values/controllers-taints.yaml"
   "gate|$TESTS/values/gate.yaml"
   "existing-service-account|$TESTS/values/existing-service-account.yaml"
+  "shared-cache-no-fsgroup|$TESTS/values/shared-cache-no-fsgroup.yaml"
 )
 for f in examples/values/*.yaml; do
   [ -e "$f" ] && scenarios+=("example-$(basename "$f" .yaml)|$f")

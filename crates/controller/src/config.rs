@@ -110,6 +110,9 @@ pub struct Config {
     pub remediate: Remediate,
     /// Evictions per minute at most (a token bucket with this burst).
     pub remediate_rate_per_minute: u32,
+    /// Namespaces whose pods are reported but never evicted (default `kube-system`; the
+    /// command line adds noe's own namespace).
+    pub evict_exempt_namespaces: BTreeSet<String>,
     /// Arches whose nodes carry `arch.noe.adevinta.com/arch=<arch>:NoSchedule`.
     pub taint_arches: BTreeSet<String>,
     /// `None`: this replica always writes (one replica). `Some`: only the Lease holder writes.
@@ -132,6 +135,7 @@ impl Default for Config {
             watch_nodes: false,
             remediate: Remediate::Off,
             remediate_rate_per_minute: 10,
+            evict_exempt_namespaces: [KUBE_SYSTEM.to_owned()].into(),
             taint_arches: BTreeSet::new(),
             leader_election: None,
             controller_name: "noe".to_owned(),
@@ -142,6 +146,9 @@ impl Default for Config {
         }
     }
 }
+
+/// The namespace of the cluster's own components, exempt from evictions by default.
+pub const KUBE_SYSTEM: &str = "kube-system";
 
 /// Lease timings below this are refused (the API stores whole seconds).
 const MIN_LEASE: Duration = Duration::from_secs(1);

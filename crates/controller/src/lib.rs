@@ -36,13 +36,14 @@ mod leader;
 mod metrics;
 mod nodes;
 pub mod objects;
+mod pace;
 mod platforms;
 pub mod remediate;
 mod runtime;
 mod shutdown;
 pub mod taints;
 
-pub use config::{Config, GateConfig, LeaseConfig, Remediate, Timings};
+pub use config::{Config, GateConfig, LeaseConfig, Remediate, Timings, KUBE_SYSTEM};
 pub use error::Error;
 pub use leader::Leadership;
 pub use metrics::{Metrics, OTHER_NAMESPACE};

@@ -1,15 +1,15 @@
 //! Pod remediation (noe's pod reconciler, safer): pods bound to a node whose platform none of an
 //! image supports get an Event and a metric; with `Evict`, pods with a controller owner are
 //! evicted through the Eviction API (PodDisruptionBudgets respected, `429` retried later), at
-//! most N per minute. The reflector watches only bound pods (`spec.nodeName!=`), trimmed to
+//! most N per minute, except in exempt namespaces (`kube-system` and noe's own by default). The reflector watches only bound pods (`spec.nodeName!=`), trimmed to
 //! images, pull secret names, owner, node name and phase.
 
 mod act;
 mod bucket;
 mod judge;
+mod memo;
+mod recheck;
 
-use std::collections::HashMap;
-use std::hash::{Hash as _, Hasher as _};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -18,20 +18,20 @@ use tokio::time::Instant;
 pub use bucket::Bucket;
 use futures::future::BoxFuture;
 use futures::StreamExt as _;
-pub use judge::{judge, note, screen, Misfit, Remedy, Skip, Verdict, MAX_NOTE};
-use kube::runtime::controller::{self, Action};
-use kube::runtime::{watcher, Controller as KController};
+use futures::TryStreamExt as _;
+pub use judge::{exempt, judge, note, screen, Misfit, Remedy, Skip, Verdict, MAX_NOTE};
+use kube::runtime::controller::{self, applier, trigger_self, Action, ReconcileRequest};
+use kube::runtime::reflector;
+use kube::runtime::{watcher, WatchStreamExt as _};
 use kube::Api;
 
 use crate::context::{Context, Controller, Stop};
 use crate::objects::PodRecord;
 use crate::{Config, Error, PodImages, PodPlatforms, Remediate};
+use memo::Memo;
 
 /// Pods judged at once.
 const CONCURRENCY: u16 = 8;
-/// Pods remembered as settled or reported (then the memory is cleared; the worst case is a
-/// second lookup, or a second Event, which the recorder folds into a series).
-const MEMO: usize = 200_000;
 
 /// The remediation controller.
 pub(crate) struct Remediation {
@@ -43,10 +43,10 @@ struct Shared {
     platforms: Arc<dyn PodPlatforms>,
     mode: Remediate,
     bucket: Mutex<Bucket>,
-    /// Pods that need nothing more until they change or `recheck` passes (fit, reported, or
-    /// evicted): UID → (what was judged, when).
+    /// Pods that need nothing more until they change or the next recheck (fit, reported, or
+    /// evicted).
     settled: Mutex<Memo>,
-    /// UIDs whose Event was written.
+    /// Pods whose Event was written.
     reported: Mutex<Memo>,
 }
 
@@ -91,54 +91,60 @@ impl Controller for Remediation {
                 () = &mut stop => return,
             }
             let metrics = state.ctx.metrics.clone();
-            KController::new(api, watcher::Config::default().fields("spec.nodeName!="))
-                .with_config(controller::Config::default().concurrency(CONCURRENCY))
-                .graceful_shutdown_on(stop)
-                .run(reconcile, error_policy, state)
-                .for_each(|result| {
-                    if let Err(controller::Error::QueueError(error)) = result {
-                        metrics.watch_errors.with_label_values(&["pods"]).inc();
-                        tracing::warn!(%error, "pod watch failed; retrying with backoff");
-                    }
-                    std::future::ready(())
-                })
-                .await;
+            let (reader, writer) = reflector::store();
+            // The store keeps no resourceVersion (the watcher read it already): one string less
+            // per pod in the record and in its store key.
+            let pods = watcher(api, watcher::Config::default().fields("spec.nodeName!="))
+                .default_backoff()
+                .map_ok(|event| event.modify(PodRecord::forget_version))
+                .reflect(writer)
+                .applied_objects();
+            let rechecks = recheck::stream(reader.clone(), state.ctx.config.timings.recheck)
+                .map(|pod| Ok(ReconcileRequest::from(pod)));
+            // kube-runtime's `applier` (what its `Controller` runs) fed by the pod watch and the
+            // spread recheck; the queue ends on `stop`, in-flight reconciles finish.
+            let queue = futures::stream::select(trigger_self(pods, ()), rechecks).take_until(stop);
+            let config = controller::Config::default().concurrency(CONCURRENCY);
+            applier(
+                |pod, state| Box::pin(reconcile(pod, state)),
+                error_policy,
+                state,
+                reader,
+                queue,
+                config,
+            )
+            .for_each(|result| {
+                if let Err(controller::Error::QueueError(error)) = result {
+                    metrics.watch_errors.with_label_values(&["pods"]).inc();
+                    tracing::warn!(%error, "pod watch failed; retrying with backoff");
+                }
+                std::future::ready(())
+            })
+            .await;
         })
     }
 }
 
-/// UID → (fingerprint of what was judged, when).
-type Memo = HashMap<String, (u64, Instant)>;
-
-/// What a verdict depends on: the node and the images (an image may be changed in place).
-fn fingerprint(pod: &PodRecord) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    pod.node_name.hash(&mut hasher);
-    pod.images.hash(&mut hasher);
-    hasher.finish()
-}
-
 fn remember(memo: &Mutex<Memo>, pod: &PodRecord) {
-    let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
-    if memo.len() >= MEMO {
-        memo.clear();
-    }
-    memo.insert(pod.uid().to_owned(), (fingerprint(pod), Instant::now()));
+    memo.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remember(pod, Instant::now());
 }
 
 /// Whether `pod`, as it is now, was remembered less than `max_age` ago.
 fn known(memo: &Mutex<Memo>, pod: &PodRecord, max_age: Duration) -> bool {
-    let memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
-    memo.get(pod.uid())
-        .is_some_and(|(seen, at)| *seen == fingerprint(pod) && at.elapsed() < max_age)
+    memo.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .knows(pod, max_age, Instant::now())
 }
 
 async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Error> {
     let State { ctx, shared } = &*state;
     let checked = |result: &str| ctx.metrics.checked.with_label_values(&[result]).inc();
-    let recheck = ctx.config.timings.recheck;
-    if known(&shared.settled, &pod, recheck) {
-        return Ok(Action::requeue(recheck));
+    // Judged since the last periodic recheck (which comes every `recheck`): nothing to do.
+    let fresh = ctx.config.timings.recheck / 2;
+    if known(&shared.settled, &pod, fresh) {
+        return Ok(Action::await_change());
     }
     let node = ctx.nodes.node(&pod.node_name);
     let platform = match screen(&pod, node.as_deref()) {
@@ -163,14 +169,17 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         Verdict::Fits => {
             checked("fits");
             remember(&shared.settled, &pod);
-            // Tags move: look again later even if the pod does not change.
-            return Ok(Action::requeue(recheck));
+            // Tags move: the periodic recheck looks again even if the pod does not change.
+            return Ok(Action::await_change());
         }
         Verdict::LookupFailed => {
             checked("lookup_failed");
             return Ok(Action::requeue(ctx.config.timings.lookup_retry));
         }
-        Verdict::Misplaced { misfits, remedy } => (misfits, remedy),
+        Verdict::Misplaced { misfits, remedy } => (
+            misfits,
+            exempt(remedy, pod.namespace(), &ctx.config.evict_exempt_namespaces),
+        ),
     };
     checked("misplaced");
     if !known(&shared.reported, &pod, Duration::MAX) {
@@ -184,7 +193,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
     }
     if remedy != Remedy::Evict {
         remember(&shared.settled, &pod);
-        return Ok(Action::requeue(recheck));
+        return Ok(Action::await_change());
     }
     let token = shared
         .bucket

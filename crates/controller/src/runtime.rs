@@ -70,6 +70,8 @@ impl Controllers {
         metrics: Metrics,
     ) -> Result<Running, Error> {
         config.validate()?;
+        // Lists and watches back off on very short watches and honour Retry-After.
+        let client = crate::pace::client(client);
         let (stop, stopped) = watch::channel(false);
         let shutdown = Shutdown(stopped);
         let mut tasks = JoinSet::new();

@@ -30,6 +30,7 @@ mod constrain;
 mod ephemeral;
 mod facts;
 mod intersect;
+mod keys;
 mod labels;
 mod outcome;
 mod pod;
@@ -47,40 +48,20 @@ pub use crate::images::ephemeral as ephemeral_images;
 pub use architectures::{ArchSettings, Architectures};
 pub use ephemeral::check_ephemeral;
 pub use facts::{Facts, NodeFacts};
-pub use outcome::{selector, Decision, DenyReason, Signal, SkipReason, Verdict};
+pub use keys::{
+    ARCH_LABEL, AUDIT_ANNOTATION, BETA_ARCH_LABEL, OS_LABEL, PLATFORMS_ANNOTATION, PREFERRED_LABEL,
+    SKIP_LABEL, WINDOWS_BUILD_LABEL,
+};
+pub use outcome::{selector, Decision, DenyReason, Signal, SkipReason, Verdict, DENY_CODE};
 pub use policy::{
     Mode, OnContradiction, OnLookupError, Policy, PolicyError, PreferenceMode, Weight,
 };
 pub use read::{plan, Plan};
 pub use summary::{Constraint, ImageSummary, ImageSupport, Summary};
+pub use support::Lookups;
 pub use text::{MAX_MESSAGE_CHARS, MAX_WARNINGS_CHARS, MAX_WARNING_CHARS};
 
 use crate::patch::PatchBuilder;
-
-/// Pod label: `"true"` leaves the pod alone.
-pub const SKIP_LABEL: &str = "arch.noe.adevinta.com/skip";
-/// Pod label (and namespace label): the preferred architecture.
-pub const PREFERRED_LABEL: &str = "arch.noe.adevinta.com/preferred";
-/// Pod annotation written on every pod we constrain: the common architectures, comma-separated.
-pub const PLATFORMS_ANNOTATION: &str = "arch.noe.adevinta.com/platforms";
-/// Pod annotation written in audit mode: what enforcement would have done.
-pub const AUDIT_ANNOTATION: &str = "arch.noe.adevinta.com/audit";
-/// The node label of the CPU architecture.
-pub const ARCH_LABEL: &str = "kubernetes.io/arch";
-/// The deprecated node label of the CPU architecture.
-pub const BETA_ARCH_LABEL: &str = "beta.kubernetes.io/arch";
-/// The node label of the operating system.
-pub const OS_LABEL: &str = "kubernetes.io/os";
-/// The node label of a Windows node's build (`major.minor.build`).
-pub const WINDOWS_BUILD_LABEL: &str = "node.kubernetes.io/windows-build";
-
-/// The HTTP status code of a denial.
-pub const DENY_CODE: u16 = 403;
-
-/// The platforms of each image (keyed by the reference as written in the pod), or why they could
-/// not be found. An image of [`Plan::images`] missing from the map counts as a failed lookup.
-pub type Lookups =
-    std::collections::BTreeMap<String, Result<std::sync::Arc<[crate::Platform]>, String>>;
 
 /// Decides what to do with a pod being created (steps 1–10 in docs/architecture.md), then, in
 /// audit mode, turns that into its report.

@@ -8,8 +8,10 @@
 //! - [`patch`]: the RFC 6902 patch the decision writes.
 //! - [`workload`]: the pod a workload object stands for (its template, as its controller creates
 //!   pods from it).
+//! - [`explain`]: a decision in words and JSON (`noe explain`), from the decision's summary.
 
 pub mod decide;
+pub mod explain;
 pub mod images;
 pub mod patch;
 pub mod platform;

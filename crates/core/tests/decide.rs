@@ -8,6 +8,7 @@ mod decide {
     mod cases_noe;
     mod cases_peers;
     mod conformance;
+    mod explain;
     mod flows;
     mod helpers;
     mod runner;

@@ -10,6 +10,7 @@
 pub mod controller;
 pub mod explain;
 pub mod go_flags;
+pub mod hosts;
 pub mod inspect;
 pub mod kube;
 pub mod logging;
@@ -218,6 +219,7 @@ impl Args {
             Some(Command::Inspect(inspect)) => Run::Inspect(config::Inspect {
                 images: inspect.images.clone(),
                 output: inspect.output,
+                show: inspect.show()?,
                 registry: self.registry.settings()?,
             }),
             Some(Command::Explain(explain)) => Run::Explain(config::Explain {

@@ -137,7 +137,28 @@ pub struct Ungate {
 pub struct Inspect {
     pub images: Vec<String>,
     pub output: Output,
+    pub show: InspectShow,
     pub registry: RegistrySettings,
+}
+
+/// What `noe inspect` shows beyond an image's resolution.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InspectShow {
+    /// `--raw`: the manifest, index or config blob exactly as served.
+    pub raw: bool,
+    /// `--platform`: one platform of an index (or a single image that must match).
+    pub platform: Option<noe_registry::inspect::PlatformSpec>,
+    /// `--config`: the image config summary.
+    pub config: bool,
+    /// `--digest`: the digest alone.
+    pub digest: bool,
+}
+
+impl InspectShow {
+    /// Any of the flags that look at what the registry serves (not only platforms).
+    pub fn asks_registry(&self) -> bool {
+        self.raw || self.platform.is_some() || self.config || self.digest
+    }
 }
 
 /// `noe explain`.

@@ -17,5 +17,6 @@ mod noe {
     mod e2e_shared;
     mod fault_sigterm;
     mod harness;
+    mod inspect_tools;
     mod process;
 }

@@ -54,6 +54,7 @@ mod client;
 pub mod config;
 pub mod error;
 pub mod hosts;
+pub mod inspect;
 pub mod manifest;
 pub mod metrics;
 pub mod overrides;

@@ -60,7 +60,11 @@ pub struct Owner {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(from = "RawPod")]
 pub struct PodRecord {
+    /// Name and namespace only: the UID is kept below and the resourceVersion is dropped once
+    /// the watcher read it ([`PodRecord::forget_version`]), so the store's key (which copies
+    /// the UID and version of `metadata` when they are set) holds two strings, not four.
     metadata: ObjectMeta,
+    uid: String,
     /// `spec.nodeName`.
     pub node_name: String,
     /// Container, init container and image volume references, deduplicated, in pod order.
@@ -92,7 +96,12 @@ impl PodRecord {
 
     /// UID.
     pub fn uid(&self) -> &str {
-        self.metadata.uid.as_deref().unwrap_or_default()
+        &self.uid
+    }
+
+    /// Drops the `resourceVersion` (the watcher has read it; the store does not need it).
+    pub fn forget_version(&mut self) {
+        self.metadata.resource_version = None;
     }
 
     /// A record built in code (tests, benches): a Running pod with a ReplicaSet owner.
@@ -101,9 +110,9 @@ impl PodRecord {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
                 namespace: Some(namespace.to_owned()),
-                uid: Some(format!("uid-{namespace}-{name}")),
                 ..ObjectMeta::default()
             },
+            uid: format!("uid-{namespace}-{name}"),
             node_name: node.to_owned(),
             images: images.iter().map(|image| (*image).to_owned()).collect(),
             too_many_images: false,
@@ -185,7 +194,11 @@ impl From<RawPod> for PodRecord {
             deleting: raw.metadata.deletion_timestamp.is_some(),
             owner,
             phase: Phase::parse(&raw.status.phase),
-            metadata: raw.metadata.identity(),
+            uid: bounded(&raw.metadata.uid),
+            metadata: ObjectMeta {
+                uid: None,
+                ..raw.metadata.identity()
+            },
         }
     }
 }

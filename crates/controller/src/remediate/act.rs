@@ -30,7 +30,7 @@ pub(crate) async fn report(
         note: Some(note),
         action: match remedy {
             Remedy::Evict => "Evict",
-            Remedy::Report | Remedy::ReportNoController => "Report",
+            Remedy::Report | Remedy::ReportNoController | Remedy::ReportExempt => "Report",
         }
         .to_owned(),
         secondary: None,

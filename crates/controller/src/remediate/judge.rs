@@ -87,6 +87,9 @@ pub enum Remedy {
     Evict,
     /// Evict mode, but the pod has no controller owner (nothing would recreate it): report.
     ReportNoController,
+    /// Evict mode, but the pod's namespace is exempt from evictions (`kube-system`, noe's own
+    /// namespace, or `--remediate-exempt-namespaces`): report.
+    ReportExempt,
 }
 
 /// The verdict on a pod in scope.
@@ -142,6 +145,19 @@ pub fn judge(
     Verdict::Misplaced { misfits, remedy }
 }
 
+/// `remedy` for a pod of `namespace`: an eviction becomes a report in an exempt namespace.
+pub fn exempt(
+    remedy: Remedy,
+    namespace: &str,
+    exempt_namespaces: &std::collections::BTreeSet<String>,
+) -> Remedy {
+    if remedy == Remedy::Evict && exempt_namespaces.contains(namespace) {
+        Remedy::ReportExempt
+    } else {
+        remedy
+    }
+}
+
 /// The Event note: the node's platform and each image that cannot run there, cut to
 /// [`MAX_NOTE`] bytes.
 pub fn note(node_name: &str, node: &Platform, misfits: &[Misfit], remedy: Remedy) -> String {
@@ -156,6 +172,7 @@ pub fn note(node_name: &str, node: &Platform, misfits: &[Misfit], remedy: Remedy
         Remedy::ReportNoController => {
             text.push_str("; not evicted: no controller owner would recreate it")
         }
+        Remedy::ReportExempt => text.push_str("; not evicted: its namespace is exempt"),
     }
     if text.len() > MAX_NOTE {
         let mut end = MAX_NOTE.saturating_sub(3);

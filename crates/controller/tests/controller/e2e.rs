@@ -344,14 +344,15 @@ async fn taints_converge_through_a_conflict_and_follow_new_nodes() {
         patch.content_type.as_deref(),
         Some("application/merge-patch+json")
     );
-    assert_eq!(
+    // The counter is bumped after the write's answer arrives: wait for it rather than race it.
+    eventually("the conflict counted", || {
         counter(
             &registry,
             "noe_controller_node_taint_writes_total",
-            &[("result", "conflict")]
-        ),
-        1
-    );
+            &[("result", "conflict")],
+        ) == 1
+    })
+    .await;
 
     // A new arm node is tainted from the watch.
     api.put_node(node_json("arm2", "arm64", "linux"));

@@ -5,8 +5,9 @@
 use serde_json::json;
 
 use super::intersect::Placement;
+use super::keys::PLATFORMS_ANNOTATION;
+use super::outcome::{Decision, Signal, SkipReason, Verdict};
 use super::read::Plan;
-use super::{Decision, Signal, SkipReason, Verdict, PLATFORMS_ANNOTATION};
 use crate::patch::PatchBuilder;
 
 /// Annotates the pod and turns the patch into the verdict.

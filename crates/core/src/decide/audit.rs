@@ -11,7 +11,10 @@
 
 use serde_json::{json, Value};
 
-use super::{pod, text, Decision, Signal, SkipReason, Verdict, AUDIT_ANNOTATION};
+use super::keys::AUDIT_ANNOTATION;
+use super::outcome::{Decision, Signal, SkipReason, Verdict};
+use super::pod;
+use super::text;
 use crate::patch::PatchBuilder;
 
 /// The audit annotation's value and the warning for an enforced verdict; `None` when

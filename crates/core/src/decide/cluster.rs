@@ -6,7 +6,10 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
-use super::{text, Decision, Facts, Policy, Signal};
+use super::facts::Facts;
+use super::outcome::{Decision, Signal};
+use super::policy::Policy;
+use super::text;
 
 /// `policy` with the nodes' archs added to its schedulable archs when they come from the nodes
 /// and the nodes are known; unchanged otherwise (with `schedulable_from_nodes` and no known

@@ -8,13 +8,15 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 
 use super::intersect::Placement;
+use super::keys::ARCH_LABEL;
 use super::outcome::selector;
+use super::outcome::{Decision, Signal};
 use super::pod::{array, NODE_AFFINITY, PREFERRED};
+use super::policy::Policy;
 use super::prefer::Preference;
 use super::read::Plan;
 use super::summary::Constraint;
 use super::terms::{self, Group, TermKind};
-use super::{Decision, Policy, Signal, ARCH_LABEL};
 use crate::patch::PatchBuilder;
 
 fn path<'a>(parts: &[&[&'a str]]) -> Vec<&'a str> {

@@ -3,12 +3,13 @@
 //! image that cannot run on that node's platform gets a warning, or with `--on-contradiction=deny`
 //! a denial.
 
+use super::facts::{Facts, NodeFacts};
+use super::outcome::{Decision, DenyReason, Signal, SkipReason, Verdict, DENY_CODE};
+use super::policy::{Mode, OnContradiction, OnLookupError, Policy};
+use super::support::Lookups;
 use super::support::{NO_PLATFORM, NO_RESULT};
+use super::text;
 use super::windows::{build_of, os_version, WINDOWS};
-use super::{
-    text, Decision, DenyReason, Facts, Lookups, Mode, NodeFacts, OnContradiction, OnLookupError,
-    Policy, Signal, SkipReason, Verdict, DENY_CODE,
-};
 
 fn node_platform(node: &NodeFacts, arch: &str) -> String {
     match node.os.as_deref() {

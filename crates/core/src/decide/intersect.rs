@@ -8,11 +8,14 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::outcome::{Decision, DenyReason, Signal, SkipReason};
+use super::outcome::{SkipReason as Reason, Verdict};
+use super::policy::{OnContradiction, Policy};
 use super::read::{Analysis, Arch, Plan};
 use super::summary::Constraint;
 use super::support::{Resolution, Resolved};
-use super::{text, windows, Decision, DenyReason, OnContradiction, Policy, Signal, SkipReason};
-use super::{SkipReason as Reason, Verdict};
+use super::text;
+use super::windows;
 
 /// Where the pod may go, before anything is written.
 #[derive(Debug)]
@@ -47,21 +50,19 @@ fn common<'a>(resolved: &[Resolved<'a>]) -> Option<BTreeSet<&'a str>> {
     Some(common)
 }
 
-/// `app:1 [linux/amd64], sidecar:2 [linux/s390x]`: each image with the platforms it really has.
-fn describe(resolved: &[Resolved<'_>], policy: &Policy) -> String {
-    text::list(resolved.iter().map(|r| {
+/// Step 6's denial: each image with the platforms it really has (`app:1 [linux/amd64],
+/// sidecar:2 [linux/s390x]`), then ` (pod OS: linux)` and ` (schedulable: amd64, arm64)` when
+/// they explain it.
+fn no_common_message(resolved: &[Resolved<'_>], os: &str, policy: &Policy) -> String {
+    let images = text::list(resolved.iter().map(|r| {
         if r.assumed {
             let fallback = policy.fallback().unwrap_or_default();
             format!("{} [assumed {fallback}]", text::image(r.image))
         } else {
             text::image_platforms(r.image, r.platforms)
         }
-    }))
-}
-
-/// ` (pod OS: linux)` and ` (schedulable: amd64, arm64)` when they explain a denial.
-fn context(resolved: &[Resolved<'_>], os: &str, policy: &Policy) -> String {
-    let mut out = String::new();
+    }));
+    let mut out = format!("no architecture is supported by every container: {images}");
     if resolved.iter().any(|r| r.other_os) {
         out.push_str(&format!(" (pod OS: {})", text::truncate(os, 64)));
     }
@@ -107,11 +108,7 @@ pub(crate) fn place<'a, 'p>(
         });
     };
     if common.is_empty() {
-        let message = format!(
-            "no architecture is supported by every container: {}{}",
-            describe(&resolution.resolved, policy),
-            context(&resolution.resolved, plan.os, policy)
-        );
+        let message = no_common_message(&resolution.resolved, plan.os, policy);
         return Err(Verdict::deny(DenyReason::NoCommonArch, message));
     }
     let windows = if plan.os == windows::WINDOWS && !analysis.windows_build_pinned {

@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
+use super::outcome::{Decision, Signal};
 use super::pod::PodView;
-use super::{Decision, Policy, Signal};
+use super::policy::Policy;
 use crate::patch::PatchBuilder;
 
 /// Copies the configured pod labels into `nodeSelector`; `written` are the keys the arch

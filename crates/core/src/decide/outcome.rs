@@ -1,5 +1,11 @@
 //! What the decision returns: a verdict, admission warnings and the signals the server counts.
 
+use super::summary::Summary;
+use super::text;
+
+/// The HTTP status code of a denial.
+pub const DENY_CODE: u16 = 403;
+
 /// The result of [`decide`](crate::decide::decide) and
 /// [`check_ephemeral`](crate::decide::check_ephemeral).
 #[derive(Clone, Debug, PartialEq)]
@@ -13,7 +19,7 @@ pub struct Decision {
     /// Events for metrics and logs, in the order they happened.
     pub signals: Vec<Signal>,
     /// What the decision found, step by step (what `noe explain` shows).
-    pub summary: super::Summary,
+    pub summary: Summary,
 }
 
 impl Decision {
@@ -23,7 +29,7 @@ impl Decision {
             verdict,
             warnings: Vec::new(),
             signals: Vec::new(),
-            summary: super::Summary::default(),
+            summary: Summary::default(),
         }
     }
 }
@@ -61,9 +67,9 @@ impl Verdict {
     /// A denial (HTTP 403) for `reason`, its message bounded.
     pub(crate) fn deny(reason: DenyReason, message: String) -> Self {
         Self::Deny {
-            code: super::DENY_CODE,
+            code: DENY_CODE,
             reason,
-            message: super::text::message(message),
+            message: text::message(message),
         }
     }
 }

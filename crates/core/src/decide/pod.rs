@@ -4,7 +4,7 @@ use serde_json::Value;
 
 pub(crate) use crate::images::ImageKind;
 
-use super::{ARCH_LABEL, BETA_ARCH_LABEL, OS_LABEL, SKIP_LABEL};
+use super::keys::{ARCH_LABEL, BETA_ARCH_LABEL, OS_LABEL, SKIP_LABEL};
 
 /// `spec.affinity.nodeAffinity` path segments.
 pub(crate) const NODE_AFFINITY: [&str; 3] = ["spec", "affinity", "nodeAffinity"];

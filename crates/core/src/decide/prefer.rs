@@ -3,9 +3,11 @@
 //! pod whose own arch terms rule out a hard preference). Its output, a [`Preference`], is what
 //! [`constrain`](super::constrain) writes.
 
+use super::facts::Facts;
 use super::intersect::Placement;
+use super::outcome::{Decision, Signal};
+use super::policy::{Policy, PreferenceMode};
 use super::read::Plan;
-use super::{Decision, Facts, Policy, PreferenceMode, Signal};
 
 /// The preferred arch of a pod whose arch constraint is ours, as it will be written.
 #[derive(Clone, Copy, Debug, Default)]

@@ -7,12 +7,13 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::pod::{self, array, is_arch_key, ImageKind, PodView};
-use super::terms::{self, TermKind};
-use super::{
-    Policy, SkipReason, ARCH_LABEL, BETA_ARCH_LABEL, PLATFORMS_ANNOTATION, PREFERRED_LABEL,
-    WINDOWS_BUILD_LABEL,
+use super::keys::{
+    ARCH_LABEL, BETA_ARCH_LABEL, PLATFORMS_ANNOTATION, PREFERRED_LABEL, WINDOWS_BUILD_LABEL,
 };
+use super::outcome::SkipReason;
+use super::pod::{self, array, is_arch_key, ImageKind, PodView};
+use super::policy::Policy;
+use super::terms::{self, TermKind};
 
 /// What the decision needs to know about a pod, read from its raw JSON once.
 #[derive(Debug)]

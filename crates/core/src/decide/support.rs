@@ -6,12 +6,17 @@ use std::collections::BTreeSet;
 
 use crate::Platform;
 
+use super::outcome::{Decision, DenyReason, Signal, SkipReason, Verdict};
 use super::pod::ImageKind;
+use super::policy::{OnLookupError, Policy};
 use super::read::{Arch, Plan};
 use super::summary::{ImageSummary, ImageSupport};
-use super::{
-    text, Decision, DenyReason, Lookups, OnLookupError, Policy, Signal, SkipReason, Verdict,
-};
+use super::text;
+
+/// The platforms of each image (keyed by the reference as written in the pod), or why they could
+/// not be found. An image of [`Plan::images`] missing from the map counts as a failed lookup.
+pub type Lookups =
+    std::collections::BTreeMap<String, Result<std::sync::Arc<[crate::Platform]>, String>>;
 
 /// The error of a container image whose registry lists no platform: noe-rs never assumes amd64.
 pub(crate) const NO_PLATFORM: &str = "the registry lists no platform for it";
@@ -116,41 +121,6 @@ fn resolve<'a>(
     out
 }
 
-/// Step 5 with `fallback`: failed images resolved to the fallback arch. Returns the images that
-/// fell back (for their warnings).
-fn fall_back<'a>(
-    resolution: &mut Resolution<'a>,
-    policy: &'a Policy,
-    summary: &mut [ImageSummary],
-) -> Vec<Failed<'a>> {
-    let Some(arch) = policy
-        .fallback()
-        .filter(|_| policy.on_lookup_error == OnLookupError::Fallback)
-    else {
-        return Vec::new();
-    };
-    let failed = std::mem::take(&mut resolution.failed);
-    for failure in &failed {
-        for entry in summary.iter_mut().filter(|e| e.image == failure.image) {
-            entry.support = ImageSupport::Assumed {
-                arch: arch.to_owned(),
-                error: failure.error.to_owned(),
-            };
-        }
-        resolution.resolved.push(Resolved {
-            image: failure.image,
-            usable: Some(arch)
-                .filter(|a| policy.is_schedulable(a))
-                .into_iter()
-                .collect(),
-            platforms: &[],
-            other_os: false,
-            assumed: true,
-        });
-    }
-    failed
-}
-
 /// Steps 3–5: every image resolved against the lookups, each failure counted. For a pod whose
 /// arch constraint is ours, a failure then follows `--on-lookup-error`: `Err` with the verdict
 /// when it settles the pod (denied, or allowed unchanged: it fails open).
@@ -209,12 +179,37 @@ pub(crate) fn assess<'a>(
             reason: SkipReason::LookupFailed,
         });
     }
-    let fell_back = fall_back(&mut resolution, policy, &mut decision.summary.images);
+    // `fallback` (with a fallback arch): failed images taken to support only that arch.
+    let fallback = policy
+        .fallback()
+        .filter(|_| policy.on_lookup_error == OnLookupError::Fallback);
+    let fell_back = match fallback {
+        Some(_) => std::mem::take(&mut resolution.failed),
+        None => Vec::new(),
+    };
     for failure in &fell_back {
+        let arch = fallback.unwrap_or_default();
+        for entry in decision.summary.images.iter_mut() {
+            if entry.image == failure.image {
+                entry.support = ImageSupport::Assumed {
+                    arch: arch.to_owned(),
+                    error: failure.error.to_owned(),
+                };
+            }
+        }
+        resolution.resolved.push(Resolved {
+            image: failure.image,
+            usable: Some(arch)
+                .filter(|a| policy.is_schedulable(a))
+                .into_iter()
+                .collect(),
+            platforms: &[],
+            other_os: false,
+            assumed: true,
+        });
         decision.warnings.push(format!(
-            "image {} taken to support only {}: could not find its platforms ({})",
+            "image {} taken to support only {arch}: could not find its platforms ({})",
             text::image(failure.image),
-            policy.fallback().unwrap_or_default(),
             failure.error
         ));
     }

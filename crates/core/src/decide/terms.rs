@@ -13,8 +13,9 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
+use super::keys::{ARCH_LABEL, WINDOWS_BUILD_LABEL};
 use super::pod::{self, array, is_arch_key, is_empty_term, key_of, NODE_AFFINITY, REQUIRED};
-use super::{Policy, ARCH_LABEL, WINDOWS_BUILD_LABEL};
+use super::policy::Policy;
 use crate::patch::PatchBuilder;
 
 /// What a required term is to the decision.

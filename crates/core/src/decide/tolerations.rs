@@ -5,10 +5,13 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
+use super::cluster;
+use super::facts::Facts;
 use super::intersect::Placement;
+use super::outcome::Decision;
 use super::pod::array;
+use super::policy::Policy;
 use super::prefer::Preference;
-use super::{cluster, Decision, Facts, Policy};
 use crate::patch::PatchBuilder;
 
 /// A toleration with Kubernetes' defaults spelled out, to compare tolerations.

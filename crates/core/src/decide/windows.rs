@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 use crate::Platform;
 use serde_json::{json, Value};
 
+use super::keys::WINDOWS_BUILD_LABEL;
 use super::support::Resolved;
-use super::{text, WINDOWS_BUILD_LABEL};
+use super::text;
 
 /// The pod OS that gets a Windows build constraint.
 pub(crate) const WINDOWS: &str = "windows";

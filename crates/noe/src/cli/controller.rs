@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, ValueEnum};
 use noe_controller::taints::{TAINT_EFFECT, TAINT_KEY};
-use noe_controller::{Config, GateConfig, LeaseConfig, Remediate};
+use noe_controller::{Config, GateConfig, LeaseConfig, Remediate, KUBE_SYSTEM};
 use noe_core::decide::Policy;
 use noe_webhook::admission::gate::selector::Selector;
 use noe_webhook::admission::gate::LookupMode;
@@ -94,6 +94,12 @@ pub struct ControllerArgs {
     #[arg(long, global = true, env = "NOE_REMEDIATE_RATE", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub remediate_rate: u32,
+
+    /// Namespaces whose pods `--remediate=evict` reports but never evicts. Comma separated;
+    /// default: kube-system and noe's own namespace ($POD_NAMESPACE). Empty: none is exempt.
+    #[arg(long, global = true, env = "NOE_REMEDIATE_EXEMPT_NAMESPACES", value_delimiter = ',',
+          num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub remediate_exempt_namespaces: Option<Vec<String>>,
 
     /// Run the writing controllers (remediation, taints) only on the replica that holds a
     /// Lease; every replica serves admissions.
@@ -278,10 +284,27 @@ impl ControllerArgs {
         } else {
             None
         };
+        let own_namespace = env(POD_NAMESPACE_ENV).filter(|ns| !ns.is_empty());
+        let evict_exempt_namespaces = match &self.remediate_exempt_namespaces {
+            Some(given) => {
+                let given: BTreeSet<String> = non_empty(given).into_iter().collect();
+                if let Some(bad) = given.iter().find(|ns| !is_object_name(ns, 63)) {
+                    return Err(ConfigError::Contradiction(format!(
+                        "--remediate-exempt-namespaces {bad:?} is not a namespace name"
+                    )));
+                }
+                given
+            }
+            None => [KUBE_SYSTEM.to_owned()]
+                .into_iter()
+                .chain(own_namespace.clone())
+                .collect(),
+        };
         let config = Config {
             watch_nodes: self.watch_nodes,
             remediate,
             remediate_rate_per_minute: self.remediate_rate,
+            evict_exempt_namespaces,
             taint_arches,
             leader_election,
             instance: env(POD_NAME_ENV).filter(|name| !name.is_empty()),
@@ -297,7 +320,7 @@ impl ControllerArgs {
             leader_elect: self.leader_elect,
             lookup_mode,
             hybrid_budget: self.hybrid_budget,
-            own_namespace: env(POD_NAMESPACE_ENV).filter(|ns| !ns.is_empty()),
+            own_namespace,
             gate_object_selector: self.gate_object_selector.clone(),
             gate_namespace_selector: self.gate_namespace_selector.clone(),
         })

@@ -20,13 +20,13 @@ use std::process::ExitCode;
 
 use clap::Args;
 use futures::StreamExt;
-use noe_core::decide::{Decision, Signal, Verdict, AUDIT_ANNOTATION, PREFERRED_LABEL};
-use noe_core::patch::{with_prefix, Op};
+use noe_core::decide::PREFERRED_LABEL;
+use noe_core::explain::Explanation;
 use noe_core::workload;
 use noe_webhook::admission::Admission;
 use noe_webhook::resolve::one_line;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::inspect::progress::Progress;
 use crate::app::App;
@@ -215,7 +215,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
             Output::Json => serde_json::to_string(&explained.json())
                 .map_err(std::io::Error::other)
                 .and_then(|line| writeln!(stdout, "{line}")),
-            Output::Text => explained.write_text(&mut stdout),
+            Output::Text => write!(stdout, "{}", explained.text()),
         });
         printed.map_err(|source| Error::Read {
             file: "stdout".into(),
@@ -268,54 +268,15 @@ pub struct Context<'a> {
     pub facts: &'a FileFacts,
 }
 
-/// What the webhook would do to one object.
-#[derive(Debug)]
-pub struct Explained {
-    pub kind: String,
-    /// `namespace/name` (or `generateName`).
-    pub name: String,
-    pub outcome: Outcome,
-    /// What else explains the outcome: images a platform override answered for, debug
-    /// containers that could not be checked.
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug)]
-pub enum Outcome {
-    /// Not a Pod or a workload with a pod template.
-    Skipped(String),
-    Decided {
-        decision: Box<Decision>,
-        /// The patch against the file's object (pod template paths prefixed for workloads).
-        patch: Vec<Op>,
-        /// A note on how the object's pods differ from the template (DaemonSet).
-        note: Option<&'static str>,
-    },
-}
-
-/// The DaemonSet controller pins each of its pods to one node: a required node selector term
-/// with a `metadata.name` field and the DaemonSet as controller owner. The webhook sees those
-/// pods, not the template, so `explain` decides for such a pod.
-const DAEMONSET_NOTE: &str =
-    "DaemonSet pods are pinned to their node by the DaemonSet controller: no architecture constraint is added";
-
-/// Decides for a Pod or the pod template of a workload, as the webhook would for its pods.
-pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
+/// Decides for a Pod or the pod template of a workload, as the webhook would for its pods
+/// (the engine is `noe_core::explain`; here are the lookups, the file's facts and the notes).
+pub async fn explain(context: &Context<'_>, object: &Value) -> Explanation {
     let admission = context.admission;
     let kind = object
         .get("kind")
         .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let cluster_scoped = matches!(kind.as_str(), "Namespace" | "Node");
-    let shown_name = |namespace: &str, name: &str| {
-        if cluster_scoped {
-            name.to_owned()
-        } else {
-            format!("{namespace}/{name}")
-        }
-    };
-    let fact = match kind.as_str() {
+        .unwrap_or_default();
+    let fact = match kind {
         "Namespace" => Some(format!(
             "a Namespace: its {PREFERRED_LABEL} label applies to this file's pods in it"
         )),
@@ -326,37 +287,12 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
         _ => None,
     };
     let pod_of = match (fact, workload::pod_of(object)) {
-        (Some(reason), _) => Err(reason),
-        (None, pod_of) => pod_of.map_err(|no_pod| no_pod.to_string()),
-    };
-    let pod_of = match pod_of {
-        Ok(pod_of) => pod_of,
-        Err(reason) => {
-            let name = object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let namespace = object
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .filter(|ns| !ns.is_empty())
-                .unwrap_or("default");
-            return Explained {
-                kind,
-                name: shown_name(namespace, name),
-                outcome: Outcome::Skipped(reason),
-                notes: Vec::new(),
-            };
-        }
+        (Some(reason), _) => return Explanation::skipped(object, reason),
+        (None, Err(no_pod)) => return Explanation::skipped(object, no_pod.to_string()),
+        (None, Ok(pod_of)) => pod_of,
     };
     let namespace = pod_of.namespace;
     let pod = pod_of.pod.as_ref();
-    let explained = |outcome, notes| Explained {
-        kind: kind.clone(),
-        name: shown_name(namespace, pod_of.name),
-        outcome,
-        notes,
-    };
     let mut notes = override_notes(context.app, pod).await;
     let node = pod
         .pointer("/spec/nodeName")
@@ -366,7 +302,7 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
         .pointer("/spec/ephemeralContainers")
         .and_then(Value::as_array)
         .is_some_and(|c| !c.is_empty());
-    if let (Some(node), true) = (node, debug) {
+    let mut explanation = if let (Some(node), true) = (node, debug) {
         // A bound pod with debug containers: they are checked as if just added.
         if !context.facts.has_node(node) {
             notes.push(format!(
@@ -374,33 +310,17 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explained {
             ));
         }
         let decision = admission.debug_decision(pod, None, namespace).await;
-        return explained(
-            Outcome::Decided {
-                decision: Box::new(decision),
-                patch: Vec::new(),
-                note: Some(DEBUG_NOTE),
-            },
-            notes,
-        );
-    }
-    let decision = admission.decision(pod, namespace).await;
-    let note = (kind == "DaemonSet").then_some(DAEMONSET_NOTE);
-    let patch = match &decision.verdict {
-        Verdict::Patch { ops, .. } => with_prefix(ops.clone(), pod_of.template),
-        _ => Vec::new(),
+        Explanation::debug(&pod_of, decision)
+    } else {
+        let decision = admission.decision(pod, namespace).await;
+        Explanation::decided(&pod_of, decision)
     };
-    explained(
-        Outcome::Decided {
-            decision: Box::new(decision),
-            patch,
-            note,
-        },
-        notes,
-    )
+    explanation.notes = notes;
+    for failure in &mut explanation.lookup_errors {
+        failure.error = with_plain_http_hint(&failure.image, &failure.error);
+    }
+    explanation
 }
-
-/// The pod's debug containers were checked against its node (`pods/ephemeralcontainers`).
-const DEBUG_NOTE: &str = "debug containers checked against the pod's node";
 
 /// A note per image of `pod` a `--platform-overrides` entry answers for.
 async fn override_notes(app: &App, pod: &Value) -> Vec<String> {
@@ -425,135 +345,6 @@ async fn override_notes(app: &App, pod: &Value) -> Vec<String> {
     notes
 }
 
-impl Explained {
-    /// An image's platforms could not be found.
-    pub fn lookup_failed(&self) -> bool {
-        match &self.outcome {
-            Outcome::Decided { decision, .. } => decision
-                .signals
-                .iter()
-                .any(|signal| matches!(signal, Signal::LookupFailed { .. })),
-            Outcome::Skipped(_) => false,
-        }
-    }
-
-    /// Each image whose platforms could not be found, with the whole error (the admission
-    /// warnings cut it to the API server's limit) and what to do about a plain-HTTP registry.
-    pub fn lookup_errors(&self) -> Vec<(String, String)> {
-        let Outcome::Decided { decision, .. } = &self.outcome else {
-            return Vec::new();
-        };
-        decision
-            .signals
-            .iter()
-            .filter_map(|signal| match signal {
-                Signal::LookupFailed { image, error } => {
-                    Some((image.clone(), with_plain_http_hint(image, error)))
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    pub fn denied(&self) -> bool {
-        matches!(
-            &self.outcome,
-            Outcome::Decided { decision, .. } if matches!(decision.verdict, Verdict::Deny { .. })
-        )
-    }
-
-    /// One sentence: the denial, the platforms written, or why nothing changed.
-    pub fn message(&self) -> String {
-        match &self.outcome {
-            Outcome::Skipped(reason) => format!("skipped: {reason}"),
-            Outcome::Decided { decision, note, .. } => {
-                let message = match &decision.verdict {
-                    Verdict::Deny { message, .. } => message.clone(),
-                    Verdict::Patch { common, ops } => patch_summary(common, ops, decision),
-                    Verdict::Unchanged { .. } if *note == Some(DEBUG_NOTE) => {
-                        return "debug containers allowed (checked against the pod's node)"
-                            .to_owned()
-                    }
-                    Verdict::Unchanged { reason } => format!("unchanged: {}", reason.as_str()),
-                };
-                match note {
-                    Some(note) => format!("{message} ({note})"),
-                    None => message,
-                }
-            }
-        }
-    }
-
-    /// `{"kind","name","allowed","message","warnings","patch"}` (and `"notes"` when there are
-    /// any), or `{"kind","name","skipped"}`.
-    pub fn json(&self) -> Value {
-        let mut json = match &self.outcome {
-            Outcome::Skipped(reason) => {
-                json!({"kind": self.kind, "name": self.name, "skipped": reason})
-            }
-            Outcome::Decided {
-                decision, patch, ..
-            } => json!({
-                "kind": self.kind,
-                "name": self.name,
-                "allowed": !self.denied(),
-                "message": self.message(),
-                "warnings": decision.warnings,
-                "patch": patch,
-            }),
-        };
-        if !self.notes.is_empty() {
-            json["notes"] = json!(self.notes);
-        }
-        let failures = self.lookup_errors();
-        if !failures.is_empty() {
-            json["lookupErrors"] = failures
-                .iter()
-                .map(|(image, error)| json!({"image": image, "error": error}))
-                .collect();
-        }
-        json
-    }
-
-    pub fn write_text(&self, out: &mut impl Write) -> std::io::Result<()> {
-        let (verdict, warnings, patch): (String, &[String], &[Op]) = match &self.outcome {
-            Outcome::Skipped(_) => ("skipped".to_owned(), &[], &[]),
-            Outcome::Decided {
-                decision, patch, ..
-            } => {
-                let verdict = match &decision.verdict {
-                    Verdict::Deny { code, .. } => format!("denied ({code})"),
-                    Verdict::Patch { .. } => "allowed, patched".to_owned(),
-                    Verdict::Unchanged { .. } => "allowed unchanged".to_owned(),
-                };
-                (verdict, &decision.warnings, patch)
-            }
-        };
-        writeln!(out, "{} {}: {verdict}", self.kind, self.name)?;
-        writeln!(out, "  {}", self.message())?;
-        let failures = self.lookup_errors();
-        for warning in warnings {
-            // A warning cut to the API server's limit is a lookup's: its whole text follows.
-            let cut = warning.ends_with("...")
-                && warning.chars().count() >= noe_core::decide::MAX_WARNING_CHARS;
-            if !cut || failures.is_empty() {
-                writeln!(out, "  warning: {warning}")?;
-            }
-        }
-        for (image, error) in &failures {
-            writeln!(out, "  lookup failed: {image}: {error}")?;
-        }
-        for note in &self.notes {
-            writeln!(out, "  note: {note}")?;
-        }
-        if !patch.is_empty() {
-            let pretty = serde_json::to_string_pretty(patch).map_err(std::io::Error::other)?;
-            writeln!(out, "patch:\n{pretty}")?;
-        }
-        Ok(())
-    }
-}
-
 /// `error` with what to do when the registry answered plain HTTP to our TLS handshake (rustls
 /// names the record it could not read).
 fn with_plain_http_hint(image: &str, error: &str) -> String {
@@ -564,65 +355,6 @@ fn with_plain_http_hint(image: &str, error: &str) -> String {
         .map(|reference| reference.registry)
         .unwrap_or_else(|_| "the registry".to_owned());
     format!("{error} ({})", super::inspect::plain_http_hint(&host))
-}
-
-/// What a patch does, in words: the architectures it constrains the pod to, the audit
-/// annotation (audit mode: nothing else is written), tolerations added, node labels copied.
-fn patch_summary(common: &[String], ops: &[Op], decision: &Decision) -> String {
-    let ops: Vec<Value> = ops
-        .iter()
-        .filter_map(|op| serde_json::to_value(op).ok())
-        .collect();
-    let path = |op: &Value| {
-        op.get("path")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let mut parts = Vec::new();
-    if !common.is_empty() {
-        parts.push(format!(
-            "constrained to the architectures {}",
-            common.join(",")
-        ));
-    }
-    let audit = ops.iter().find_map(|op| {
-        let value = op.get("value")?;
-        match path(op).as_str() {
-            "/metadata/annotations/arch.noe.adevinta.com~1audit" => value.as_str(),
-            "/metadata/annotations" => value.get(AUDIT_ANNOTATION).and_then(Value::as_str),
-            _ => None,
-        }
-    });
-    if let Some(value) = audit {
-        parts.push(format!(
-            "audit mode: nothing enforced, annotated {AUDIT_ANNOTATION}={value}"
-        ));
-    }
-    if ops
-        .iter()
-        .any(|op| path(op).starts_with("/spec/tolerations"))
-    {
-        parts.push("tolerations added".to_owned());
-    }
-    let copied: Vec<&str> = decision
-        .signals
-        .iter()
-        .filter_map(|signal| match signal {
-            Signal::NodeMatchInjection { label } => Some(label.as_str()),
-            _ => None,
-        })
-        .collect();
-    if !copied.is_empty() && audit.is_none() {
-        parts.push(format!(
-            "pod labels copied into nodeSelector: {}",
-            copied.join(", ")
-        ));
-    }
-    if parts.is_empty() {
-        parts.push("patched without an architecture constraint".to_owned());
-    }
-    parts.join("; ")
 }
 
 #[cfg(test)]

@@ -2,21 +2,28 @@
 //!
 //! Images are resolved concurrently (bounded, and per registry host) and printed in the order
 //! given; with `-o json` every image gets one record, a failure `{"image","error":{"kind","message"}}`.
+//! Each image's manifest is fetched (`Resolver::inspect`) for its index entries, and with
+//! `--raw`, `--platform`, `--config` and `--digest` (`show.rs`) for what crane and regctl show;
+//! with the server's `--shared-cache` and none of those flags, images are resolved as a replica
+//! would (the shared cache may answer, without index entries).
 
 pub mod progress;
+mod show;
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
 use futures::StreamExt;
+use noe_registry::inspect::{Inspection, PlatformSpec, Want};
 use noe_registry::Resolution;
 use noe_webhook::resolve::one_line;
 
+use super::hosts::Hosts;
 use crate::app::{App, Overridden};
-use crate::config::{self, Output};
+use crate::cli::parse::ConfigError;
+use crate::config::{self, InspectShow, Output};
 use progress::Progress;
 
 #[derive(Clone, Debug, Args)]
@@ -34,14 +41,61 @@ pub struct InspectArgs {
         default_value = "text"
     )]
     pub output: Output,
+
+    /// Print the manifest or index exactly as served (with `--platform`, that platform's
+    /// manifest; with `--config`, the config blob). Text: the bytes alone on stdout, media type
+    /// and digest on stderr (one image); json: in `raw`.
+    #[arg(long, env = "NOE_RAW", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub raw: bool,
+
+    /// Select one platform of an index, `os/arch[/variant][:os.version]` (`linux/arm64`,
+    /// `windows/amd64:10.0.20348.2227`): its manifest digest and image config. A single image
+    /// must have that platform.
+    #[arg(long, env = "NOE_PLATFORM", value_name = "OS/ARCH[/VARIANT]", value_parser = PlatformSpec::parse)]
+    pub platform: Option<PlatformSpec>,
+
+    /// Print the image config summary (os, architecture, variant, os.version, os.features,
+    /// created, entrypoint, cmd, user, working dir, exposed ports, labels); an index needs
+    /// `--platform`.
+    #[arg(long, env = "NOE_CONFIG", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub config: bool,
+
+    /// Print the digest alone (with `--platform`, that platform's manifest digest), as `crane
+    /// digest` does.
+    #[arg(long, env = "NOE_DIGEST", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub digest: bool,
+}
+
+impl InspectArgs {
+    /// What to show; `--raw` prints one image's bytes in text mode, `--digest` a digest alone.
+    pub fn show(&self) -> Result<InspectShow, ConfigError> {
+        if self.digest && (self.raw || self.config) {
+            return Err(ConfigError::Contradiction(
+                "--digest prints a digest alone: it does not go with --raw or --config".into(),
+            ));
+        }
+        if self.raw && self.output == Output::Text && self.images.len() > 1 {
+            return Err(ConfigError::Contradiction(
+                "--raw prints one image's bytes: give one image, or use -o json for several".into(),
+            ));
+        }
+        Ok(InspectShow {
+            raw: self.raw,
+            platform: self.platform.clone(),
+            config: self.config,
+            digest: self.digest,
+        })
+    }
 }
 
 /// Images resolved at the same time.
 const CONCURRENCY: usize = 8;
-/// Images of one registry host resolved at the same time: after a host's first timeout, the
-/// images of that host not yet started fail at once instead of each waiting the timeout.
-const PER_HOST: usize = 2;
-
 /// Prints each image's resolution, in the order given, resolving them concurrently; exit 1 (one
 /// line per failure on stderr, and with `-o json` a record with `error`) when any image cannot
 /// be resolved, 2 when the registry configuration cannot be used.
@@ -49,8 +103,16 @@ pub async fn run(config: config::Inspect) -> ExitCode {
     let config::Inspect {
         images,
         output,
+        show,
         registry,
     } = config;
+    // With the server's shared cache, plain inspect resolves as a replica would.
+    let fetch = show.asks_registry() || registry.resolver.shared_cache.is_none();
+    let want = Want {
+        platform: show.platform.clone(),
+        config: show.config,
+        digest_only: show.digest,
+    };
     let app = match App::build(registry).await {
         Ok(app) => app,
         Err(error) => {
@@ -61,13 +123,16 @@ pub async fn run(config: config::Inspect) -> ExitCode {
     let hosts = Hosts::default();
     let progress = Progress::new(images.len(), "images");
     let mut answers = futures::stream::iter(&images)
-        .map(|image| inspect(&app, &hosts, image))
+        .map(|image| {
+            let fetch = fetch.then_some(&want);
+            inspect(&app, &hosts, image, fetch, show.asks_registry())
+        })
         .buffered(CONCURRENCY);
     let mut failed = false;
     let mut stdout = std::io::stdout().lock();
     while let Some((image, answer)) = answers.next().await {
         failed |= answer.is_err();
-        let printed = progress.done(|| print(&mut stdout, output, image, &answer));
+        let printed = progress.done(|| print(&mut stdout, output, &show, image, &answer));
         if printed.is_err() {
             return ExitCode::FAILURE;
         }
@@ -84,6 +149,8 @@ enum Found {
     /// A `--platform-overrides` entry answered: no registry contacted.
     Overridden(Overridden),
     Resolved(Arc<Resolution>),
+    /// The manifest was fetched for inspection.
+    Inspected(Box<Inspection>),
 }
 
 /// Why one image could not be resolved: a class of [`noe_registry::Error::kind`] and a message.
@@ -93,64 +160,22 @@ struct Failure {
     message: String,
 }
 
-/// The registry hosts of this run that timed out, and how many lookups each has running.
-#[derive(Default)]
-struct Hosts {
-    state: std::sync::Mutex<HashMap<String, HostState>>,
-    changed: tokio::sync::Notify,
-}
-
-#[derive(Default)]
-struct HostState {
-    running: usize,
-    /// The first timeout's message, once the host timed out.
-    timed_out: Option<String>,
-}
-
-impl Hosts {
-    /// Waits for a slot at `host`; `Err` with the first timeout's message once it timed out.
-    async fn enter(&self, host: &str) -> Result<(), String> {
-        loop {
-            let changed = self.changed.notified();
-            {
-                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                let entry = state.entry(host.to_owned()).or_default();
-                if let Some(message) = &entry.timed_out {
-                    return Err(message.clone());
-                }
-                if entry.running < PER_HOST {
-                    entry.running = entry.running.saturating_add(1);
-                    return Ok(());
-                }
-            }
-            changed.await;
-        }
-    }
-
-    /// Gives the slot back; `timeout` marks the host as timed out.
-    fn leave(&self, host: &str, timeout: Option<&str>) {
-        {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            let entry = state.entry(host.to_owned()).or_default();
-            entry.running = entry.running.saturating_sub(1);
-            if let (None, Some(message)) = (&entry.timed_out, timeout) {
-                entry.timed_out = Some(message.to_owned());
-            }
-        }
-        self.changed.notify_waiters();
-    }
-}
-
 /// Resolves one image: an override, or the registry (failing at once when its host already
-/// timed out in this run).
+/// timed out in this run); with `fetch`, its manifest is fetched for inspection.
+/// `registry_only` (the flags that look at what the registry serves) asks it even for an image
+/// an override answers.
 async fn inspect<'a>(
     app: &App,
     hosts: &Hosts,
     image: &'a str,
+    fetch: Option<&Want>,
+    registry_only: bool,
 ) -> (&'a str, Result<Found, Failure>) {
     // A reference that does not parse fails below, with the usual message.
-    if let Ok(Some(found)) = app.platform_override(image).await {
-        return (image, Ok(Found::Overridden(found)));
+    if !registry_only {
+        if let Ok(Some(found)) = app.platform_override(image).await {
+            return (image, Ok(Found::Overridden(found)));
+        }
     }
     let host = app
         .resolver
@@ -166,11 +191,24 @@ async fn inspect<'a>(
             return (image, Err(failure));
         }
     }
-    let answer = app.resolve(image).await;
-    let answer = answer.map(Found::Resolved).map_err(|error| Failure {
+    let failure = |error: noe_registry::Error| Failure {
         kind: error.kind(),
         message: describe(&error),
-    });
+    };
+    let answer = match fetch {
+        Some(want) => {
+            let candidates = app.credentials(None).candidates(image, None).await;
+            match app.resolver.inspect(image, &candidates, want).await {
+                Ok(inspection) => show::picked(image, want, inspection).map(Found::Inspected),
+                Err(error) => Err(failure(error)),
+            }
+        }
+        None => app
+            .resolve(image)
+            .await
+            .map(Found::Resolved)
+            .map_err(failure),
+    };
     if let Some(host) = &host {
         let timeout = match &answer {
             Err(failure) if failure.kind == "timeout" => Some(failure.message.as_str()),
@@ -222,10 +260,12 @@ pub fn is_plain_http_text(text: &str) -> bool {
 fn print(
     stdout: &mut impl Write,
     output: Output,
+    show: &InspectShow,
     image: &str,
     answer: &Result<Found, Failure>,
 ) -> std::io::Result<()> {
     match (answer, output) {
+        (Ok(Found::Inspected(inspection)), _) => show::print(stdout, output, show, inspection),
         (Ok(Found::Overridden(found)), Output::Json) => json_line(stdout, &found.json()),
         (Ok(Found::Overridden(found)), Output::Text) => found.write_text(stdout),
         (Ok(Found::Resolved(resolution)), Output::Json) => {
@@ -277,6 +317,12 @@ fn printable(text: &str) -> String {
 }
 
 fn write_text(out: &mut impl Write, resolution: &Resolution) -> std::io::Result<()> {
+    write_fields(out, resolution)?;
+    writeln!(out)
+}
+
+/// The resolution's lines, without the blank line that ends an image's block.
+fn write_fields(out: &mut impl Write, resolution: &Resolution) -> std::io::Result<()> {
     let registry = resolution
         .resolved
         .split_once('/')
@@ -302,8 +348,7 @@ fn write_text(out: &mut impl Write, resolution: &Resolution) -> std::io::Result<
         )
     )?;
     writeln!(out, "platforms:   {}", platforms.join(" "))?;
-    writeln!(out, "answeredBy:  {}", resolution.answered_by.as_str())?;
-    writeln!(out)
+    writeln!(out, "answeredBy:  {}", resolution.answered_by.as_str())
 }
 
 impl Overridden {

@@ -42,8 +42,15 @@ async fn inspect_prints_every_fixture() {
         assert_eq!(line["credentialSource"], "anonymous");
         // A fresh process: fetched.
         assert_eq!(line["answeredBy"], "get");
+        // And an index's entries, or a single image's config digest.
         let keys: Vec<&String> = line.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 7, "{line}");
+        assert_eq!(keys.len(), 8, "{line}");
+        let extra = if fixture.config_digest.is_some() {
+            "configDigest"
+        } else {
+            "manifests"
+        };
+        assert!(line.get(extra).is_some(), "{line}");
     }
 
     // Text output, Go flag spelling, the registry flag before the subcommand (it was once parsed

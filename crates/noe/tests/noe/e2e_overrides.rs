@@ -217,10 +217,11 @@ spec:
         .as_str()
         .unwrap()
         .contains("a Namespace"));
-    // The namespace prefers arm: required mode pins it.
+    // The namespace prefers arm: required mode pins it, and the message says so (not
+    // "constrained to arm,arm64", which the patch does not do).
     let web = &lines[2];
     assert_eq!(
-        web["message"], "constrained to the architectures arm,arm64",
+        web["message"], "pinned to the preferred architecture arm (every image supports arm,arm64)",
         "{web}"
     );
     assert!(
@@ -300,7 +301,11 @@ spec:
     // Decided by the fallback, but the lookup still failed: explain's own exit code.
     assert_eq!(code, 3, "{stderr}");
     let line = &json_lines(&stdout)[0];
-    assert_eq!(line["message"], "constrained to the architectures amd64");
+    // Required mode pins the preferred arch (amd64), and the message says pinned.
+    assert_eq!(
+        line["message"],
+        "pinned to the preferred architecture amd64 (every image supports amd64)"
+    );
     assert!(
         line["warnings"]
             .to_string()

@@ -95,7 +95,10 @@ fn mode(_: &std::fs::Metadata) -> Option<u32> {
 }
 
 /// What is wrong with an accepted key (said as warnings): fewer than [`MIN_DISTINCT_BYTES`]
-/// distinct bytes, or a file that its group or other users may read.
+/// distinct bytes, or a file that any user may read. A group-readable file is not said: a
+/// Kubernetes Secret volume with `fsGroup` is always root-owned, in that group, mode 0440 (the
+/// kubelet adds group read), which is how a non-root pod reads a Secret no other user can; a
+/// warning there would be permanent noise that teaches operators to ignore it.
 pub fn warnings(key: &[u8], mode: Option<u32>) -> Vec<&'static str> {
     let mut seen = [false; 256];
     for &byte in key {
@@ -108,9 +111,9 @@ pub fn warnings(key: &[u8], mode: Option<u32>) -> Vec<&'static str> {
             "the shared cache key has fewer than 8 distinct bytes: anyone who guesses it can forge shared cache values (use 32 random bytes)",
         );
     }
-    if mode.is_some_and(|mode| mode & 0o077 != 0) {
+    if mode.is_some_and(|mode| mode & 0o007 != 0) {
         warnings.push(
-            "the shared cache key file may be read by its group or other users (mode 0400 keeps it to its owner)",
+            "the shared cache key file may be read by any user (mode 0400, or 0440 in a group of its own such as the chart's fsGroup, keeps it private)",
         );
     }
     warnings
@@ -137,10 +140,14 @@ mod tests {
             assert_eq!(said.len(), 1, "{weak:?}");
             assert!(said[0].contains("distinct"), "{said:?}");
         }
-        for open in [0o666, 0o644, 0o440] {
+        for open in [0o666, 0o644, 0o444, 0o404] {
             let said = warnings(&binary, Some(open));
             assert_eq!(said.len(), 1, "{open:o}");
-            assert!(said[0].contains("group or other"), "{said:?}");
+            assert!(said[0].contains("any user"), "{said:?}");
+        }
+        // A Secret volume with fsGroup: root-owned, group-readable, nobody else.
+        for private in [0o400, 0o600, 0o440, 0o640] {
+            assert!(warnings(&binary, Some(private)).is_empty(), "{private:o}");
         }
         #[cfg(unix)]
         {

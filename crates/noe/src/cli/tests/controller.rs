@@ -35,6 +35,40 @@ fn nothing_runs_by_default() {
     assert_eq!(settings.config.leader_election, None);
     assert_eq!(settings.config.instance.as_deref(), Some("noe-7f9c-x2"));
     assert_eq!(settings.config.remediate_rate_per_minute, 10);
+    assert_eq!(
+        settings.config.evict_exempt_namespaces,
+        ["kube-system".to_owned(), "noe-system".to_owned()].into()
+    );
+}
+
+#[test]
+fn evictions_exempt_kube_system_and_our_namespace_unless_told_otherwise() {
+    let exempt = |argv: &[&str], env| settings(argv, env).map(|s| s.config.evict_exempt_namespaces);
+    let set = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect();
+    assert_eq!(exempt(&["noe"], &[]).unwrap(), set(&["kube-system"]));
+    assert_eq!(
+        exempt(
+            &["noe", "--remediate-exempt-namespaces=ops, kube-system"],
+            POD
+        )
+        .unwrap(),
+        set(&["kube-system", "ops"])
+    );
+    assert_eq!(
+        exempt(&["noe", "--remediate-exempt-namespaces="], POD).unwrap(),
+        set(&[])
+    );
+    assert_eq!(
+        exempt(&["noe", "--remediate-exempt-namespaces"], POD).unwrap(),
+        set(&[])
+    );
+    let error = exempt(&["noe", "--remediate-exempt-namespaces=Team_A"], POD).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("--remediate-exempt-namespaces \"Team_A\""),
+        "{error}"
+    );
 }
 
 #[test]
