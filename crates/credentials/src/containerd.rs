@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::docker_config::entry_credential;
+use super::generation::Generation;
 use super::matching::{config_key_matches, image_host, normalize_config_key};
 use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
 use crate::files::FileReader;
@@ -171,7 +172,7 @@ fn expand_import(dir: &Path, pattern: &str) -> Vec<PathBuf> {
 }
 
 /// Everything read from the configured paths.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq)]
 struct Loaded {
     /// `(source, host key, credential)` in order.
     auths: Vec<(String, String, Credential)>,
@@ -309,6 +310,8 @@ pub struct ContainerdSource {
     files: FileReader,
     every: Duration,
     loaded: Arc<Reloading<Loaded>>,
+    /// Bumped when a reload finds the configuration changed.
+    generation: Generation,
 }
 
 impl std::fmt::Debug for ContainerdSource {
@@ -338,12 +341,21 @@ impl ContainerdSource {
             loaded: Arc::new(Reloading::new(every, first_wait)),
             files,
             every,
+            generation: Generation::default(),
         }
+    }
+
+    /// Counts its changes in `generation` (shared with the other sources).
+    #[must_use]
+    pub fn with_generation(mut self, generation: Generation) -> Self {
+        self.generation = generation;
+        self
     }
 
     async fn loaded(&self) -> Arc<Loaded> {
         let paths = Arc::clone(&self.paths);
         let files = self.files.clone();
+        let generation = self.generation.clone();
         self.loaded
             .get(|previous| async move {
                 let label = paths
@@ -361,7 +373,10 @@ impl ContainerdSource {
                     })
                     .await;
                 match result {
-                    Ok(loaded) => loaded,
+                    Ok(loaded) => {
+                        generation.note(previous.as_deref(), &loaded);
+                        loaded
+                    }
                     Err(error) => {
                         tracing::warn!(%error, "containerd configuration not read again; keeping what was read before");
                         previous.map(|p| (*p).clone()).unwrap_or_default()

@@ -14,6 +14,7 @@ use serde::Deserialize;
 pub use helper::{CredentialHelpers, HelperError};
 
 use super::exec::ExecLimits;
+use super::generation::Generation;
 use super::matching::{
     config_key_matches, helper_server_url, image_host, is_docker_hub, normalize_config_key,
 };
@@ -336,6 +337,8 @@ pub struct DockerConfigSource {
     helpers: CredentialHelpers,
     files: FileReader,
     loaded: Arc<Reloading<Vec<(PathBuf, DockerConfig)>>>,
+    /// Bumped when a reload finds the files' contents changed.
+    generation: Generation,
 }
 
 impl std::fmt::Debug for DockerConfigSource {
@@ -412,7 +415,15 @@ impl DockerConfigSource {
             helpers,
             files,
             loaded: Arc::new(Reloading::new(every, first_wait)),
+            generation: Generation::default(),
         }
+    }
+
+    /// Counts its changes in `generation` (shared with the other sources).
+    #[must_use]
+    pub fn with_generation(mut self, generation: Generation) -> Self {
+        self.generation = generation;
+        self
     }
 
     /// Read `paths`, running helpers found on `$PATH` with default limits.
@@ -452,9 +463,13 @@ impl DockerConfigSource {
     async fn loaded(&self) -> Arc<Vec<(PathBuf, DockerConfig)>> {
         let paths = Arc::clone(&self.paths);
         let files = self.files.clone();
+        let generation = self.generation.clone();
         self.loaded
             .get(|previous| async move {
-                load_files(&files, &paths, previous.as_deref().map(Vec::as_slice)).await
+                let loaded =
+                    load_files(&files, &paths, previous.as_deref().map(Vec::as_slice)).await;
+                generation.note(previous.as_deref(), &loaded);
+                loaded
             })
             .await
     }

@@ -10,14 +10,17 @@ pub mod docker_config;
 pub mod duration;
 pub mod exec;
 pub mod files;
+pub mod generation;
 pub mod glob;
 pub mod matching;
 pub mod provider;
 pub mod reload;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+pub use generation::Generation;
 pub use matching::image_matches;
 pub use reload::DEFAULT_RELOAD_INTERVAL;
 
@@ -77,6 +80,38 @@ pub struct Sources {
     providers: Option<ProviderSource>,
     containerd: ContainerdSource,
     docker: DockerConfigSource,
+    /// Counts changes of the docker and containerd files' contents.
+    generation: Generation,
+    /// Reads the files again in the background (while any clone of these sources lives), so a
+    /// change is noticed even when every lookup is answered from the cache.
+    _refresh: Option<Arc<Refresh>>,
+}
+
+/// Aborts the background refresh when the last clone of [`Sources`] is dropped.
+#[derive(Debug)]
+struct Refresh(tokio::task::AbortHandle);
+
+impl Drop for Refresh {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Asks the files every `every` (a due reload runs in the background, as for a lookup).
+fn refresh_every(
+    containerd: ContainerdSource,
+    docker: DockerConfigSource,
+    every: std::time::Duration,
+) -> Refresh {
+    let task = tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            futures::join!(containerd.warm(), docker.warm());
+        }
+    });
+    Refresh(task.abort_handle())
 }
 
 impl Sources {
@@ -114,25 +149,38 @@ impl Sources {
             helper_dirs.unwrap_or_else(CredentialHelpers::dirs_from_env),
             exec_limits,
         );
-        let sources = Self {
+        let generation = Generation::default();
+        let containerd = ContainerdSource::with_options(
+            containerd_config_paths
+                .unwrap_or_else(|| vec![PathBuf::from(DEFAULT_CONTAINERD_CONFIG_PATH)]),
+            DEFAULT_RELOAD_INTERVAL,
+            files.clone(),
+        )
+        .with_generation(generation.clone());
+        let docker = DockerConfigSource::with_options(
+            docker_config_paths.unwrap_or_else(docker_config::default_paths),
+            helpers,
+            DEFAULT_RELOAD_INTERVAL,
+            files,
+        )
+        .with_generation(generation.clone());
+        // Read the files now (each bounded), so the first admission finds them loaded.
+        futures::join!(containerd.warm(), docker.warm());
+        let refresh = refresh_every(containerd.clone(), docker.clone(), DEFAULT_RELOAD_INTERVAL);
+        Ok(Self {
             cloud,
             providers,
-            containerd: ContainerdSource::with_options(
-                containerd_config_paths
-                    .unwrap_or_else(|| vec![PathBuf::from(DEFAULT_CONTAINERD_CONFIG_PATH)]),
-                DEFAULT_RELOAD_INTERVAL,
-                files.clone(),
-            ),
-            docker: DockerConfigSource::with_options(
-                docker_config_paths.unwrap_or_else(docker_config::default_paths),
-                helpers,
-                DEFAULT_RELOAD_INTERVAL,
-                files,
-            ),
-        };
-        // Read the files now (each bounded), so the first admission finds them loaded.
-        futures::join!(sources.containerd.warm(), sources.docker.warm());
-        Ok(sources)
+            containerd,
+            docker,
+            generation,
+            _refresh: Some(Arc::new(refresh)),
+        })
+    }
+
+    /// The generation of the docker and containerd files' contents: it grows when a reload
+    /// finds them changed (the registry cache's `credentials_generation`).
+    pub fn generation(&self) -> Generation {
+        self.generation.clone()
     }
 
     /// No source at all (tests, or a deliberately anonymous setup).
@@ -145,6 +193,8 @@ impl Sources {
                 Vec::new(),
                 CredentialHelpers::new(Vec::new(), ExecLimits::default()),
             ),
+            generation: Generation::default(),
+            _refresh: None,
         }
     }
 

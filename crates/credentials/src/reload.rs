@@ -97,12 +97,30 @@ impl<T: Default + Send + Sync + 'static> Reloading<T> {
         }
     }
 
-    /// Starts a load in the background unless one is running.
+    /// The current value without waiting: as [`Reloading::get`] when a value is loaded (a
+    /// reload starts in the background when it is due), `None` before the first load ended.
+    pub fn now<F, Fut>(&self, load: F) -> Option<Arc<T>>
+    where
+        F: FnOnce(Option<Arc<T>>) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let (at, value) = self.current.borrow().clone()?;
+        if at.elapsed() >= self.every {
+            self.reload(load);
+        }
+        Some(value)
+    }
+
+    /// Starts a load in the background unless one is running (or there is no runtime to run
+    /// it on: a later read starts it).
     fn reload<F, Fut>(&self, load: F)
     where
         F: FnOnce(Option<Arc<T>>) -> Fut,
         Fut: Future<Output = T> + Send + 'static,
     {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         if self.loading.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -110,7 +128,7 @@ impl<T: Default + Send + Sync + 'static> Reloading<T> {
         let current = self.current.clone();
         let previous = current.borrow().as_ref().map(|(_, v)| Arc::clone(v));
         let future = load(previous);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let _flag = flag;
             let value = future.await;
             current.send_replace(Some((Instant::now(), Arc::new(value))));
@@ -143,6 +161,32 @@ mod tests {
         tokio::task::yield_now().await;
         assert_eq!(*value.get(load).await, 2);
         assert_eq!(loads.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn now_never_waits_and_reloads_when_due() {
+        let value = Reloading::new(Duration::from_secs(10), Duration::from_secs(1));
+        let loads = Arc::new(AtomicUsize::new(0));
+        let load = |_previous| {
+            let loads = Arc::clone(&loads);
+            async move { loads.fetch_add(1, Ordering::SeqCst) + 1 }
+        };
+        assert!(value.now(load).is_none(), "nothing loaded yet");
+        assert_eq!(
+            loads.load(Ordering::SeqCst),
+            0,
+            "now() starts no first load"
+        );
+        assert_eq!(*value.get(load).await, 1);
+        assert_eq!(value.now(load).as_deref(), Some(&1));
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert_eq!(
+            value.now(load).as_deref(),
+            Some(&1),
+            "stale: the old value at once"
+        );
+        tokio::task::yield_now().await;
+        assert_eq!(value.now(load).as_deref(), Some(&2));
     }
 
     #[tokio::test(start_paused = true)]

@@ -93,6 +93,7 @@ impl App {
             hosts: Some(Arc::new(noe_registry::hosts::NodeHosts::new(
                 sources.clone(),
             ))),
+            credentials_generation: Some(sources.generation()),
             ..resolver
         };
         let resolver = Resolver::new(config, &metrics).map_err(Error::Resolver)?;

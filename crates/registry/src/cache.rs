@@ -140,6 +140,9 @@ struct Cached {
     entry: Entry,
     expires: Instant,
     units: u64,
+    /// The node-level credentials' generation it was found in, when it was found with one of
+    /// them: it is fresh only while the generation is the same.
+    generation: Option<u64>,
 }
 
 /// Weighs a cached entry by the units computed when it was stored.
@@ -163,6 +166,8 @@ pub struct PlatformCache {
     failures: moka::future::Cache<Key, Error>,
     outcomes: Outcomes,
     metrics: Metrics,
+    /// The node-level credentials' generation (`Config::credentials_generation`).
+    generation: Option<crate::credentials::Generation>,
 }
 
 /// `noe_registry_cache_responses_total{cache}` children, resolved once.
@@ -208,7 +213,21 @@ impl PlatformCache {
                 failure_hit: metrics.cache_responses.with_label_values(&["failure_hit"]),
             },
             metrics,
+            generation: config.credentials_generation.clone(),
         }
+    }
+
+    /// The node-level credentials' generation now (0 without one).
+    fn generation(&self) -> u64 {
+        self.generation
+            .as_ref()
+            .map_or(0, crate::credentials::Generation::current)
+    }
+
+    /// Whether `cached` may be served at `now`: before its expiry, and, when it was found with
+    /// a node-level credential, while those credentials are unchanged.
+    fn is_fresh(&self, cached: &Cached, now: Instant) -> bool {
+        cached.expires > now && cached.generation.is_none_or(|g| g == self.generation())
     }
 
     /// The compact form of `resolution`, fetched as `target` (the reference after proxies).
@@ -234,14 +253,10 @@ impl PlatformCache {
     /// hit when found (a miss is counted by [`PlatformCache::get_or_load`]).
     pub fn fresh(&self, image: &str, scope: Option<Scope>) -> Option<Entry> {
         let now = Instant::now();
-        let keys = [
-            Some(Key::new(image, None)),
-            scope.map(|s| Key::new(image, Some(s))),
-        ];
-        let entry = keys
-            .into_iter()
-            .flatten()
-            .find_map(|key| self.ok.get(&key).filter(|c| c.expires > now))?
+        // The scoped key is hashed only when the global one has no fresh answer.
+        let get = |key: Key| self.ok.get(&key).filter(|c| self.is_fresh(c, now));
+        let entry = get(Key::new(image, None))
+            .or_else(|| scope.and_then(|s| get(Key::new(image, Some(s)))))?
             .entry;
         self.metrics.cache_requests.inc();
         self.outcomes.hit.inc();
@@ -271,7 +286,7 @@ impl PlatformCache {
             if scope.is_some() {
                 // Another caller may have found an answer any scope may use meanwhile.
                 if let Some(cached) = self.ok.get(&global) {
-                    if cached.expires > Instant::now() {
+                    if self.is_fresh(&cached, Instant::now()) {
                         self.outcomes.hit.inc();
                         return Ok((cached.entry, Answered::Cache));
                     }
@@ -279,7 +294,7 @@ impl PlatformCache {
                 }
             }
             match self.ok.get_value_or_guard_async(&key).await {
-                Ok(cached) if cached.expires > Instant::now() => {
+                Ok(cached) if self.is_fresh(&cached, Instant::now()) => {
                     self.outcomes.hit.inc();
                     return Ok((cached.entry, Answered::Cache));
                 }
@@ -303,6 +318,8 @@ impl PlatformCache {
             return Err(error);
         }
         self.outcomes.miss.inc();
+        // Read before the load: a change during it makes the answer stale at once.
+        let generation = self.generation();
         match load(stale.clone()).await {
             Ok(Loaded {
                 entry,
@@ -312,7 +329,8 @@ impl PlatformCache {
             }) => {
                 let ttl = if immutable { self.digest_ttl } else { self.ttl };
                 let ttl = fresh_for.map_or(ttl, |fresh| fresh.min(ttl));
-                let cached = self.cached(entry.clone(), ttl);
+                let generation = (entry.found_with_credential() && !scoped).then_some(generation);
+                let cached = self.cached(entry.clone(), ttl, generation);
                 if scoped || scope.is_none() {
                     // Refused only when the entry alone exceeds the capacity: still answered.
                     let _ = guard.insert(cached);
@@ -331,7 +349,7 @@ impl PlatformCache {
                 self.failures.insert(key, error.clone()).await;
                 match stale {
                     Some(entry) if scope.is_none() => {
-                        let _ = guard.insert(self.cached(entry, Duration::ZERO));
+                        let _ = guard.insert(self.cached(entry, Duration::ZERO, None));
                     }
                     _ => drop(guard),
                 }
@@ -340,12 +358,13 @@ impl PlatformCache {
         }
     }
 
-    fn cached(&self, entry: Entry, ttl: Duration) -> Cached {
+    fn cached(&self, entry: Entry, ttl: Duration, generation: Option<u64>) -> Cached {
         let bytes = u64::try_from(entry.weight()).unwrap_or(u64::MAX);
         Cached {
             entry,
             expires: expiry(Instant::now(), ttl),
             units: bytes.div_ceil(self.unit_bytes).max(1),
+            generation,
         }
     }
 

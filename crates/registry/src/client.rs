@@ -4,6 +4,7 @@
 
 pub(crate) mod host_tls;
 pub(crate) mod hosts;
+pub(crate) mod pool;
 pub(crate) mod tls;
 
 use std::collections::HashMap;
@@ -78,7 +79,7 @@ const MAX_TLS_VARIANTS: usize = 64;
 /// The HTTP client; cheap to clone. [`Http::for_host`] gives one with a containerd host's TLS.
 #[derive(Clone, Debug)]
 pub struct Http {
-    client: reqwest::Client,
+    client: Clients,
     shared: Arc<Shared>,
     /// The containerd host configuration this client was built for, if any.
     host: Option<Arc<TlsKey>>,
@@ -117,6 +118,27 @@ impl Proxied {
     }
 }
 
+/// One TLS configuration's clients: one that keeps idle connections, one that keeps none (for
+/// hosts beyond [`pool::MAX_POOLED_HOSTS`]).
+#[derive(Clone, Debug)]
+struct Clients {
+    pooled: reqwest::Client,
+    unpooled: reqwest::Client,
+}
+
+impl Clients {
+    fn build(
+        tls: rustls::ClientConfig,
+        guard: &Guard,
+        connect_timeout: Duration,
+    ) -> Result<Self, Error> {
+        Ok(Self {
+            pooled: build_client(tls.clone(), guard, connect_timeout, POOL_MAX_IDLE_PER_HOST)?,
+            unpooled: build_client(tls, guard, connect_timeout, 0)?,
+        })
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     guard: Guard,
@@ -130,20 +152,24 @@ struct Shared {
     throttle: Throttle,
     /// The roots of every connection (system roots read once).
     roots: Arc<rustls::RootCertStore>,
-    variants: Mutex<HashMap<TlsKey, reqwest::Client>>,
+    variants: Mutex<HashMap<TlsKey, Clients>>,
+    /// The hosts whose connections are kept idle (process-wide).
+    pooled: Mutex<pool::PooledHosts>,
 }
 
 /// Idle registry connections are closed after this long.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Idle connections kept per registry host. A burst of lookups (a pod with 100 uncached images)
 /// opens one connection each; keeping them all would hold their buffers (tens of KiB each) long
-/// after the burst (docs/benchmarks.md, Memory).
-const POOL_MAX_IDLE_PER_HOST: usize = 16;
+/// after the burst (docs/benchmarks.md, Memory). At most [`pool::MAX_POOLED_HOSTS`] hosts keep
+/// any, per TLS configuration.
+pub const POOL_MAX_IDLE_PER_HOST: usize = 16;
 
 fn build_client(
     tls: rustls::ClientConfig,
     guard: &Guard,
     connect_timeout: Duration,
+    max_idle_per_host: usize,
 ) -> Result<reqwest::Client, Error> {
     reqwest::Client::builder()
         .use_preconfigured_tls(tls)
@@ -151,7 +177,7 @@ fn build_client(
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(connect_timeout)
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-        .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
+        .pool_max_idle_per_host(max_idle_per_host)
         .user_agent(concat!("noe-rs/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| Error::Config {
@@ -164,7 +190,12 @@ impl Http {
         let guard = Guard::new(config.allow_cidrs.clone());
         let roots = tls::shared_roots(config.extra_ca_pem.as_deref())?;
         let tls = tls::client_config(&roots)?;
-        let client = build_client(tls, &guard, config.request_timeout)?;
+        let client = Clients::build(tls, &guard, config.request_timeout)?;
+        // hyper closes an idle connection between one and two idle timeouts after its last
+        // use, and a request may last the registry timeout.
+        let linger = POOL_IDLE_TIMEOUT
+            .saturating_mul(2)
+            .saturating_add(config.request_timeout);
         Ok(Self {
             client,
             host: None,
@@ -181,6 +212,7 @@ impl Http {
                 metrics,
                 roots,
                 variants: Mutex::new(HashMap::new()),
+                pooled: Mutex::new(pool::PooledHosts::new(linger)),
             }),
         })
     }
@@ -224,7 +256,7 @@ impl Http {
         let connect = key
             .dial_timeout
             .map_or(shared.timeout, |dial| dial.min(shared.timeout));
-        let client = build_client(tls, &shared.guard, connect)?;
+        let client = Clients::build(tls, &shared.guard, connect)?;
         if let Some(mut variants) = self.variants() {
             if variants.len() >= MAX_TLS_VARIANTS {
                 variants.clear();
@@ -238,8 +270,24 @@ impl Http {
         })
     }
 
-    fn variants(&self) -> Option<std::sync::MutexGuard<'_, HashMap<TlsKey, reqwest::Client>>> {
+    fn variants(&self) -> Option<std::sync::MutexGuard<'_, HashMap<TlsKey, Clients>>> {
         self.shared.variants.lock().ok()
+    }
+
+    /// The client for a request to `authority`: the pooling one while the host has a place in
+    /// the process-wide table, else the one that keeps no idle connection.
+    fn client_for(&self, authority: &str) -> &reqwest::Client {
+        let pooled = self
+            .shared
+            .pooled
+            .lock()
+            .map(|mut hosts| hosts.admit(authority, Instant::now()))
+            .unwrap_or(false);
+        if pooled {
+            &self.client.pooled
+        } else {
+            &self.client.unpooled
+        }
     }
 
     pub fn guard(&self) -> &Guard {
@@ -383,10 +431,11 @@ impl Http {
             .start_timer();
         metrics.requests.inc();
         let head = kind == Kind::ManifestHead;
+        let client = self.client_for(&authority);
         let mut builder = match form {
-            Some(form) => self.client.request(Method::POST, url.clone()).form(form),
-            None if head => self.client.request(Method::HEAD, url.clone()),
-            None => self.client.request(Method::GET, url.clone()),
+            Some(form) => client.request(Method::POST, url.clone()).form(form),
+            None if head => client.request(Method::HEAD, url.clone()),
+            None => client.request(Method::GET, url.clone()),
         };
         builder = builder.headers(headers.clone()).timeout(timeout);
         let result = tokio::time::timeout(timeout, async {
@@ -529,7 +578,7 @@ impl Http {
         let Ok((tls, asked)) = tls::probe_config(&shared.roots, files, skip_verify) else {
             return false;
         };
-        let Ok(client) = build_client(tls, &shared.guard, shared.timeout) else {
+        let Ok(client) = build_client(tls, &shared.guard, shared.timeout, 0) else {
             return false;
         };
         // A HEAD of the API root: no body, and no registry counts it as a pull.

@@ -41,6 +41,10 @@ pub struct Config {
     /// `--platform-overrides`: images whose platforms the operator states, answered before any
     /// registry lookup ([`crate::overrides`]).
     pub platform_overrides: Option<Arc<crate::overrides::PlatformOverrides>>,
+    /// The generation of the node-level credentials ([`crate::credentials::Sources::generation`]):
+    /// an answer found with one of them is fresh only while it is unchanged. `None`: answers
+    /// stay fresh for their TTL.
+    pub credentials_generation: Option<crate::credentials::Generation>,
 }
 
 impl Default for Config {
@@ -59,6 +63,7 @@ impl Default for Config {
             private_registries: Vec::new(),
             hosts: None,
             platform_overrides: None,
+            credentials_generation: None,
         }
     }
 }

@@ -370,41 +370,53 @@ impl PlatformOverrides {
 
     /// The entry answering for `reference`, from the last good version of the file.
     pub async fn find(&self, reference: &Reference) -> Option<Matched> {
+        let current = self.current.get(|previous| self.read_again(previous)).await;
+        current.find(reference)
+    }
+
+    /// The last good version of the file without waiting (the warm path); a reload starts in
+    /// the background when it is due. `None` only before the first load (never after
+    /// [`PlatformOverrides::load`]).
+    pub fn now(&self) -> Option<Arc<Overrides>> {
+        self.current.now(|previous| self.read_again(previous))
+    }
+
+    /// Reads the file again; what cannot be used keeps `previous`.
+    fn read_again(
+        &self,
+        previous: Option<Arc<Overrides>>,
+    ) -> impl std::future::Future<Output = Overrides> + Send + 'static {
         let path = self.path.clone();
         let files = self.files.clone();
         let failures = self.failures.clone();
-        let current = self
-            .current
-            .get(|previous| async move {
-                let read = files.read(&path, MAX_FILE_BYTES).await;
-                let had_entries = previous.as_ref().is_some_and(|p| !p.is_empty());
-                let loaded = match read {
-                    Ok(Some(bytes)) => parse_bytes(&path, &bytes).and_then(|parsed| {
-                        // Emptied (a truncated write, a ConfigMap key gone): like an invalid
-                        // version, not "no override any more".
-                        if parsed.is_empty() && had_entries {
-                            Err(Error::Emptied { path: path.clone() })
-                        } else {
-                            Ok(parsed)
-                        }
-                    }),
-                    Ok(None) => Err(Error::Missing { path: path.clone() }),
-                    Err(source) => Err(Error::Read {
-                        path: path.clone(),
-                        source,
-                    }),
-                };
-                match loaded {
-                    Ok(overrides) => overrides,
-                    Err(error) => {
-                        failures.with_label_values(&[error.kind()]).inc();
-                        tracing::warn!(error = %with_source(&error), "platform overrides not read again: keeping the last good version");
-                        previous.map(|p| (*p).clone()).unwrap_or_default()
+        async move {
+            let read = files.read(&path, MAX_FILE_BYTES).await;
+            let had_entries = previous.as_ref().is_some_and(|p| !p.is_empty());
+            let loaded = match read {
+                Ok(Some(bytes)) => parse_bytes(&path, &bytes).and_then(|parsed| {
+                    // Emptied (a truncated write, a ConfigMap key gone): like an invalid
+                    // version, not "no override any more".
+                    if parsed.is_empty() && had_entries {
+                        Err(Error::Emptied { path: path.clone() })
+                    } else {
+                        Ok(parsed)
                     }
+                }),
+                Ok(None) => Err(Error::Missing { path: path.clone() }),
+                Err(source) => Err(Error::Read {
+                    path: path.clone(),
+                    source,
+                }),
+            };
+            match loaded {
+                Ok(overrides) => overrides,
+                Err(error) => {
+                    failures.with_label_values(&[error.kind()]).inc();
+                    tracing::warn!(error = %with_source(&error), "platform overrides not read again: keeping the last good version");
+                    previous.map(|p| (*p).clone()).unwrap_or_default()
                 }
-            })
-            .await;
-        current.find(reference)
+            }
+        }
     }
 }
 

@@ -15,8 +15,9 @@ use serde::Serialize;
 use crate::auth::Auth;
 pub use crate::cache::Answered;
 use crate::cache::{Entry, PlatformCache, Scope};
+pub use crate::client::pool::MAX_POOLED_HOSTS;
 use crate::client::Http;
-pub use crate::client::MAX_REQUESTS_PER_LOOKUP;
+pub use crate::client::{MAX_REQUESTS_PER_LOOKUP, POOL_MAX_IDLE_PER_HOST};
 use crate::hosts::{Endpoint, HostsConfig};
 use crate::metrics::Metrics;
 use crate::shared::SharedCache;
@@ -206,11 +207,18 @@ impl Resolver {
 
     /// The platforms of `image` if a fresh answer is cached for any caller or for `scope`: one
     /// keyed hash and one table read, no parsing and no credential matching (the warm path).
-    /// Always `None` with `--platform-overrides`, whose entries (reloaded as the file changes)
-    /// answer before any cache: [`Resolver::platforms`] asks them.
+    /// With `--platform-overrides`, the last good version of the file answers first (the image
+    /// parsed once to match it, nothing awaited; a due reload runs in the background); an image
+    /// that does not parse is left to [`Resolver::platforms`], which counts the error.
     pub fn cached(&self, image: &str, scope: Option<Scope>) -> Option<Arc<[Platform]>> {
-        if self.inner.config.platform_overrides.is_some() {
-            return None;
+        if let Some(overrides) = &self.inner.config.platform_overrides {
+            let current = overrides.now()?;
+            if !current.is_empty() {
+                let reference = Reference::parse(image).ok()?;
+                if let Some(matched) = current.find(&reference) {
+                    return Some(matched.platforms);
+                }
+            }
         }
         self.inner
             .cache
@@ -229,8 +237,8 @@ impl Resolver {
         if let Some((_, matched)) = self.platform_override(image).await? {
             return Ok(matched.platforms);
         }
-        if let Some(platforms) = self.cached(image, scope) {
-            return Ok(platforms);
+        if let Some(entry) = self.inner.cache.fresh(image, scope) {
+            return Ok(entry.platforms());
         }
         Ok(self.entry(image, scope, credentials).await?.0.platforms())
     }

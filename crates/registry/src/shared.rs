@@ -39,7 +39,7 @@ use ring::hmac;
 use tokio::time::Instant;
 
 pub use codec::{DigestValue, TagValue};
-pub use key::{read_key_file, KeyFile, KeyFileError, MAX_KEY_FILE_BYTES};
+pub use key::{read_key_file, read_password_file, KeyFile, KeyFileError, MAX_KEY_FILE_BYTES};
 use link::{Connector, Link, FRAMING_BYTES};
 
 use crate::metrics::Metrics;

@@ -226,3 +226,72 @@ async fn wrong_credential_from_an_earlier_source_falls_through() {
         fixtures.oci_single.platforms
     );
 }
+
+/// A docker config file whose credential changes: the answer found with the old credential is
+/// no longer served from the cache once the file was read again (the sources' generation
+/// moved), and the next lookup uses the new credential (here a wrong one: it fails), instead of
+/// the old answer being served until its TTL.
+#[tokio::test]
+async fn a_changed_docker_config_credential_is_not_hidden_by_the_cache() {
+    use noe_registry::credentials::docker_config::{CredentialHelpers, DockerConfigSource};
+    use noe_registry::credentials::Generation;
+
+    let registry = Registry::builder()
+        .htpasswd("alice", "s3cret")
+        .start()
+        .await
+        .unwrap();
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    let image = fixtures.oci_index.reference();
+    let host = registry.host();
+    let tmp = tempfile::tempdir().unwrap();
+    let docker = tmp.path().join("docker/config.json");
+    let config_with = |password: &str| {
+        format!(
+            r#"{{"auths":{{"{host}":{{"auth":"{}"}}}}}}"#,
+            b64(&format!("alice:{password}"))
+        )
+    };
+    write(&docker, &config_with("s3cret"));
+    let generation = Generation::default();
+    let source = DockerConfigSource::with_reload_interval(
+        vec![docker.clone()],
+        CredentialHelpers::new(Vec::new(), ExecLimits::default()),
+        Duration::from_millis(1),
+    )
+    .with_generation(generation.clone());
+    let resolver = Resolver::new(
+        Config {
+            insecure_registries: vec![host.clone()],
+            request_timeout: Duration::from_secs(2),
+            credentials_generation: Some(generation.clone()),
+            ..Config::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
+
+    let candidates = source.candidates(&image).await;
+    assert_eq!(candidates.len(), 1);
+    resolver.resolve(&image, &candidates).await.unwrap();
+    assert!(resolver.cached(&image, None).is_some(), "cached as usual");
+
+    write(&docker, &config_with("rotated-away"));
+    // The source reads the file again in the background once asked after its interval: ask
+    // until the change is noticed (bounded).
+    for _ in 0..500 {
+        if generation.current() > 0 {
+            break;
+        }
+        let _ = source.candidates(&image).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(generation.current() > 0, "the change was never noticed");
+    assert!(
+        resolver.cached(&image, None).is_none(),
+        "an answer found with the old credential is still served"
+    );
+    let candidates = source.candidates(&image).await;
+    let error = resolver.resolve(&image, &candidates).await.unwrap_err();
+    assert_eq!(error.kind(), "unauthorized", "{error}");
+}

@@ -8,6 +8,7 @@ mod resolver {
     pub mod fixtures;
     pub mod mtls;
     pub mod overrides;
+    pub mod pool;
     pub mod revalidate;
     pub mod shapes;
     pub mod shared;

@@ -142,7 +142,7 @@ impl Admission {
     async fn decide(&self, pod: &Value, scope: &Scope<'_>) -> Decision {
         use tracing::Instrument as _;
         let plan = decide::plan(pod, &self.policy);
-        let images: Vec<String> = plan.images().map(str::to_owned).collect();
+        let images: Vec<&str> = plan.images().collect();
         let secrets = pod
             .get("spec")
             .map(image_pull_secret_names)

@@ -183,6 +183,9 @@ impl Default for LookupLimits {
     }
 }
 
+/// Pods with fewer images than this find repeated ones without building a set.
+const SMALL_POD: usize = 16;
+
 /// Looks up a pod's images under one deadline.
 pub struct Resolve {
     lookup: Arc<dyn PlatformLookup>,
@@ -244,11 +247,11 @@ impl Resolve {
     /// The platforms of `images` of a pod in `namespace` with these `imagePullSecrets` names:
     /// each image from the cache when it holds an answer this pod may use, the others looked
     /// up, all at once, within the budget.
-    pub async fn platforms(
+    pub async fn platforms<S: AsRef<str> + Sync>(
         &self,
         namespace: &str,
         pull_secrets: &[String],
-        images: &[String],
+        images: &[S],
     ) -> Resolved {
         self.platforms_traced(namespace, pull_secrets, images, tracing::Span::none)
             .await
@@ -257,29 +260,33 @@ impl Resolve {
     /// [`Resolve::platforms`], with the lookups that go to a registry inside `span` (so registry
     /// logs name the pod). `span` is called only then: building a span with formatted fields for
     /// every warm admission costs a visible share of the throughput (docs/benchmarks.md).
-    pub async fn platforms_traced(
+    pub async fn platforms_traced<S: AsRef<str> + Sync>(
         &self,
         namespace: &str,
         pull_secrets: &[String],
-        images: &[String],
+        images: &[S],
         span: impl FnOnce() -> tracing::Span,
     ) -> Resolved {
         use tracing::Instrument as _;
         if images.is_empty() {
             return Resolved::default();
         }
-        let deadline = tokio::time::Instant::now() + self.budget;
+        // The clock is read only when something may wait: pull secrets, or a cache miss.
+        let mut deadline = None;
+        let mut deadline =
+            || *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.budget);
         // Read on every admission of a pod that names pull secrets (the reads are cached), so an
         // unusable secret is counted each time.
         let pod = if pull_secrets.is_empty() {
             PodSecrets::default()
         } else {
             let read = self.credentials.pod(namespace, pull_secrets);
-            match tokio::time::timeout_at(deadline, read).await {
+            match tokio::time::timeout_at(deadline(), read).await {
                 Ok(pod) => pod,
                 Err(_) => {
                     let mut resolved = Resolved::default();
                     for image in images {
+                        let image = image.as_ref();
                         resolved.record(image, Err(self.deadline(image)));
                     }
                     return resolved;
@@ -290,10 +297,20 @@ impl Resolve {
             failed_pull_secrets: pod.failed_pull_secrets,
             ..Resolved::default()
         };
-        let mut missed: Vec<&String> = Vec::new();
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        for image in images {
-            if !seen.insert(image.as_str()) {
+        let mut missed: Vec<&str> = Vec::new();
+        // Repeated images are looked up once: a small pod compares with the images before it,
+        // a set is built only for a pod with many.
+        let mut seen: Option<std::collections::HashSet<&str>> = None;
+        for (index, image) in images.iter().enumerate() {
+            let image = image.as_ref();
+            let repeated = if index < SMALL_POD {
+                images.iter().take(index).any(|i| i.as_ref() == image)
+            } else {
+                !seen
+                    .get_or_insert_with(|| images.iter().take(index).map(AsRef::as_ref).collect())
+                    .insert(image)
+            };
+            if repeated {
                 continue;
             }
             match self.lookup.cached(image, pod.scope) {
@@ -311,6 +328,7 @@ impl Resolve {
         if missed.is_empty() {
             return resolved;
         }
+        let deadline = deadline();
         let pod = &pod;
         // This admission's share of the process-wide permits: taken first, so it never holds
         // (nor queues for) more than its share of them.

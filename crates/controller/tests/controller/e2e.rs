@@ -586,6 +586,41 @@ async fn node_view_relists_after_gone_and_resumes_from_bookmarks() {
     running.shutdown().await;
 }
 
+#[tokio::test]
+async fn node_view_relists_when_its_very_first_watch_is_gone() {
+    let api = KubeApi::start().await.unwrap();
+    two_nodes(&api);
+    // The history is compacted between the first list and its watch: that watch's first and
+    // only event is `410 Gone`.
+    api.fault(Fault::expired_watch("/api/v1/nodes"));
+    let (running, _registry) = start(
+        &api,
+        Config {
+            watch_nodes: true,
+            ..Config::default()
+        },
+    );
+    let view = running.node_view().unwrap();
+    tokio::time::timeout(Duration::from_secs(20), view.ready())
+        .await
+        .unwrap();
+    let node_requests = |watch: bool| {
+        api.requests()
+            .into_iter()
+            .filter(|r| r.path == "/api/v1/nodes" && r.query_param("watch").is_some() == watch)
+            .count()
+    };
+    // Listed again after the 410 (a watch resuming from the same version would get it again),
+    // then watching: a node added now is seen.
+    eventually("relisted", || node_requests(false) >= 2).await;
+    eventually("watching again", || node_requests(true) >= 2).await;
+    api.put_node(node_json("s390", "s390x", "linux"));
+    eventually("s390 seen", || view.node("s390").is_some()).await;
+    let archs: Vec<String> = view.archs().unwrap().iter().cloned().collect();
+    assert_eq!(archs, ["amd64", "arm64", "s390x"]);
+    running.shutdown().await;
+}
+
 /// Platforms that a test can change (a tag moving in the registry).
 struct Moving(std::sync::Mutex<HashMap<String, Support>>);
 

@@ -45,18 +45,21 @@ fn preference_arch(term: &Value) -> Option<&str> {
 /// Writes the arch constraint of a pod whose images all run on the placement's common set;
 /// returns the `nodeSelector` keys written. A placement that leaves the pod's arch alone writes
 /// nothing here.
-pub(crate) fn write<'a>(
+pub(crate) fn write<'a, 'p>(
     patch: &mut PatchBuilder<'_>,
     plan: &Plan<'_>,
     placement: &Placement<'a, '_>,
     preference: Preference<'a>,
-    policy: &Policy,
+    policy: &'p Policy,
     decision: &mut Decision,
-) -> BTreeSet<&'static str> {
+) -> BTreeSet<&'p str> {
     let mut written = BTreeSet::new();
     let (analysis, common, windows) = match placement {
-        Placement::Untouched { reason, .. } => {
+        Placement::Untouched {
+            reason, may_run_on, ..
+        } => {
             decision.signals.push(Signal::Skipped { reason: *reason });
+            pinned_node_labels(patch, plan, policy, may_run_on, &mut written);
             return written;
         }
         Placement::Ours {
@@ -152,4 +155,31 @@ pub(crate) fn write<'a>(
         },
     };
     written
+}
+
+/// Step 9 for a pod that may run on exactly one arch without our arch constraint: that arch's
+/// node labels go into `nodeSelector` (ANDed with the pod's own terms), keys the pod sets kept.
+/// With several archs they would need one term per arch, which means rewriting the user's own
+/// terms: not done.
+fn pinned_node_labels<'p>(
+    patch: &mut PatchBuilder<'_>,
+    plan: &Plan<'_>,
+    policy: &'p Policy,
+    may_run_on: &BTreeSet<&str>,
+    written: &mut BTreeSet<&'p str>,
+) {
+    let mut archs = may_run_on.iter();
+    let (Some(arch), None) = (archs.next(), archs.next()) else {
+        return;
+    };
+    let Some(settings) = policy.architectures.get(*arch) else {
+        return;
+    };
+    for (key, value) in &settings.node_labels {
+        if key.is_empty() || plan.view.node_selector_has(key) {
+            continue;
+        }
+        patch.set(&["spec", "nodeSelector", key.as_str()], json!(value));
+        written.insert(key.as_str());
+    }
 }

@@ -285,6 +285,23 @@ pub fn cases() -> Vec<Case> {
             Expect::Patch(&[], vec![
                 add("/spec/tolerations", json!([{"key": "arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}])),
             ])).signals(vec![skipped(SkipReason::NodeSelector)]),
+        case("a pod pinned to arm64 gets arm64's node labels too, in its nodeSelector",
+            pod(json!({"spec": {"nodeSelector": {"kubernetes.io/arch": "arm64"}}})),
+            lookups(&[("app:1", Ok(MULTI))]), Policy { architectures: arm_pool(), ..no_pref() },
+            Expect::Patch(&[], vec![
+                add("/spec/nodeSelector/pool", json!("graviton")),
+                add("/spec/tolerations", json!([toleration("arm64")])),
+            ])).signals(vec![skipped(SkipReason::NodeSelector)]),
+        case("a pod pinned by affinity whose nodeSelector sets a node label key: its value kept",
+            pod(json!({"spec": {"nodeSelector": {"pool": "mine"}, "affinity": affinity(&["arm64"])}})),
+            lookups(&[("app:1", Ok(MULTI))]), Policy { architectures: arm_pool(), ..no_pref() },
+            Expect::Patch(&[], vec![add("/spec/tolerations", json!([toleration("arm64")]))]))
+            .signals(vec![skipped(SkipReason::AffinityLabelSelector)]),
+        case("a pod pinned to two archs: tolerations of both, no node labels (one term per arch is the user's)",
+            pod(json!({"spec": {"affinity": affinity(&["amd64", "arm64"])}})),
+            lookups(&[("app:1", Ok(MULTI))]), Policy { architectures: arm_pool(), ..no_pref() },
+            Expect::Patch(&[], vec![add("/spec/tolerations", json!([toleration("amd64"), toleration("arm64")]))]))
+            .signals(vec![skipped(SkipReason::AffinityLabelSelector)]),
         case("a pinned pod whose lookups failed: tolerations of the arch it names",
             pod(json!({"spec": {"affinity": affinity(&["amd64"])}})),
             lookups(&[("app:1", Err("timeout"))]), tolerations_policy(None),

@@ -158,8 +158,6 @@ pub struct RegistryArgs {
 pub const SHARED_CACHE_PASSWORD_ENV: &str = "NOE_SHARED_CACHE_PASSWORD";
 /// The environment variable holding the shared cache's HMAC key.
 pub const SHARED_CACHE_KEY_ENV: &str = "NOE_SHARED_CACHE_KEY";
-/// Largest secret file read (a password or a key).
-const MAX_SECRET_FILE: u64 = 4096;
 
 /// A rate: a finite number of requests per second, 0 or more.
 fn parse_qps(text: &str) -> Result<f64, String> {
@@ -318,6 +316,8 @@ impl RegistryArgs {
             private_registries: non_empty(&self.private_registries),
             hosts: None,
             platform_overrides,
+            // The sources' own, set where they are built.
+            credentials_generation: None,
         };
         let sources = SourcesConfig {
             docker_config_paths: self.docker_config_paths_setting(),
@@ -352,25 +352,18 @@ impl RegistryArgs {
             return Ok(None);
         }
         let password = match non_empty_path(&self.shared_cache_password_file) {
-            Some(path) => Some(read_secret("shared-cache-password-file", path)?),
+            Some(path) => Some(
+                noe_registry::shared::read_password_file(path)
+                    .map_err(|error| key_file_error("shared-cache-password-file", path, error))?,
+            ),
             None => std::env::var(SHARED_CACHE_PASSWORD_ENV)
                 .ok()
                 .filter(|p| !p.is_empty()),
         };
         let (key, key_file_mode) = match non_empty_path(&self.shared_cache_key_file) {
             Some(path) => {
-                let read = noe_registry::shared::read_key_file(path).map_err(|error| {
-                    ConfigError::Invalid {
-                        flag: "shared-cache-key-file",
-                        path: path.clone(),
-                        reason: match error {
-                            noe_registry::shared::KeyFileError::Read { source, .. } => {
-                                source.to_string()
-                            }
-                            other => other.to_string(),
-                        },
-                    }
-                })?;
+                let read = noe_registry::shared::read_key_file(path)
+                    .map_err(|error| key_file_error("shared-cache-key-file", path, error))?;
                 (read.key, read.mode)
             }
             None => (
@@ -405,27 +398,18 @@ impl RegistryArgs {
     }
 }
 
-/// A password file: at most 4 KiB, trailing newlines dropped.
-fn read_secret(flag: &'static str, path: &PathBuf) -> Result<String, ConfigError> {
-    use std::io::Read as _;
-    let read = |path: &PathBuf| -> std::io::Result<String> {
-        let mut text = String::new();
-        std::fs::File::open(path)?
-            .take(MAX_SECRET_FILE + 1)
-            .read_to_string(&mut text)?;
-        Ok(text)
-    };
-    let text = read(path).map_err(|source| ConfigError::Read {
+/// A shared-cache key or password file that cannot be used, naming the flag.
+fn key_file_error(
+    flag: &'static str,
+    path: &std::path::Path,
+    error: noe_registry::shared::KeyFileError,
+) -> ConfigError {
+    ConfigError::Invalid {
         flag,
-        path: path.clone(),
-        source,
-    })?;
-    if text.len() as u64 > MAX_SECRET_FILE {
-        return Err(ConfigError::Invalid {
-            flag,
-            path: path.clone(),
-            reason: format!("longer than {MAX_SECRET_FILE} bytes"),
-        });
+        path: path.to_path_buf(),
+        reason: match error {
+            noe_registry::shared::KeyFileError::Read { source, .. } => source.to_string(),
+            other => other.to_string(),
+        },
     }
-    Ok(text.trim_end_matches(['\n', '\r']).to_owned())
 }

@@ -494,6 +494,46 @@ fn the_shared_cache_takes_its_secrets_from_files_never_from_flags() {
     assert!(error.contains("--shared-cache-key-file"), "{error}");
 }
 
+#[cfg(unix)]
+#[test]
+fn a_fifo_as_the_shared_cache_password_file_is_refused_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "0123456789abcdef0123\n").unwrap();
+    let fifo = dir.path().join("password");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let key_flag = format!("--shared-cache-key-file={}", key.display());
+    let password_flag = format!("--shared-cache-password-file={}", fifo.display());
+    // Opening the FIFO would block until a writer came: read on a thread, bounded.
+    let (sent, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let run = parse(&[
+            "noe",
+            "--shared-cache=redis://r:6379",
+            &key_flag,
+            &password_flag,
+            "inspect",
+            "x",
+        ])
+        .unwrap()
+        .to_run()
+        .map(|_| ());
+        let _ = sent.send(run.map_err(|e| e.to_string()));
+    });
+    let error = received
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the password file read returned")
+        .unwrap_err();
+    assert!(
+        error.contains("--shared-cache-password-file") && error.contains("not a regular file"),
+        "{error}"
+    );
+}
+
 #[test]
 fn cloud_credentials_flag() {
     use noe_cloud::Provider;

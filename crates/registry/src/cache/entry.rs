@@ -47,6 +47,11 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// Whether it was found with a credential (not anonymously).
+    pub fn found_with_credential(&self) -> bool {
+        self.credential_source.is_some()
+    }
+
     /// Bytes this entry holds on its own: itself, unshared strings, and its platform set unless
     /// the interner holds it.
     pub fn weight(&self) -> usize {

@@ -1,7 +1,9 @@
 //! The install's key file (`--shared-cache-key-file`): any bytes (a raw binary key as well as
 //! text), at most [`MAX_KEY_FILE_BYTES`], trailing newlines dropped. Only a regular file is read
 //! (a FIFO or a device would block start-up or never end); a weak key or one that other users
-//! may read is accepted with a warning ([`warnings`]), said when the shared cache starts.
+//! may read is accepted with a warning ([`warnings`]), said when the shared cache starts. The
+//! password file (`--shared-cache-password-file`) is read the same way ([`read_password_file`]),
+//! and must be UTF-8.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ pub enum KeyFileError {
     NotAFile { path: PathBuf },
     #[error("{path} is longer than {MAX_KEY_FILE_BYTES} bytes", path = path.display())]
     TooLarge { path: PathBuf },
+    #[error("{path} is not UTF-8", path = path.display())]
+    NotUtf8 { path: PathBuf },
 }
 
 /// The key read from a file, and the file's permission bits.
@@ -42,6 +46,15 @@ impl std::fmt::Debug for KeyFile {
             .field("mode", &self.mode)
             .finish()
     }
+}
+
+/// Reads the password file like the key file (blocking, bounded to [`MAX_KEY_FILE_BYTES`],
+/// a regular file only, trailing newlines dropped); its text must be UTF-8.
+pub fn read_password_file(path: &Path) -> Result<String, KeyFileError> {
+    let read = read_key_file(path)?;
+    String::from_utf8(read.key).map_err(|_| KeyFileError::NotUtf8 {
+        path: path.to_owned(),
+    })
 }
 
 /// Reads the key file (blocking, bounded; never waits on a FIFO).
@@ -180,5 +193,25 @@ mod tests {
         // Without the file type check, this would block until a writer opened the FIFO.
         let error = read_key_file(&path).unwrap_err();
         assert!(error.to_string().contains("not a regular file"), "{error}");
+        let error = read_password_file(&path).unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+    }
+
+    #[test]
+    fn a_password_file_is_bounded_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("password");
+        std::fs::write(&path, "s3cret\n").unwrap();
+        assert_eq!(read_password_file(&path).unwrap(), "s3cret");
+        std::fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(matches!(
+            read_password_file(&path),
+            Err(KeyFileError::NotUtf8 { .. })
+        ));
+        std::fs::write(&path, vec![b'p'; 4097]).unwrap();
+        assert!(matches!(
+            read_password_file(&path),
+            Err(KeyFileError::TooLarge { .. })
+        ));
     }
 }

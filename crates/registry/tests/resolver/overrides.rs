@@ -11,6 +11,10 @@ use noe_test_support::{push_image, Flavor, Registry};
 
 use super::support::{platforms, resolver_with};
 
+fn platforms_of(listed: &[noe_registry::Platform]) -> Vec<String> {
+    listed.iter().map(ToString::to_string).collect()
+}
+
 #[tokio::test]
 async fn an_override_added_to_the_file_wins_over_a_cached_answer() {
     let registry = Registry::start().await.unwrap();
@@ -42,8 +46,9 @@ async fn an_override_added_to_the_file_wins_over_a_cached_answer() {
     let first = resolver.resolve(&image, &[]).await.unwrap();
     assert_eq!(first.answered_by, Answered::Get);
     assert_eq!(platforms(&first), ["linux/amd64"]);
-    // With overrides configured the synchronous cache read declines: the file is asked first.
-    assert!(resolver.cached(&image, None).is_none());
+    // With overrides configured the synchronous cache read still answers: no entry matches.
+    let cached = resolver.cached(&image, None).unwrap();
+    assert_eq!(platforms_of(&cached), ["linux/amd64"]);
 
     let entry = format!(
         "- images: [\"{}/overridden\"]\n  platforms: [linux/arm64, linux/riscv64]\n",
@@ -71,5 +76,8 @@ async fn an_override_added_to_the_file_wins_over_a_cached_answer() {
     let again = resolver.resolve(&image, &[]).await.unwrap();
     assert_eq!(again.answered_by, Answered::Override);
     assert_eq!(platforms(&again), ["linux/arm64", "linux/riscv64"]);
+    // The synchronous read asks the overrides first: the new entry, not the cached answer.
+    let cached = resolver.cached(&image, None).unwrap();
+    assert_eq!(platforms_of(&cached), ["linux/arm64", "linux/riscv64"]);
     assert!(registry.requests().is_empty(), "{:?}", registry.requests());
 }

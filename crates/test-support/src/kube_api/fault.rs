@@ -6,7 +6,9 @@ use serde_json::Value;
 /// `path_contains`, instead of what the server would do.
 #[derive(Clone, Debug)]
 pub struct Fault {
-    /// `GET`, `POST`, `PUT`, `PATCH`, `DELETE`.
+    /// `GET`, `POST`, `PUT`, `PATCH`, `DELETE`; `WATCH` matches only watch requests (a `GET`
+    /// with `watch`), answered as the apiserver ends a watch: `200` and one `ERROR` event
+    /// carrying the `Status`.
     pub method: String,
     /// A substring of the request path (without the query).
     pub path_contains: String,
@@ -53,6 +55,12 @@ impl Fault {
     pub fn message(mut self, message: &str) -> Self {
         message.clone_into(&mut self.message);
         self
+    }
+
+    /// The next watch matching `path_contains` ends at once with `410 Gone` (an `ERROR` event,
+    /// before any other), as when the history was compacted between a list and its watch.
+    pub fn expired_watch(path_contains: &str) -> Self {
+        Self::new("WATCH", path_contains, 410).message("too old resource version")
     }
 
     /// The eviction API's answer when a PodDisruptionBudget forbids it (429, reason

@@ -133,6 +133,18 @@ pub(crate) async fn handle(
 }
 
 fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> {
+    let watching = request.method == "GET" && Query::parse(&request.query).flag("watch");
+    let watch_fault = watching
+        .then(|| lock(state).take_fault("WATCH", &request.path))
+        .flatten();
+    if let Some(fault) = watch_fault {
+        let status = status_body(fault.status, reason(fault.status), &fault.message);
+        let line = format!(
+            "{}\n",
+            serde_json::json!({"type": "ERROR", "object": status})
+        );
+        return json_response(200, line);
+    }
     if let Some(fault) = lock(state).take_fault(&request.method, &request.path) {
         if let Some(seconds) = fault.retry_after {
             let body = status_body(fault.status, reason(fault.status), &fault.message);

@@ -188,6 +188,50 @@ async fn lookups_run_concurrently_with_the_pods_credentials() {
     );
 }
 
+/// Repeated images are looked up once, in a small pod (compared with the images before them)
+/// as in a large one (a set).
+#[tokio::test(start_paused = true)]
+async fn repeated_images_are_looked_up_once_in_small_and_large_pods() {
+    let mut scripted = Scripted::default();
+    let distinct: Vec<String> = (0..30).map(|i| format!("app{i}:1")).collect();
+    for image in &distinct {
+        scripted
+            .answers
+            .insert(image.clone(), (Duration::ZERO, Ok(linux(&["amd64"]))));
+    }
+    let scripted = Arc::new(scripted);
+    let resolve = Resolve::new(
+        scripted.clone(),
+        Arc::new(one_secret_failing()),
+        Duration::from_secs(5),
+    );
+    let small = ["app0:1", "app1:1", "app0:1", "app1:1"];
+    let resolved = resolve.platforms("ns", &[], &small).await;
+    assert_eq!(resolved.lookups.len(), 2);
+    assert_eq!(scripted.seen.lock().unwrap().len(), 2);
+
+    scripted.seen.lock().unwrap().clear();
+    let mut large: Vec<&str> = distinct.iter().map(String::as_str).collect();
+    large.extend(["app2:1", "app20:1", "app29:1"]);
+    let resolved = resolve.platforms("ns", &[], &large).await;
+    assert_eq!(resolved.lookups.len(), 30);
+    let mut seen: Vec<String> = scripted
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(image, _)| image.clone())
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen.len(),
+        scripted.seen.lock().unwrap().len(),
+        "looked up twice"
+    );
+    assert_eq!(seen.len(), 30);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lookup_past_the_deadline_fails_as_deadline_exceeded() {
     let mut scripted = Scripted::default();
