@@ -1,20 +1,12 @@
 {{/*
-The container args: one --flag=value per value (docs/configuration.md). Returned as a map
-{args: [...]} for fromYaml.
+The flags of the lookups and the decision, which `noe ungate` (the hook Job) takes as the
+server does: the same registries, credentials, caches and policy, so both look images up and
+decide alike. List items (`- "--flag=value"`), included by "noe.args" and the hook Job.
 */}}
-{{- define "noe.args" -}}
+{{- define "noe.lookupArgs" -}}
 {{- $mounts := (include "noe.hostMounts" . | fromYaml).mounts | default list -}}
-{{- $ctl := include "noe.controllers" . | fromYaml -}}
-{{- if and (has "auto" (.Values.schedulableArchitectures | default list)) (not $ctl.watchNodes) -}}
-{{- fail "schedulableArchitectures: auto needs controller.watchNodes: true (the architectures are read from the nodes)" -}}
-{{- end -}}
 {{- $archTolerations := include "noe.archTolerations" . -}}
-{{- $platformOverrides := include "noe.platformOverrides" . -}}
-args:
-- {{ printf "--webhook-addr=:%s" (include "noe.port" (dict "ctx" . "name" "webhook")) | quote }}
-- {{ printf "--metrics-addr=:%s" (include "noe.port" (dict "ctx" . "name" "metrics")) | quote }}
-- {{ printf "--health-probe-addr=:%s" (include "noe.port" (dict "ctx" . "name" "health")) | quote }}
-- "--cert-dir=/certs"
+{{- $platformOverrides := include "noe.platformOverrides" . }}
 - {{ printf "--preferred-arch=%s" .Values.preferredArch | quote }}
 - {{ printf "--preference-mode=%s" .Values.preferenceMode | quote }}
 - {{ printf "--preference-weight=%d" (int .Values.preferenceWeight) | quote }}
@@ -42,8 +34,6 @@ args:
 {{- end }}
 - {{ printf "--log-level=%s" .Values.logLevel | quote }}
 - {{ printf "--log-format=%s" .Values.logFormat | quote }}
-- {{ printf "--shutdown-delay=%s" .Values.shutdownDelay | quote }}
-- {{ printf "--metrics-max-namespaces=%d" (int .Values.metrics.maxNamespaces) | quote }}
 {{- with .Values.schedulableArchitectures }}
 - {{ printf "--cluster-schedulable-archs=%s" (join "," .) | quote }}
 {{- end }}
@@ -77,12 +67,6 @@ args:
 {{- if $platformOverrides }}
 - "--platform-overrides=/etc/noe/platform-overrides/overrides.yaml"
 {{- end }}
-{{- if .Values.namespacePreference.enabled }}
-- "--namespace-preference=true"
-{{- end }}
-{{- if .Values.ephemeralContainers.enabled }}
-- "--check-ephemeral-containers=true"
-{{- end }}
 {{- /* An empty list is passed as an empty flag: "no files", not the binary's defaults. */}}
 {{- range $mounts }}
 {{- if hasPrefix "docker-config-" .name }}
@@ -109,6 +93,37 @@ args:
 {{- if $k.config }}
 - {{ printf "--image-credential-provider-config=%s" $k.config | quote }}
 {{- end }}
+{{- with .Values.controller.taintArches }}
+- {{ printf "--taint-arches=%s" (join "," .) | quote }}
+{{- end }}
+{{- if ne (toString (.Values.lookupMode | default "inline")) "inline" }}
+- {{ printf "--gate-max-attempts=%d" (int .Values.gate.maxAttempts) | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The container args: one --flag=value per value (docs/configuration.md). Returned as a map
+{args: [...]} for fromYaml.
+*/}}
+{{- define "noe.args" -}}
+{{- $ctl := include "noe.controllers" . | fromYaml -}}
+{{- if and (has "auto" (.Values.schedulableArchitectures | default list)) (not $ctl.watchNodes) -}}
+{{- fail "schedulableArchitectures: auto needs controller.watchNodes: true (the architectures are read from the nodes)" -}}
+{{- end -}}
+args:
+- {{ printf "--webhook-addr=:%s" (include "noe.port" (dict "ctx" . "name" "webhook")) | quote }}
+- {{ printf "--metrics-addr=:%s" (include "noe.port" (dict "ctx" . "name" "metrics")) | quote }}
+- {{ printf "--health-probe-addr=:%s" (include "noe.port" (dict "ctx" . "name" "health")) | quote }}
+- "--cert-dir=/certs"
+{{- include "noe.lookupArgs" . }}
+- {{ printf "--shutdown-delay=%s" .Values.shutdownDelay | quote }}
+- {{ printf "--metrics-max-namespaces=%d" (int .Values.metrics.maxNamespaces) | quote }}
+{{- if .Values.namespacePreference.enabled }}
+- "--namespace-preference=true"
+{{- end }}
+{{- if .Values.ephemeralContainers.enabled }}
+- "--check-ephemeral-containers=true"
+{{- end }}
 {{- if $ctl.watchNodes }}
 - "--watch-nodes=true"
 {{- end }}
@@ -118,18 +133,125 @@ args:
 {{- if eq $ctl.remediate "evict" }}
 - {{ printf "--remediate-rate=%d" (int .Values.controller.remediateRate) | quote }}
 {{- end }}
-{{- with .Values.controller.taintArches }}
-- {{ printf "--taint-arches=%s" (join "," .) | quote }}
-{{- end }}
 {{- if $ctl.gate }}
 - {{ printf "--lookup-mode=%s" .Values.lookupMode | quote }}
 - {{ printf "--hybrid-budget=%s" .Values.gate.hybridBudget | quote }}
-- {{ printf "--gate-max-attempts=%d" (int .Values.gate.maxAttempts) | quote }}
+{{- with (include "noe.labelSelector" (.Values.gate.namespaceSelector | default dict)) }}
+- {{ printf "--gate-namespace-selector=%s" . | quote }}
+{{- end }}
+{{- with (include "noe.labelSelector" (.Values.gate.objectSelector | default dict)) }}
+- {{ printf "--gate-object-selector=%s" . | quote }}
+{{- end }}
 {{- end }}
 {{- if $ctl.leaderElect }}
 - "--leader-elect=true"
 {{- end }}
 {{- if $ctl.lease }}
 - {{ printf "--leader-elect-resource-name=%s" (include "noe.name" .) | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The volumes the lookups and the decision read (registry CA, arch tolerations, platform
+overrides, the shared cache's key and CA, the node's credential files, extraVolumes), mounted
+alike by the Deployment and the hook Job (noe.lookupVolumeMounts, noe.lookupVolumes).
+*/}}
+{{- define "noe.lookupVolumeMounts" -}}
+{{- $mounts := (include "noe.hostMounts" . | fromYaml).mounts | default list -}}
+{{- $archTolerations := include "noe.archTolerations" . -}}
+{{- $platformOverrides := include "noe.platformOverrides" . -}}
+{{- $sharedCache := include "noe.sharedCacheURL" . -}}
+{{- $sharedCA := and $sharedCache .Values.sharedCache.tls.caBundle -}}
+- name: tmp
+  mountPath: /tmp
+{{- if $archTolerations }}
+- name: arch-tolerations
+  mountPath: /etc/noe/arch-tolerations
+  readOnly: true
+{{- end }}
+{{- if .Values.registryCABundle }}
+- name: registry-ca
+  mountPath: /etc/noe/registry-ca
+  readOnly: true
+{{- end }}
+{{- if $platformOverrides }}
+- name: platform-overrides
+  mountPath: /etc/noe/platform-overrides
+  readOnly: true
+{{- end }}
+{{- if $sharedCache }}
+- name: shared-cache-secret
+  mountPath: /etc/noe/shared-cache
+  readOnly: true
+{{- end }}
+{{- if $sharedCA }}
+- name: shared-cache-ca
+  mountPath: /etc/noe/shared-cache-ca
+  readOnly: true
+{{- end }}
+{{- range $mounts }}
+- name: {{ .name }}
+  mountPath: {{ .mountPath }}
+  readOnly: true
+{{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{- toYaml . | nindent 0 }}
+{{- end }}
+{{- end -}}
+
+{{- define "noe.lookupVolumes" -}}
+{{- $mounts := (include "noe.hostMounts" . | fromYaml).mounts | default list -}}
+{{- $archTolerations := include "noe.archTolerations" . -}}
+{{- $platformOverrides := include "noe.platformOverrides" . -}}
+{{- $sharedCache := include "noe.sharedCacheURL" . -}}
+{{- $sharedCA := and $sharedCache .Values.sharedCache.tls.caBundle -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 16Mi
+{{- if $archTolerations }}
+- name: arch-tolerations
+  configMap:
+    name: {{ printf "%s-arch-tolerations" (include "noe.name" .) }}
+{{- end }}
+{{- if .Values.registryCABundle }}
+- name: registry-ca
+  configMap:
+    name: {{ printf "%s-registry-ca" (include "noe.name" .) }}
+{{- end }}
+{{- if $platformOverrides }}
+- name: platform-overrides
+  configMap:
+    name: {{ printf "%s-platform-overrides" (include "noe.name" .) }}
+{{- end }}
+{{- if $sharedCache }}
+# The install's HMAC key and the shared cache's password, as files (never flags). With
+# fsGroup the kubelet makes them root-owned in that group, 0440: noe reads them through
+# the group and no other user can; without it only 0444 lets the non-root user read them.
+- name: shared-cache-secret
+  secret:
+    secretName: {{ .Values.sharedCache.existingSecret | quote }}
+    defaultMode: {{ if (.Values.podSecurityContext | default dict).fsGroup }}0440{{ else }}0444{{ end }}
+    items:
+      - key: hmac-key
+        path: hmac-key
+      {{- with .Values.sharedCache.passwordKey }}
+      - key: {{ . | quote }}
+        path: password
+      {{- end }}
+{{- end }}
+{{- if $sharedCA }}
+- name: shared-cache-ca
+  configMap:
+    name: {{ printf "%s-shared-cache-ca" (include "noe.name" .) }}
+{{- end }}
+{{- range $mounts }}
+# Read-only; {{ .type }}: {{ if eq .type "FileOrCreate" }}a missing file becomes an empty one (no credentials); its directory must exist.{{ else if eq .type "DirectoryOrCreate" }}a missing directory becomes an empty one.{{ else }}must exist on the node.{{ end }}
+- name: {{ .name }}
+  hostPath:
+    path: {{ .hostPath }}
+    type: {{ .type }}
+{{- end }}
+{{- with .Values.extraVolumes }}
+{{- toYaml . | nindent 0 }}
 {{- end }}
 {{- end -}}

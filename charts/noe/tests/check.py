@@ -32,7 +32,8 @@ KNOWN_FLAGS = {
     "leader-elect-identity", "leader-elect-lease-duration", "leader-elect-renew-deadline",
     "leader-elect-retry-period",
     # The lookup modes (gate, hybrid).
-    "lookup-mode", "hybrid-budget", "gate-max-attempts",
+    "lookup-mode", "hybrid-budget", "gate-max-attempts", "gate-namespace-selector",
+    "gate-object-selector",
     # The decision's features.
     "mode", "on-contradiction", "fallback-arch", "platform-overrides", "namespace-preference",
     "check-ephemeral-containers",
@@ -161,8 +162,14 @@ class Render:
         def valkey(d):
             labels = d.get("metadata", {}).get("labels") or {}
             return labels.get("app.kubernetes.io/component") == SHARED_CACHE_COMPONENT
+        # The ungate hook's objects (pre-delete, post-upgrade), apart too: they exist only while
+        # the hook runs.
+        def hook(d):
+            annotations = d.get("metadata", {}).get("annotations") or {}
+            return annotations.get("helm.sh/hook") in ("pre-delete", "post-upgrade")
         self.valkey = [d for d in docs if valkey(d)]
-        self.docs = [d for d in docs if not valkey(d)]
+        self.hooks = [d for d in docs if hook(d) and not valkey(d)]
+        self.docs = [d for d in docs if not valkey(d) and not hook(d)]
 
     def all(self, kind):
         return [d for d in self.docs if d.get("kind") == kind]
@@ -428,7 +435,7 @@ def controller_flags(f):
 def expected_cluster_rules(f, webhook_configuration=None):
     """The ClusterRole the controller and feature flags need (docs/configuration.md)."""
     rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
-    if f.get("namespace-preference") == ["true"]:
+    if f.get("namespace-preference") == ["true"] or (gating(f) and f.get("gate-namespace-selector")):
         rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]})
     remediate = f.get("remediate", ["off"])[0]
     taints = bool(f.get("taint-arches"))
@@ -495,7 +502,7 @@ def scenario_default(r, release, namespace):
     psc = r.one("Deployment")["spec"]["template"]["spec"]["securityContext"]
     check("default: fsGroup is noe's group (Secret volumes readable by it alone)",
           psc.get("fsGroup") == psc.get("runAsGroup") == 65532, str(psc))
-    check("inline (install): no hook Job", not r.all("Job"))
+    check("inline (install): no hook", not r.hooks)
     f = flags(r)
     want = {"preferred-arch": ["amd64"], "preference-mode": ["required"],
             "preference-weight": ["50"], "on-lookup-error": ["ignore-image"],
@@ -886,23 +893,77 @@ def scenario_controllers_taints(r, release, namespace):
 def scenario_gate(r, release, namespace):
     f = flags(r)
     want = {"lookup-mode": ["hybrid"], "hybrid-budget": ["20ms"], "gate-max-attempts": ["3"],
-            "leader-elect": ["true"], "leader-elect-resource-name": [release]}
+            "leader-elect": ["true"], "leader-elect-resource-name": [release],
+            "gate-namespace-selector": ["team=shop,tier in (web,batch)"],
+            "gate-object-selector": ["!example.com/no-gate"]}
     for k, v in want.items():
         check(f"gate: --{k}={v[0]}", f.get(k) == v, str(f.get(k)))
-    jobs = r.all("Job")
-    check("gate: one pre-delete hook Job", len(jobs) == 1
-          and jobs[0]["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete", str(jobs))
-    job = jobs[0]["spec"]["template"]["spec"]
+    rules = r.one("ClusterRole")["rules"]
+    check("gate: the namespace selector reads namespaces",
+          any(rule["resources"] == ["namespaces"] and rule["verbs"] == ["get"] for rule in rules),
+          str(rules))
+    check("gate: only the pre-delete hook Job (noe's own ServiceAccount and ClusterRole)",
+          [(d["kind"], d["metadata"]["annotations"]["helm.sh/hook"]) for d in r.hooks]
+          == [("Job", "pre-delete")], str(r.hooks))
     mwc = r.one("MutatingWebhookConfiguration")["metadata"]["name"]
-    check("gate: the hook deletes our webhook configuration, then releases every gated pod",
-          job["containers"][0]["args"] == ["ungate", "--all-namespaces", "--deadline=5m",
-                                           f"--delete-webhook-configuration={mwc}"],
-          str(job["containers"][0]["args"]))
-    check("gate: the hook runs as noe's ServiceAccount (it still exists at pre-delete)",
-          job["serviceAccountName"] == r.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"])
-    check("gate: the hook container is locked down",
-          job["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
-          and job["containers"][0]["securityContext"]["capabilities"]["drop"] == ["ALL"])
+    check_ungate_job(r, "pre-delete", ["ungate", "--all-namespaces", "--deadline=5m",
+                                       f"--delete-webhook-configuration={mwc}"])
+
+
+# The Deployment's flags `noe ungate` does not take (the server's, the controllers').
+NOT_UNGATE_FLAGS = {
+    "webhook-addr", "metrics-addr", "health-probe-addr", "cert-dir", "shutdown-delay",
+    "metrics-max-namespaces", "namespace-preference", "check-ephemeral-containers", "watch-nodes",
+    "remediate", "remediate-rate", "lookup-mode", "hybrid-budget", "gate-namespace-selector",
+    "gate-object-selector", "leader-elect", "leader-elect-resource-name", "dev-self-signed-cert",
+}
+
+
+def check_ungate_job(r, hook, head):
+    """The hook Job looks images up and decides as the Deployment does."""
+    jobs = [d for d in r.hooks if d["kind"] == "Job"]
+    check(f"{hook}: one hook Job", len(jobs) == 1
+          and jobs[0]["metadata"]["annotations"]["helm.sh/hook"] == hook, str(jobs))
+    job = jobs[0]["spec"]["template"]["spec"]
+    c = job["containers"][0]
+    dep = r.one("Deployment")["spec"]["template"]["spec"]
+    check(f"{hook}: `noe ungate` first", c["args"][:len(head)] == head, str(c["args"]))
+    want = [a for a in container(r)["args"]
+            if a.split("=", 1)[0].lstrip("-") not in NOT_UNGATE_FLAGS]
+    check(f"{hook}: the Deployment's lookup and decision flags, in its order",
+          c["args"][len(head):] == want, str(c["args"][len(head):]) + " != " + str(want))
+    mounts = [m for m in container(r)["volumeMounts"] if m["name"] != "certs"]
+    check(f"{hook}: the Deployment's volume mounts but its certificate",
+          c["volumeMounts"] == mounts, str(c["volumeMounts"]))
+    volumes = [v for v in dep["volumes"] if v["name"] != "certs"]
+    check(f"{hook}: the Deployment's volumes but its certificate", job["volumes"] == volumes,
+          str(job["volumes"]))
+    check(f"{hook}: the Deployment's extra environment", c.get("env") == (
+        [e for e in container(r).get("env", []) if e["name"] not in ("POD_NAME", "POD_NAMESPACE")]
+        or None), str(c.get("env")))
+    check(f"{hook}: runs as noe's ServiceAccount (its cloud identity)",
+          job["serviceAccountName"] == dep["serviceAccountName"])
+    azure = "azure.workload.identity/use"
+    pod_labels = r.one("Deployment")["spec"]["template"]["metadata"].get("labels") or {}
+    job_labels = jobs[0]["spec"]["template"].get("metadata", {}).get("labels") or {}
+    check(f"{hook}: Azure workload identity as the Deployment's pods",
+          job_labels.get(azure) == pod_labels.get(azure), str(job_labels))
+    check(f"{hook}: the hook container is locked down",
+          c["securityContext"]["readOnlyRootFilesystem"] is True
+          and c["securityContext"]["capabilities"]["drop"] == ["ALL"])
+
+
+def scenario_upgrade_inline(r, release, namespace):
+    """An upgrade to lookupMode inline where the previous Deployment cannot be looked up
+    (helm template): the post-upgrade hook runs."""
+    kinds = sorted(d["kind"] for d in r.hooks)
+    check("upgrade to inline: the post-upgrade hook's ClusterRole, binding and Job",
+          kinds == ["ClusterRole", "ClusterRoleBinding", "Job"], str(kinds))
+    crb = [d for d in r.hooks if d["kind"] == "ClusterRoleBinding"][0]
+    check("upgrade to inline: the hook's ClusterRole is bound to noe's ServiceAccount",
+          crb["subjects"][0]["name"]
+          == r.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"])
+    check_ungate_job(r, "post-upgrade", ["ungate", "--all-namespaces", "--deadline=2m"])
 
 
 def scenario_skip_arch_pinned(r, release, namespace):
@@ -920,6 +981,7 @@ SCENARIOS = {
     "controllers-report": scenario_controllers_report,
     "controllers-taints": scenario_controllers_taints,
     "gate": scenario_gate,
+    "upgrade-inline": scenario_upgrade_inline,
     "skip-arch-pinned": scenario_skip_arch_pinned,
     "no-match-conditions": scenario_no_match_conditions,
     "no-host-files": scenario_no_host_files,

@@ -187,6 +187,9 @@ schema = {
                 "maxAttempts": {"type": "integer", "minimum": 1, "maximum": 100,
                                 "description": "--gate-max-attempts"},
                 "ungateDeadline": dict(DURATION, description="the hook Job's noe ungate --deadline"),
+                "namespaceSelector": dict(LABEL_SELECTOR,
+                                          description="--gate-namespace-selector"),
+                "objectSelector": dict(LABEL_SELECTOR, description="--gate-object-selector"),
             },
         },
         "matchNodeLabels": string_list(

@@ -206,6 +206,42 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
 done
 
 # ---------------------------------------------------------------------------------------------
+# An upgrade to lookupMode inline: the post-upgrade hook (the previous Deployment cannot be looked
+# up here, so it runs), with the Deployment's lookup flags and volumes; `noe ungate` takes them.
+# ---------------------------------------------------------------------------------------------
+echo "==> upgrade to inline (post-upgrade ungate hook)"
+render="$OUT/upgrade-inline.yaml"
+if "$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --is-upgrade \
+    -f "$TESTS/values/full.yaml" >"$render" 2>"$OUT/upgrade-inline.err"; then
+  pass "upgrade-inline: helm template --is-upgrade"
+  out="$("$PY" "$TESTS/check.py" upgrade-inline "$render" "$RELEASE" "$NAMESPACE")" || true
+  echo "$out" | grep '^not ok' || true
+  counts="$(echo "$out" | tail -1)"
+  if [[ "$counts" =~ ^CHECKS\ ([0-9]+)\ ([0-9]+)$ ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+  else
+    fail "upgrade-inline: check.py did not finish"; echo "$out" | tail -20
+  fi
+  for file in "$TESTS/values/gate.yaml" "$render"; do
+    [ -n "$NOE_BIN" ] || break
+    [ "$file" = "$render" ] || { "$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" -f "$file" >"$OUT/gate-hook.yaml"; file="$OUT/gate-hook.yaml"; }
+    mapfile -t job_args < <("$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "Job":
+        print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$file")
+    if parse_err="$("$NOE_BIN" "${job_args[@]}" --help 2>&1 >/dev/null)"; then
+      pass "$(basename "$file"): the noe binary accepts the hook Job's args"
+    else
+      fail "$(basename "$file"): the noe binary refuses the hook Job's args"; echo "$parse_err"
+    fi
+  done
+else
+  fail "upgrade-inline: helm template --is-upgrade"; cat "$OUT/upgrade-inline.err"
+fi
+
+# ---------------------------------------------------------------------------------------------
 # --admission-deadline follows webhook.timeoutSeconds (minus 2 s, at least 1 s).
 # ---------------------------------------------------------------------------------------------
 echo "==> admission deadline"

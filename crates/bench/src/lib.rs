@@ -16,11 +16,14 @@
 //! - [`fleet`]: registry requests of 3 replicas without and with a shared cache (real
 //!   `redis-server`), and admissions while it is killed.
 //! - [`cold`]: cold admissions of K images through a proxy adding a round trip.
+//! - [`gate`]: the gate and hybrid lookup modes beside inline (admission latency against a slow
+//!   registry, creation to release, API writes, a storm of gated pods).
 
 pub mod cluster;
 pub mod cold;
 pub mod fleet;
 pub mod floor;
+pub mod gate;
 pub mod images;
 pub mod memory;
 pub mod noe;
@@ -72,6 +75,8 @@ enum Command {
     Fleet(Options),
     /// Cold admissions of 1, 5 and 20 images through a proxy adding `--rtt`.
     Cold(Options),
+    /// The gate and hybrid lookup modes beside inline.
+    Gate(Options),
 }
 
 /// Shared options.
@@ -179,6 +184,7 @@ impl Cli {
                     cold::run(&options).await?;
                     pulls::run(&options).await?;
                     fleet::run(&options).await?;
+                    gate::run(&options).await?;
                     warm::run(&options).await
                 }
                 Command::Warm(options) => warm::run(&options).await,
@@ -188,6 +194,7 @@ impl Cli {
                 Command::Pulls(options) => pulls::run(&options).await,
                 Command::Fleet(options) => fleet::run(&options).await,
                 Command::Cold(options) => cold::run(&options).await,
+                Command::Gate(options) => gate::run(&options).await,
             }
         });
         match result {

@@ -3,15 +3,14 @@
 //! `arch.noe.adevinta.com/lookup=gated`, `status.phase=Pending`: memory grows with gated pods,
 //! not with the cluster), asks the composition root's [`GatePlanner`] for each pod's decision
 //! (the same resolver, credentials and decision as inline admission), and releases the pod with
-//! one merge patch ([`release::patch`]) conditional on its `resourceVersion`.
+//! one merge patch conditional on its `resourceVersion`, written by noe-core's one release
+//! writer ([`noe_core::patch::release`], KEP-3838's form).
 //!
 //! Failed lookups are retried with exponential backoff and jitter (`backoff_min` doubled up to
 //! `backoff_max`); after `max_attempts` the planner decides with `--on-lookup-error` (which may
 //! keep the pod gated: then it is retried at the cap). Every failure is a Warning Event and the
 //! `arch.noe.adevinta.com/lookup-error` annotation; a release refused by admission (`403`,
 //! `422`) is an Event and a backoff, never a hot loop.
-
-pub mod release;
 
 use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher as _};
@@ -29,21 +28,16 @@ use kube::Api;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use noe_core::patch::release::{self, Extra, ReleaseError};
+use noe_core::patch::Op;
+
 use crate::leader::Leadership;
 use crate::{Error, GateConfig, Metrics};
 
-/// The scheduling gate of pods whose images are being looked up.
-pub const GATE: &str = "arch.noe.adevinta.com/platforms";
-/// The label of gated pods.
-pub const GATE_LABEL: &str = "arch.noe.adevinta.com/lookup";
-/// [`GATE_LABEL`] on a gated pod.
-pub const GATED: &str = "gated";
-/// [`GATE_LABEL`] on a released pod (it leaves the watch).
-pub const RELEASED: &str = "released";
-/// The annotation naming the last failure (at most [`MAX_ERROR_CHARS`] characters).
-pub const LOOKUP_ERROR_ANNOTATION: &str = "arch.noe.adevinta.com/lookup-error";
-/// The node label key no node has: required by pods whose images share no platform.
-pub const NO_COMMON_PLATFORM_KEY: &str = "arch.noe.adevinta.com/no-common-platform";
+pub use noe_core::patch::release::{
+    GATED, GATE_LABEL, LOOKUP_ERROR_ANNOTATION, NO_COMMON_PLATFORM_KEY, RELEASED,
+    SCHEDULING_GATE as GATE,
+};
 /// The longest [`LOOKUP_ERROR_ANNOTATION`].
 pub const MAX_ERROR_CHARS: usize = 256;
 /// Event reasons.
@@ -63,10 +57,11 @@ const MEMO: usize = 100_000;
 /// What the decision makes of a gated pod.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Plan {
-    /// Constrain: `desired` is the pod with the inline decision's patch applied.
+    /// Constrain: the inline decision's patch, written against the pod as read (the release
+    /// writes it in KEP-3838's form).
     Constrain {
-        /// The pod as the decision wants it.
-        desired: Value,
+        /// The decision's RFC 6902 operations.
+        ops: Vec<Op>,
     },
     /// Release without a constraint (nothing to write, or the policy says so after failures);
     /// `note` says why when it is worth an Event.
@@ -393,7 +388,7 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
         state.planner.plan(&raw, last_attempt).await
     };
     let raw = serde_json::to_value(pod).unwrap_or(Value::Null);
-    let (patch, outcome) = match &plan {
+    let (ops, extra, outcome): (&[Op], Extra, &'static str) = match &plan {
         Plan::LookupFailed { message } => {
             let delay = state.failed(&uid);
             tracing::info!(namespace = names(pod).0, pod = names(pod).1, attempt = failures.saturating_add(1), ?delay, %message, "Lookup failed; pod stays gated");
@@ -405,20 +400,17 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
         }
         Plan::NoCommonPlatform { message } => {
             state.event(pod, reason::NO_COMMON_PLATFORM, message).await;
-            let extra = release::Extra {
+            let extra = Extra {
                 required: Some(release::no_common_platform()),
                 lookup_error: Some(bounded(message)),
             };
-            (
-                release::patch(&raw, None, &extra),
-                outcome::NO_COMMON_PLATFORM,
-            )
+            (&[], extra, outcome::NO_COMMON_PLATFORM)
         }
         Plan::Unconstrained { note } => {
             if let Some(note) = note {
                 state.event(pod, reason::LOOKUP_FAILED, note).await;
             }
-            let extra = release::Extra {
+            let extra = Extra {
                 required: None,
                 lookup_error: note.as_deref().map(bounded),
             };
@@ -427,12 +419,21 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
             } else {
                 outcome::UNCONSTRAINED
             };
-            (release::patch(&raw, None, &extra), outcome)
+            (&[], extra, outcome)
         }
-        Plan::Constrain { desired } => (
-            release::patch(&raw, Some(desired), &release::Extra::default()),
-            outcome::CONSTRAINED,
-        ),
+        Plan::Constrain { ops } => (ops.as_slice(), Extra::default(), outcome::CONSTRAINED),
+    };
+    let patch = match release::release(&raw, ops, &extra) {
+        Ok(patch) => patch,
+        // Changed since the decision: the watch brings the new version.
+        Err(ReleaseError::Stale(_)) => return Ok(Released::Later(state.config.backoff_min)),
+        Err(error) => {
+            let delay = state.failed(&uid);
+            let note = format!("the release of this pod cannot be written: {error}");
+            tracing::warn!(namespace = names(pod).0, pod = names(pod).1, %error, ?delay, "Release not written; retrying later");
+            state.event(pod, reason::RELEASE_REFUSED, &note).await;
+            return Ok(Released::Later(delay));
+        }
     };
     let (namespace, name) = names(pod);
     let action = || format!("releasing gated pod {namespace}/{name}");

@@ -7,11 +7,11 @@
 //! parent another operation of the same patch creates.
 
 mod builder;
-mod release;
+pub mod release;
 
 pub use builder::PatchBuilder;
 pub use json_patch::PatchOperation as Op;
-pub use release::{gate_index, release, ReleaseError, SCHEDULING_GATE};
+pub use release::{release, ReleaseError};
 
 use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, RemoveOperation, ReplaceOperation};

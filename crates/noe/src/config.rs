@@ -68,6 +68,10 @@ pub struct ControllerSettings {
     pub hybrid_budget: Duration,
     /// noe's namespace (`POD_NAMESPACE`): its pods are never gated.
     pub own_namespace: Option<String>,
+    /// `--gate-object-selector`: only the pods it selects are gated.
+    pub gate_object_selector: noe_webhook::admission::gate::selector::Selector,
+    /// `--gate-namespace-selector`: only the pods of the namespaces it selects are gated.
+    pub gate_namespace_selector: noe_webhook::admission::gate::selector::Selector,
 }
 
 /// What the admission reads from the Kubernetes API about a pod's surroundings; each part

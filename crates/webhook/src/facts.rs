@@ -8,7 +8,7 @@
 //! node's platform through any [`nodes::NodeLookup`] (a cached GET of the Node,
 //! [`nodes::NodeGets`], or a view of a node reflector).
 
-mod gets;
+pub(crate) mod gets;
 pub mod namespaces;
 pub mod nodes;
 

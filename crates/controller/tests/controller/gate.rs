@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use noe_controller::gate::{self, GatePlanner, Plan};
 use noe_controller::{Config, Controllers, Deps, GateConfig, LeaseConfig, Metrics, Running};
+use noe_core::patch::{Op, PatchBuilder};
 use noe_test_support::{gated_pod_json, lease_json, Fault, KubeApi, Resource, NOE_GATE};
 use serde_json::{json, Value};
 
@@ -49,37 +50,42 @@ fn arch() -> Value {
 const TERMS: &str =
     "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms";
 
-fn desired(pod: &Value) -> Value {
-    let mut desired = pod.clone();
-    let terms = pod.pointer(TERMS).and_then(Value::as_array).cloned();
-    let terms = match terms {
-        None => vec![json!({"matchExpressions": [arch()]})],
+/// The inline decision's patch for `pod`, as the inline writer makes it: the arch ANDed into
+/// each non-empty required term plus a term of its own (KEP-3838 forbids adding it on a gated
+/// pod: the release appends instead), or one term when the pod has none.
+fn decision(pod: &Value) -> Vec<Op> {
+    const PATH: [&str; 5] = [
+        "spec",
+        "affinity",
+        "nodeAffinity",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "nodeSelectorTerms",
+    ];
+    let mut patch = PatchBuilder::new(pod);
+    match pod.pointer(TERMS).and_then(Value::as_array) {
+        None => patch.set(&PATH, json!([{"matchExpressions": [arch()]}])),
         Some(terms) => {
-            let mut out: Vec<Value> = terms
-                .iter()
-                .map(|term| {
-                    let empty =
-                        term.get("matchExpressions").is_none() && term.get("matchFields").is_none();
-                    let mut term = term.clone();
-                    if !empty {
-                        let mut exprs = term["matchExpressions"]
-                            .as_array()
-                            .cloned()
-                            .unwrap_or_default();
-                        exprs.push(arch());
-                        term["matchExpressions"] = Value::Array(exprs);
-                    }
-                    term
-                })
-                .collect();
-            out.push(json!({"matchExpressions": [arch(), {"key": "pool", "operator": "In", "values": ["graviton"]}]}));
-            out
+            for (i, term) in terms.iter().enumerate() {
+                let empty =
+                    term.get("matchExpressions").is_none() && term.get("matchFields").is_none();
+                if !empty {
+                    let index = i.to_string();
+                    let mut path = PATH.to_vec();
+                    path.extend([index.as_str(), "matchExpressions"]);
+                    patch.append(&path, arch());
+                }
+            }
+            patch.append(
+                &PATH,
+                json!({"matchExpressions": [arch(), {"key": "pool", "operator": "In", "values": ["graviton"]}]}),
+            );
         }
-    };
-    desired["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
-        json!({"nodeSelectorTerms": terms});
-    desired["metadata"]["annotations"]["arch.noe.adevinta.com/platforms"] = json!("arm64");
-    desired
+    }
+    patch.set(
+        &["metadata", "annotations", "arch.noe.adevinta.com/platforms"],
+        json!("arm64"),
+    );
+    patch.finish()
 }
 
 impl GatePlanner for Scripted {
@@ -99,9 +105,7 @@ impl GatePlanner for Scripted {
                 };
             }
             match self.answer {
-                Answer::Arm => Plan::Constrain {
-                    desired: desired(pod),
-                },
+                Answer::Arm => Plan::Constrain { ops: decision(pod) },
                 Answer::NoCommon => Plan::NoCommonPlatform {
                     message: "app:1 (linux/amd64), tool:1 (linux/arm64)".to_owned(),
                 },

@@ -10,6 +10,7 @@ use clap::{ArgAction, Args, ValueEnum};
 use noe_controller::taints::{TAINT_EFFECT, TAINT_KEY};
 use noe_controller::{Config, GateConfig, LeaseConfig, Remediate, KUBE_SYSTEM};
 use noe_core::decide::Policy;
+use noe_webhook::admission::gate::selector::Selector;
 use noe_webhook::admission::gate::LookupMode;
 
 use super::parse::{non_empty, ConfigError};
@@ -162,6 +163,25 @@ pub struct ControllerArgs {
     #[arg(long, global = true, env = "NOE_GATE_MAX_ATTEMPTS", default_value_t = 5,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub gate_max_attempts: u32,
+
+    /// With `--lookup-mode=gate|hybrid`: only pods whose labels match this label selector are
+    /// gated, the others are decided inline (Kubernetes' selector syntax, as `kubectl -l`:
+    /// `team in (shop),!example.com/no-gate`). Empty: every pod.
+    #[arg(long, global = true, env = "NOE_GATE_OBJECT_SELECTOR", default_value = "",
+          value_parser = parse_selector)]
+    pub gate_object_selector: Selector,
+
+    /// With `--lookup-mode=gate|hybrid`: only pods of the namespaces whose labels match this
+    /// label selector are gated, the others are decided inline (`get namespaces`; a namespace
+    /// that cannot be read is not gated). Empty: every namespace.
+    #[arg(long, global = true, env = "NOE_GATE_NAMESPACE_SELECTOR", default_value = "",
+          value_parser = parse_selector)]
+    pub gate_namespace_selector: Selector,
+}
+
+fn parse_selector(text: &str) -> Result<Selector, String> {
+    text.parse()
+        .map_err(|error| format!("not a label selector: {error}"))
 }
 
 #[derive(Clone, Debug, Args)]
@@ -301,6 +321,8 @@ impl ControllerArgs {
             lookup_mode,
             hybrid_budget: self.hybrid_budget,
             own_namespace,
+            gate_object_selector: self.gate_object_selector.clone(),
+            gate_namespace_selector: self.gate_namespace_selector.clone(),
         })
     }
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use noe_controller::{Controllers, Deps, Leadership, NodeView};
+use noe_webhook::admission::gate::namespaces::NamespaceSelection;
 use noe_webhook::admission::gate::{ExemptNamespaces, GateSettings, LookupMode};
 use noe_webhook::facts::{ClusterFacts, NamespacePreferences, NodeGets};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
@@ -173,16 +174,12 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         _ => None,
     };
     let gating = controllers.lookup_mode != LookupMode::Inline;
-    if let (true, Some(running)) = (gating, running.as_mut()) {
-        let planner =
-            gate::DecisionPlanner::new(&app, &policy, platforms::DEADLINE, pull_secrets.clone())?;
-        running.start_gate(Arc::new(planner));
-    }
+    let gate_policy = gating.then(|| policy.clone());
     let mut admission = app.admission(
         policy,
         admission_deadline,
         metrics_max_namespaces,
-        pull_secrets,
+        pull_secrets.clone(),
     )?;
     let cluster = cluster_facts(
         facts,
@@ -201,6 +198,18 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         (None, Some(cluster)) => Some(Arc::new(cluster)),
         (None, None) => None,
     };
+    // The gate controller decides with the same facts as inline admission (the namespace's
+    // preference, the cluster's nodes).
+    if let (Some(policy), Some(running)) = (gate_policy, running.as_mut()) {
+        let planner = gate::DecisionPlanner::new(
+            &app,
+            &policy,
+            platforms::DEADLINE,
+            pull_secrets.clone(),
+            source.clone(),
+        )?;
+        running.start_gate(Arc::new(planner));
+    }
     if let Some(source) = source {
         admission = admission.with_facts(source);
     }
@@ -209,11 +218,23 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         if let Some(client) = &client_for_gate {
             gate::watch_webhook_namespaces(client.clone(), exempt.clone());
         }
+        let namespaces = match (&client_for_gate, &controllers.gate_namespace_selector) {
+            (_, selector) if selector.is_empty() => None,
+            (Some(client), selector) => Some(
+                NamespaceSelection::new(client.clone(), selector.clone())
+                    .with_error_counter(admission.metrics().fact_errors.clone()),
+            ),
+            (None, _) => anyhow::bail!(
+                "--gate-namespace-selector needs Kubernetes API access (in a pod, or --kubeconfig)"
+            ),
+        };
         admission = admission.with_gate(GateSettings {
             mode: controllers.lookup_mode,
             hybrid_budget: controllers.hybrid_budget,
             own_namespace: controllers.own_namespace.clone(),
             exempt,
+            object_selector: controllers.gate_object_selector.clone(),
+            namespaces,
         });
     }
     let limits = Limits {

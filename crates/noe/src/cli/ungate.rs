@@ -108,6 +108,7 @@ pub async fn run(config: config::Ungate) -> ExitCode {
         Some(noe_webhook::resolve::pull_secrets::PullSecrets::new(
             client.clone(),
         )),
+        None,
     ) {
         Ok(planner) => planner,
         Err(error) => {

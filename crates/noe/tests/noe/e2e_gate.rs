@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use noe_test_support::{DelayProxy, KubeApi, Resource, NOE_GATE};
+use noe_test_support::{namespace_json, DelayProxy, KubeApi, Resource, NOE_GATE};
 use serde_json::{json, Value};
 
 use super::harness::{self, patch_of, pod, Harness, Server};
@@ -164,5 +164,118 @@ async fn hybrid_decides_warm_pods_inline_and_gates_cold_ones() {
     );
     assert!(!warm.iter().any(|op| op["path"] == "/spec/schedulingGates"));
     assert_eq!(api.writes().len(), writes, "no API write for a warm pod");
+    s.running.shutdown().await;
+}
+
+/// Whether the admission gated the pod (its patch adds our gate).
+fn is_gated(response: &Value) -> bool {
+    patch_of(response).iter().any(|op| {
+        op["path"] == "/spec/schedulingGates"
+            || op["path"] == "/spec/schedulingGates/-" && op["value"]["name"] == NOE_GATE
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_pods_the_gate_selectors_select_are_gated() {
+    let h = Harness::start().await;
+    let api = KubeApi::start().await.unwrap();
+    api.put(
+        Resource::Namespaces,
+        "",
+        namespace_json("team-a", &[("example.com/gate", "on")]),
+    );
+    api.put(
+        Resource::Namespaces,
+        "",
+        namespace_json("bank", &[("example.com/gate", "off")]),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(
+        &h,
+        &api,
+        dir.path(),
+        &[
+            "--lookup-mode=gate",
+            &format!("--insecure-registries={}", h.registry.host()),
+            "--gate-namespace-selector=example.com/gate in (on)",
+            "--gate-object-selector=app=demo,!example.com/no-gate",
+        ],
+    )
+    .await;
+    let image = h.fixtures.oci_index.reference();
+    // Selected by both: gated.
+    assert!(is_gated(&s.review(&pod(&[&image])).await));
+    // Outside the object selector: decided inline (the arch constraint, no gate).
+    for labels in [
+        json!({"app": "other"}),
+        json!({"app": "demo", "example.com/no-gate": ""}),
+    ] {
+        let mut other = pod(&[&image]);
+        other["metadata"]["labels"] = labels.clone();
+        let response = s.review(&other).await;
+        assert!(!is_gated(&response), "{labels}: {response}");
+        assert!(!patch_of(&response).is_empty(), "{labels}: decided inline");
+    }
+    // Outside the namespace selector, and a namespace that does not exist (no labels): inline.
+    for namespace in ["bank", "nowhere"] {
+        let review = noe_test_support::admission_review(
+            "admission.k8s.io/v1",
+            "CREATE",
+            namespace,
+            "uid-ns",
+            &pod(&[&image]),
+        );
+        let (status, answer) = s.post(serde_json::to_vec(&review).unwrap()).await;
+        assert_eq!(status, 200);
+        let response = &answer["response"];
+        assert!(!is_gated(response), "{namespace}: {response}");
+        assert!(
+            !patch_of(response).is_empty(),
+            "{namespace}: decided inline"
+        );
+    }
+    // Each namespace read once (cached).
+    let gets = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path == "/api/v1/namespaces/team-a")
+        .count();
+    assert_eq!(gets, 1, "the namespace read once");
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_pod_is_decided_with_the_facts_inline_admission_reads() {
+    let h = Harness::start().await;
+    let api = KubeApi::start().await.unwrap();
+    // The namespace prefers arm64 (the flag's default is amd64): inline admission reads it.
+    api.put(
+        Resource::Namespaces,
+        "",
+        namespace_json("shop", &[("arch.noe.adevinta.com/preferred", "arm64")]),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(
+        &h,
+        &api,
+        dir.path(),
+        &[
+            "--lookup-mode=gate",
+            "--namespace-preference=true",
+            &format!("--insecure-registries={}", h.registry.host()),
+        ],
+    )
+    .await;
+    let f = &h.fixtures;
+    let created = pod(&[&f.oci_index.reference(), &f.docker_list.reference()]);
+    let response = s.review(&created).await;
+    assert!(is_gated(&response), "{response}");
+    api.put_pod(stored("multi", &created, &response));
+    eventually("released", || gates(&api, "multi") == json!([])).await;
+    let multi = api.get(Resource::Pods, "shop", "multi").unwrap();
+    assert_eq!(
+        multi["spec"]["nodeSelector"]["kubernetes.io/arch"], "arm64",
+        "the namespace's preference, as inline: {multi}"
+    );
     s.running.shutdown().await;
 }

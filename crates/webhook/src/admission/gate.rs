@@ -4,7 +4,11 @@
 //! and the lookups of its images start at once in the background (into the caches the gate
 //! controller reads). In `hybrid` mode the pod is decided inline when every image's platforms
 //! come back within `--hybrid-budget` (cached in this process or the shared cache), and gated
-//! otherwise. Pods gating could harm are never gated ([`exemption`]).
+//! otherwise. Pods gating could harm are never gated ([`exemption`]), nor pods outside
+//! `--gate-object-selector` and `--gate-namespace-selector` ([`selector`], [`namespaces`]).
+
+pub mod namespaces;
+pub mod selector;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -19,12 +23,9 @@ use crate::resolve::pull_secrets::image_pull_secret_names;
 use noe_core::decide::{self, Decision, Verdict};
 use noe_core::patch::PatchBuilder;
 
-/// The scheduling gate of pods whose images are being looked up.
-pub const GATE: &str = "arch.noe.adevinta.com/platforms";
-/// The pod label of gated pods (the gate controller watches `lookup=gated`).
-pub const GATE_LABEL: &str = "arch.noe.adevinta.com/lookup";
-/// [`GATE_LABEL`]'s value on a gated pod.
-pub const GATED: &str = "gated";
+/// The scheduling gate, the label of gated pods (the gate controller watches `lookup=gated`)
+/// and its value: one definition, beside the release that removes them.
+pub use noe_core::patch::release::{GATED, GATE_LABEL, SCHEDULING_GATE as GATE};
 /// The annotation of a mirror (static) pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// Background lookups started by admissions at once at most; past it a gated pod's images are
@@ -79,6 +80,11 @@ pub struct GateSettings {
     pub own_namespace: Option<String>,
     /// Admission-webhook backends' namespaces, never gated.
     pub exempt: ExemptNamespaces,
+    /// Only pods whose labels match are gated (`--gate-object-selector`; empty: every pod).
+    pub object_selector: selector::Selector,
+    /// Only pods of the namespaces it selects are gated (`--gate-namespace-selector`);
+    /// `None`: every namespace.
+    pub namespaces: Option<namespaces::NamespaceSelection>,
 }
 
 /// What the admission keeps of the settings.
@@ -133,6 +139,9 @@ pub fn exemption(
     if settings.exempt.contains(namespace) {
         return Some("webhook-namespace");
     }
+    if !settings.object_selector.matches_json(&metadata["labels"]) {
+        return Some("object-selector");
+    }
     let already = spec["schedulingGates"]
         .as_array()
         .into_iter()
@@ -166,6 +175,14 @@ impl Admission {
             let images: Vec<String> = plan.images().map(str::to_owned).collect();
             let exempt = exemption(pod, scope.namespace, plan.writes_arch(), &gate.settings);
             (images, exempt)
+        };
+        let exempt = match (exempt, &gate.settings.namespaces) {
+            (None, Some(selection)) => match selection.selects(scope.namespace).await {
+                Some(true) => None,
+                Some(false) => Some("namespace-selector"),
+                None => Some("namespace-unknown"),
+            },
+            (exempt, _) => exempt,
         };
         if let Some(reason) = exempt {
             tracing::debug!(
@@ -222,13 +239,15 @@ mod tests {
             hybrid_budget: Duration::from_millis(10),
             own_namespace: Some("noe".to_owned()),
             exempt,
+            object_selector: "team in (shop),!example.com/no-gate".parse().unwrap(),
+            namespaces: None,
         }
     }
 
     #[test]
     fn pods_gating_could_harm_are_not_gated() {
         let pod = |extra: Value| {
-            let mut pod = json!({"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "app:1"}]}});
+            let mut pod = json!({"metadata": {"name": "web", "labels": {"team": "shop"}}, "spec": {"containers": [{"name": "c", "image": "app:1"}]}});
             json_patch::merge(&mut pod, &extra);
             pod
         };
@@ -286,6 +305,20 @@ mod tests {
                 "gatekeeper-system",
                 true,
                 Some("webhook-namespace"),
+            ),
+            (
+                "outside the object selector",
+                pod(json!({"metadata": {"labels": {"team": "bank"}}})),
+                "shop",
+                true,
+                Some("object-selector"),
+            ),
+            (
+                "opted out by a label the object selector excludes",
+                pod(json!({"metadata": {"labels": {"example.com/no-gate": ""}}})),
+                "shop",
+                true,
+                Some("object-selector"),
             ),
             (
                 "gated already (reinvocation)",

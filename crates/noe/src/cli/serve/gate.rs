@@ -16,6 +16,7 @@ use noe_controller::gate::{GatePlanner, Plan};
 use noe_core::decide::{DenyReason, OnLookupError, Policy, SkipReason, Verdict};
 use noe_webhook::admission::gate::ExemptNamespaces;
 use noe_webhook::admission::Admission;
+use noe_webhook::facts::FactSource;
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{RegistryLookup, Resolve};
@@ -42,12 +43,14 @@ impl std::fmt::Debug for DecisionPlanner {
 }
 
 impl DecisionPlanner {
-    /// With the App's resolver (its caches shared with admission) and the pods' pull secrets.
+    /// With the App's resolver (its caches shared with admission), the pods' pull secrets, and
+    /// the facts inline admission reads (`None`: none).
     pub fn new(
         app: &App,
         policy: &Policy,
         deadline: Duration,
         pull_secrets: Option<PullSecrets>,
+        facts: Option<Arc<dyn FactSource>>,
     ) -> anyhow::Result<Self> {
         let admission = |policy: Policy| -> anyhow::Result<Admission> {
             let resolve = Resolve::new(
@@ -57,7 +60,11 @@ impl DecisionPlanner {
             );
             // The admission's metrics are not the gate's: a private registry.
             let metrics = Metrics::register(&prometheus::Registry::new())?;
-            Ok(Admission::new(resolve, policy, metrics))
+            let admission = Admission::new(resolve, policy, metrics);
+            Ok(match &facts {
+                Some(facts) => admission.with_facts(facts.clone()),
+                None => admission,
+            })
         };
         let mut strict = policy.clone();
         strict.on_lookup_error = OnLookupError::Deny;
@@ -69,17 +76,9 @@ impl DecisionPlanner {
 }
 
 /// What the decision says of a gated pod, as the gate controller's plan.
-pub fn plan_of(pod: &Value, decision: noe_core::decide::Decision) -> Plan {
+pub fn plan_of(decision: noe_core::decide::Decision) -> Plan {
     match decision.verdict {
-        Verdict::Patch { ops, .. } => {
-            let mut desired = pod.clone();
-            match json_patch::patch(&mut desired, &ops) {
-                Ok(()) => Plan::Constrain { desired },
-                Err(error) => Plan::Unconstrained {
-                    note: Some(format!("the decision's patch does not apply: {error}")),
-                },
-            }
-        }
+        Verdict::Patch { ops, .. } => Plan::Constrain { ops },
         Verdict::Unchanged {
             reason: SkipReason::LookupFailed,
         } => Plan::Unconstrained {
@@ -112,7 +111,7 @@ impl GatePlanner for DecisionPlanner {
             } else {
                 &self.retrying
             };
-            plan_of(pod, admission.decision(pod, namespace).await)
+            plan_of(admission.decision(pod, namespace).await)
         })
     }
 }

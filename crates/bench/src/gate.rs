@@ -1,0 +1,344 @@
+//! `noe-bench gate`: the lookup modes side by side in one run (docs/benchmarks.md, "Gate and
+//! hybrid modes"). The real registry (behind a delaying proxy where a slow registry is wanted),
+//! the scripted Kubernetes API of noe-test-support (behind a delaying proxy adding the API's
+//! round trip), and `noe` processes in `inline`, `gate` and `hybrid` mode:
+//!
+//! 1. admission latency: gate mode against a registry 2 s away (every pod a new image)
+//!    alternating with inline admissions of a warm image;
+//! 2. creation → release: each gated pod stored in the scripted API (5 ms round trip), timed
+//!    until its gate is gone, beside inline cold admissions of the same kind of image (the
+//!    lookup time);
+//! 3. hybrid on warm images: the API writes counted (there should be none);
+//! 4. a storm of pods over fewer cold images: index GETs in the registry's log, release writes
+//!    per pod, pods left gated, resident memory above idle.
+//!
+//! Counting parts (3, 4) are counts, not timings: a debug build checks them.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use base64::Engine as _;
+use futures::StreamExt as _;
+use noe_test_support::{pod_review, DelayProxy, KubeApi, Registry, Resource, NOE_GATE};
+use serde_json::{json, Value};
+
+use crate::images::{references, tags, Children, Counted};
+use crate::noe::{admit, start_noe, Process, Tls};
+use crate::Options;
+
+/// The slow registry's round trip.
+const SLOW_REGISTRY: Duration = Duration::from_secs(2);
+/// The scripted API's round trip.
+const API_RTT: Duration = Duration::from_millis(5);
+/// Pods per timed part.
+const PODS: usize = 200;
+/// The storm: pods, and the images they share.
+const STORM_PODS: usize = 2000;
+const STORM_IMAGES: usize = 200;
+/// Admissions in flight during the storm.
+const STORM_CONCURRENCY: usize = 32;
+/// How long the storm may take to drain at most.
+const STORM_DEADLINE: Duration = Duration::from_secs(300);
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Median and p99 (nearest rank) in milliseconds.
+fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
+    samples.sort();
+    let at = |q: f64| {
+        let rank = ((samples.len() as f64) * q).ceil() as usize;
+        samples
+            .get(rank.saturating_sub(1).min(samples.len().saturating_sub(1)))
+            .copied()
+            .map_or(0.0, ms)
+    };
+    (at(0.5), at(0.99))
+}
+
+/// The pod of `review` as the apiserver stores it after our admission: the patch applied,
+/// named, `Pending`, created now.
+fn stored(review: &Value, answer: &Value, name: &str) -> anyhow::Result<Value> {
+    let mut pod = review["request"]["object"].clone();
+    if let Some(encoded) = answer["response"]["patch"].as_str() {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded)?;
+        let ops: json_patch::Patch = serde_json::from_slice(&bytes)?;
+        json_patch::patch(&mut pod, &ops)?;
+    }
+    pod["metadata"]["name"] = json!(name);
+    pod["metadata"]["namespace"] = json!("bench");
+    pod["metadata"]["uid"] = json!(format!("uid-{name}"));
+    pod["metadata"]["creationTimestamp"] = json!(k8s_now());
+    pod["status"] = json!({"phase": "Pending"});
+    Ok(pod)
+}
+
+fn k8s_now() -> String {
+    // RFC 3339 in UTC, seconds (what the apiserver writes).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let (days, rest) = (now / 86_400, now % 86_400);
+    let (h, m, s) = (rest / 3600, rest % 3600 / 60, rest % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
+}
+
+fn is_gated(answer: &Value) -> bool {
+    answer["response"]["patch"].as_str().is_some_and(|encoded| {
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            // (our gate's name is also the platforms annotation's: look for the gates' path)
+            .is_some_and(|text| text.contains("/spec/schedulingGates"))
+    })
+}
+
+fn gated_left(api: &KubeApi, names: &[String]) -> usize {
+    names
+        .iter()
+        .filter(|name| {
+            api.get(Resource::Pods, "bench", name).is_some_and(|pod| {
+                pod["spec"]["schedulingGates"]
+                    .as_array()
+                    .is_some_and(|gates| gates.iter().any(|g| g["name"] == NOE_GATE))
+            })
+        })
+        .count()
+}
+
+/// A kubeconfig for `noe` reaching the scripted API at `host` (a proxy, or the API itself).
+fn kubeconfig(dir: &Path, api: &KubeApi, host: &str, name: &str) -> anyhow::Result<String> {
+    let yaml = api
+        .kubeconfig_yaml()
+        .replace(&api.url(), &format!("http://{host}"));
+    let path = dir.join(name);
+    std::fs::write(&path, yaml)?;
+    Ok(format!("--kubeconfig={}", path.display()))
+}
+
+async fn noe(options: &Options, tls: &Tls, flags: &[String]) -> anyhow::Result<Process> {
+    start_noe(&options.noe, tls, flags).await
+}
+
+pub async fn run(options: &Options) -> anyhow::Result<()> {
+    let registry = Registry::start().await?;
+    let children = Children::push(&registry).await?;
+    let slow = DelayProxy::start(registry.addr(), SLOW_REGISTRY).await?;
+    let api = KubeApi::start().await?;
+    let api_addr = api
+        .url()
+        .trim_start_matches("http://")
+        .parse()
+        .context("the scripted API's address")?;
+    let api_proxy = DelayProxy::start(api_addr, API_RTT).await?;
+    let tls = Tls::new()?;
+    let client = tls.client()?;
+    let base = vec![
+        format!("--insecure-registries={},{}", registry.host(), slow.host()),
+        "--registry-qps=0".to_owned(),
+        "--log-level=warn".to_owned(),
+    ];
+    let with = |extra: &[String]| -> Vec<String> { [base.clone(), extra.to_vec()].concat() };
+    let far_api = kubeconfig(tls.dir.path(), &api, &api_proxy.host(), "far")?;
+    let near_api = kubeconfig(tls.dir.path(), &api, &api_addr.to_string(), "near")?;
+    let inline = noe(options, &tls, &base).await?;
+    let gate = noe(
+        options,
+        &tls,
+        &with(&["--lookup-mode=gate".into(), far_api]),
+    )
+    .await?;
+
+    // 1. Admission latency.
+    let warm = tags("gate-warm", 1);
+    children.tag(&registry, 2, &warm).await?;
+    let warm_review = pod_review("warm", &references(&registry.host(), &warm));
+    admit(&client, inline.addr, &warm_review).await?;
+    let cold = tags("gate-cold", PODS);
+    children.tag(&registry, 2, &cold).await?;
+    let cold_images = references(&slow.host(), &cold);
+    let (mut inline_warm, mut gated) = (Vec::new(), Vec::new());
+    for (i, image) in cold_images.iter().enumerate() {
+        let started = Instant::now();
+        admit(&client, inline.addr, &warm_review).await?;
+        inline_warm.push(started.elapsed());
+        let review = pod_review(&format!("cold-{i}"), std::slice::from_ref(image));
+        let started = Instant::now();
+        let answer = admit(&client, gate.addr, &review).await?;
+        gated.push(started.elapsed());
+        if !is_gated(&answer) {
+            bail!("gate mode did not gate: {answer}");
+        }
+    }
+    let (warm_p50, warm_p99) = percentiles(inline_warm);
+    let (gate_p50, gate_p99) = percentiles(gated);
+    println!("## Gate and hybrid modes");
+    println!();
+    println!("The real registry, directly or behind a proxy adding {} s; the scripted Kubernetes API behind a proxy adding {} ms; `noe` processes in inline, gate and hybrid mode on the same cores. {PODS} pods per timed row, one at a time.", SLOW_REGISTRY.as_secs(), API_RTT.as_millis());
+    println!();
+    println!("| admission | pods | p50 ms | p99 ms | p99 / warm inline p99 |");
+    println!("|---|---:|---:|---:|---:|");
+    println!("| inline, warm image | {PODS} | {warm_p50:.2} | {warm_p99:.2} | 1.00 |");
+    println!(
+        "| gate, new image on a registry {} s away | {PODS} | {gate_p50:.2} | {gate_p99:.2} | {:.2} |",
+        SLOW_REGISTRY.as_secs(),
+        gate_p99 / warm_p99.max(f64::MIN_POSITIVE)
+    );
+    println!();
+
+    // 2. Creation → release, beside the lookup time (inline cold admissions).
+    let lookups = tags("gate-lookup", PODS);
+    children.tag(&registry, 2, &lookups).await?;
+    let mut lookup = Vec::new();
+    for (i, image) in references(&registry.host(), &lookups).iter().enumerate() {
+        let review = pod_review(&format!("lookup-{i}"), std::slice::from_ref(image));
+        let started = Instant::now();
+        admit(&client, inline.addr, &review).await?;
+        lookup.push(started.elapsed());
+    }
+    let released = tags("gate-release", PODS);
+    children.tag(&registry, 2, &released).await?;
+    let mut release = Vec::new();
+    for (i, image) in references(&registry.host(), &released).iter().enumerate() {
+        let review = pod_review(&format!("release-{i}"), std::slice::from_ref(image));
+        let answer = admit(&client, gate.addr, &review).await?;
+        let name = format!("release-{i}");
+        let pod = stored(&review, &answer, &name)?;
+        let started = Instant::now();
+        api.put_pod(pod);
+        let deadline = started + Duration::from_secs(60);
+        while gated_left(&api, std::slice::from_ref(&name)) > 0 {
+            if Instant::now() > deadline {
+                bail!("{name} still gated after 60 s");
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+        release.push(started.elapsed());
+    }
+    let (lookup_p50, lookup_p99) = percentiles(lookup);
+    let (release_p50, release_p99) = percentiles(release);
+    let rtt = ms(API_RTT);
+    println!("| creation → release | pods | median ms | p99 ms | (time − lookup) / API round trip, median / p99 |");
+    println!("|---|---:|---:|---:|---:|");
+    println!("| lookup (inline cold admission, same registry) | {PODS} | {lookup_p50:.1} | {lookup_p99:.1} | |");
+    println!(
+        "| gated pod stored → gate removed | {PODS} | {release_p50:.1} | {release_p99:.1} | {:.2} / {:.2} |",
+        (release_p50 - lookup_p50) / rtt,
+        (release_p99 - lookup_p99) / rtt
+    );
+    println!();
+    drop(gate);
+    drop(inline);
+
+    // 3. Hybrid on warm images: no API write.
+    let hybrid = noe(
+        options,
+        &tls,
+        &with(&["--lookup-mode=hybrid".into(), near_api.clone()]),
+    )
+    .await?;
+    let warm_review = pod_review("hybrid-warm", &references(&registry.host(), &warm));
+    let mut ready = false;
+    for _ in 0..200 {
+        if !is_gated(&admit(&client, hybrid.addr, &warm_review).await?) {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if !ready {
+        bail!("hybrid: the warm image never answered inline");
+    }
+    let writes = api.writes().len();
+    let mut hybrid_gated = 0;
+    for i in 0..PODS {
+        let review = pod_review(&format!("hybrid-{i}"), &references(&registry.host(), &warm));
+        if is_gated(&admit(&client, hybrid.addr, &review).await?) {
+            hybrid_gated += 1;
+        }
+    }
+    let hybrid_writes = api.writes().len().saturating_sub(writes);
+    drop(hybrid);
+
+    // 4. The storm.
+    let storm = noe(
+        options,
+        &tls,
+        &with(&["--lookup-mode=gate".into(), near_api]),
+    )
+    .await?;
+    let images = references(&registry.host(), &tags("gate-storm", STORM_IMAGES));
+    children
+        .tag(&registry, 2, &tags("gate-storm", STORM_IMAGES))
+        .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (idle_kib, _) = storm.rss_kib()?;
+    registry.reset_requests();
+    api.reset_requests();
+    let names: Vec<String> = (0..STORM_PODS).map(|i| format!("storm-{i:04}")).collect();
+    let results: Vec<anyhow::Result<()>> = futures::stream::iter(names.iter().enumerate())
+        .map(|(i, name)| {
+            let (client, api, addr) = (&client, &api, storm.addr);
+            let image = images.get(i % STORM_IMAGES).cloned().unwrap_or_default();
+            async move {
+                let review = pod_review(name, &[image]);
+                let answer = admit(client, addr, &review).await?;
+                api.put_pod(stored(&review, &answer, name)?);
+                Ok(())
+            }
+        })
+        .buffer_unordered(STORM_CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+    let started = Instant::now();
+    let mut left = gated_left(&api, &names);
+    while left > 0 && started.elapsed() < STORM_DEADLINE {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = gated_left(&api, &names);
+    }
+    let (_, peak_kib) = storm.rss_kib()?;
+    let counted = Counted::of(&registry);
+    let releases = api
+        .writes()
+        .iter()
+        .filter(|w| w.method == "PATCH" && w.path.contains("/pods/"))
+        .count();
+    println!("| counted | result |");
+    println!("|---|---:|");
+    println!("| hybrid, {PODS} pods of a warm image: API writes | {hybrid_writes} |");
+    println!("| hybrid, {PODS} pods of a warm image: gated | {hybrid_gated} |");
+    println!(
+        "| storm, {STORM_PODS} pods over {STORM_IMAGES} cold images: manifest GETs (index) | {} |",
+        counted.manifest_gets
+    );
+    println!(
+        "| storm: manifest HEADs, other registry requests | {}, {} |",
+        counted.manifest_heads, counted.other
+    );
+    println!(
+        "| storm: pod PATCHes per pod | {:.2} |",
+        releases as f64 / STORM_PODS as f64
+    );
+    println!("| storm: pods left gated | {left} |");
+    println!(
+        "| storm: peak RSS above idle (MiB) | {:.1} |",
+        (peak_kib.saturating_sub(idle_kib)) as f64 / 1024.0
+    );
+    println!();
+    Ok(())
+}
