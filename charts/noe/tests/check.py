@@ -28,7 +28,7 @@ KNOWN_FLAGS = {
     "admission-deadline", "preference-weight", "arch-tolerations-file", "allow-registry-cidrs",
     "kubeconfig", "cache-ttl", "cache-max-entries", "log-format", "log-level", "leader-elect",
     "shutdown-delay", "metrics-max-namespaces", "watch-nodes", "remediate", "remediate-rate",
-    "taint-arches", "leader-elect-resource-name", "leader-elect-resource-namespace",
+    "taint-arches", "remediate-exempt-namespaces", "leader-elect-resource-name", "leader-elect-resource-namespace",
     "leader-elect-identity", "leader-elect-lease-duration", "leader-elect-renew-deadline",
     "leader-elect-retry-period",
     # The lookup modes (gate, hybrid).
@@ -517,7 +517,7 @@ def scenario_default(r, release, namespace):
     for k in ("cluster-schedulable-archs", "registry-proxies", "match-node-labels",
               "private-registries", "leader-elect", "image-credential-provider-config",
               "arch-tolerations-file", "insecure-registries", "registry-ca-file", "watch-nodes",
-              "remediate", "remediate-rate", "taint-arches", "leader-elect-resource-name",
+              "remediate", "remediate-rate", "taint-arches", "remediate-exempt-namespaces", "leader-elect-resource-name",
               "fallback-arch", "platform-overrides", "namespace-preference",
               "check-ephemeral-containers", "shared-cache", "shared-cache-key-file",
               "shared-cache-password-file", "shared-cache-ca-file"):
