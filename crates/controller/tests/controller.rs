@@ -6,5 +6,6 @@ mod controller {
     mod e2e;
     mod gate;
     mod limits;
+    mod support;
     mod tables;
 }

@@ -70,32 +70,12 @@ fn start(api: &KubeApi, config: Config) -> (Running, prometheus::Registry) {
 }
 
 /// Polls `condition` every 20 ms for at most 20 s.
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if condition() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
+async fn eventually(what: &str, condition: impl FnMut() -> bool) {
+    super::support::poll(what, 1000, condition).await;
 }
 
 fn counter(registry: &prometheus::Registry, name: &str, labels: &[(&str, &str)]) -> u64 {
-    registry
-        .gather()
-        .iter()
-        .filter(|family| family.name() == name)
-        .flat_map(|family| family.get_metric().to_vec())
-        .filter(|metric| {
-            labels.iter().all(|(key, value)| {
-                metric
-                    .get_label()
-                    .iter()
-                    .any(|pair| pair.name() == *key && pair.value() == *value)
-            })
-        })
-        .map(|metric| metric.get_counter().get_value() as u64)
-        .sum()
+    super::support::metric(registry, name, labels) as u64
 }
 
 fn writes_to(api: &KubeApi, path: &str) -> Vec<RecordedRequest> {

@@ -141,36 +141,12 @@ fn start(
 }
 
 /// Polls `condition` every 20 ms for at most 20 s.
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if condition() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
+async fn eventually(what: &str, condition: impl FnMut() -> bool) {
+    super::support::poll(what, 1000, condition).await;
 }
 
 fn value(registry: &prometheus::Registry, name: &str, label: Option<(&str, &str)>) -> f64 {
-    registry
-        .gather()
-        .iter()
-        .filter(|family| family.name() == name)
-        .flat_map(|family| family.get_metric().to_vec())
-        .filter(|metric| {
-            label.is_none_or(|(key, value)| {
-                metric
-                    .get_label()
-                    .iter()
-                    .any(|pair| pair.name() == key && pair.value() == value)
-            })
-        })
-        .map(|metric| {
-            metric.get_counter().get_value()
-                + metric.get_gauge().get_value()
-                + metric.get_histogram().get_sample_count() as f64
-        })
-        .sum()
+    super::support::metric(registry, name, label.as_slice())
 }
 
 fn gated(api: &KubeApi, name: &str) -> bool {

@@ -14,6 +14,8 @@ use noe_controller::{
 };
 use noe_test_support::{node_json, Fault, KubeApi, PodFixture, RecordedRequest, Resource};
 
+use super::support::metric;
+
 fn platforms() -> Arc<dyn PodPlatforms> {
     let only = |arch: &str| Support::Only([Platform::new("linux", arch, None)].into());
     Arc::new(HashMap::from([
@@ -38,32 +40,8 @@ fn start(api: &KubeApi, config: Config) -> (Running, prometheus::Registry) {
 }
 
 /// Polls `condition` every 20 ms of virtual time, for at most 10 virtual minutes.
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    for _ in 0..30_000 {
-        if condition() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
-
-fn metric(registry: &prometheus::Registry, name: &str, labels: &[(&str, &str)]) -> f64 {
-    registry
-        .gather()
-        .iter()
-        .filter(|family| family.name() == name)
-        .flat_map(|family| family.get_metric().to_vec())
-        .filter(|metric| {
-            labels.iter().all(|(key, value)| {
-                metric
-                    .get_label()
-                    .iter()
-                    .any(|pair| pair.name() == *key && pair.value() == *value)
-            })
-        })
-        .map(|metric| metric.get_counter().get_value() + metric.get_gauge().get_value())
-        .sum()
+async fn eventually(what: &str, condition: impl FnMut() -> bool) {
+    super::support::poll(what, 30_000, condition).await;
 }
 
 fn lease_writes(api: &KubeApi) -> Vec<RecordedRequest> {
