@@ -12,13 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use noe_controller::{
-    Config, Controllers, Deps, LeaseConfig, Metrics, Platform, PodPlatforms, Remediate, Running,
-    Support, Timings,
+    Config, Controllers, Deps, Metrics, Platform, PodPlatforms, Remediate, Running, Support,
+    Timings,
 };
 use noe_test_support::{
     lease_json, node_json, Fault, KubeApi, PodFixture, RecordedRequest, Resource,
 };
 use serde_json::Value;
+
+use super::support::{now_rfc3339, short_lease};
 
 fn platforms() -> Arc<dyn PodPlatforms> {
     let only = |arch: &str| Support::Only([Platform::new("linux", arch, None)].into());
@@ -358,21 +360,6 @@ async fn taints_converge_through_a_conflict_and_follow_new_nodes() {
         .await
         .unwrap()
         .is_empty());
-}
-
-/// A 2 s lease renewed every 200 ms, given up after 1.5 s without renewal.
-fn short_lease() -> LeaseConfig {
-    LeaseConfig {
-        lease_duration: Duration::from_secs(2),
-        renew_deadline: Duration::from_millis(1500),
-        retry_period: Duration::from_millis(200),
-        ..LeaseConfig::new("noe-controller", "noe", "replica-a")
-    }
-}
-
-fn now_rfc3339() -> String {
-    k8s_openapi::chrono::Utc::now()
-        .to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Micros, true)
 }
 
 #[tokio::test]

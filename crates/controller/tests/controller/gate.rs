@@ -15,6 +15,8 @@ use noe_core::patch::{Op, PatchBuilder};
 use noe_test_support::{gated_pod_json, lease_json, Fault, KubeApi, Resource, NOE_GATE};
 use serde_json::{json, Value};
 
+use super::support::{now_rfc3339, short_lease};
+
 /// Fails `failures` lookups, then constrains every pod to arm64 as the inline writer would:
 /// the arch expression ANDed into every non-empty term (and a per-arch copy of the first
 /// term, which a release must drop), or a new term.
@@ -354,20 +356,6 @@ async fn a_pod_deleted_while_gated_is_forgotten() {
         .iter()
         .all(|p| p.status == 200 || p.status == 404));
     running.shutdown().await;
-}
-
-fn short_lease() -> LeaseConfig {
-    LeaseConfig {
-        lease_duration: Duration::from_secs(2),
-        renew_deadline: Duration::from_millis(1500),
-        retry_period: Duration::from_millis(200),
-        ..LeaseConfig::new("noe-controller", "noe", "replica-a")
-    }
-}
-
-fn now_rfc3339() -> String {
-    k8s_openapi::chrono::Utc::now()
-        .to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Micros, true)
 }
 
 #[tokio::test]

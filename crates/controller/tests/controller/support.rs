@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use noe_controller::LeaseConfig;
+
 /// Polls `condition` every 20 ms of tokio time (virtual under a paused clock), at most
 /// `attempts` times, then fails naming `what`.
 pub async fn poll(what: &str, attempts: u32, mut condition: impl FnMut() -> bool) {
@@ -36,4 +38,20 @@ pub fn metric(registry: &prometheus::Registry, name: &str, labels: &[(&str, &str
                 + metric.get_histogram().get_sample_count() as f64
         })
         .sum()
+}
+
+/// A 2 s lease renewed every 200 ms, given up after 1.5 s without renewal.
+pub fn short_lease() -> LeaseConfig {
+    LeaseConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(200),
+        ..LeaseConfig::new("noe-controller", "noe", "replica-a")
+    }
+}
+
+/// Now, as a Lease's `renewTime` spells it.
+pub fn now_rfc3339() -> String {
+    k8s_openapi::chrono::Utc::now()
+        .to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Micros, true)
 }
