@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::manifest::{Descriptor, ParseError};
+use crate::manifest::{ConfigBody, Descriptor, ParseError};
 use crate::platform::{WireFields, MAX_FIELD_LEN, MAX_OS_VERSION_LEN};
 use crate::{Platform, Resolution};
 
@@ -264,16 +264,9 @@ pub struct ImageConfig {
 
 #[derive(Deserialize)]
 struct ConfigFile {
-    #[serde(default)]
-    architecture: String,
-    #[serde(default)]
-    os: String,
-    #[serde(default)]
-    variant: Option<String>,
-    #[serde(default, rename = "os.version")]
-    os_version: Option<String>,
-    #[serde(default, rename = "os.features")]
-    os_features: Vec<String>,
+    /// The fields a lookup reads, read the same way.
+    #[serde(flatten)]
+    platform: ConfigBody,
     #[serde(default)]
     created: Option<String>,
     #[serde(default)]
@@ -334,14 +327,7 @@ impl Bounds {
 pub fn summarize_config(body: &[u8]) -> Result<ImageConfig, ParseError> {
     let file: ConfigFile = serde_json::from_slice(body)
         .map_err(|e| ParseError::Invalid(format!("not a JSON image config ({e})")))?;
-    let platform = Platform::from_wire(WireFields {
-        os: &file.os,
-        architecture: &file.architecture,
-        variant: file.variant.as_deref(),
-        os_version: file.os_version.as_deref(),
-        os_features: &file.os_features,
-    })
-    .map_err(|e| ParseError::Invalid(e.to_string()))?;
+    let platform = file.platform.platform()?;
     let run = file.config.unwrap_or_default();
     let mut bounds = Bounds { truncated: false };
     let entrypoint = run.entrypoint.map(|e| bounds.list(e.into_iter()));
@@ -364,7 +350,7 @@ pub fn summarize_config(body: &[u8]) -> Result<ImageConfig, ParseError> {
             .os_version
             .map(|v| crate::error::bounded(&v, MAX_OS_VERSION_LEN).into_owned()),
         // Checked by `from_wire` (count and characters).
-        os_features: file.os_features,
+        os_features: file.platform.os_features,
         created: bounds.optional(file.created),
         entrypoint,
         cmd,

@@ -198,18 +198,33 @@ pub fn is_image_config(descriptor: &Descriptor) -> bool {
     }
 }
 
+/// The platform fields of an image config, as served.
 #[derive(Deserialize)]
-struct ConfigBody {
+pub(crate) struct ConfigBody {
     #[serde(default)]
-    architecture: String,
+    pub(crate) architecture: String,
     #[serde(default)]
-    os: String,
+    pub(crate) os: String,
     #[serde(default)]
-    variant: Option<String>,
+    pub(crate) variant: Option<String>,
     #[serde(default, rename = "os.version")]
-    os_version: Option<String>,
+    pub(crate) os_version: Option<String>,
     #[serde(default, rename = "os.features")]
-    os_features: Vec<String>,
+    pub(crate) os_features: Vec<String>,
+}
+
+impl ConfigBody {
+    /// The platform these fields state, validated ([`Platform::from_wire`]).
+    pub(crate) fn platform(&self) -> Result<Platform, ParseError> {
+        Platform::from_wire(WireFields {
+            os: &self.os,
+            architecture: &self.architecture,
+            variant: self.variant.as_deref(),
+            os_version: self.os_version.as_deref(),
+            os_features: &self.os_features,
+        })
+        .map_err(|e| ParseError::Invalid(e.to_string()))
+    }
 }
 
 /// Reads `os`, `architecture`, `variant` and `os.version` from an image config, validated
@@ -222,14 +237,7 @@ pub fn platform_from_config(body: &[u8]) -> Result<Platform, ParseError> {
             "image config states no architecture".into(),
         ));
     }
-    Platform::from_wire(WireFields {
-        os: &config.os,
-        architecture: &config.architecture,
-        variant: config.variant.as_deref(),
-        os_version: config.os_version.as_deref(),
-        os_features: &config.os_features,
-    })
-    .map_err(|e| ParseError::Invalid(e.to_string()))
+    config.platform()
 }
 
 /// The `algorithm:hex` digest of `body` computed with the algorithm of `like` (sha256 default).
