@@ -9,6 +9,8 @@
 //!   each listener serving a [`server::Router`] of `tower::Service` routes; the admission is a
 //!   [`server::Handler`] behind the `/mutate` route.
 //! - [`metrics`]: the admission's Prometheus metrics.
+//! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper external data, Kyverno), its
+//!   routes served on a listener of their own.
 //!
 //! The pure decision and the patch it writes are `noe_core`'s (`noe_core::decide`,
 //! `noe_core::patch`).
@@ -17,6 +19,7 @@
 
 pub mod admission;
 pub mod facts;
+pub mod lookup;
 pub mod metrics;
 pub mod resolve;
 pub mod server;
