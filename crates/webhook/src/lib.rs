@@ -11,6 +11,8 @@
 //! - [`metrics`]: the admission's Prometheus metrics.
 //! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper external data, Kyverno), its
 //!   routes served on a listener of their own.
+//! - `gets`: the one cached GET of what admissions read from the API server (namespaces,
+//!   nodes, pull secrets), its lifetimes on a clock seam.
 //!
 //! The pure decision and the patch it writes are `noe_core`'s (`noe_core::decide`,
 //! `noe_core::patch`).
@@ -19,6 +21,7 @@
 
 pub mod admission;
 pub mod facts;
+mod gets;
 pub mod lookup;
 pub mod metrics;
 pub mod resolve;
