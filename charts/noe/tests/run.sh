@@ -138,6 +138,8 @@ scenarios=(
   "controllers-report|$TESTS/values/controllers-report.yaml"
   "controllers-taints|$TESTS/values/controllers-taints.yaml"
   "gate|$TESTS/values/gate.yaml"
+  "lookup|$TESTS/values/lookup.yaml"
+  "lookup-tokens-only|$TESTS/values/lookup-tokens-only.yaml"
   "existing-service-account|$TESTS/values/existing-service-account.yaml"
   "shared-cache-no-fsgroup|$TESTS/values/shared-cache-no-fsgroup.yaml"
 )
@@ -353,6 +355,9 @@ violations=(
   "grafanaDashboard.enabled as a string|grafanaDashboard.enabled|--set-string metrics.grafanaDashboard.enabled=true"
   "serviceMonitor.relabelings as a map|relabelings|--set metrics.serviceMonitor.relabelings.a=b"
   "tests.image.tag as a number|tests.image.tag|--set tests.image.tag=8"
+  "lookupEndpoint.port above 65535|lookupEndpoint.port|--set lookupEndpoint.port=70000"
+  "lookupEndpoint.deadline not a duration|lookupEndpoint.deadline|--set lookupEndpoint.deadline=soon"
+  "unknown lookupEndpoint key|insecure|--set lookupEndpoint.insecure=true"
 )
 for entry in "${violations[@]}"; do
   IFS='|' read -r desc want rest <<<"$entry"
@@ -366,6 +371,15 @@ for entry in "${violations[@]}"; do
     fail "schema rejects $desc: error does not name '$want'"; echo "$err"
   fi
 done
+
+# lookupEndpoint.enabled without a way to admit a caller (the binary would refuse to start).
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set lookupEndpoint.enabled=true 2>&1 >/dev/null)"; then
+  fail "lookupEndpoint.enabled without clientCA.secretName or tokenAudience renders"
+elif grep -qF "a caller with neither gets nothing" <<<"$err"; then
+  pass "lookupEndpoint.enabled without clientCA.secretName or tokenAudience fails, saying why"
+else
+  fail "lookupEndpoint.enabled without auth: unexpected error"; echo "$err"
+fi
 
 # extraArgs may not repeat a flag the chart sets (the binary would refuse to start).
 if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=--preferred-arch=arm64' 2>&1 >/dev/null)"; then
