@@ -381,6 +381,28 @@ else
   fail "lookupEndpoint.enabled without auth: unexpected error"; echo "$err"
 fi
 
+# examples/policies: each file parses, kubernetes-validate finds nothing wrong (Gatekeeper's and
+# Kyverno's kinds have no schema there: only "no schema" warnings are expected), and each policy
+# calls the lookup Service the chart renders for release noe in namespace noe, on its route.
+for f in examples/policies/*/*.yaml; do
+  kv="$("$KV" --strict --kubernetes-version "${K8S_VERSIONS[-1]}" "$f" 2>&1)" || true
+  other="$(grep -E '^(WARN|ERROR)' <<<"$kv" | grep -v "Couldn't find schema for kind" || true)"
+  if [ -z "$other" ] && "$PY" - "$f" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+assert docs and all(d.get("apiVersion") and d.get("kind") and d.get("metadata", {}).get("name") for d in docs)
+text = open(sys.argv[1]).read()
+for route in ("/gatekeeper/v1/platforms", "/kyverno/v1/platforms"):
+    if route in text:
+        assert f"https://noe-lookup.noe.svc{route}" in text, route
+PY
+  then
+    pass "$f: parses, validates, calls the lookup Service"
+  else
+    fail "$f"; echo "$other"
+  fi
+done
+
 # extraArgs may not repeat a flag the chart sets (the binary would refuse to start).
 if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set 'extraArgs[0]=--preferred-arch=arm64' 2>&1 >/dev/null)"; then
   fail "extraArgs repeating a chart flag is refused (helm template succeeded)"

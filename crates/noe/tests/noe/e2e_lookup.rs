@@ -230,6 +230,7 @@ async fn kyverno_with_a_reviewed_token_and_nothing_for_anyone_else() {
             post(&anonymous, &url, Some("kyverno-token"), images.to_string()).await;
         assert_eq!(status, 200, "{answer}");
         assert_eq!(answer["common"], json!(["linux/arm64"]));
+        assert_eq!(answer["architectures"], json!(["arm64"]));
         assert_eq!(answer["complete"], true);
         let list = &answer["images"][h.fixtures.docker_list.reference()];
         assert_eq!(list["digest"], h.fixtures.docker_list.digest.as_str());

@@ -7,7 +7,9 @@
 //!   per-key `error` with a class prefix, `idempotent: true`; `systemError` only when the whole
 //!   request fails.
 //! - Kyverno (`apiCall` with `method: POST`, CEL `http.Post`): `{"images":[...]}` is answered
-//!   with `{"images":{ref:{"platforms","digest","error"}},"common":[...],"complete":bool}`.
+//!   with `{"images":{ref:{"platforms","digest","error"}},"common":[...],"architectures":[...],
+//!   "complete":bool}` (`architectures`: those of `common`, for policies that compare a pod's
+//!   `kubernetes.io/arch` without parsing platform strings).
 
 use std::collections::BTreeMap;
 
@@ -239,6 +241,7 @@ pub fn gatekeeper_system_error(error: &str) -> Bytes {
 struct KyvernoResponse<'a> {
     images: BTreeMap<&'a str, KyvernoImage<'a>>,
     common: Vec<String>,
+    architectures: Vec<&'a str>,
     complete: bool,
 }
 
@@ -288,9 +291,17 @@ pub fn kyverno_response<'a>(
         };
         images.insert(key.as_str(), image);
     }
+    let common = common(&found);
+    let mut architectures: Vec<&str> = Vec::new();
+    for platform in &common {
+        if !architectures.contains(&platform.architecture.as_str()) {
+            architectures.push(&platform.architecture);
+        }
+    }
     to_json(&KyvernoResponse {
         images,
-        common: strings(&common(&found)),
+        common: strings(&common),
+        architectures,
         complete,
     })
 }
@@ -444,6 +455,7 @@ mod tests {
         let json: serde_json::Value =
             serde_json::from_slice(&kyverno_response(&keys, lookup)).unwrap();
         assert_eq!(json["common"], serde_json::json!(["linux/arm64"]));
+        assert_eq!(json["architectures"], serde_json::json!(["arm64"]));
         assert_eq!(json["complete"], true);
         assert_eq!(json["images"]["a"]["digest"], "sha256:a");
         assert_eq!(json["images"]["a"]["error"], "");
