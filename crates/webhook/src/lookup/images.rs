@@ -111,23 +111,24 @@ pub fn failed(class: &str, message: &str) -> KeyAnswer {
 
 /// What is known of each distinct key, and how many of them failed.
 #[derive(Debug, Default)]
-pub struct Answers {
-    pub by_key: HashMap<String, KeyAnswer>,
+pub struct Answers<'a> {
+    pub by_key: HashMap<&'a str, KeyAnswer>,
     pub failed: usize,
 }
 
 /// Looks `keys` up: the cache first, the misses at once under `in_flight` (the endpoint's
 /// permits), each ending at `deadline`.
-pub async fn answer(
+pub async fn answer<'a>(
     source: &dyn ImageSource,
     in_flight: &Semaphore,
-    keys: &[String],
+    keys: &'a [String],
     deadline: Instant,
-) -> Answers {
-    let mut by_key: HashMap<String, KeyAnswer> = HashMap::with_capacity(keys.len());
-    let mut missed: Vec<&str> = Vec::new();
+) -> Answers<'a> {
+    let mut by_key: HashMap<&'a str, KeyAnswer> = HashMap::with_capacity(keys.len());
+    let mut missed: Vec<&'a str> = Vec::new();
     for key in keys {
-        if by_key.contains_key(key.as_str()) || missed.contains(&key.as_str()) {
+        let key = key.as_str();
+        if by_key.contains_key(key) || missed.contains(&key) {
             continue;
         }
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
@@ -136,12 +137,12 @@ pub async fn answer(
             } else {
                 format!("image reference longer than {MAX_KEY_BYTES} bytes")
             };
-            by_key.insert(key.clone(), failed(class::INVALID, &why));
+            by_key.insert(key, failed(class::INVALID, &why));
             continue;
         }
         match source.cached(key) {
             Some(found) => {
-                by_key.insert(key.clone(), found);
+                by_key.insert(key, found);
             }
             None => missed.push(key),
         }
@@ -167,7 +168,7 @@ pub async fn answer(
             (image, answer)
         });
         for (image, answer) in futures::future::join_all(lookups).await {
-            by_key.insert(image.to_owned(), answer);
+            by_key.insert(image, answer);
         }
     }
     let failed = by_key

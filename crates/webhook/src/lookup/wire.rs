@@ -150,8 +150,24 @@ pub enum KeyAnswer {
 
 #[derive(Serialize)]
 struct Value<'a> {
-    platforms: Vec<String>,
+    platforms: Shown<'a>,
     digest: &'a str,
+}
+
+/// Platforms serialized as their strings (`linux/arm64/v8`), written straight into the answer.
+#[derive(Clone, Copy)]
+struct Shown<'a>(&'a [Platform]);
+
+impl Serialize for Shown<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct One<'a>(&'a Platform);
+        impl Serialize for One<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self.0)
+            }
+        }
+        serializer.collect_seq(self.0.iter().map(One))
+    }
 }
 
 #[derive(Serialize)]
@@ -180,10 +196,6 @@ struct Item<'a> {
     error: Option<&'a str>,
 }
 
-fn strings(platforms: &[Platform]) -> Vec<String> {
-    platforms.iter().map(ToString::to_string).collect()
-}
-
 /// The `ProviderResponse` for `keys` (as sent, repeats included) and `answer` (what is known
 /// of each).
 pub fn gatekeeper_response<'a>(
@@ -196,7 +208,7 @@ pub fn gatekeeper_response<'a>(
             Some(KeyAnswer::Found { platforms, digest }) => Item {
                 key,
                 value: Some(Value {
-                    platforms: strings(platforms),
+                    platforms: Shown(platforms),
                     digest,
                 }),
                 error: None,
@@ -240,14 +252,14 @@ pub fn gatekeeper_system_error(error: &str) -> Bytes {
 #[derive(Serialize)]
 struct KyvernoResponse<'a> {
     images: BTreeMap<&'a str, KyvernoImage<'a>>,
-    common: Vec<String>,
+    common: Shown<'a>,
     architectures: Vec<&'a str>,
     complete: bool,
 }
 
 #[derive(Serialize)]
 struct KyvernoImage<'a> {
-    platforms: Vec<String>,
+    platforms: Shown<'a>,
     digest: &'a str,
     error: &'a str,
 }
@@ -267,7 +279,7 @@ pub fn kyverno_response<'a>(
             Some(KeyAnswer::Found { platforms, digest }) => {
                 found.push(platforms);
                 KyvernoImage {
-                    platforms: strings(platforms),
+                    platforms: Shown(platforms),
                     digest,
                     error: "",
                 }
@@ -275,7 +287,7 @@ pub fn kyverno_response<'a>(
             Some(KeyAnswer::Failed(error)) => {
                 complete = false;
                 KyvernoImage {
-                    platforms: Vec::new(),
+                    platforms: Shown(&[]),
                     digest: "",
                     error,
                 }
@@ -283,7 +295,7 @@ pub fn kyverno_response<'a>(
             None => {
                 complete = false;
                 KyvernoImage {
-                    platforms: Vec::new(),
+                    platforms: Shown(&[]),
                     digest: "",
                     error: "internal: not answered",
                 }
@@ -300,7 +312,7 @@ pub fn kyverno_response<'a>(
     }
     to_json(&KyvernoResponse {
         images,
-        common: strings(&common),
+        common: Shown(&common),
         architectures,
         complete,
     })
