@@ -7,7 +7,8 @@
 //! the engine's request with at most 256 keys ([`wire`]: 400), then answered with HTTP 200 and
 //! one answer per key: from the cache first, the others looked up with the server's resolver
 //! ([`images`]), each within min(the caller's `?timeout=`, `--lookup-deadline`, 2 s) or a
-//! `timeout:` error of its own. Counted in [`metrics`].
+//! `timeout:` error of its own (the lookup goes on and fills the cache for the next request).
+//! Counted in [`metrics`].
 //!
 //! The routes are `tower::Service`s for the transport's [`crate::server::Router`], served on a
 //! listener of their own ([`crate::server::Running::add_https`]) with the webhook's certificate
@@ -113,8 +114,9 @@ pub struct Lookup {
     images: Arc<dyn ImageSource>,
     /// min(`--lookup-deadline`, [`MAX_DEADLINE`]).
     deadline: Duration,
-    /// The endpoint's lookups in flight at most.
-    in_flight: tokio::sync::Semaphore,
+    /// The endpoint's lookups in flight at most (those still finishing after their request's
+    /// deadline included).
+    in_flight: Arc<tokio::sync::Semaphore>,
     metrics: Metrics,
 }
 
@@ -141,9 +143,9 @@ impl Lookup {
             auth,
             images,
             deadline: deadline.min(MAX_DEADLINE),
-            in_flight: tokio::sync::Semaphore::new(
+            in_flight: Arc::new(tokio::sync::Semaphore::new(
                 max_in_flight.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
-            ),
+            )),
             metrics,
         }
     }
@@ -213,7 +215,7 @@ impl Lookup {
                 );
             }
         };
-        let answers = images::answer(&*self.images, &self.in_flight, &keys, deadline).await;
+        let answers = images::answer(&self.images, &self.in_flight, &keys, deadline).await;
         let outcome = match answers.failed {
             0 => Outcome::Ok,
             n if n == answers.by_key.len() => Outcome::Failed,

@@ -1,8 +1,11 @@
 //! From keys to what is known of each, cache first, within a deadline: each distinct key is
 //! read from the cache (no I/O); the others are looked up at once with the server's resolver
 //! and node-level credentials, at most [`PER_REQUEST`] at a time for one request and
-//! `--max-concurrent-lookups` in the whole endpoint, each ending at the deadline with a
-//! `timeout:` error of its own while the others keep their answers.
+//! `--max-concurrent-lookups` in the whole endpoint. A key not answered by the deadline gets a
+//! `timeout:` error of its own while the others keep their answers; its lookup, once started,
+//! runs on (a task holding its slot, ended by the registry timeout) so the answer is cached for
+//! the caller's next request. Slots are taken within the request's deadline, so the tasks left
+//! running never exceed the endpoint's slots.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -119,8 +122,8 @@ pub struct Answers<'a> {
 /// Looks `keys` up: the cache first, the misses at once under `in_flight` (the endpoint's
 /// permits), each ending at `deadline`.
 pub async fn answer<'a>(
-    source: &dyn ImageSource,
-    in_flight: &Semaphore,
+    source: &Arc<dyn ImageSource>,
+    in_flight: &Arc<Semaphore>,
     keys: &'a [String],
     deadline: Instant,
 ) -> Answers<'a> {
@@ -148,15 +151,26 @@ pub async fn answer<'a>(
         }
     }
     if !missed.is_empty() {
-        let share = Semaphore::new(PER_REQUEST);
+        let share = Arc::new(Semaphore::new(PER_REQUEST));
         let share = &share;
         let lookups = missed.into_iter().map(|image| async move {
             let answer = tokio::time::timeout_at(deadline, async {
-                let (Ok(_share), Ok(_slot)) = (share.acquire().await, in_flight.acquire().await)
-                else {
+                let (Ok(share), Ok(slot)) = (
+                    share.clone().acquire_owned().await,
+                    in_flight.clone().acquire_owned().await,
+                ) else {
                     return failed(class::UNAVAILABLE, "the endpoint is shutting down");
                 };
-                source.lookup(image).await
+                let source = source.clone();
+                let owned = image.to_owned();
+                let lookup = tokio::spawn(async move {
+                    let answer = source.lookup(&owned).await;
+                    drop((share, slot));
+                    answer
+                });
+                lookup
+                    .await
+                    .unwrap_or_else(|_| failed(class::REGISTRY, "the lookup failed unexpectedly"))
             })
             .await
             .unwrap_or_else(|_| {
@@ -215,11 +229,13 @@ mod tests {
         }
     }
 
-    /// Time is paused: the slow key times out at the deadline, alone.
+    /// Time is paused: the slow key times out at the deadline, alone; its lookup goes on,
+    /// holding its slot.
     #[tokio::test(start_paused = true)]
     async fn cache_first_then_lookups_each_bounded() {
-        let source = Scripted::default();
-        let in_flight = Semaphore::new(4);
+        let scripted = Arc::new(Scripted::default());
+        let source: Arc<dyn ImageSource> = scripted.clone();
+        let in_flight = Arc::new(Semaphore::new(4));
         let keys: Vec<String> = ["warm", "cold", "slow", "cold", "", &"x".repeat(2000)]
             .iter()
             .map(|k| (*k).to_owned())
@@ -244,8 +260,8 @@ mod tests {
         assert!(error(&"x".repeat(2000)).starts_with("invalid: image reference longer"));
         assert_eq!(answers.failed, 3);
         // `cold` once though named twice; the warm and invalid keys never.
-        assert_eq!(source.lookups.load(Ordering::SeqCst), 2);
-        assert_eq!(in_flight.available_permits(), 4);
+        assert_eq!(scripted.lookups.load(Ordering::SeqCst), 2);
+        assert_eq!(in_flight.available_permits(), 3, "the slow lookup runs on");
     }
 
     #[test]
