@@ -7,16 +7,14 @@
 
 use futures::future::BoxFuture;
 
-use super::lookup::{used, Request, Step};
+use super::lookup::{used, At, Request, Step};
 use super::Resolver;
 use crate::auth::Session;
 use crate::cache::Answered;
-use crate::client::Http;
-use crate::hosts::Endpoint;
 use crate::inspect::{self, Config, Inspection, Pick, Selected, Served, Want};
 use crate::manifest::{self, Parsed};
 use crate::walk::Fetcher;
-use crate::{CredentialCandidate, Error, Platform, Reference, Resolution};
+use crate::{CredentialCandidate, Error, Platform, Resolution};
 
 /// `noe inspect`'s step at one endpoint with one credential.
 struct Inspect<'w> {
@@ -26,15 +24,8 @@ struct Inspect<'w> {
 impl<'a> Step<'a> for Inspect<'_> {
     type Output = Inspection;
 
-    fn fetch<'s>(
-        &'s self,
-        resolver: &'s Resolver,
-        http: &'s Http,
-        session: &'s Session<'a>,
-        request: &'s Request<'a>,
-        endpoint: &'s Endpoint,
-    ) -> BoxFuture<'s, Result<Inspection, Error>> {
-        Box::pin(resolver.inspect_as(http, session, request, endpoint, self.want))
+    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Inspection, Error>> {
+        Box::pin(at.resolver.inspect_as(at, self.want))
     }
 }
 
@@ -49,12 +40,7 @@ impl Resolver {
         credentials: &[CredentialCandidate],
         want: &Want,
     ) -> Result<Inspection, Error> {
-        let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
-        let resolved = crate::proxies::apply(&self.inner.config.proxies, &reference);
-        let hosts = self
-            .hosts(&resolved)
-            .await
-            .inspect_err(|e| self.count_error(e))?;
+        let (reference, resolved, hosts) = self.hosts_of(image).await?;
         let endpoints = hosts.endpoints_for(resolved.digest.is_some());
         let target = resolved.to_string();
         let request = Request {
@@ -72,19 +58,9 @@ impl Resolver {
     }
 
     /// One credential at one endpoint: the manifest, its platforms, and the selection.
-    async fn inspect_as(
-        &self,
-        http: &Http,
-        session: &Session<'_>,
-        request: &Request<'_>,
-        endpoint: &Endpoint,
-        want: &Want,
-    ) -> Result<Inspection, Error> {
-        let fetcher = Fetcher {
-            http,
-            auth: &self.inner.auth,
-            session,
-        };
+    async fn inspect_as(&self, at: At<'_, '_>, want: &Want) -> Result<Inspection, Error> {
+        let fetcher = at.fetcher();
+        let (session, request, endpoint) = (at.session, at.request, at.endpoint);
         let resolved = request.resolved;
         let mut fetched_as = resolved.clone();
         if endpoint.mirror {

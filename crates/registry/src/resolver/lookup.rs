@@ -33,22 +33,35 @@ pub(super) struct Request<'a> {
     pub credentials: &'a [CredentialCandidate],
 }
 
+/// Where a [`Step`] fetches: one credential (the session's) at one endpoint.
+pub(super) struct At<'s, 'a> {
+    pub resolver: &'s Resolver,
+    pub http: &'s Http,
+    pub session: &'s Session<'a>,
+    pub request: &'s Request<'a>,
+    pub endpoint: &'s Endpoint,
+}
+
+impl<'s, 'a> At<'s, 'a> {
+    /// Requests as this session, through the resolver's client and `Auth`.
+    pub fn fetcher(&self) -> Fetcher<'s> {
+        Fetcher {
+            http: self.http,
+            auth: &self.resolver.inner.auth,
+            session: self.session,
+        }
+    }
+}
+
 /// What is fetched with one credential at one endpoint (a lookup's platforms, `noe inspect`'s
-/// manifest); [`Resolver::fetch`] tries the endpoints and credentials in order.
+/// manifest); [`Resolver::fetch`] tries the endpoints and credentials in order. A 401/403
+/// ([`Error::is_auth`]) passes to the next credential, any error at a mirror to the next
+/// endpoint. Boxed: the server's lookups run in spawned tasks, and an unboxed trait future
+/// cannot be proven `Send` there.
 pub(super) trait Step<'a>: Sync {
     type Output: Send;
 
-    /// A 401/403 ([`Error::is_auth`]) passes to the next credential, any error at a mirror to
-    /// the next endpoint. Boxed: the server's lookups run in spawned tasks, and an unboxed
-    /// trait future cannot be proven `Send` there.
-    fn fetch<'s>(
-        &'s self,
-        resolver: &'s Resolver,
-        http: &'s Http,
-        session: &'s Session<'a>,
-        request: &'s Request<'a>,
-        endpoint: &'s Endpoint,
-    ) -> BoxFuture<'s, Result<Self::Output, Error>>;
+    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>>;
 }
 
 /// A lookup's step: a HEAD that confirms `known`'s digest, else the manifest walk.
@@ -60,15 +73,8 @@ struct Walk<'k> {
 impl<'a> Step<'a> for Walk<'_> {
     type Output = Loaded;
 
-    fn fetch<'s>(
-        &'s self,
-        resolver: &'s Resolver,
-        http: &'s Http,
-        session: &'s Session<'a>,
-        request: &'s Request<'a>,
-        endpoint: &'s Endpoint,
-    ) -> BoxFuture<'s, Result<Loaded, Error>> {
-        Box::pin(resolver.lookup_as(http, session, request, endpoint, self.known))
+    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Loaded, Error>> {
+        Box::pin(at.resolver.lookup_as(at, self.known))
     }
 }
 
@@ -192,7 +198,14 @@ impl Resolver {
                 candidate,
                 used: AtomicBool::new(false),
             };
-            match step.fetch(self, &http, &session, request, endpoint).await {
+            let at = At {
+                resolver: self,
+                http: &http,
+                session: &session,
+                request,
+                endpoint,
+            };
+            match step.fetch(at).await {
                 Ok(output) => return Ok((output, used(&session))),
                 Err(error) if error.is_auth() => {
                     tracing::debug!(%error, source = candidate.map(|c| c.source.as_str()), "credential refused, trying the next");
@@ -209,20 +222,10 @@ impl Resolver {
 
     /// One credential at one endpoint: a HEAD when a digest is known (an unchanged one is
     /// reused), else (or when the HEAD says nothing usable) the manifest walk.
-    async fn lookup_as<'a>(
-        &self,
-        http: &Http,
-        session: &Session<'a>,
-        request: &Request<'a>,
-        endpoint: &Endpoint,
-        known: Option<&Entry>,
-    ) -> Result<Loaded, Error> {
+    async fn lookup_as(&self, at: At<'_, '_>, known: Option<&Entry>) -> Result<Loaded, Error> {
         let inner = &*self.inner;
-        let fetcher = Fetcher {
-            http,
-            auth: &inner.auth,
-            session,
-        };
+        let fetcher = at.fetcher();
+        let (session, request, endpoint) = (at.session, at.request, at.endpoint);
         let resolved = request.resolved;
         let mirror = endpoint.mirror.then_some(session.host.as_str());
         let used = || used(session);
