@@ -924,10 +924,11 @@ def scenario_gate(r, release, namespace):
                                        f"--delete-webhook-configuration={mwc}"])
 
 
-# The Deployment's flags `noe ungate` does not take (the server's, the controllers').
+# The Deployment's flags `noe ungate` does not take (the server's, the controllers'); it takes
+# the facts the decision reads (--namespace-preference, --watch-nodes).
 NOT_UNGATE_FLAGS = {
     "webhook-addr", "metrics-addr", "health-probe-addr", "cert-dir", "shutdown-delay",
-    "metrics-max-namespaces", "namespace-preference", "check-ephemeral-containers", "watch-nodes",
+    "metrics-max-namespaces", "check-ephemeral-containers",
     "remediate", "remediate-rate", "lookup-mode", "hybrid-budget", "gate-namespace-selector",
     "gate-object-selector", "leader-elect", "leader-elect-resource-name", "dev-self-signed-cert",
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
@@ -979,6 +980,14 @@ def scenario_upgrade_inline(r, release, namespace):
           crb["subjects"][0]["name"]
           == r.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"])
     check_ungate_job(r, "post-upgrade", ["ungate", "--all-namespaces", "--deadline=2m"])
+    # The values set namespacePreference and controller.watchNodes: the hook's own ClusterRole
+    # lets `noe ungate` read what its flags ask for (the release's no longer lets it patch pods).
+    role = [d for d in r.hooks if d["kind"] == "ClusterRole"][0]
+    grants = {(tuple(rule["resources"]), tuple(rule["verbs"])) for rule in role["rules"]}
+    for resources, verbs in [(("pods",), ("list", "patch")), (("namespaces",), ("get",)),
+                             (("nodes",), ("list", "watch"))]:
+        check(f"upgrade to inline: the hook may {'/'.join(verbs)} {resources[0]}",
+              (resources, verbs) in grants, str(role["rules"]))
 
 
 def scenario_skip_arch_pinned(r, release, namespace):

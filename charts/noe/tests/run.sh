@@ -244,6 +244,50 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
+# The post-upgrade hook's `lookup`-found branch: `helm template` cannot look the Deployment up,
+# so the decision is the named template "noe.gatedBefore" (templates/_gate.tpl), rendered here by
+# helm in a scratch chart with the Deployments `lookup` would return.
+# ---------------------------------------------------------------------------------------------
+echo "==> after an upgrade to inline, the hook runs only if the replaced Deployment gated pods"
+scratch="$(mktemp -d)"
+mkdir -p "$scratch/templates"
+cp "$CHART/templates/_gate.tpl" "$scratch/templates/"
+printf 'apiVersion: v2\nname: gated-before\nversion: 0.0.0\n' >"$scratch/Chart.yaml"
+cat >"$scratch/templates/cases.yaml" <<'TPL'
+{{- range $name, $deployment := .Values.cases }}
+{{ $name }}: {{ include "noe.gatedBefore" $deployment }}
+{{- end }}
+TPL
+cat >"$scratch/values.yaml" <<'VALUES'
+cases:
+  gate-arg: {spec: {template: {spec: {containers: [{name: noe, args: ["--cert-dir=/certs", "--lookup-mode=gate"]}]}}}}
+  hybrid-arg: {spec: {template: {spec: {containers: [{name: noe, args: ["--lookup-mode=hybrid"]}]}}}}
+  inline-arg: {spec: {template: {spec: {containers: [{name: noe, args: ["--lookup-mode=inline"]}]}}}}
+  no-mode: {spec: {template: {spec: {containers: [{name: noe, args: ["--cert-dir=/certs"]}]}}}}
+  gate-env: {spec: {template: {spec: {containers: [{name: noe, env: [{name: NOE_LOOKUP_MODE, value: gate}]}]}}}}
+  inline-env: {spec: {template: {spec: {containers: [{name: noe, env: [{name: NOE_LOOKUP_MODE, value: inline}]}]}}}}
+  sidecar-gate: {spec: {template: {spec: {containers: [{name: noe}, {name: other, args: ["--lookup-mode=gate"]}]}}}}
+  no-containers: {spec: {template: {}}}
+  not-found: {}
+VALUES
+want='gate-arg: true
+gate-env: true
+hybrid-arg: true
+inline-arg: false
+inline-env: false
+no-containers: false
+no-mode: false
+not-found: true
+sidecar-gate: true'
+if got="$("$HELM" template t "$scratch" 2>&1 | grep -v '^---$' | grep -v '^# Source:' | sed '/^$/d')" \
+    && [ "$got" = "$want" ]; then
+  pass "noe.gatedBefore: gate/hybrid args or env, or no Deployment found, run the hook; inline does not"
+else
+  fail "noe.gatedBefore"; diff <(echo "$want") <(echo "$got") || true
+fi
+rm -rf "$scratch"
+
+# ---------------------------------------------------------------------------------------------
 # --admission-deadline follows webhook.timeoutSeconds (minus 2 s, at least 1 s).
 # ---------------------------------------------------------------------------------------------
 echo "==> admission deadline"

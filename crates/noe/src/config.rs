@@ -144,6 +144,10 @@ pub struct Ungate {
     pub max_attempts: u32,
     /// Deleted before anything is released.
     pub delete_webhook_configuration: Option<String>,
+    /// The facts the server's decision reads (`--namespace-preference`).
+    pub facts: FactSettings,
+    /// `--watch-nodes`: the cluster's nodes are listed (their architectures are facts).
+    pub watch_nodes: bool,
 }
 
 /// `noe inspect`.

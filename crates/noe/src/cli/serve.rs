@@ -17,15 +17,13 @@ use anyhow::Context as _;
 use noe_controller::{Controllers, Deps, Leadership, NodeView};
 use noe_webhook::admission::gate::namespaces::NamespaceSelection;
 use noe_webhook::admission::gate::{ExemptNamespaces, GateSettings, LookupMode};
-use noe_webhook::facts::{ClusterFacts, NamespacePreferences, NodeGets};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::health::Readiness;
 use noe_webhook::server::tls::{self, CertDir, Reloadable};
 use noe_webhook::server::{self, BodyLimits, Limits, Running, Termination, CERT_POLL_INTERVAL};
 
 use crate::app::{self, App};
-use crate::config::{self, CertSource, ControllerSettings, FactSettings, ServerSettings};
-use facts::NodeViewFacts;
+use crate::config::{self, CertSource, ControllerSettings, ServerSettings};
 use platforms::ResolverPlatforms;
 
 /// How long the controllers may take to stop (a held Lease is released) before they are
@@ -189,23 +187,16 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         metrics_max_namespaces,
         pull_secrets.clone(),
     )?;
-    let cluster = cluster_facts(
-        facts,
-        client_for_facts,
-        admission.metrics().fact_errors.clone(),
-    )?;
     let view = running
         .as_ref()
         .filter(|_| controllers.node_facts)
         .and_then(|r| r.node_view());
-    let source: Option<Arc<dyn noe_webhook::facts::FactSource>> = match (view, cluster) {
-        (Some(nodes), Some(cluster)) => {
-            Some(Arc::new(NodeViewFacts::over(nodes, Arc::new(cluster))))
-        }
-        (Some(nodes), None) => Some(Arc::new(NodeViewFacts::new(nodes))),
-        (None, Some(cluster)) => Some(Arc::new(cluster)),
-        (None, None) => None,
-    };
+    let source = facts::source(
+        facts,
+        client_for_facts,
+        admission.metrics().fact_errors.clone(),
+        view,
+    )?;
     // The gate controller decides with the same facts as inline admission (the namespace's
     // preference, the cluster's nodes).
     if let (Some(policy), Some(running)) = (gate_policy, running.as_mut()) {
@@ -322,35 +313,4 @@ fn start_controllers(
         platforms: Some(Arc::new(platforms)),
     };
     Ok(Controllers::start(client, config, deps, metrics)?)
-}
-
-/// The facts the admission reads from the cluster, `None` when none is asked for. Each asked for
-/// needs the API: without it start-up fails rather than silently ignoring the flag.
-fn cluster_facts(
-    settings: FactSettings,
-    client: Option<kube::Client>,
-    errors: prometheus::IntCounterVec,
-) -> anyhow::Result<Option<ClusterFacts>> {
-    let FactSettings {
-        namespace_preference,
-        ephemeral_containers,
-    } = settings;
-    if !namespace_preference && !ephemeral_containers {
-        return Ok(None);
-    }
-    let Some(client) = client else {
-        anyhow::bail!(
-            "--namespace-preference and --check-ephemeral-containers need Kubernetes API access (in a pod, or --kubeconfig)"
-        );
-    };
-    let mut facts = ClusterFacts::new();
-    if namespace_preference {
-        facts = facts.with_namespaces(
-            NamespacePreferences::new(client.clone()).with_error_counter(errors.clone()),
-        );
-    }
-    if ephemeral_containers {
-        facts = facts.with_nodes(Arc::new(NodeGets::new(client).with_error_counter(errors)));
-    }
-    Ok(Some(facts))
 }

@@ -125,6 +125,7 @@ pub(crate) async fn handle(
         content_type,
         body: json,
         status: 0,
+        received: std::time::Instant::now(),
     };
     let response = answer(&state, &record);
     record.status = response.status().as_u16();
