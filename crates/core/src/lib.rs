@@ -9,12 +9,14 @@
 //! - [`workload`]: the pod a workload object stands for (its template, as its controller creates
 //!   pods from it).
 //! - [`explain`]: a decision in words and JSON (`noe explain`), from the decision's summary.
+//! - [`report`]: workloads' readiness for target architectures (`noe report`), pure.
 
 pub mod decide;
 pub mod explain;
 pub mod images;
 pub mod patch;
 pub mod platform;
+pub mod report;
 pub mod workload;
 
 pub use platform::{Platform, Support};
