@@ -20,4 +20,5 @@ mod noe {
     mod harness;
     mod inspect_tools;
     mod process;
+    mod report;
 }
