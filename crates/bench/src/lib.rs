@@ -18,6 +18,8 @@
 //! - [`cold`]: cold admissions of K images through a proxy adding a round trip.
 //! - [`gate`]: the gate and hybrid lookup modes beside inline (admission latency against a slow
 //!   registry, creation to release, API writes, a storm of gated pods).
+//! - [`report`]: `noe report` over 10,000 workloads and 1,000 images through a proxy adding a
+//!   round trip (wall time, peak RSS, requests per image).
 
 pub mod cluster;
 pub mod cold;
@@ -28,6 +30,7 @@ pub mod images;
 pub mod memory;
 pub mod noe;
 pub mod pulls;
+pub mod report;
 pub mod requests;
 pub mod startup;
 pub mod warm;
@@ -77,6 +80,8 @@ enum Command {
     Cold(Options),
     /// The gate and hybrid lookup modes beside inline.
     Gate(Options),
+    /// `noe report` over 10,000 workloads and 1,000 images through a proxy adding `--rtt`.
+    Report(Options),
 }
 
 /// Shared options.
@@ -185,6 +190,7 @@ impl Cli {
                     pulls::run(&options).await?;
                     fleet::run(&options).await?;
                     gate::run(&options).await?;
+                    report::run(&options).await?;
                     warm::run(&options).await
                 }
                 Command::Warm(options) => warm::run(&options).await,
@@ -195,6 +201,7 @@ impl Cli {
                 Command::Fleet(options) => fleet::run(&options).await,
                 Command::Cold(options) => cold::run(&options).await,
                 Command::Gate(options) => gate::run(&options).await,
+                Command::Report(options) => report::run(&options).await,
             }
         });
         match result {

@@ -274,6 +274,7 @@ pub struct Report {
     pub items: Vec<Item>,
     /// Per target architecture, in the order asked.
     pub summary: Vec<(String, ArchSummary)>,
+    /// By error class, then image.
     pub image_errors: Vec<ImageError>,
     pub source_errors: Vec<SourceError>,
     /// `--include-pods` was given: items carry [`Item::running_on`].
@@ -418,7 +419,8 @@ fn summarize(items: &[Item], arch: &str) -> ArchSummary {
     summary
 }
 
-/// Every image that could not be resolved, with how many workloads name it, by image.
+/// Every image that could not be resolved, with how many workloads name it, by error class,
+/// then image.
 fn image_errors(items: &[Item]) -> Vec<ImageError> {
     let mut errors: BTreeMap<&str, ImageError> = BTreeMap::new();
     for item in items {
@@ -436,7 +438,14 @@ fn image_errors(items: &[Item]) -> Vec<ImageError> {
             error.workloads = error.workloads.saturating_add(1);
         }
     }
-    errors.into_values().collect()
+    let mut errors: Vec<ImageError> = errors.into_values().collect();
+    errors.sort_by(|a, b| {
+        a.failure
+            .kind
+            .cmp(&b.failure.kind)
+            .then_with(|| a.image.cmp(&b.image))
+    });
+    errors
 }
 
 #[cfg(test)]

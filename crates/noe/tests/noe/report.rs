@@ -461,3 +461,71 @@ async fn report_from_the_scripted_api_uses_pull_secrets() {
         .collect();
     assert_eq!(names, ["web"]);
 }
+
+/// The count half of `noe-bench report` (its timing is measured in release only): many
+/// workloads over fewer uncached images, each image asked of the registry once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_asks_for_each_unique_image_once() {
+    use noe_test_support::{build_index, push_image, Flavor, IndexEntry};
+    const IMAGES: usize = 40;
+    const WORKLOADS: usize = 400;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let mut entries = Vec::new();
+    for platform in ["linux/amd64", "linux/arm64"] {
+        let image = push_image(&pusher, "bench/app", None, platform, Flavor::Oci)
+            .await
+            .unwrap();
+        entries.push(IndexEntry::new(&image, Some(platform)));
+    }
+    let (body, descriptor) = build_index(Flavor::Oci, &entries).unwrap();
+    for i in 0..IMAGES {
+        pusher
+            .push_manifest("bench/app", &format!("t{i}"), &descriptor.media_type, &body)
+            .await
+            .unwrap();
+    }
+    let objects: Vec<Value> = (0..WORKLOADS)
+        .map(|i| {
+            json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": format!("app-{i}"), "namespace": format!("team-{}", i % 7)},
+                "spec": {"replicas": 2, "template": {"spec": {"containers": [{
+                    "name": "app", "image": format!("{}/bench/app:t{}", registry.host(), i % IMAGES),
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}
+                }]}}}
+            })
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("workloads.yaml");
+    std::fs::write(&file, yaml_stream(&objects)).unwrap();
+    registry.reset_requests();
+    let absent = dir.path().join("absent");
+    let args = [
+        "report".to_owned(),
+        format!("-f={}", file.display()),
+        "-o=json".to_owned(),
+        format!("--insecure-registries={}", registry.host()),
+        format!("--docker-config-path={}", absent.display()),
+        format!("--containerd-config-path={}", absent.display()),
+    ];
+    let (code, stdout, stderr) = noe(&args).await;
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["items"].as_array().unwrap().len(), WORKLOADS);
+    assert_eq!(report["summary"]["arm64"]["workloads"]["ready"], WORKLOADS);
+    assert_eq!(
+        report["summary"]["arm64"]["movable"],
+        json!({"cpu": "80", "memory": "100Gi"})
+    );
+    let mut per_image: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for request in registry.requests() {
+        if request.path.contains("/manifests/") {
+            *per_image.entry(request.path).or_default() += 1;
+        }
+    }
+    assert_eq!(per_image.len(), IMAGES, "{per_image:?}");
+    assert!(per_image.values().all(|n| *n == 1), "{per_image:?}");
+}
