@@ -10,7 +10,9 @@
 //!   pods from it).
 //! - [`explain`]: a decision in words and JSON (`noe explain`), from the decision's summary.
 //! - [`report`]: workloads' readiness for target architectures (`noe report`), pure.
+//! - [`clock`]: time as a seam for the lifetimes of the caches around the decision.
 
+pub mod clock;
 pub mod decide;
 pub mod explain;
 pub mod images;
