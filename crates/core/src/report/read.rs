@@ -65,6 +65,9 @@ pub struct Workload {
     pub os: String,
     /// `spec.imagePullSecrets[].name`.
     pub pull_secrets: Vec<String>,
+    /// `spec.serviceAccountName` (else the deprecated `spec.serviceAccount`, else `default`):
+    /// a pod without pull secrets of its own gets this ServiceAccount's.
+    pub service_account: String,
     /// What one pod requests.
     pub requests: Requests,
     /// For a bare pod: where it runs now.
@@ -228,8 +231,16 @@ pub fn read(object: &Value) -> Result<Read, ReadError> {
         .take(MAX_IMAGES_PER_WORKLOAD)
         .map(|secret| bounded("imagePullSecrets.name", secret, MAX_NAME_LEN))
         .collect::<Result<Vec<_>, _>>()?;
+    let service_account = [
+        text(spec, "/serviceAccountName"),
+        text(spec, "/serviceAccount"),
+    ]
+    .into_iter()
+    .find(|name| !name.is_empty())
+    .unwrap_or("default");
     let (kind, namespace, name) = identity;
     Ok(Read::Workload(Workload {
+        service_account: bounded("serviceAccountName", service_account, MAX_NAME_LEN)?,
         replicas: replicas(&kind, object)?,
         running_on: (kind == "Pod").then(|| running(object)).flatten(),
         kind,

@@ -204,7 +204,16 @@ fn kinds_owners_and_replicas() {
     assert_eq!(workload(job).replicas, Some(3));
     let cron = json!({"kind": "CronJob", "metadata": {"name": "c"},
         "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"image": "a:1"}]}}}}}});
-    assert_eq!(workload(cron).replicas, Some(1));
+    assert_eq!(workload(cron.clone()).replicas, Some(1));
+    assert_eq!(workload(cron).service_account, "default");
+    let with_sa = json!({"kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"serviceAccountName": "builder", "imagePullSecrets": [{"name": "a"}, {"name": ""}],
+            "containers": [{"image": "a:1"}]}});
+    let with_sa = workload(with_sa);
+    assert_eq!(
+        (with_sa.service_account.as_str(), with_sa.pull_secrets),
+        ("builder", vec!["a".to_owned()])
+    );
     let ds = json!({"kind": "DaemonSet", "metadata": {"name": "d"},
         "spec": {"template": {"spec": {"containers": [{"image": "a:1"}]}}}});
     assert_eq!(workload(ds.clone()).replicas, None);

@@ -238,6 +238,7 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         placement,
         errors,
         pull_secrets,
+        ..
     } = collected;
     let answers = lookup::resolve_all(
         &app,

@@ -387,6 +387,22 @@ async fn report_from_the_scripted_api_uses_pull_secrets() {
         "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config.to_string())}
     });
     api.put(Resource::Secrets, "team-b", secret);
+    // A pod without pull secrets of its own gets its ServiceAccount's.
+    api.put(
+        Resource::ServiceAccounts,
+        "team-b",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "builder", "namespace": "team-b"},
+            "imagePullSecrets": [{"name": "regcred"}]}),
+    );
+    api.put(
+        Resource::Deployments,
+        "team-b",
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "worker", "namespace": "team-b"},
+            "spec": {"template": {"spec": {"serviceAccountName": "builder",
+                "containers": [{"name": "w", "image": r.private_fixtures.oci_index.reference()}]}}}}),
+    );
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
@@ -413,6 +429,14 @@ async fn report_from_the_scripted_api_uses_pull_secrets() {
     // With its pull secret, the private image resolves.
     assert_eq!(db["verdicts"]["arm64"], "ready", "{db}");
     assert_eq!(db["totalRequests"], json!({"cpu": "4", "memory": "8Gi"}));
+    let worker = report["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "worker")
+        .unwrap();
+    assert_eq!(worker["verdicts"]["arm64"], "ready", "{worker}");
+    // One read of the secret, for both.
     let secret_reads = api
         .requests()
         .iter()
@@ -439,7 +463,7 @@ async fn report_from_the_scripted_api_uses_pull_secrets() {
     let (code, stdout, stderr) = noe(&args).await;
     assert_eq!(code, 3, "{stderr}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["items"].as_array().unwrap().len(), 5);
+    assert_eq!(report["items"].as_array().unwrap().len(), 6);
     assert_eq!(report["errors"]["sources"][0]["source"], "list cronjobs");
     // Selected by label: the API filters.
     let mut args = vec![

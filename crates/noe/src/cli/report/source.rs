@@ -3,13 +3,14 @@
 //! kind in pages. A list the API refuses or an object that cannot be read is an error of the
 //! report's summary, not the end of the run.
 
+use std::collections::HashMap;
 use std::io::Read as _;
 use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, ServiceAccount};
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::ListParams;
 use kube::{Api, Client};
@@ -38,6 +39,24 @@ pub struct Collected {
     pub errors: Vec<SourceError>,
     /// The pods' pull secrets, read through the API (connected only).
     pub pull_secrets: Option<PullSecrets>,
+    /// `(namespace, name)` of each ServiceAccount → its `imagePullSecrets` (connected only).
+    pub service_accounts: HashMap<(String, String), Vec<String>>,
+}
+
+impl Collected {
+    /// Gives each workload without pull secrets of its own those of its ServiceAccount, as the
+    /// ServiceAccount admission plugin does for its pods.
+    pub fn service_account_secrets(&mut self) {
+        for workload in &mut self.workloads {
+            if !workload.pull_secrets.is_empty() {
+                continue;
+            }
+            let key = (workload.namespace.clone(), workload.service_account.clone());
+            if let Some(secrets) = self.service_accounts.get(&key) {
+                workload.pull_secrets.clone_from(secrets);
+            }
+        }
+    }
 }
 
 /// Sorts what is read into the report's parts.
@@ -69,6 +88,10 @@ impl<'a> Collector<'a> {
         if self.local && !self.selected(object) {
             return;
         }
+        if object.get("kind").and_then(Value::as_str) == Some("ServiceAccount") {
+            self.service_account(object);
+            return;
+        }
         match read(object) {
             Ok(Read::Workload(workload)) => self.out.workloads.push(workload),
             Ok(Read::Owned(owned)) if self.settings.include_pods => {
@@ -89,6 +112,27 @@ impl<'a> Collector<'a> {
                     message: error.to_string(),
                 });
             }
+        }
+    }
+
+    /// A ServiceAccount's `imagePullSecrets` names (bounded like a pod's).
+    fn service_account(&mut self, object: &Value) {
+        let (_, namespace, name) = noe_core::workload::identity(object);
+        let secrets: Vec<String> = object
+            .get("imagePullSecrets")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|secret| secret.get("name").and_then(Value::as_str))
+            .filter(|name| !name.is_empty() && name.len() <= 253)
+            .take(noe_core::report::read::MAX_IMAGES_PER_WORKLOAD)
+            .map(str::to_owned)
+            .collect();
+        if !secrets.is_empty() && namespace.len() <= 63 && name.len() <= 253 {
+            self.out
+                .service_accounts
+                .insert((namespace.to_owned(), name.to_owned()), secrets);
         }
     }
 
@@ -282,6 +326,16 @@ pub async fn from_cluster(client: &Client, settings: &ReportSettings) -> Result<
         )
         .await,
     );
+    // The pull secrets of pods that name none of their own.
+    count(
+        list(
+            api::<ServiceAccount>(client, namespace),
+            "serviceaccounts",
+            namespace,
+            &mut collector,
+        )
+        .await,
+    );
     if settings.include_pods {
         count(
             list(
@@ -303,6 +357,7 @@ pub async fn from_cluster(client: &Client, settings: &ReportSettings) -> Result<
         return Err(format!("cannot list any workload: {first}"));
     }
     collector.out.pull_secrets = Some(PullSecrets::new(client.clone()));
+    collector.out.service_account_secrets();
     Ok(collector.out)
 }
 
