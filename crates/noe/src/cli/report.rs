@@ -277,3 +277,67 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         Exit::Done
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::cli::{Args, Run};
+
+    fn settings(argv: &[&str]) -> Result<config::ReportSettings, String> {
+        let argv = std::iter::once("noe")
+            .chain(argv.iter().copied())
+            .map(Into::into);
+        let args = Args::try_parse_normalized(argv).map_err(|e| e.to_string())?;
+        match args.to_run().map_err(|e| e.to_string())? {
+            Run::Report(report) => Ok(report.settings),
+            _ => Err("not a report".into()),
+        }
+    }
+
+    #[test]
+    fn flags_become_settings() {
+        let plain = settings(&["report"]).unwrap();
+        assert_eq!(plain.scope, config::ReportScope::Current);
+        assert_eq!(plain.targets, ["arm64"]);
+        assert_eq!(plain.concurrency, DEFAULT_CONCURRENCY);
+        assert_eq!(plain.format, ReportFormat::Table);
+        assert!(plain.fail_on.is_empty());
+        let files = settings(&["report", "-f", "a.yaml", "-f=-"]).unwrap();
+        assert_eq!(files.scope, config::ReportScope::All);
+        assert_eq!(files.files.len(), 2);
+        let full = settings(&[
+            "report",
+            "-n",
+            "shop",
+            "--target-arch=arm64,amd64",
+            "--target-arch",
+            "arm64",
+            "--fail-on=blocked,unknown",
+            "-o",
+            "csv",
+            "--concurrency=4",
+            "-l",
+            "app in (a,b)",
+        ])
+        .unwrap();
+        assert_eq!(full.scope, config::ReportScope::Namespace("shop".into()));
+        assert_eq!(full.targets, ["arm64", "amd64"]);
+        assert_eq!(full.fail_on, [Verdict::Blocked, Verdict::Unknown]);
+        assert_eq!(full.format, ReportFormat::Csv);
+        assert_eq!(full.concurrency, 4);
+        assert_eq!(full.selector.unwrap().0, "app in (a,b)");
+        for bad in [
+            &["report", "--target-arch=ARM64"][..],
+            &["report", "--target-arch="],
+            &["report", "--concurrency=0"],
+            &["report", "--fail-on=ready"],
+            &["report", "-n", "Shop"],
+            &["report", "-n", "a", "-A"],
+            &["report", "-l", "a in (b"],
+            &["report", "--preferred-arch=arm64"],
+        ] {
+            assert!(settings(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -349,6 +349,34 @@ async fn report_from_files_golden() {
         stdout.contains("agent") && !stdout.contains("web"),
         "{stdout}"
     );
+    // An object that cannot be read is in the error summary, the rest is reported: exit 3.
+    let bad = dir.path().join("bad.yaml");
+    let bad_deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "bad", "namespace": "team-a"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": r.h.fixtures.oci_index.reference(),
+            "resources": {"requests": {"cpu": "lots"}}}]}}}});
+    std::fs::write(&bad, yaml_stream(&[bad_deployment, r.objects()[5].clone()])).unwrap();
+    let mut args = vec![
+        "report".to_owned(),
+        format!("-f={}", bad.display()),
+        "-o=json".to_owned(),
+    ];
+    args.extend(r.flags());
+    let (code, stdout, stderr) = noe(&args).await;
+    assert_eq!(code, 3, "{stderr}");
+    let partial: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(partial["items"][0]["name"], "solo");
+    assert_eq!(
+        partial["errors"]["sources"][0]["source"],
+        "Deployment team-a/bad"
+    );
+    assert!(
+        partial["errors"]["sources"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("resources.requests.cpu \"lots\""),
+        "{partial}"
+    );
     // A file that is not YAML: exit 2.
     let broken = dir.path().join("broken.yaml");
     std::fs::write(&broken, "kind: [").unwrap();

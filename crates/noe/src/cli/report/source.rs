@@ -158,17 +158,18 @@ impl<'a> Collector<'a> {
     }
 }
 
-/// Reads every file (`-` is stdin); `Err` when one cannot be read or parsed at all.
+/// Reads every file (`-` is stdin), one document at a time (a large file is never held as a
+/// whole tree); `Err` when one cannot be read or parsed.
 pub fn from_files(settings: &ReportSettings) -> Result<Collected, String> {
+    use serde::Deserialize as _;
     let mut collector = Collector::new(settings, true);
     for file in &settings.files {
         let name = file.display().to_string();
         let text = read_file(file).map_err(|error| format!("cannot read {name}: {error}"))?;
-        let objects = super::super::explain::documents(&text)
-            .map_err(|error| format!("{name} is not YAML or JSON: {error}"))?;
-        drop(text);
-        for object in objects {
-            for object in typed_list_items(object) {
+        for document in yaml_serde::Deserializer::from_str(&text) {
+            let object = Value::deserialize(document)
+                .map_err(|error| format!("{name} is not YAML or JSON: {error}"))?;
+            for object in list_items(object) {
                 if collector.full() {
                     collector.error(
                         name.clone(),
@@ -202,30 +203,37 @@ fn read_file(file: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// A typed list as the API returns it (`DeploymentList`: items without `kind`) → its items,
-/// each with its kind; any other object as it is.
-fn typed_list_items(object: Value) -> Vec<Value> {
+/// A `List` (`kubectl get -o json`) or a typed list as the API returns it (`DeploymentList`:
+/// items without `kind`, given the list's) → its items; `null` → nothing; any other object as it
+/// is.
+fn list_items(object: Value) -> Vec<Value> {
+    if object.is_null() {
+        return Vec::new();
+    }
     let kind = object
         .get("kind")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let Some(item_kind) = kind.strip_suffix("List").filter(|k| !k.is_empty()) else {
+    let Some(item_kind) = kind.strip_suffix("List") else {
         return vec![object];
     };
     let item_kind = item_kind.to_owned();
     let api_version = object.get("apiVersion").cloned();
-    let Some(Value::Array(items)) = object.get("items").cloned() else {
-        return vec![object];
+    let Value::Object(mut list) = object else {
+        return Vec::new();
+    };
+    let Some(Value::Array(items)) = list.remove("items") else {
+        return vec![Value::Object(list)];
     };
     items
         .into_iter()
         .filter(Value::is_object)
         .map(|mut item| {
-            if item
+            let untyped = item
                 .get("kind")
                 .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-            {
+                .is_none_or(str::is_empty);
+            if untyped && !item_kind.is_empty() {
                 item["kind"] = Value::String(item_kind.clone());
                 if let Some(api_version) = &api_version {
                     item["apiVersion"] = api_version.clone();
@@ -419,5 +427,26 @@ where
             Some(token) => params = params.continue_token(&token),
             None => return true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn lists_are_read_as_their_items() {
+        let typed = json!({"apiVersion": "apps/v1", "kind": "DeploymentList",
+            "items": [{"metadata": {"name": "a"}}, null, {"kind": "Deployment", "metadata": {"name": "b"}}]});
+        let items = super::list_items(typed);
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0]["kind"], "Deployment");
+        assert_eq!(items[0]["apiVersion"], "apps/v1");
+        let list = json!({"kind": "List", "items": [{"kind": "Pod"}, {"kind": "Job"}]});
+        assert_eq!(super::list_items(list).len(), 2);
+        assert_eq!(super::list_items(json!({"kind": "Pod"})).len(), 1);
+        assert_eq!(super::list_items(serde_json::Value::Null).len(), 0);
+        // A list without items is no object of the report.
+        assert_eq!(super::list_items(json!({"kind": "List"})).len(), 1);
     }
 }
