@@ -138,6 +138,8 @@ scenarios=(
   "controllers-report|$TESTS/values/controllers-report.yaml"
   "controllers-taints|$TESTS/values/controllers-taints.yaml"
   "gate|$TESTS/values/gate.yaml"
+  "lookup|$TESTS/values/lookup.yaml"
+  "lookup-tokens-only|$TESTS/values/lookup-tokens-only.yaml"
   "existing-service-account|$TESTS/values/existing-service-account.yaml"
   "shared-cache-no-fsgroup|$TESTS/values/shared-cache-no-fsgroup.yaml"
 )
@@ -353,6 +355,9 @@ violations=(
   "grafanaDashboard.enabled as a string|grafanaDashboard.enabled|--set-string metrics.grafanaDashboard.enabled=true"
   "serviceMonitor.relabelings as a map|relabelings|--set metrics.serviceMonitor.relabelings.a=b"
   "tests.image.tag as a number|tests.image.tag|--set tests.image.tag=8"
+  "lookupEndpoint.port above 65535|lookupEndpoint.port|--set lookupEndpoint.port=70000"
+  "lookupEndpoint.deadline not a duration|lookupEndpoint.deadline|--set lookupEndpoint.deadline=soon"
+  "unknown lookupEndpoint key|insecure|--set lookupEndpoint.insecure=true"
 )
 for entry in "${violations[@]}"; do
   IFS='|' read -r desc want rest <<<"$entry"
@@ -364,6 +369,37 @@ for entry in "${violations[@]}"; do
     pass "schema rejects $desc: $(echo "$err" | grep -F -- "$want" | head -1 | sed 's/^ *- //')"
   else
     fail "schema rejects $desc: error does not name '$want'"; echo "$err"
+  fi
+done
+
+# lookupEndpoint.enabled without a way to admit a caller (the binary would refuse to start).
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set lookupEndpoint.enabled=true 2>&1 >/dev/null)"; then
+  fail "lookupEndpoint.enabled without clientCA.secretName or tokenAudience renders"
+elif grep -qF "a caller with neither gets nothing" <<<"$err"; then
+  pass "lookupEndpoint.enabled without clientCA.secretName or tokenAudience fails, saying why"
+else
+  fail "lookupEndpoint.enabled without auth: unexpected error"; echo "$err"
+fi
+
+# examples/policies: each file parses, kubernetes-validate finds nothing wrong (Gatekeeper's and
+# Kyverno's kinds have no schema there: only "no schema" warnings are expected), and each policy
+# calls the lookup Service the chart renders for release noe in namespace noe, on its route.
+for f in examples/policies/*/*.yaml; do
+  kv="$("$KV" --strict --kubernetes-version "${K8S_VERSIONS[-1]}" "$f" 2>&1)" || true
+  other="$(grep -E '^(WARN|ERROR)' <<<"$kv" | grep -v "Couldn't find schema for kind" || true)"
+  if [ -z "$other" ] && "$PY" - "$f" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+assert docs and all(d.get("apiVersion") and d.get("kind") and d.get("metadata", {}).get("name") for d in docs)
+text = open(sys.argv[1]).read()
+for route in ("/gatekeeper/v1/platforms", "/kyverno/v1/platforms"):
+    if route in text:
+        assert f"https://noe-lookup.noe.svc{route}" in text, route
+PY
+  then
+    pass "$f: parses, validates, calls the lookup Service"
+  else
+    fail "$f"; echo "$other"
   fi
 done
 

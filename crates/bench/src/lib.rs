@@ -16,6 +16,8 @@
 //! - [`fleet`]: registry requests of 3 replicas without and with a shared cache (real
 //!   `redis-server`), and admissions while it is killed.
 //! - [`cold`]: cold admissions of K images through a proxy adding a round trip.
+//! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper requests of 1 and 64 cached
+//!   keys) against the floor, side by side like [`warm`].
 //! - [`gate`]: the gate and hybrid lookup modes beside inline (admission latency against a slow
 //!   registry, creation to release, API writes, a storm of gated pods).
 //! - [`report`]: `noe report` over 10,000 workloads and 1,000 images through a proxy adding a
@@ -27,6 +29,7 @@ pub mod fleet;
 pub mod floor;
 pub mod gate;
 pub mod images;
+pub mod lookup;
 pub mod memory;
 pub mod noe;
 pub mod pulls;
@@ -82,6 +85,8 @@ enum Command {
     Gate(Options),
     /// `noe report` over 10,000 workloads and 1,000 images through a proxy adding `--rtt`.
     Report(Options),
+    /// The policy engines' lookup endpoint, warm (1 and 64 keys), beside the floor.
+    Lookup(Options),
 }
 
 /// Shared options.
@@ -191,6 +196,7 @@ impl Cli {
                     fleet::run(&options).await?;
                     gate::run(&options).await?;
                     report::run(&options).await?;
+                    lookup::run(&options).await?;
                     warm::run(&options).await
                 }
                 Command::Warm(options) => warm::run(&options).await,
@@ -202,6 +208,7 @@ impl Cli {
                 Command::Cold(options) => cold::run(&options).await,
                 Command::Gate(options) => gate::run(&options).await,
                 Command::Report(options) => report::run(&options).await,
+                Command::Lookup(options) => lookup::run(&options).await,
             }
         });
         match result {

@@ -4,6 +4,7 @@
 
 pub mod facts;
 pub mod gate;
+pub mod lookup;
 pub mod platforms;
 pub mod process;
 
@@ -64,6 +65,8 @@ pub async fn serve(
 #[derive(Debug)]
 pub struct Serving {
     pub webhook_addr: SocketAddr,
+    /// The policy engines' lookup endpoint, when `--lookup-addr` is set.
+    pub lookup_addr: Option<SocketAddr>,
     pub metrics_addr: SocketAddr,
     pub health_addr: SocketAddr,
     server: Running,
@@ -122,6 +125,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
                 facts,
                 shutdown_delay: _,
                 metrics_max_namespaces,
+                lookup: lookup_settings,
             },
         kube,
         decision: config::Decision {
@@ -163,6 +167,10 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     let pull_secrets = client.clone().map(PullSecrets::new);
     let client_for_facts = client.clone();
     let client_for_gate = client.clone();
+    // Checked before anything listens: a bad client CA or a missing API fails the start.
+    let lookup = lookup_settings
+        .map(|settings| lookup::build(settings, &app, client.clone(), &tls))
+        .transpose()?;
     let mut running = match client {
         Some(client) if controllers.config.is_enabled() => Some(start_controllers(
             client,
@@ -246,14 +254,35 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         ..BodyLimits::default()
     };
     let routes = server::admission_routes(Arc::new(admission), body);
-    let server = match server::start(addresses, tls, routes, limits, app.metrics.clone()).await {
-        Ok(server) => server,
+    let started = async {
+        let mut server =
+            server::start(addresses, tls.clone(), routes, limits, app.metrics.clone()).await?;
+        let lookup_addr = match lookup {
+            Some(endpoint) => {
+                let added = server
+                    .add_https(endpoint.addr, endpoint.config, tls, endpoint.routes, limits)
+                    .await;
+                match added {
+                    Ok(addr) => Some(addr),
+                    Err(error) => {
+                        server.shutdown().await;
+                        return Err(error);
+                    }
+                }
+            }
+            None => None,
+        };
+        Ok::<_, server::Error>((server, lookup_addr))
+    };
+    let (server, lookup_addr) = match started.await {
+        Ok(started) => started,
         Err(error) => {
             stop(running).await;
             return Err(error.into());
         }
     };
     Ok(Serving {
+        lookup_addr,
         webhook_addr: server.webhook_addr,
         metrics_addr: server.metrics_addr,
         health_addr: server.health_addr,

@@ -166,6 +166,13 @@ fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> 
         }
         return status(fault.status, &fault.message);
     }
+    if request.method == "POST" && request.path == "/apis/authentication.k8s.io/v1/tokenreviews" {
+        let answered = super::token_review::answer(&lock(state).tokens, &request.body);
+        return match answered {
+            Ok(review) => json_response(201, review.to_string()),
+            Err(message) => status(400, &message),
+        };
+    }
     let Some(target) = parse_path(&request.path) else {
         return status(404, &format!("the server could not find {}", request.path));
     };
