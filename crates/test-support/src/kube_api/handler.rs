@@ -66,6 +66,15 @@ fn parse_path(path: &str) -> Option<Target> {
         ("", "namespaces") => Resource::Namespaces,
         ("coordination.k8s.io", "leases") => Resource::Leases,
         ("events.k8s.io", "events") => Resource::Events,
+        ("apps", "deployments") => Resource::Deployments,
+        ("apps", "statefulsets") => Resource::StatefulSets,
+        ("apps", "daemonsets") => Resource::DaemonSets,
+        ("apps", "replicasets") => Resource::ReplicaSets,
+        ("", "replicationcontrollers") => Resource::ReplicationControllers,
+        ("batch", "jobs") => Resource::Jobs,
+        ("batch", "cronjobs") => Resource::CronJobs,
+        ("", "secrets") => Resource::Secrets,
+        ("", "serviceaccounts") => Resource::ServiceAccounts,
         _ => return None,
     };
     if resource.namespaced() == namespace.is_none() && name.is_some() {
