@@ -147,6 +147,9 @@ args:
 {{- end }}
 {{- if eq $ctl.remediate "evict" }}
 - {{ printf "--remediate-rate=%d" (int .Values.controller.remediateRate) | quote }}
+{{- if kindIs "slice" .Values.controller.remediateExemptNamespaces }}
+- {{ printf "--remediate-exempt-namespaces=%s" (join "," .Values.controller.remediateExemptNamespaces) | quote }}
+{{- end }}
 {{- end }}
 {{- if $ctl.gate }}
 - {{ printf "--lookup-mode=%s" .Values.lookupMode | quote }}

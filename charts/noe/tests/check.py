@@ -588,7 +588,8 @@ def scenario_full(r, release, namespace):
         "admission-deadline": ["13s"], "leader-elect": ["true"], "log-level": ["debug"],
         "log-format": ["text"], "dev-self-signed-cert": ["false"], "shutdown-delay": ["7s"],
         "metrics-max-namespaces": ["500"], "watch-nodes": ["true"], "remediate": ["evict"],
-        "remediate-rate": ["20"], "taint-arches": ["arm64"],
+        "remediate-rate": ["20"], "remediate-exempt-namespaces": ["kube-system,ops"],
+        "taint-arches": ["arm64"],
         "leader-elect-resource-name": [release],
         "registry-qps": ["7.5"], "registry-burst": ["30"],
         "shared-cache": ["rediss://noe@valkey.cache.svc:6380/2"],
@@ -929,7 +930,7 @@ def scenario_gate(r, release, namespace):
 NOT_UNGATE_FLAGS = {
     "webhook-addr", "metrics-addr", "health-probe-addr", "cert-dir", "shutdown-delay",
     "metrics-max-namespaces", "check-ephemeral-containers",
-    "remediate", "remediate-rate", "lookup-mode", "hybrid-budget", "gate-namespace-selector",
+    "remediate", "remediate-rate", "remediate-exempt-namespaces", "lookup-mode", "hybrid-budget", "gate-namespace-selector",
     "gate-object-selector", "leader-elect", "leader-elect-resource-name", "dev-self-signed-cert",
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
 }

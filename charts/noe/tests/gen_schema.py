@@ -174,6 +174,11 @@ schema = {
                 "remediateRate": {"type": "integer", "minimum": 1, "maximum": 10000,
                                   "description": "--remediate-rate (evictions per minute)"},
                 "taintArches": string_list({"enum": GOARCH}, "--taint-arches"),
+                "remediateExemptNamespaces": string_list(
+                    {"type": "string", "maxLength": 63,
+                     "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                    "--remediate-exempt-namespaces (null: kube-system and noe's namespace;"
+                    " a list replaces that default)"),
             },
         },
         "lookupMode": {"enum": ["inline", "gate", "hybrid"],

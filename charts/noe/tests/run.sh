@@ -376,6 +376,7 @@ violations=(
   "controller.remediate unknown|controller.remediate|--set controller.remediate=delete"
   "controller.remediateRate 0|controller.remediateRate|--set controller.remediateRate=0"
   "controller.taintArches unknown arch|controller.taintArches|--set controller.taintArches[0]=aarch64"
+  "controller.remediateExemptNamespaces not a namespace name|controller.remediateExemptNamespaces|--set controller.remediateExemptNamespaces[0]=Bad_ns"
   "controller.watchNodes as a string|controller.watchNodes|--set-string controller.watchNodes=yes"
   "unknown controller key|remediation|--set controller.remediation=report"
   "onLookupError fallback without fallbackArch|fallbackArch|--set onLookupError=fallback"
