@@ -36,6 +36,8 @@ pub struct Admission {
     metrics: Metrics,
     /// `None`: every pod is decided inline (`--lookup-mode=inline`).
     gate: Option<gate::Gate>,
+    /// `None`: no image selection (`--image-selection` off).
+    selection: Option<Arc<crate::select::Selection>>,
 }
 
 impl std::fmt::Debug for Admission {
@@ -56,7 +58,14 @@ impl Admission {
             policy,
             metrics,
             gate: None,
+            selection: None,
         }
+    }
+
+    /// Selects images by compatibility artifacts before deciding (`--image-selection`).
+    pub fn with_selection(mut self, selection: crate::select::Selection) -> Self {
+        self.selection = Some(Arc::new(selection));
+        self
     }
 
     /// Gates pods being created instead of waiting for their lookups (`--lookup-mode=gate` or
@@ -97,7 +106,10 @@ impl Admission {
     async fn answer(&self, request: review::Request) -> (Bytes, &'static str) {
         let decision = if let Some(pod) = request.pod_creation() {
             let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
-            let decision = self.decide_or_gate(pod, &scope).await;
+            let decision = match &self.selection {
+                Some(selection) => self.select_then_decide(selection, pod, &scope).await,
+                None => self.decide_or_gate(pod, &scope).await,
+            };
             Some((scope, decision))
         } else if let Some((pod, old)) = request.ephemeral_update() {
             let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
@@ -119,9 +131,80 @@ impl Admission {
     }
 
     /// The decision for `pod` in `namespace`, with every lookup done under one deadline, outside
-    /// any review (`noe explain`).
+    /// any review (`noe explain`); with image selection first, when it is configured.
     pub async fn decision(&self, pod: &Value, namespace: &str) -> Decision {
-        self.decide(pod, &Scope::detached(namespace)).await
+        let scope = Scope::detached(namespace);
+        match &self.selection {
+            Some(selection) => self.select_then_decide(selection, pod, &scope).await,
+            None => self.decide(pod, &scope).await,
+        }
+    }
+
+    /// Image selection (docs/architecture.md, "Image selection"), then the decision on the
+    /// pod as selection changed it: the answer's patch is selection's operations followed by
+    /// the decision's (written against the changed pod). Skipped in audit mode.
+    async fn select_then_decide(
+        &self,
+        selection: &crate::select::Selection,
+        pod: &Value,
+        scope: &Scope<'_>,
+    ) -> Decision {
+        use crate::select::Selected;
+        use noe_core::decide::{DenyReason, Verdict, DENY_CODE};
+        use tracing::Instrument as _;
+        if self.policy.mode == decide::Mode::Audit {
+            return self.decide_or_gate(pod, scope).await;
+        }
+        let deny = |message: String| {
+            Decision::new(Verdict::Deny {
+                code: DENY_CODE,
+                reason: DenyReason::Compatibility,
+                message: bounded(message, noe_core::decide::MAX_MESSAGE_CHARS),
+            })
+        };
+        let selected = self
+            .resolve
+            .bounded(selection.select(pod, scope.namespace))
+            .instrument(scope.span().clone())
+            .await;
+        match selected {
+            None if pod
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(noe_core::compat::ENABLED_LABEL))
+                .and_then(Value::as_str)
+                == Some("true") =>
+            {
+                deny("image selection by compatibility artifact: not done within the admission deadline".to_owned())
+            }
+            None | Some(Selected::Skip) => self.decide_or_gate(pod, scope).await,
+            Some(Selected::Deny(message)) => deny(message),
+            Some(Selected::Warn(warning)) => {
+                let mut decision = self.decide_or_gate(pod, scope).await;
+                decision
+                    .warnings
+                    .push(bounded(warning, noe_core::decide::MAX_WARNING_CHARS));
+                decision
+            }
+            Some(Selected::Patch { ops }) => {
+                let mut selected = pod.clone();
+                if let Err(error) = json_patch::patch(&mut selected, &ops) {
+                    return deny(format!("image selection: the patch does not apply ({error})"));
+                }
+                let mut decision = self.decide_or_gate(&selected, scope).await;
+                decision.verdict = match decision.verdict {
+                    Verdict::Unchanged { .. } => Verdict::Patch {
+                        common: Vec::new(),
+                        ops,
+                    },
+                    Verdict::Patch { common, ops: more } => Verdict::Patch {
+                        common,
+                        ops: ops.into_iter().chain(more).collect(),
+                    },
+                    deny @ Verdict::Deny { .. } => deny,
+                };
+                decision
+            }
+        }
     }
 
     /// [`Admission::decision`], with the lookups of some images already known (`noe explain`:
@@ -238,6 +321,14 @@ impl Admission {
         report::resolved(&self.metrics, scope, &resolved);
         let facts = facts.unwrap_or_default();
         decide::check_ephemeral(&images, &resolved.lookups, &facts, &self.policy)
+    }
+}
+
+/// `text` cut to at most `max` characters.
+fn bounded(text: String, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => text[..end].to_owned(),
+        None => text,
     }
 }
 

@@ -8,6 +8,7 @@
 //! - [`server`]: the transport (HTTPS, `/metrics` and health listeners, certificate reload),
 //!   each listener serving a [`server::Router`] of `tower::Service` routes; the admission is a
 //!   [`server::Handler`] behind the `/mutate` route.
+//! - [`select`]: image selection by compatibility artifacts, before the decision.
 //! - [`metrics`]: the admission's Prometheus metrics.
 //!
 //! The pure decision and the patch it writes are `noe_core`'s (`noe_core::decide`,
@@ -19,6 +20,7 @@ pub mod admission;
 pub mod facts;
 pub mod metrics;
 pub mod resolve;
+pub mod select;
 pub mod server;
 
 /// The allocator settings the container image sets (`ENV` in the Dockerfile): memory freed after
