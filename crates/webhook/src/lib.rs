@@ -10,6 +10,8 @@
 //!   [`server::Handler`] behind the `/mutate` route.
 //! - [`select`]: image selection by compatibility artifacts, before the decision.
 //! - [`metrics`]: the admission's Prometheus metrics.
+//! - `gets`: the one cached GET of what admissions read from the API server (namespaces,
+//!   nodes, pull secrets), its lifetimes on a clock seam.
 //!
 //! The pure decision and the patch it writes are `noe_core`'s (`noe_core::decide`,
 //! `noe_core::patch`).
@@ -18,6 +20,7 @@
 
 pub mod admission;
 pub mod facts;
+mod gets;
 pub mod metrics;
 pub mod resolve;
 pub mod select;
