@@ -179,6 +179,8 @@ pub struct Explain {
     pub output: Output,
     /// Exit 0 even when an image lookup failed.
     pub allow_lookup_errors: bool,
+    /// `--nodes`: the cluster's nodes, for image selection offline.
+    pub nodes: Option<PathBuf>,
     pub decision: Decision,
     pub registry: RegistrySettings,
 }

@@ -149,60 +149,72 @@ impl Admission {
         pod: &Value,
         scope: &Scope<'_>,
     ) -> Decision {
-        use crate::select::Selected;
-        use noe_core::decide::{DenyReason, Verdict, DENY_CODE};
-        use tracing::Instrument as _;
-        if self.policy.mode == decide::Mode::Audit {
-            return self.decide_or_gate(pod, scope).await;
+        match self.selection_step(selection, pod, scope).await {
+            Step::Done(decision) => decision,
+            Step::Decide {
+                pod: selected,
+                ops,
+                warning,
+            } => {
+                let decision = self
+                    .decide_or_gate(selected.as_ref().unwrap_or(pod), scope)
+                    .await;
+                with_selection(decision, ops, warning)
+            }
         }
-        let deny = |message: String| {
-            Decision::new(Verdict::Deny {
-                code: DENY_CODE,
-                reason: DenyReason::Compatibility,
-                message: bounded(message, noe_core::decide::MAX_MESSAGE_CHARS),
-            })
+    }
+
+    /// What selection makes of `pod`: a decision already (a denial), or the pod to decide on.
+    async fn selection_step(
+        &self,
+        selection: &crate::select::Selection,
+        pod: &Value,
+        scope: &Scope<'_>,
+    ) -> Step {
+        use crate::select::Selected;
+        use tracing::Instrument as _;
+        let unchanged = Step::Decide {
+            pod: None,
+            ops: Vec::new(),
+            warning: None,
         };
+        if self.policy.mode == decide::Mode::Audit {
+            return unchanged;
+        }
         let selected = self
             .resolve
             .bounded(selection.select(pod, scope.namespace))
             .instrument(scope.span().clone())
             .await;
+        let explicit = pod
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(noe_core::compat::ENABLED_LABEL))
+            .and_then(Value::as_str)
+            == Some("true");
         match selected {
-            None if pod
-                .pointer("/metadata/labels")
-                .and_then(|l| l.get(noe_core::compat::ENABLED_LABEL))
-                .and_then(Value::as_str)
-                == Some("true") =>
-            {
-                deny("image selection by compatibility artifact: not done within the admission deadline".to_owned())
-            }
-            None | Some(Selected::Skip) => self.decide_or_gate(pod, scope).await,
-            Some(Selected::Deny(message)) => deny(message),
-            Some(Selected::Warn(warning)) => {
-                let mut decision = self.decide_or_gate(pod, scope).await;
-                decision
-                    .warnings
-                    .push(bounded(warning, noe_core::decide::MAX_WARNING_CHARS));
-                decision
-            }
+            None if explicit => Step::Done(compat_denial(
+                "image selection by compatibility artifact: not done within the admission deadline"
+                    .to_owned(),
+            )),
+            None | Some(Selected::Skip) => unchanged,
+            Some(Selected::Deny(message)) => Step::Done(compat_denial(message)),
+            Some(Selected::Warn(warning)) => Step::Decide {
+                pod: None,
+                ops: Vec::new(),
+                warning: Some(warning),
+            },
             Some(Selected::Patch { ops }) => {
                 let mut selected = pod.clone();
-                if let Err(error) = json_patch::patch(&mut selected, &ops) {
-                    return deny(format!("image selection: the patch does not apply ({error})"));
-                }
-                let mut decision = self.decide_or_gate(&selected, scope).await;
-                decision.verdict = match decision.verdict {
-                    Verdict::Unchanged { .. } => Verdict::Patch {
-                        common: Vec::new(),
+                match json_patch::patch(&mut selected, &ops) {
+                    Ok(()) => Step::Decide {
+                        pod: Some(selected),
                         ops,
+                        warning: None,
                     },
-                    Verdict::Patch { common, ops: more } => Verdict::Patch {
-                        common,
-                        ops: ops.into_iter().chain(more).collect(),
-                    },
-                    deny @ Verdict::Deny { .. } => deny,
-                };
-                decision
+                    Err(error) => Step::Done(compat_denial(format!(
+                        "image selection: the patch does not apply ({error})"
+                    ))),
+                }
             }
         }
     }
@@ -210,8 +222,23 @@ impl Admission {
     /// [`Admission::decision`], with the lookups of some images already known (`noe explain`:
     /// the images of a registry host that timed out earlier in the run are not tried again).
     pub async fn decision_with(&self, pod: &Value, namespace: &str, known: Lookups) -> Decision {
-        self.decide_known(pod, &Scope::detached(namespace), known)
-            .await
+        let scope = Scope::detached(namespace);
+        let Some(selection) = &self.selection else {
+            return self.decide_known(pod, &scope, known).await;
+        };
+        match self.selection_step(selection, pod, &scope).await {
+            Step::Done(decision) => decision,
+            Step::Decide {
+                pod: selected,
+                ops,
+                warning,
+            } => {
+                let decision = self
+                    .decide_known(selected.as_ref().unwrap_or(pod), &scope, known)
+                    .await;
+                with_selection(decision, ops, warning)
+            }
+        }
     }
 
     /// What the debug containers `pod` has and `old` had not would meet on the pod's node,
@@ -322,6 +349,58 @@ impl Admission {
         let facts = facts.unwrap_or_default();
         decide::check_ephemeral(&images, &resolved.lookups, &facts, &self.policy)
     }
+}
+
+/// What image selection leaves to do.
+enum Step {
+    /// Decided (a denial).
+    Done(Decision),
+    /// Decide on `pod` (the selected pod; `None`: the pod as it is), then add `ops` before the
+    /// decision's and `warning` to its warnings.
+    Decide {
+        pod: Option<Value>,
+        ops: Vec<noe_core::patch::Op>,
+        warning: Option<String>,
+    },
+}
+
+/// A denial by image selection.
+fn compat_denial(message: String) -> Decision {
+    use noe_core::decide::{DenyReason, Verdict, DENY_CODE};
+    Decision::new(Verdict::Deny {
+        code: DENY_CODE,
+        reason: DenyReason::Compatibility,
+        message: bounded(message, noe_core::decide::MAX_MESSAGE_CHARS),
+    })
+}
+
+/// `decision` on the selected pod, with selection's `ops` first and its `warning`.
+fn with_selection(
+    mut decision: Decision,
+    ops: Vec<noe_core::patch::Op>,
+    warning: Option<String>,
+) -> Decision {
+    use noe_core::decide::Verdict;
+    if let Some(warning) = warning {
+        decision
+            .warnings
+            .push(bounded(warning, noe_core::decide::MAX_WARNING_CHARS));
+    }
+    if ops.is_empty() {
+        return decision;
+    }
+    decision.verdict = match decision.verdict {
+        Verdict::Unchanged { .. } => Verdict::Patch {
+            common: Vec::new(),
+            ops,
+        },
+        Verdict::Patch { common, ops: more } => Verdict::Patch {
+            common,
+            ops: ops.into_iter().chain(more).collect(),
+        },
+        deny @ Verdict::Deny { .. } => deny,
+    };
+    decision
 }
 
 /// `text` cut to at most `max` characters.

@@ -282,3 +282,52 @@ async fn an_attached_nfd_artifact_constrains_the_pod() {
         .is_none());
     assert!(response.get("warnings").is_none(), "{response}");
 }
+
+/// `noe explain --nodes`: the choice offline, from a `kubectl get nodes -o yaml` dump.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_shows_the_choice_offline() {
+    let h = Harness::start().await;
+    let f = &h.fixtures;
+    let spec = json!({"compatibilities": [
+        {"tag": f.oci_single.reference(), "rules": [{"matchFeatures": [{"matchExpressions": [
+            {"op": "In", "key": FLAVOR, "value": ["chocolate"]}]}]}]}]});
+    let artifact = compat_artifact(
+        ORAS_DEFAULT_ARTIFACT_TYPE,
+        OCIFIT_SPEC_TYPE,
+        spec.to_string().as_bytes(),
+        None,
+        None,
+    );
+    let pusher = h.registry.pusher().unwrap();
+    push_artifact(&pusher, "compat", &artifact, Some("v1"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pod_file = dir.path().join("pod.json");
+    let mut p = selecting_pod(&h.registry.reference("compat", "v1"));
+    p["metadata"]["name"] = json!("demo");
+    std::fs::write(&pod_file, p.to_string()).unwrap();
+    let nodes_file = dir.path().join("nodes.json");
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": [
+        node("w1", "amd64", &[(FLAVOR, "vanilla")]), node("w2", "arm64", &[(FLAVOR, "chocolate")])]});
+    std::fs::write(&nodes_file, list.to_string()).unwrap();
+    let absent = h.cert_dir.path().join("absent");
+    let args = vec![
+        "explain".to_owned(),
+        "-f".to_owned(),
+        pod_file.display().to_string(),
+        format!("--nodes={}", nodes_file.display()),
+        "--output=json".to_owned(),
+        format!("--insecure-registries={}", h.registry.host()),
+        format!("--docker-config-path={}", absent.display()),
+        format!("--containerd-config-path={}", absent.display()),
+    ];
+    let (code, stdout, stderr) = harness::run_noe(&args).await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let explained: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let patch = explained["patch"].as_array().unwrap();
+    assert!(
+        patch.contains(&json!({"op": "replace", "path": "/spec/containers/0/image", "value": f.oci_single.reference()})),
+        "{explained}"
+    );
+}
