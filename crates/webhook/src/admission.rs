@@ -191,6 +191,20 @@ impl Admission {
             .and_then(|l| l.get(noe_core::compat::ENABLED_LABEL))
             .and_then(Value::as_str)
             == Some("true");
+        let mode = if explicit { "explicit" } else { "discovered" };
+        let outcome = match &selected {
+            None if explicit => Some("denied"),
+            None | Some(Selected::Skip) => None,
+            Some(Selected::Deny(_)) => Some("denied"),
+            Some(Selected::Warn(_)) => Some("warned"),
+            Some(Selected::Patch { .. }) => Some("patched"),
+        };
+        if let Some(outcome) = outcome {
+            self.metrics
+                .image_selection
+                .with_label_values(&[mode, outcome])
+                .inc();
+        }
         match selected {
             None if explicit => Step::Done(compat_denial(
                 "image selection by compatibility artifact: not done within the admission deadline"

@@ -222,6 +222,13 @@ async fn ocifit_readme_walkthrough_through_the_https_server() {
             .contains("placeholder:latest"),
         "{denied}"
     );
+    let metrics = server.metrics().await;
+    for line in [
+        "noe_image_selection_total{mode=\"explicit\",outcome=\"patched\"} 4",
+        "noe_image_selection_total{mode=\"explicit\",outcome=\"denied\"} 4",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
