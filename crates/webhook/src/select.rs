@@ -239,6 +239,10 @@ impl Selection {
                     .resolver
                     .resolve_in(image, pod_secrets.scope, &credentials)
                     .await?;
+                // An image answered by --platform-overrides has no digest to ask about.
+                if !resolution.digest.starts_with("sha256:") {
+                    return Ok((*image, None));
+                }
                 self.artifacts
                     .discovered(
                         image,
