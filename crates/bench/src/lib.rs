@@ -16,8 +16,12 @@
 //! - [`fleet`]: registry requests of 3 replicas without and with a shared cache (real
 //!   `redis-server`), and admissions while it is killed.
 //! - [`cold`]: cold admissions of K images through a proxy adding a round trip.
+//! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper requests of 1 and 64 cached
+//!   keys) against the floor, side by side like [`warm`].
 //! - [`gate`]: the gate and hybrid lookup modes beside inline (admission latency against a slow
 //!   registry, creation to release, API writes, a storm of gated pods).
+//! - [`report`]: `noe report` over 10,000 workloads and 1,000 images through a proxy adding a
+//!   round trip (wall time, peak RSS, requests per image).
 
 pub mod cluster;
 pub mod cold;
@@ -25,9 +29,11 @@ pub mod fleet;
 pub mod floor;
 pub mod gate;
 pub mod images;
+pub mod lookup;
 pub mod memory;
 pub mod noe;
 pub mod pulls;
+pub mod report;
 pub mod requests;
 pub mod startup;
 pub mod warm;
@@ -77,6 +83,10 @@ enum Command {
     Cold(Options),
     /// The gate and hybrid lookup modes beside inline.
     Gate(Options),
+    /// `noe report` over 10,000 workloads and 1,000 images through a proxy adding `--rtt`.
+    Report(Options),
+    /// The policy engines' lookup endpoint, warm (1 and 64 keys), beside the floor.
+    Lookup(Options),
 }
 
 /// Shared options.
@@ -185,6 +195,8 @@ impl Cli {
                     pulls::run(&options).await?;
                     fleet::run(&options).await?;
                     gate::run(&options).await?;
+                    report::run(&options).await?;
+                    lookup::run(&options).await?;
                     warm::run(&options).await
                 }
                 Command::Warm(options) => warm::run(&options).await,
@@ -195,6 +207,8 @@ impl Cli {
                 Command::Fleet(options) => fleet::run(&options).await,
                 Command::Cold(options) => cold::run(&options).await,
                 Command::Gate(options) => gate::run(&options).await,
+                Command::Report(options) => report::run(&options).await,
+                Command::Lookup(options) => lookup::run(&options).await,
             }
         });
         match result {

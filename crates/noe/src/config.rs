@@ -43,6 +43,20 @@ pub struct ServerSettings {
     pub shutdown_delay: Duration,
     /// Distinct `namespace` metric label values at most.
     pub metrics_max_namespaces: usize,
+    /// The policy engines' lookup endpoint (`--lookup-addr`); `None`: off.
+    pub lookup: Option<LookupSettings>,
+}
+
+/// The policy engines' lookup endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookupSettings {
+    pub addr: std::net::SocketAddr,
+    /// Callers with a client certificate this PEM bundle verifies are admitted.
+    pub client_ca: Option<PathBuf>,
+    /// Callers with a Bearer token valid for this audience (TokenReview) are admitted.
+    pub token_audience: Option<String>,
+    /// Each request answers within this (at most 2 s).
+    pub deadline: Duration,
 }
 
 /// How the Kubernetes API is reached.
@@ -140,6 +154,10 @@ pub struct Ungate {
     pub max_attempts: u32,
     /// Deleted before anything is released.
     pub delete_webhook_configuration: Option<String>,
+    /// The facts the server's decision reads (`--namespace-preference`).
+    pub facts: FactSettings,
+    /// `--watch-nodes`: the cluster's nodes are listed (their architectures are facts).
+    pub watch_nodes: bool,
 }
 
 /// `noe inspect`.
@@ -183,4 +201,53 @@ pub struct Explain {
     pub nodes: Option<PathBuf>,
     pub decision: Decision,
     pub registry: RegistrySettings,
+}
+
+/// `noe report`.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub settings: ReportSettings,
+    /// The cluster's API, when no file is given.
+    pub kube: KubeSettings,
+    pub registry: RegistrySettings,
+}
+
+/// Which namespaces `noe report` reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReportScope {
+    /// Every namespace (`-A`; with files and no `-n`, every namespace of the files).
+    All,
+    /// One namespace (`-n`).
+    Namespace(String),
+    /// The kubeconfig context's namespace.
+    Current,
+}
+
+/// How `noe report` prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    #[default]
+    Table,
+    Json,
+    Csv,
+    Markdown,
+}
+
+/// What `noe report` reads and how it prints.
+#[derive(Clone, Debug)]
+pub struct ReportSettings {
+    /// Files to read instead of a cluster (`-` is stdin).
+    pub files: Vec<PathBuf>,
+    pub scope: ReportScope,
+    /// `-l`: as given (sent to the API) and parsed (applied to files).
+    pub selector: Option<(String, noe_webhook::admission::gate::selector::Selector)>,
+    /// Pods and nodes are read too: where each workload's pods run now.
+    pub include_pods: bool,
+    /// The architectures assessed, in order, each once.
+    pub targets: Vec<String>,
+    /// Images resolved at the same time.
+    pub concurrency: usize,
+    pub format: ReportFormat,
+    /// Verdicts that make the exit code 1.
+    pub fail_on: Vec<noe_core::report::Verdict>,
 }

@@ -12,6 +12,7 @@ mod noe {
     mod e2e_controllers;
     mod e2e_facts;
     mod e2e_gate;
+    mod e2e_lookup;
     mod e2e_overrides;
     mod e2e_private;
     mod e2e_select;
@@ -21,4 +22,5 @@ mod noe {
     mod harness;
     mod inspect_tools;
     mod process;
+    mod report;
 }

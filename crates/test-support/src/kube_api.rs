@@ -3,7 +3,9 @@
 //! uses, answering JSON written from the Kubernetes API reference:
 //!
 //! - `v1` nodes, pods and namespaces, `coordination.k8s.io/v1` leases, `events.k8s.io/v1`
-//!   events;
+//!   events; the workloads (`apps/v1` deployments, statefulsets, daemonsets, replicasets,
+//!   `batch/v1` jobs and cronjobs, `v1` replicationcontrollers), `v1` secrets and
+//!   serviceaccounts, stored and listed as put (no validation);
 //! - list with `limit`/`continue` pages and the list `resourceVersion`; field selectors on
 //!   `metadata.name`, `metadata.namespace`, `spec.nodeName` and `status.phase` (`=`, `==`,
 //!   `!=`) and label selectors (equality and set-based), all requirements ANDed;
@@ -22,6 +24,7 @@
 //!   fields pods may always change;
 //! - `POST pods/NAME/eviction` (deletes the pod; a PodDisruptionBudget's `429` is scripted with
 //!   [`Fault::pdb_blocks_eviction`]);
+//! - `POST authentication.k8s.io/v1 tokenreviews` for the tokens of [`KubeApi::accept_token`];
 //! - scripted [`Fault`]s for any method and path; every request recorded ([`KubeApi::requests`]).
 //!
 //! ```no_run
@@ -39,6 +42,7 @@ mod in_memory;
 mod objects;
 mod select;
 mod store;
+mod token_review;
 mod validate;
 
 use std::sync::{Arc, Mutex};
@@ -188,6 +192,17 @@ impl KubeApi {
     /// Ends every open watch (clients resume from their last resource version).
     pub fn end_watches(&self) {
         lock(&self.state).end_watches();
+    }
+
+    /// TokenReviews accept `token` for `audiences` (and no other), as `username`.
+    pub fn accept_token(&self, token: &str, username: &str, audiences: &[&str]) {
+        lock(&self.state).tokens.insert(
+            token.to_owned(),
+            token_review::ScriptedToken {
+                username: username.to_owned(),
+                audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
+            },
+        );
     }
 
     /// Scripts a fault.

@@ -10,6 +10,8 @@
 //!   [`server::Handler`] behind the `/mutate` route.
 //! - [`select`]: image selection by compatibility artifacts, before the decision.
 //! - [`metrics`]: the admission's Prometheus metrics.
+//! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper external data, Kyverno), its
+//!   routes served on a listener of their own.
 //! - `gets`: the one cached GET of what admissions read from the API server (namespaces,
 //!   nodes, pull secrets), its lifetimes on a clock seam.
 //!
@@ -21,6 +23,7 @@
 pub mod admission;
 pub mod facts;
 mod gets;
+pub mod lookup;
 pub mod metrics;
 pub mod resolve;
 pub mod select;

@@ -66,6 +66,15 @@ fn parse_path(path: &str) -> Option<Target> {
         ("", "namespaces") => Resource::Namespaces,
         ("coordination.k8s.io", "leases") => Resource::Leases,
         ("events.k8s.io", "events") => Resource::Events,
+        ("apps", "deployments") => Resource::Deployments,
+        ("apps", "statefulsets") => Resource::StatefulSets,
+        ("apps", "daemonsets") => Resource::DaemonSets,
+        ("apps", "replicasets") => Resource::ReplicaSets,
+        ("", "replicationcontrollers") => Resource::ReplicationControllers,
+        ("batch", "jobs") => Resource::Jobs,
+        ("batch", "cronjobs") => Resource::CronJobs,
+        ("", "secrets") => Resource::Secrets,
+        ("", "serviceaccounts") => Resource::ServiceAccounts,
         _ => return None,
     };
     if resource.namespaced() == namespace.is_none() && name.is_some() {
@@ -125,6 +134,7 @@ pub(crate) async fn handle(
         content_type,
         body: json,
         status: 0,
+        received: std::time::Instant::now(),
     };
     let response = answer(&state, &record);
     record.status = response.status().as_u16();
@@ -156,6 +166,13 @@ fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> 
             return response(fault.status, &headers, body.to_string());
         }
         return status(fault.status, &fault.message);
+    }
+    if request.method == "POST" && request.path == "/apis/authentication.k8s.io/v1/tokenreviews" {
+        let answered = super::token_review::answer(&lock(state).tokens, &request.body);
+        return match answered {
+            Ok(review) => json_response(201, review.to_string()),
+            Err(message) => status(400, &message),
+        };
     }
     let Some(target) = parse_path(&request.path) else {
         return status(404, &format!("the server could not find {}", request.path));
