@@ -110,6 +110,9 @@ The container args: one --flag=value per value (docs/configuration.md). Returned
 {{- if and (has "auto" (.Values.schedulableArchitectures | default list)) (not $ctl.watchNodes) -}}
 {{- fail "schedulableArchitectures: auto needs controller.watchNodes: true (the architectures are read from the nodes)" -}}
 {{- end -}}
+{{- if and .Values.imageSelection.enabled (not $ctl.watchNodes) -}}
+{{- fail "imageSelection.enabled needs controller.watchNodes: true (the nodes' labels decide the choice)" -}}
+{{- end -}}
 args:
 - {{ printf "--webhook-addr=:%s" (include "noe.port" (dict "ctx" . "name" "webhook")) | quote }}
 - {{ printf "--metrics-addr=:%s" (include "noe.port" (dict "ctx" . "name" "metrics")) | quote }}
@@ -141,6 +144,12 @@ args:
 {{- end }}
 {{- if $ctl.watchNodes }}
 - "--watch-nodes=true"
+{{- end }}
+{{- if .Values.imageSelection.enabled }}
+- "--image-selection=true"
+{{- if .Values.imageSelection.allNamespaces }}
+- "--image-compatibility-all-namespaces=true"
+{{- end }}
 {{- end }}
 {{- if ne $ctl.remediate "off" }}
 - {{ printf "--remediate=%s" $ctl.remediate | quote }}

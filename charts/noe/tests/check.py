@@ -20,6 +20,7 @@ import check_platform
 
 # Every flag of the `noe` binary (docs/configuration.md). An arg the chart passes must be one of them.
 KNOWN_FLAGS = {
+    "image-selection", "image-compatibility-all-namespaces",
     "preferred-arch", "cluster-schedulable-archs", "system-os", "registry-proxies",
     "match-node-labels", "private-registries", "image-credential-provider-bin-dir",
     "image-credential-provider-config", "docker-config-path", "containerd-config-path",
@@ -445,7 +446,10 @@ def controller_flags(f):
 def expected_cluster_rules(f, webhook_configuration=None):
     """The ClusterRole the controller and feature flags need (docs/configuration.md)."""
     rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
-    if f.get("namespace-preference") == ["true"] or (gating(f) and f.get("gate-namespace-selector")):
+    selection_namespaces = (f.get("image-selection") == ["true"]
+                            and f.get("image-compatibility-all-namespaces") != ["true"])
+    if (f.get("namespace-preference") == ["true"] or selection_namespaces
+            or (gating(f) and f.get("gate-namespace-selector"))):
         rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]})
     remediate = f.get("remediate", ["off"])[0]
     taints = bool(f.get("taint-arches"))

@@ -131,6 +131,14 @@ schema = {
             "description": "--namespace-preference (grants get namespaces)",
             "properties": {"enabled": {"type": "boolean"}},
         },
+        "imageSelection": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "--image-selection (needs controller.watchNodes; grants get namespaces "
+                           "unless allNamespaces)",
+            "properties": {"enabled": {"type": "boolean"},
+                           "allNamespaces": {"type": "boolean"}},
+        },
         "ephemeralContainers": {
             "type": "object",
             "additionalProperties": False,

@@ -1,6 +1,7 @@
 //! noe-rs core: what a pod's images run on and where the pod may go, with no Kubernetes client,
 //! HTTP, async runtime or command line (docs/architecture.md, "Crates").
 //!
+//! - [`compat`]: image selection by compatibility artifacts (ocifit-k8s, NFD).
 //! - [`platform`]: one platform model (`os/architecture[/variant]`), as registries and overrides
 //!   state it.
 //! - [`images`]: the one reading of a pod's container lists.
@@ -15,6 +16,7 @@
 
 pub mod bucket;
 pub mod clock;
+pub mod compat;
 pub mod decide;
 pub mod explain;
 pub mod images;

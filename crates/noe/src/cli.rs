@@ -238,6 +238,7 @@ impl Args {
                 file: explain.file.clone(),
                 output: explain.output,
                 allow_lookup_errors: explain.allow_lookup_errors,
+                nodes: explain.nodes.clone(),
                 decision: self.decision()?,
                 registry: self.registry.settings()?,
             }),

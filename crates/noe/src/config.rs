@@ -86,6 +86,16 @@ pub struct ControllerSettings {
     pub gate_object_selector: noe_webhook::admission::gate::selector::Selector,
     /// `--gate-namespace-selector`: only the pods of the namespaces it selects are gated.
     pub gate_namespace_selector: noe_webhook::admission::gate::selector::Selector,
+    /// `--image-selection` (`None`: off).
+    pub image_selection: Option<ImageSelection>,
+}
+
+/// Image selection by compatibility artifacts (`--image-selection`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageSelection {
+    /// `--image-compatibility-all-namespaces`: NFD artifacts are looked for in every
+    /// namespace, not only the labelled ones.
+    pub all_namespaces: bool,
 }
 
 /// What the admission reads from the Kubernetes API about a pod's surroundings; each part
@@ -187,6 +197,8 @@ pub struct Explain {
     pub output: Output,
     /// Exit 0 even when an image lookup failed.
     pub allow_lookup_errors: bool,
+    /// `--nodes`: the cluster's nodes, for image selection offline.
+    pub nodes: Option<PathBuf>,
     pub decision: Decision,
     pub registry: RegistrySettings,
 }

@@ -15,6 +15,7 @@ mod noe {
     mod e2e_lookup;
     mod e2e_overrides;
     mod e2e_private;
+    mod e2e_select;
     mod e2e_shared;
     mod explain_hosts;
     mod fault_sigterm;

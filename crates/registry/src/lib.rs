@@ -51,6 +51,7 @@ mod budget;
 pub mod cache;
 pub mod challenge;
 mod client;
+pub mod compat;
 pub mod config;
 pub mod error;
 pub mod hosts;

@@ -24,6 +24,8 @@ pub enum Kind {
     ManifestHead,
     Blob,
     Token,
+    /// A referrers API page (compatibility artifacts).
+    Referrers,
 }
 
 impl Kind {
@@ -33,6 +35,7 @@ impl Kind {
             Self::ManifestHead => "manifest_head",
             Self::Blob => "blob",
             Self::Token => "token",
+            Self::Referrers => "referrers",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! reference → proxies → hosts → credential candidates in order → a HEAD when a digest is known,
 //! else the manifest walk (`resolver/lookup.rs`).
 
+mod compat;
 mod inspect;
 mod lookup;
 

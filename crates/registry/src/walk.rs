@@ -271,7 +271,7 @@ impl Fetcher<'_> {
             .map_err(|e| self.invalid("reference", format!("cannot build a URL ({e})")))
     }
 
-    fn check_status(&self, response: Response) -> Result<Response, Error> {
+    pub(crate) fn check_status(&self, response: Response) -> Result<Response, Error> {
         let status = response.status.as_u16();
         match status {
             200..=299 => Ok(response),

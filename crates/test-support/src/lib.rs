@@ -57,6 +57,7 @@
 //! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
 
 mod ca;
+mod compat;
 mod connect_proxy;
 mod delay_proxy;
 mod docker_config;
@@ -75,6 +76,10 @@ mod token_server;
 mod webhook_tls;
 
 pub use ca::{ServerCert, TestCa};
+pub use compat::{
+    attach, compat_artifact, fallback_tag, push_artifact, referrers_index, CompatArtifact,
+    NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, OCIFIT_SPEC_TYPE, ORAS_DEFAULT_ARTIFACT_TYPE,
+};
 pub use connect_proxy::ConnectProxy;
 pub use delay_proxy::DelayProxy;
 pub use docker_config::DockerConfig;

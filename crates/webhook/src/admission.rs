@@ -36,6 +36,8 @@ pub struct Admission {
     metrics: Metrics,
     /// `None`: every pod is decided inline (`--lookup-mode=inline`).
     gate: Option<gate::Gate>,
+    /// `None`: no image selection (`--image-selection` off).
+    selection: Option<Arc<crate::select::Selection>>,
 }
 
 impl std::fmt::Debug for Admission {
@@ -56,7 +58,14 @@ impl Admission {
             policy,
             metrics,
             gate: None,
+            selection: None,
         }
+    }
+
+    /// Selects images by compatibility artifacts before deciding (`--image-selection`).
+    pub fn with_selection(mut self, selection: crate::select::Selection) -> Self {
+        self.selection = Some(Arc::new(selection));
+        self
     }
 
     /// Gates pods being created instead of waiting for their lookups (`--lookup-mode=gate` or
@@ -97,7 +106,10 @@ impl Admission {
     async fn answer(&self, request: review::Request) -> (Bytes, &'static str) {
         let decision = if let Some(pod) = request.pod_creation() {
             let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
-            let decision = self.decide_or_gate(pod, &scope).await;
+            let decision = match &self.selection {
+                Some(selection) => self.select_then_decide(selection, pod, &scope).await,
+                None => self.decide_or_gate(pod, &scope).await,
+            };
             Some((scope, decision))
         } else if let Some((pod, old)) = request.ephemeral_update() {
             let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
@@ -119,16 +131,128 @@ impl Admission {
     }
 
     /// The decision for `pod` in `namespace`, with every lookup done under one deadline, outside
-    /// any review (`noe explain`).
+    /// any review (`noe explain`); with image selection first, when it is configured.
     pub async fn decision(&self, pod: &Value, namespace: &str) -> Decision {
-        self.decide(pod, &Scope::detached(namespace)).await
+        let scope = Scope::detached(namespace);
+        match &self.selection {
+            Some(selection) => self.select_then_decide(selection, pod, &scope).await,
+            None => self.decide(pod, &scope).await,
+        }
+    }
+
+    /// Image selection (docs/architecture.md, "Image selection"), then the decision on the
+    /// pod as selection changed it: the answer's patch is selection's operations followed by
+    /// the decision's (written against the changed pod). Skipped in audit mode.
+    async fn select_then_decide(
+        &self,
+        selection: &crate::select::Selection,
+        pod: &Value,
+        scope: &Scope<'_>,
+    ) -> Decision {
+        match self.selection_step(selection, pod, scope).await {
+            Step::Done(decision) => decision,
+            Step::Decide {
+                pod: selected,
+                ops,
+                warning,
+            } => {
+                let decision = self
+                    .decide_or_gate(selected.as_ref().unwrap_or(pod), scope)
+                    .await;
+                with_selection(decision, ops, warning)
+            }
+        }
+    }
+
+    /// What selection makes of `pod`: a decision already (a denial), or the pod to decide on.
+    async fn selection_step(
+        &self,
+        selection: &crate::select::Selection,
+        pod: &Value,
+        scope: &Scope<'_>,
+    ) -> Step {
+        use crate::select::Selected;
+        use tracing::Instrument as _;
+        let unchanged = Step::Decide {
+            pod: None,
+            ops: Vec::new(),
+            warning: None,
+        };
+        if self.policy.mode == decide::Mode::Audit {
+            return unchanged;
+        }
+        let selected = self
+            .resolve
+            .bounded(selection.select(pod, scope.namespace))
+            .instrument(scope.span().clone())
+            .await;
+        let explicit = pod
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(noe_core::compat::ENABLED_LABEL))
+            .and_then(Value::as_str)
+            == Some("true");
+        let mode = if explicit { "explicit" } else { "discovered" };
+        let outcome = match &selected {
+            None if explicit => Some("denied"),
+            None | Some(Selected::Skip) => None,
+            Some(Selected::Deny(_)) => Some("denied"),
+            Some(Selected::Warn(_)) => Some("warned"),
+            Some(Selected::Patch { .. }) => Some("patched"),
+        };
+        if let Some(outcome) = outcome {
+            self.metrics
+                .image_selection
+                .with_label_values(&[mode, outcome])
+                .inc();
+        }
+        match selected {
+            None if explicit => Step::Done(compat_denial(
+                "image selection by compatibility artifact: not done within the admission deadline"
+                    .to_owned(),
+            )),
+            None | Some(Selected::Skip) => unchanged,
+            Some(Selected::Deny(message)) => Step::Done(compat_denial(message)),
+            Some(Selected::Warn(warning)) => Step::Decide {
+                pod: None,
+                ops: Vec::new(),
+                warning: Some(warning),
+            },
+            Some(Selected::Patch { ops }) => {
+                let mut selected = pod.clone();
+                match json_patch::patch(&mut selected, &ops) {
+                    Ok(()) => Step::Decide {
+                        pod: Some(selected),
+                        ops,
+                        warning: None,
+                    },
+                    Err(error) => Step::Done(compat_denial(format!(
+                        "image selection: the patch does not apply ({error})"
+                    ))),
+                }
+            }
+        }
     }
 
     /// [`Admission::decision`], with the lookups of some images already known (`noe explain`:
     /// the images of a registry host that timed out earlier in the run are not tried again).
     pub async fn decision_with(&self, pod: &Value, namespace: &str, known: Lookups) -> Decision {
-        self.decide_known(pod, &Scope::detached(namespace), known)
-            .await
+        let scope = Scope::detached(namespace);
+        let Some(selection) = &self.selection else {
+            return self.decide_known(pod, &scope, known).await;
+        };
+        match self.selection_step(selection, pod, &scope).await {
+            Step::Done(decision) => decision,
+            Step::Decide {
+                pod: selected,
+                ops,
+                warning,
+            } => {
+                let decision = self
+                    .decide_known(selected.as_ref().unwrap_or(pod), &scope, known)
+                    .await;
+                with_selection(decision, ops, warning)
+            }
+        }
     }
 
     /// What the debug containers `pod` has and `old` had not would meet on the pod's node,
@@ -238,6 +362,66 @@ impl Admission {
         report::resolved(&self.metrics, scope, &resolved);
         let facts = facts.unwrap_or_default();
         decide::check_ephemeral(&images, &resolved.lookups, &facts, &self.policy)
+    }
+}
+
+/// What image selection leaves to do.
+enum Step {
+    /// Decided (a denial).
+    Done(Decision),
+    /// Decide on `pod` (the selected pod; `None`: the pod as it is), then add `ops` before the
+    /// decision's and `warning` to its warnings.
+    Decide {
+        pod: Option<Value>,
+        ops: Vec<noe_core::patch::Op>,
+        warning: Option<String>,
+    },
+}
+
+/// A denial by image selection.
+fn compat_denial(message: String) -> Decision {
+    use noe_core::decide::{DenyReason, Verdict, DENY_CODE};
+    Decision::new(Verdict::Deny {
+        code: DENY_CODE,
+        reason: DenyReason::Compatibility,
+        message: bounded(message, noe_core::decide::MAX_MESSAGE_CHARS),
+    })
+}
+
+/// `decision` on the selected pod, with selection's `ops` first and its `warning`.
+fn with_selection(
+    mut decision: Decision,
+    ops: Vec<noe_core::patch::Op>,
+    warning: Option<String>,
+) -> Decision {
+    use noe_core::decide::Verdict;
+    if let Some(warning) = warning {
+        decision
+            .warnings
+            .push(bounded(warning, noe_core::decide::MAX_WARNING_CHARS));
+    }
+    if ops.is_empty() {
+        return decision;
+    }
+    decision.verdict = match decision.verdict {
+        Verdict::Unchanged { .. } => Verdict::Patch {
+            common: Vec::new(),
+            ops,
+        },
+        Verdict::Patch { common, ops: more } => Verdict::Patch {
+            common,
+            ops: ops.into_iter().chain(more).collect(),
+        },
+        deny @ Verdict::Deny { .. } => deny,
+    };
+    decision
+}
+
+/// `text` cut to at most `max` characters.
+fn bounded(text: String, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => text[..end].to_owned(),
+        None => text,
     }
 }
 

@@ -8,6 +8,7 @@
 //! - [`server`]: the transport (HTTPS, `/metrics` and health listeners, certificate reload),
 //!   each listener serving a [`server::Router`] of `tower::Service` routes; the admission is a
 //!   [`server::Handler`] behind the `/mutate` route.
+//! - [`select`]: image selection by compatibility artifacts, before the decision.
 //! - [`metrics`]: the admission's Prometheus metrics.
 //! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper external data, Kyverno), its
 //!   routes served on a listener of their own.
@@ -25,6 +26,7 @@ mod gets;
 pub mod lookup;
 pub mod metrics;
 pub mod resolve;
+pub mod select;
 pub mod server;
 
 /// The allocator settings the container image sets (`ENV` in the Dockerfile): memory freed after

@@ -78,6 +78,9 @@ pub struct Metrics {
     /// failed; the fact is then unknown. Labels `fact` ([`fact`]) and `reason`
     /// ([`crate::facts::Failure::kind`]).
     pub fact_errors: IntCounterVec,
+    /// Image selections by compatibility artifact that did something: labels `mode`
+    /// (`explicit`, `discovered`) and `outcome` (`patched`, `warned`, `denied`).
+    pub image_selection: IntCounterVec,
     pub request_duration: HistogramVec,
     /// `request_duration` children of the four outcomes, resolved on first use (no label lookup
     /// per admission; an outcome never seen stays absent from `/metrics`, as before).
@@ -140,6 +143,11 @@ impl Metrics {
                 "noe_hook_fact_errors_total",
                 "Kubernetes API reads of a namespace or node that failed (the fact is then unknown), by fact and reason",
                 &["fact", "reason"],
+            )?,
+            image_selection: counter(
+                "noe_image_selection_total",
+                "Image selections by compatibility artifact that patched, warned or denied, by mode and outcome",
+                &["mode", "outcome"],
             )?,
             request_duration,
             durations: Arc::default(),

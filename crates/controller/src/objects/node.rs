@@ -9,6 +9,9 @@ use crate::Platform;
 
 /// At most this many taints are kept per node (more are dropped; ours are looked for first).
 const MAX_TAINTS: usize = 64;
+/// At most this many labels are kept per node (image selection reads them; NFD labels a node
+/// with a few dozen).
+const MAX_LABELS: usize = 256;
 
 /// A node taint.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -39,6 +42,10 @@ pub struct NodeRecord {
     pub taints: Vec<Taint>,
     /// The `Ready` condition is `True`.
     pub ready: bool,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// `metadata.labels` (at most [`MAX_LABELS`], values bounded), for image selection.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl NodeRecord {
@@ -69,6 +76,11 @@ impl NodeRecord {
             windows_build: None,
             taints,
             ready: true,
+            unschedulable: false,
+            labels: [(ARCH_LABEL, arch), (OS_LABEL, os)]
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+                .collect(),
         }
     }
 }
@@ -79,6 +91,8 @@ type RawNode = RawObject<RawSpec, RawStatus>;
 struct RawSpec {
     #[serde(default, deserialize_with = "nullable")]
     taints: Vec<Taint>,
+    #[serde(default, deserialize_with = "nullable")]
+    unschedulable: bool,
 }
 
 #[derive(Default, Deserialize)]
@@ -118,6 +132,14 @@ impl From<RawNode> for NodeRecord {
                 .conditions
                 .iter()
                 .any(|c| c.kind == "Ready" && c.status == "True"),
+            unschedulable: raw.spec.unschedulable,
+            labels: raw
+                .metadata
+                .labels
+                .iter()
+                .take(MAX_LABELS)
+                .map(|(k, v)| (bounded(k), bounded(v)))
+                .collect(),
             metadata: raw.metadata.identity(),
             taints,
         }

@@ -89,6 +89,9 @@ pub enum DenyReason {
     /// A debug (ephemeral) container's image cannot run on the pod's node and
     /// `--on-contradiction=deny` (step 3).
     DebugImage,
+    /// Image selection by a compatibility artifact failed (docs/architecture.md, "Image
+    /// selection").
+    Compatibility,
 }
 
 impl DenyReason {
@@ -100,6 +103,7 @@ impl DenyReason {
             Self::Contradiction => "contradiction",
             Self::WindowsBuild => "windows-build",
             Self::DebugImage => "debug-image",
+            Self::Compatibility => "compatibility",
         }
     }
 }

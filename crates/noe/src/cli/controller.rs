@@ -177,6 +177,23 @@ pub struct ControllerArgs {
     #[arg(long, global = true, env = "NOE_GATE_NAMESPACE_SELECTOR", default_value = "",
           value_parser = parse_selector)]
     pub gate_namespace_selector: Selector,
+
+    /// Image selection by compatibility artifacts (needs --watch-nodes): pods labelled
+    /// `oci.image.compatibilities.selection/enabled: "true"` get the image variant their nodes
+    /// can run (ocifit-k8s), and in namespaces labelled
+    /// `arch.noe.adevinta.com/image-compatibility: enabled` the NFD artifacts attached to the
+    /// images constrain the pods to the nodes that fit them.
+    #[arg(long, global = true, env = "NOE_IMAGE_SELECTION", action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub image_selection: bool,
+
+    /// With --image-selection: look for NFD artifacts in every namespace, not only the
+    /// labelled ones.
+    #[arg(long, global = true, env = "NOE_IMAGE_COMPATIBILITY_ALL_NAMESPACES", action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value = "false",
+          default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub image_compatibility_all_namespaces: bool,
 }
 
 fn parse_selector(text: &str) -> Result<Selector, String> {
@@ -268,6 +285,14 @@ impl ControllerArgs {
                 "--cluster-schedulable-archs=auto needs --watch-nodes (the architectures are read from the nodes)",
             );
         }
+        if self.image_selection && !self.watch_nodes {
+            return contradiction(
+                "--image-selection needs --watch-nodes (the nodes' labels decide the choice)",
+            );
+        }
+        if self.image_compatibility_all_namespaces && !self.image_selection {
+            return contradiction("--image-compatibility-all-namespaces needs --image-selection");
+        }
         let taint_arches = taints.arches()?;
         let remediate = Remediate::from(self.remediate);
         let lookup_mode = LookupMode::from(self.lookup_mode);
@@ -323,6 +348,11 @@ impl ControllerArgs {
             own_namespace,
             gate_object_selector: self.gate_object_selector.clone(),
             gate_namespace_selector: self.gate_namespace_selector.clone(),
+            image_selection: self
+                .image_selection
+                .then_some(crate::config::ImageSelection {
+                    all_namespaces: self.image_compatibility_all_namespaces,
+                }),
         })
     }
 

@@ -64,6 +64,13 @@ pub struct ExplainArgs {
           require_equals = true, default_value = "false", default_missing_value = "true",
           value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_lookup_errors: bool,
+
+    /// The cluster's nodes (`kubectl get nodes -o yaml`): image selection by compatibility
+    /// artifacts runs as `--image-selection` would, against them (explicit selection for pods
+    /// labelled `oci.image.compatibilities.selection/enabled: "true"`, NFD artifacts for every
+    /// pod).
+    #[arg(long, env = "NOE_NODES")]
+    pub nodes: Option<PathBuf>,
 }
 
 /// `noe explain`'s exit codes, one per cause; the first that applies wins.
@@ -143,12 +150,14 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
         file,
         output,
         allow_lookup_errors,
+        nodes,
         decision: config::Decision {
             policy,
             admission_deadline,
         },
         registry,
     } = config;
+    let nodes = nodes.map(|path| read_nodes(&path)).transpose()?;
     let name = file.display().to_string();
     let text = if file.as_os_str() == "-" {
         let mut text = String::new();
@@ -196,6 +205,15 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
         )
         .map_err(|error| Error::Setup(one_line(&error)))?
         .with_facts(std::sync::Arc::new(facts.clone()));
+    let admission = match nodes {
+        Some(nodes) => admission.with_selection(noe_webhook::select::Selection::new(
+            app.resolver.clone(),
+            std::sync::Arc::new(app.credentials(None)),
+            std::sync::Arc::new(noe_webhook::select::StaticNodes(nodes)),
+            noe_webhook::select::Discovery::Everywhere,
+        )),
+        None => admission,
+    };
     let hosts = Hosts::default();
     let context = Context {
         admission: &admission,
@@ -227,6 +245,29 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
         })?;
     }
     Ok(tally.exit(allow_lookup_errors))
+}
+
+/// The nodes of a `kubectl get nodes -o yaml` (or JSON) file, for `--nodes`.
+fn read_nodes(path: &std::path::Path) -> Result<Vec<noe_core::compat::NodeFacts>, Error> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        file: name.clone(),
+        source,
+    })?;
+    let objects = documents(&text).map_err(|error| Error::Parse {
+        file: name.clone(),
+        reason: error.to_string(),
+    })?;
+    let nodes: Vec<_> = objects
+        .iter()
+        .filter(|o| o.get("kind").and_then(Value::as_str) == Some("Node"))
+        .take(noe_core::compat::nodes::MAX_NODES)
+        .filter_map(noe_core::compat::NodeFacts::from_node)
+        .collect();
+    if nodes.is_empty() {
+        return Err(Error::Empty(format!("{name} (no Node)")));
+    }
+    Ok(nodes)
 }
 
 /// `Kind namespace/name` of a file's object, for messages.

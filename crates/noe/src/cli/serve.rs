@@ -7,6 +7,7 @@ pub mod gate;
 pub mod lookup;
 pub mod platforms;
 pub mod process;
+pub mod select;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -211,6 +212,24 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     }
     if let Some(source) = source {
         admission = admission.with_facts(source);
+    }
+    if let Some(settings) = controllers.image_selection {
+        let Some(view) = running.as_ref().and_then(|r| r.node_view()) else {
+            anyhow::bail!("--image-selection needs --watch-nodes and Kubernetes API access");
+        };
+        let discovery = match (settings.all_namespaces, &client_for_gate) {
+            (true, _) => noe_webhook::select::Discovery::Everywhere,
+            (false, Some(client)) => noe_webhook::select::Discovery::Labelled(Arc::new(
+                noe_webhook::select::namespaces::LabelledNamespaces::new(client.clone()),
+            )),
+            (false, None) => noe_webhook::select::Discovery::Off,
+        };
+        admission = admission.with_selection(noe_webhook::select::Selection::new(
+            app.resolver.clone(),
+            Arc::new(app.credentials(pull_secrets.clone())),
+            Arc::new(select::NodeViewNodes(view)),
+            discovery,
+        ));
     }
     if gating {
         let exempt = ExemptNamespaces::default();

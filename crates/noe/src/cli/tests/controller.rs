@@ -226,6 +226,16 @@ fn contradictions_name_the_flags() {
             "--cluster-schedulable-archs=auto needs --watch-nodes (the architectures are read from the nodes)",
         ),
         (
+            &["noe", "--image-selection"],
+            POD,
+            "--image-selection needs --watch-nodes (the nodes' labels decide the choice)",
+        ),
+        (
+            &["noe", "--watch-nodes", "--image-compatibility-all-namespaces"],
+            POD,
+            "--image-compatibility-all-namespaces needs --image-selection",
+        ),
+        (
             &["noe", "--remediate=report", "--leader-elect"],
             &[("POD_NAMESPACE", "noe")],
             "--leader-elect needs this replica's identity: set POD_NAME (the chart sets it) or --leader-elect-identity",

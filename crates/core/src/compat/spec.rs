@@ -1,0 +1,371 @@
+//! The two artifact formats, read into [`Spec`]: ocifit-k8s's compatibilities JSON (explicit
+//! mode: `matchExpressions` is a list of `{op, key, value}` on node labels, `value` a string or
+//! a list, ops with Kubernetes' meaning plus `Gte`/`Lte`/`InRegexp`) and NFD's
+//! image-compatibility spec (discovered mode: YAML or JSON, NFD GroupRules, `matchExpressions`
+//! a map from element to expression, NFD's semantics). Every count and string is bounded while
+//! it is read.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
+
+use super::labels::translate;
+use super::rule::{FeatureTerm, LabelOp, LabelReq, NfdExpr, NfdOp, Rule};
+use super::{limits, CompatError};
+
+/// Which format a spec was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// ocifit-k8s's compatibilities JSON.
+    Ocifit,
+    /// NFD's image-compatibility spec.
+    Nfd,
+}
+
+/// A compatibility set: what a node must have for `tag` to run there.
+#[derive(Clone, Debug)]
+pub struct CompatSet {
+    /// ocifit: the image to substitute; NFD: a free label of the set.
+    pub tag: String,
+    /// Free text.
+    pub description: String,
+    /// Higher wins (explicit); a preferred weight (discovered).
+    pub weight: i64,
+    /// Every rule of the set, ANDed.
+    pub rule: Rule,
+}
+
+/// A compatibility spec.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// The format it was read from.
+    pub format: Format,
+    /// The sets, in document order.
+    pub sets: Vec<CompatSet>,
+}
+
+/// A string or a list of scalars (ocifit-k8s's `value`; numbers and booleans read as text).
+#[derive(Default)]
+struct Values(Vec<String>);
+
+fn scalar(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+impl<'de> Deserialize<'de> for Values {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(d)?;
+        let out = match &value {
+            serde_json::Value::Null => Vec::new(),
+            serde_json::Value::Array(items) => {
+                if items.len() > limits::VALUES {
+                    return Err(D::Error::custom(format!(
+                        "more than {} values",
+                        limits::VALUES
+                    )));
+                }
+                items
+                    .iter()
+                    .map(|v| scalar(v).ok_or_else(|| D::Error::custom("a value is not a scalar")))
+                    .collect::<Result<_, _>>()?
+            }
+            other => vec![scalar(other).ok_or_else(|| D::Error::custom("value is not a scalar"))?],
+        };
+        Ok(Self(out))
+    }
+}
+
+/// `null` read as the default (Go ignores it).
+fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+#[derive(Deserialize)]
+struct OcifitSpec {
+    #[serde(default, deserialize_with = "nullable")]
+    compatibilities: Vec<OcifitSet>,
+}
+
+#[derive(Deserialize)]
+struct OcifitSet {
+    #[serde(default, deserialize_with = "nullable")]
+    tag: String,
+    #[serde(default, deserialize_with = "nullable")]
+    description: String,
+    #[serde(default, deserialize_with = "nullable")]
+    weight: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    rules: Vec<OcifitRule>,
+}
+
+#[derive(Deserialize)]
+struct OcifitRule {
+    #[serde(default, rename = "matchFeatures", deserialize_with = "nullable")]
+    match_features: Vec<OcifitFeature>,
+}
+
+#[derive(Deserialize)]
+struct OcifitFeature {
+    #[serde(default, rename = "matchExpressions", deserialize_with = "nullable")]
+    match_expressions: Vec<OcifitExpr>,
+}
+
+#[derive(Deserialize)]
+struct OcifitExpr {
+    #[serde(default, deserialize_with = "nullable")]
+    op: String,
+    #[serde(default, deserialize_with = "nullable")]
+    key: String,
+    #[serde(default)]
+    value: Values,
+}
+
+#[derive(Deserialize)]
+struct NfdSpec {
+    #[serde(default, deserialize_with = "nullable")]
+    version: String,
+    #[serde(default, deserialize_with = "nullable")]
+    compatibilities: Vec<NfdSet>,
+}
+
+#[derive(Deserialize)]
+struct NfdSet {
+    #[serde(default, deserialize_with = "nullable")]
+    rules: Vec<GroupRule>,
+    #[serde(default, deserialize_with = "nullable")]
+    weight: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    tag: String,
+    #[serde(default, deserialize_with = "nullable")]
+    description: String,
+}
+
+#[derive(Deserialize)]
+struct GroupRule {
+    #[serde(default, rename = "matchFeatures", deserialize_with = "nullable")]
+    match_features: Vec<NfdTerm>,
+    #[serde(default, rename = "matchAny", deserialize_with = "nullable")]
+    match_any: Vec<MatchAny>,
+}
+
+#[derive(Deserialize)]
+struct MatchAny {
+    #[serde(default, rename = "matchFeatures", deserialize_with = "nullable")]
+    match_features: Vec<NfdTerm>,
+}
+
+#[derive(Deserialize)]
+struct NfdTerm {
+    #[serde(default, deserialize_with = "nullable")]
+    feature: String,
+    #[serde(default, rename = "matchExpressions", deserialize_with = "nullable")]
+    match_expressions: BTreeMap<String, NfdWireExpr>,
+    #[serde(default, rename = "matchName")]
+    match_name: Option<NfdWireExpr>,
+}
+
+#[derive(Deserialize)]
+struct NfdWireExpr {
+    #[serde(default, deserialize_with = "nullable")]
+    op: String,
+    #[serde(default)]
+    value: Values,
+    #[serde(default, rename = "type", deserialize_with = "nullable")]
+    kind: String,
+}
+
+fn at_most<T>(items: &[T], what: &'static str, limit: usize) -> Result<(), CompatError> {
+    if items.len() > limit {
+        return Err(CompatError::TooMany { what, limit });
+    }
+    Ok(())
+}
+
+fn bounded(text: String, what: &str, limit: usize) -> Result<String, CompatError> {
+    if text.chars().count() > limit {
+        return Err(CompatError::Invalid(format!(
+            "a {what} is longer than {limit} characters"
+        )));
+    }
+    Ok(text)
+}
+
+fn checked_values(values: Vec<String>) -> Result<Vec<String>, CompatError> {
+    // A longer value can never equal a label value, but a regular expression may be longer.
+    values
+        .into_iter()
+        .map(|v| bounded(v, "value", limits::REGEX_CHARS))
+        .collect()
+}
+
+fn size_check(bytes: &[u8]) -> Result<(), CompatError> {
+    if bytes.len() > limits::SPEC_BYTES {
+        return Err(CompatError::TooLarge(limits::SPEC_BYTES));
+    }
+    Ok(())
+}
+
+fn ocifit_op(op: &str) -> Option<LabelOp> {
+    Some(match op {
+        "In" => LabelOp::In,
+        "NotIn" => LabelOp::NotIn,
+        "Exists" => LabelOp::Exists,
+        "DoesNotExist" => LabelOp::DoesNotExist,
+        "Gt" => LabelOp::Gt,
+        "Lt" => LabelOp::Lt,
+        "Gte" => LabelOp::Ge,
+        "Lte" => LabelOp::Le,
+        "InRegexp" => LabelOp::InRegexp,
+        _ => return None,
+    })
+}
+
+impl Spec {
+    /// Reads ocifit-k8s's compatibilities JSON.
+    pub fn parse_ocifit(bytes: &[u8]) -> Result<Self, CompatError> {
+        size_check(bytes)?;
+        let wire: OcifitSpec =
+            serde_json::from_slice(bytes).map_err(|e| CompatError::Parse(e.to_string()))?;
+        at_most(&wire.compatibilities, "compatibility sets", limits::SETS)?;
+        let mut sets = Vec::with_capacity(wire.compatibilities.len());
+        for set in wire.compatibilities {
+            at_most(&set.rules, "rules in a set", limits::RULES)?;
+            let mut all = Vec::new();
+            for rule in set.rules {
+                at_most(&rule.match_features, "matchFeatures", limits::EXPRESSIONS)?;
+                for feature in rule.match_features {
+                    at_most(
+                        &feature.match_expressions,
+                        "expressions in a term",
+                        limits::EXPRESSIONS,
+                    )?;
+                    for e in feature.match_expressions {
+                        // ocifit-k8s evaluates any other operator as false.
+                        let op = ocifit_op(&e.op).ok_or_else(|| {
+                            CompatError::Invalid(format!("unknown operator {:?}", e.op))
+                        })?;
+                        let key = bounded(e.key, "key", limits::KEY_CHARS)?;
+                        let values = match op {
+                            // ocifit-k8s reads the first value only.
+                            LabelOp::Gt | LabelOp::Lt | LabelOp::Ge | LabelOp::Le => {
+                                e.value.0.into_iter().take(1).collect()
+                            }
+                            LabelOp::Exists | LabelOp::DoesNotExist => Vec::new(),
+                            _ => e.value.0,
+                        };
+                        all.push(Rule::Label(LabelReq::new(
+                            &key,
+                            op,
+                            checked_values(values)?,
+                        )?));
+                    }
+                }
+            }
+            sets.push(CompatSet {
+                tag: bounded(set.tag, "tag", limits::TEXT_CHARS)?,
+                description: bounded(set.description, "description", limits::TEXT_CHARS)?,
+                weight: set.weight,
+                rule: Rule::All(all),
+            });
+        }
+        Ok(Self {
+            format: Format::Ocifit,
+            sets,
+        })
+    }
+
+    /// Reads NFD's image-compatibility spec (YAML, or JSON, which is YAML).
+    pub fn parse_nfd(bytes: &[u8]) -> Result<Self, CompatError> {
+        size_check(bytes)?;
+        let wire: NfdSpec =
+            yaml_serde::from_slice(bytes).map_err(|e| CompatError::Parse(e.to_string()))?;
+        if wire.version != "v1alpha1" {
+            return Err(CompatError::Invalid(format!(
+                "version {:?} (v1alpha1 expected)",
+                wire.version
+            )));
+        }
+        at_most(&wire.compatibilities, "compatibility sets", limits::SETS)?;
+        let mut sets = Vec::with_capacity(wire.compatibilities.len());
+        for set in wire.compatibilities {
+            at_most(&set.rules, "rules in a set", limits::RULES)?;
+            let rules = set
+                .rules
+                .into_iter()
+                .map(group_rule)
+                .collect::<Result<_, _>>()?;
+            sets.push(CompatSet {
+                tag: bounded(set.tag, "tag", limits::TEXT_CHARS)?,
+                description: bounded(set.description, "description", limits::TEXT_CHARS)?,
+                weight: set.weight,
+                rule: Rule::All(rules),
+            });
+        }
+        Ok(Self {
+            format: Format::Nfd,
+            sets,
+        })
+    }
+}
+
+/// A GroupRule: `(matchAny empty OR any matches) AND (all matchFeatures terms match)`.
+fn group_rule(rule: GroupRule) -> Result<Rule, CompatError> {
+    at_most(&rule.match_any, "matchAny branches", limits::ANY)?;
+    let mut all = terms(rule.match_features)?;
+    if !rule.match_any.is_empty() {
+        let any = rule
+            .match_any
+            .into_iter()
+            .map(|a| terms(a.match_features).map(Rule::All))
+            .collect::<Result<_, _>>()?;
+        all.push(Rule::Any(any));
+    }
+    Ok(Rule::All(all))
+}
+
+fn expr(wire: NfdWireExpr) -> Result<NfdExpr, CompatError> {
+    let op = NfdOp::parse(&wire.op)
+        .ok_or_else(|| CompatError::Invalid(format!("unknown operator {:?}", wire.op)))?;
+    let version = match wire.kind.as_str() {
+        "" => false,
+        "version" => true,
+        other => return Err(CompatError::Invalid(format!("unknown type {other:?}"))),
+    };
+    NfdExpr::new(op, checked_values(wire.value.0)?, version)
+}
+
+fn terms(features: Vec<NfdTerm>) -> Result<Vec<Rule>, CompatError> {
+    at_most(&features, "matchFeatures", limits::EXPRESSIONS)?;
+    features
+        .into_iter()
+        .map(|t| {
+            if t.match_expressions.len() > limits::EXPRESSIONS {
+                return Err(CompatError::TooMany {
+                    what: "expressions in a term",
+                    limit: limits::EXPRESSIONS,
+                });
+            }
+            let feature = bounded(t.feature, "feature", limits::KEY_CHARS)?.to_lowercase();
+            let expressions = t
+                .match_expressions
+                .into_iter()
+                .map(|(el, e)| Ok((bounded(el, "element", limits::KEY_CHARS)?, expr(e)?)))
+                .collect::<Result<Vec<_>, CompatError>>()?;
+            let name = t.match_name.map(expr).transpose()?;
+            let mut term = FeatureTerm {
+                feature,
+                expressions,
+                name,
+                labels: None,
+            };
+            term.labels = translate(&term)?;
+            Ok(Rule::Feature(Box::new(term)))
+        })
+        .collect()
+}

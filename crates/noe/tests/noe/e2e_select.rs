@@ -1,0 +1,340 @@
+//! Image selection end to end: the real `noe` server started from a command line with
+//! `--image-selection --watch-nodes`, its node reflector fed by the scripted API server, the
+//! compatibility artifacts in the real registry (pushed as `oras push`/`oras attach` lay them
+//! out), every review through the HTTPS server.
+//!
+//! - ocifit-k8s's README walk-through: the nodes labelled flavor vanilla, then chocolate, then
+//!   strawberry; the same pod gets the debian, then the ubuntu, then the rockylinux variant
+//!   (here: fixture images of this registry), then the normal decision on the new image;
+//! - what ocifit-k8s denies, we deny with the cause; `.../model` is refused;
+//! - an NFD artifact attached to an image constrains the pod to the nodes that fit it.
+
+use std::time::Duration;
+
+use noe_test_support::{
+    attach, compat_artifact, node_json, push_artifact, KubeApi, NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE,
+    OCIFIT_SPEC_TYPE, ORAS_DEFAULT_ARTIFACT_TYPE,
+};
+use serde_json::{json, Value};
+
+use super::harness::{self, apply, pod, Harness, Server};
+
+const FLAVOR: &str = "feature.node.ocifit-k8s.flavor";
+const MAJOR: &str = "feature.node.kubernetes.io/kernel-version.major";
+
+async fn server(h: &Harness, api: &KubeApi, extra: &[&str]) -> Server {
+    let kubeconfig = h.cert_dir.path().join("kubeconfig.yaml");
+    std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+    let mut argv: Vec<String> = h
+        .base_flags()
+        .into_iter()
+        .filter(|flag| !flag.starts_with("--kubeconfig"))
+        .collect();
+    argv.push(format!("--kubeconfig={}", kubeconfig.display()));
+    argv.extend(["--watch-nodes".to_owned(), "--image-selection".to_owned()]);
+    argv.extend(extra.iter().map(|s| (*s).to_owned()));
+    let running = harness::start_server(argv).await;
+    let view = running.node_view().expect("a node view");
+    tokio::time::timeout(Duration::from_secs(30), view.ready())
+        .await
+        .expect("the nodes listed");
+    Server {
+        url: format!("https://localhost:{}/mutate", running.webhook_addr.port()),
+        running,
+        client: h.client.clone(),
+    }
+}
+
+fn node(name: &str, arch: &str, labels: &[(&str, &str)]) -> Value {
+    let mut node = node_json(name, arch, "linux");
+    for (k, v) in labels {
+        node["metadata"]["labels"][*k] = json!(v);
+    }
+    node
+}
+
+/// Waits (bounded) until the reflector shows `node`'s `key` label as `value`.
+async fn labelled(server: &Server, node: &str, key: &str, value: &str) {
+    let view = server.running.node_view().expect("a node view");
+    for _ in 0..1500 {
+        if view
+            .node(node)
+            .is_some_and(|n| n.labels.get(key).map(String::as_str) == Some(value))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the reflector never saw {node} {key}={value}");
+}
+
+fn selecting_pod(image_ref: &str) -> Value {
+    let mut p = pod(&["placeholder:latest"]);
+    p["metadata"]["labels"]["oci.image.compatibilities.selection/enabled"] = json!("true");
+    p["metadata"]["annotations"] =
+        json!({"oci.image.compatibilities.selection/image-ref": image_ref});
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ocifit_readme_walkthrough_through_the_https_server() {
+    let h = Harness::start().await;
+    let f = &h.fixtures;
+    let (debian, ubuntu, rocky) = (
+        f.oci_index.reference(),
+        f.oci_single.reference(),
+        f.docker_list.reference(),
+    );
+    let set = |tag: &str, flavor: &str| {
+        json!({"tag": tag, "description": flavor, "rules": [{"matchFeatures": [{"matchExpressions": [
+            {"op": "In", "key": FLAVOR, "value": [flavor]}]}]}]})
+    };
+    let spec = json!({"version": "v1alpha1", "compatibilities": [
+        set(&debian, "vanilla"), set(&ubuntu, "chocolate"), set(&rocky, "strawberry")]});
+    let artifact = compat_artifact(
+        ORAS_DEFAULT_ARTIFACT_TYPE,
+        OCIFIT_SPEC_TYPE,
+        spec.to_string().as_bytes(),
+        None,
+        None,
+    );
+    let pusher = h.registry.pusher().unwrap();
+    push_artifact(
+        &pusher,
+        "ocifit-k8s-compatibility",
+        &artifact,
+        Some("kind-example"),
+    )
+    .await
+    .unwrap();
+    let image_ref = h
+        .registry
+        .reference("ocifit-k8s-compatibility", "kind-example");
+
+    let api = KubeApi::start().await.unwrap();
+    api.put_node(node("w1", "amd64", &[(FLAVOR, "vanilla")]));
+    api.put_node(node("w2", "arm64", &[(FLAVOR, "vanilla")]));
+    let server = server(&h, &api, &[]).await;
+    let p = selecting_pod(&image_ref);
+
+    for (flavor, image, arch) in [
+        ("vanilla", &debian, Some("amd64")),
+        ("chocolate", &ubuntu, None),
+        ("strawberry", &rocky, Some("amd64")),
+    ] {
+        api.put_node(node("w1", "amd64", &[(FLAVOR, flavor)]));
+        api.put_node(node("w2", "arm64", &[(FLAVOR, flavor)]));
+        labelled(&server, "w1", FLAVOR, flavor).await;
+        labelled(&server, "w2", FLAVOR, flavor).await;
+        let response = server.review(&p).await;
+        let (patched, typed) = apply(&p, &response);
+        assert_eq!(
+            patched["spec"]["containers"][0]["image"],
+            json!(image),
+            "{flavor}"
+        );
+        let annotations = &patched["metadata"]["annotations"];
+        assert_eq!(
+            annotations["arch.noe.adevinta.com/compatibility-artifact"],
+            json!(artifact.digest)
+        );
+        assert_eq!(
+            annotations["arch.noe.adevinta.com/compatibility-tag"],
+            json!(image)
+        );
+        // Then the normal decision, on the new image: debian (multi-arch) and rocky get the
+        // preferred arch, ubuntu (arm64 only) its one arch.
+        match arch {
+            Some(arch) => assert_eq!(
+                harness::selector_arch(&typed).as_deref(),
+                Some(arch),
+                "{flavor}"
+            ),
+            None => assert_eq!(
+                annotations["arch.noe.adevinta.com/platforms"],
+                json!("arm64"),
+                "{flavor}"
+            ),
+        }
+        // Reinvocation of the patched pod: nothing more to select.
+        let again = server.review(&patched).await;
+        assert_eq!(again["allowed"], true);
+        let (twice, _) = apply(&patched, &again);
+        assert_eq!(twice["spec"]["containers"][0]["image"], json!(image));
+    }
+
+    // Mixed flavors: the first set in document order that fits a node wins, and the pod is
+    // kept to that node's flavor.
+    api.put_node(node("w1", "amd64", &[(FLAVOR, "strawberry")]));
+    api.put_node(node("w2", "arm64", &[(FLAVOR, "chocolate")]));
+    labelled(&server, "w1", FLAVOR, "strawberry").await;
+    labelled(&server, "w2", FLAVOR, "chocolate").await;
+    let response = server.review(&p).await;
+    let (patched, _) = apply(&p, &response);
+    assert_eq!(patched["spec"]["containers"][0]["image"], json!(ubuntu));
+    let terms = &patched["spec"]["affinity"]["nodeAffinity"]
+        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    assert_eq!(
+        terms[0]["matchExpressions"][0],
+        json!({"key": FLAVOR, "operator": "In", "values": ["chocolate"]}),
+        "{patched}"
+    );
+
+    // What ocifit-k8s denies, denied with its cause.
+    let mut no_ref = selecting_pod(&image_ref);
+    no_ref["metadata"]["annotations"] = json!({});
+    let denied = server.review(&no_ref).await;
+    assert_eq!(denied["allowed"], false);
+    assert!(
+        denied["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("image-ref"),
+        "{denied}"
+    );
+    let mut model = selecting_pod(&image_ref);
+    model["metadata"]["annotations"]["oci.image.compatibilities.selection/model"] = json!("lammps");
+    let denied = server.review(&model).await;
+    assert!(
+        denied["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not supported"),
+        "{denied}"
+    );
+    let missing = selecting_pod(&h.registry.reference("nothing-here", "v1"));
+    let denied = server.review(&missing).await;
+    assert_eq!(denied["allowed"], false);
+    assert!(
+        denied["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing-here"),
+        "{denied}"
+    );
+    let mut no_target = selecting_pod(&image_ref);
+    no_target["spec"]["containers"][0]["image"] = json!(debian);
+    let denied = server.review(&no_target).await;
+    assert!(
+        denied["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("placeholder:latest"),
+        "{denied}"
+    );
+    let metrics = server.metrics().await;
+    for line in [
+        "noe_image_selection_total{mode=\"explicit\",outcome=\"patched\"} 4",
+        "noe_image_selection_total{mode=\"explicit\",outcome=\"denied\"} 4",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attached_nfd_artifact_constrains_the_pod() {
+    let h = Harness::start().await;
+    let f = &h.fixtures;
+    let spec = b"version: v1alpha1\ncompatibilities:\n- weight: 20\n  rules:\n  - name: new kernel\n    matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        major: {op: Gt, value: [\"5\"]}\n";
+    let subject = (
+        f.oci_index.media_type.as_str(),
+        f.oci_index.digest.as_str(),
+        0usize,
+    );
+    let artifact = compat_artifact(NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, spec, Some(subject), None);
+    let pusher = h.registry.pusher().unwrap();
+    attach(
+        &pusher,
+        &f.oci_index.repository,
+        &f.oci_index.digest,
+        &artifact,
+        &[],
+    )
+    .await
+    .unwrap();
+
+    let api = KubeApi::start().await.unwrap();
+    api.put_node(node("old", "amd64", &[(MAJOR, "5")]));
+    api.put_node(node("new", "arm64", &[(MAJOR, "6")]));
+    let server = server(&h, &api, &["--image-compatibility-all-namespaces"]).await;
+    labelled(&server, "new", MAJOR, "6").await;
+    labelled(&server, "old", MAJOR, "5").await;
+    let p = pod(&[&f.oci_index.reference()]);
+    let response = server.review(&p).await;
+    let (patched, _) = apply(&p, &response);
+    let affinity = &patched["spec"]["affinity"]["nodeAffinity"];
+    let required = &affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        [0]["matchExpressions"];
+    assert!(
+        required
+            .as_array()
+            .unwrap()
+            .contains(&json!({"key": MAJOR, "operator": "Gt", "values": ["5"]})),
+        "{patched}"
+    );
+    assert_eq!(
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"][0],
+        json!({"weight": 20, "preference": {"matchExpressions": [{"key": MAJOR, "operator": "Gt", "values": ["5"]}]}})
+    );
+    assert_eq!(
+        patched["metadata"]["annotations"]["arch.noe.adevinta.com/compatibility-artifact"],
+        json!(artifact.digest)
+    );
+    // An image without an artifact is left to the normal decision, without a warning.
+    let plain = pod(&[&f.docker_list.reference()]);
+    let response = server.review(&plain).await;
+    let (patched, _) = apply(&plain, &response);
+    assert!(patched["metadata"]["annotations"]
+        .get("arch.noe.adevinta.com/compatibility-artifact")
+        .is_none());
+    assert!(response.get("warnings").is_none(), "{response}");
+}
+
+/// `noe explain --nodes`: the choice offline, from a `kubectl get nodes -o yaml` dump.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_shows_the_choice_offline() {
+    let h = Harness::start().await;
+    let f = &h.fixtures;
+    let spec = json!({"compatibilities": [
+        {"tag": f.oci_single.reference(), "rules": [{"matchFeatures": [{"matchExpressions": [
+            {"op": "In", "key": FLAVOR, "value": ["chocolate"]}]}]}]}]});
+    let artifact = compat_artifact(
+        ORAS_DEFAULT_ARTIFACT_TYPE,
+        OCIFIT_SPEC_TYPE,
+        spec.to_string().as_bytes(),
+        None,
+        None,
+    );
+    let pusher = h.registry.pusher().unwrap();
+    push_artifact(&pusher, "compat", &artifact, Some("v1"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pod_file = dir.path().join("pod.json");
+    let mut p = selecting_pod(&h.registry.reference("compat", "v1"));
+    p["metadata"]["name"] = json!("demo");
+    std::fs::write(&pod_file, p.to_string()).unwrap();
+    let nodes_file = dir.path().join("nodes.json");
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": [
+        node("w1", "amd64", &[(FLAVOR, "vanilla")]), node("w2", "arm64", &[(FLAVOR, "chocolate")])]});
+    std::fs::write(&nodes_file, list.to_string()).unwrap();
+    let absent = h.cert_dir.path().join("absent");
+    let args = vec![
+        "explain".to_owned(),
+        "-f".to_owned(),
+        pod_file.display().to_string(),
+        format!("--nodes={}", nodes_file.display()),
+        "--output=json".to_owned(),
+        format!("--insecure-registries={}", h.registry.host()),
+        format!("--docker-config-path={}", absent.display()),
+        format!("--containerd-config-path={}", absent.display()),
+    ];
+    let (code, stdout, stderr) = harness::run_noe(&args).await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let explained: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let patch = explained["patch"].as_array().unwrap();
+    assert!(
+        patch.contains(&json!({"op": "replace", "path": "/spec/containers/0/image", "value": f.oci_single.reference()})),
+        "{explained}"
+    );
+}

@@ -1,0 +1,480 @@
+//! Compatibility artifacts from registries: the CNCF registry (no referrers API: the
+//! `sha256-<hex>` fallback tag) holding artifacts pushed as `oras push`/`oras attach` lay them
+//! out, and the fake for what it cannot do (a referrers API with and without
+//! `OCI-Filters-Applied`, `Link` paging, a GitLab-style fallback tag resolving to the subject).
+//! Request counts are read from the registry's own access log.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use noe_core::compat::{
+    candidates, choose, NodeFacts, Spec, NFD_ARTIFACT_TYPE, NFD_MEDIA_TYPE, OCIFIT_MEDIA_TYPE,
+};
+use noe_registry::compat::Artifacts;
+use noe_registry::{Config, Resolver};
+use noe_test_support::{
+    attach, compat_artifact, fallback_tag, manifest_path, push_artifact, push_image, Behavior,
+    CompatArtifact, FakeRegistry, Flavor, Registry, OCIFIT_SPEC_TYPE, ORAS_DEFAULT_ARTIFACT_TYPE,
+};
+use serde_json::json;
+
+fn resolver(host: &str) -> Resolver {
+    let config = Config {
+        insecure_registries: vec![host.to_owned()],
+        request_timeout: std::time::Duration::from_secs(5),
+        ..Config::default()
+    };
+    Resolver::new(config, &prometheus::Registry::new()).unwrap()
+}
+
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+fn nfd_spec(tag: &str) -> Vec<u8> {
+    format!(
+        "version: v1alpha1\ncompatibilities:\n- tag: {tag}\n  rules:\n  - name: r\n    matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        major: {{op: Gt, value: [\"5\"]}}\n"
+    )
+    .into_bytes()
+}
+
+fn attached(
+    subject: &noe_test_support::Descriptor,
+    tag: &str,
+    created: Option<&str>,
+) -> CompatArtifact {
+    compat_artifact(
+        NFD_ARTIFACT_TYPE,
+        NFD_MEDIA_TYPE,
+        &nfd_spec(tag),
+        Some((OCI_MANIFEST, &subject.digest, subject.size)),
+        created,
+    )
+}
+
+fn summary(registry: &Registry) -> Vec<String> {
+    registry
+        .requests()
+        .iter()
+        .map(|r| format!("{} {} {}", r.method, r.path, r.status))
+        .collect()
+}
+
+#[tokio::test]
+async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none() {
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let app = push_image(&pusher, "app", Some("1"), "linux/amd64", Flavor::Oci)
+        .await
+        .unwrap();
+    let other = push_image(&pusher, "other", Some("1"), "linux/amd64", Flavor::Oci)
+        .await
+        .unwrap();
+    // Two artifacts on app (the newer wins, whichever spelling of created), one on other.
+    let old = attached(&app, "old", Some("2025-01-01T00:00:00Z"));
+    attach(&pusher, "app", &app.digest, &old, &[])
+        .await
+        .unwrap();
+    let mut new = attached(&app, "new", None);
+    let alt = json!({"oci.opencontainers.image.created": "2025-09-01T00:00:00Z"});
+    new.entry["annotations"] = alt;
+    attach(
+        &pusher,
+        "app",
+        &app.digest,
+        &new,
+        std::slice::from_ref(&old.entry),
+    )
+    .await
+    .unwrap();
+    let theirs = attached(&other, "theirs", None);
+    attach(&pusher, "other", &other.digest, &theirs, &[])
+        .await
+        .unwrap();
+
+    let resolver = resolver(&registry.host());
+    // The webhook resolves the image first (its platforms, and the digest asked about).
+    let image = registry.reference("app", "1");
+    let resolved = resolver.resolve(&image, &[]).await.unwrap();
+    assert_eq!(resolved.digest, app.digest);
+    let artifacts = Artifacts::new(resolver.clone());
+
+    registry.reset_requests();
+    let found = artifacts
+        .discovered(
+            &image,
+            &app.digest,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap()
+        .expect("an artifact");
+    assert_eq!(found.digest, new.digest);
+    assert_eq!(&found.spec[..], &nfd_spec("new")[..]);
+    assert_eq!(Spec::parse_nfd(&found.spec).unwrap().sets[0].tag, "new");
+    let cold = summary(&registry);
+    assert_eq!(
+        cold,
+        vec![
+            format!("GET /v2/app/referrers/{} 404", app.digest),
+            format!("GET /v2/app/manifests/{} 200", fallback_tag(&app.digest)),
+            format!("GET /v2/app/manifests/{} 200", new.digest),
+            format!(
+                "GET /v2/app/blobs/{} 200",
+                noe_test_support::sha256_digest(&nfd_spec("new"))
+            ),
+        ],
+    );
+
+    // The registry is known to lack the referrers API now: 3 requests.
+    registry.reset_requests();
+    let other_image = registry.reference("other", "1");
+    let found = artifacts
+        .discovered(
+            &other_image,
+            &other.digest,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap()
+        .expect("an artifact");
+    assert_eq!(found.digest, theirs.digest);
+    assert_eq!(registry.request_count(), 3, "{:?}", summary(&registry));
+
+    // Warm: none.
+    registry.reset_requests();
+    for _ in 0..3 {
+        artifacts
+            .discovered(
+                &image,
+                &app.digest,
+                NFD_ARTIFACT_TYPE,
+                NFD_MEDIA_TYPE,
+                &[],
+                None,
+            )
+            .await
+            .unwrap()
+            .expect("cached");
+    }
+    assert_eq!(registry.request_count(), 0, "{:?}", summary(&registry));
+}
+
+#[tokio::test]
+async fn an_image_without_artifacts_has_none_and_that_is_cached() {
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let app = push_image(&pusher, "bare", Some("1"), "linux/arm64", Flavor::Oci)
+        .await
+        .unwrap();
+    let resolver = resolver(&registry.host());
+    let image = registry.reference("bare", "1");
+    resolver.resolve(&image, &[]).await.unwrap();
+    let artifacts = Artifacts::new(resolver);
+    registry.reset_requests();
+    let found = artifacts
+        .discovered(
+            &image,
+            &app.digest,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(found.is_none());
+    assert_eq!(registry.request_count(), 2, "{:?}", summary(&registry));
+    registry.reset_requests();
+    let again = artifacts
+        .discovered(
+            &image,
+            &app.digest,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(again.is_none());
+    assert_eq!(registry.request_count(), 0);
+}
+
+fn walkthrough_spec() -> Vec<u8> {
+    let set = |tag: &str, flavor: &str| {
+        json!({"tag": tag, "rules": [{"matchFeatures": [{"matchExpressions": [
+            {"op": "In", "key": "feature.node.ocifit-k8s.flavor", "value": [flavor]}]}]}]})
+    };
+    json!({"version": "v1alpha1", "compatibilities": [
+        set("debian:11", "vanilla"), set("ubuntu:24.04", "chocolate"), set("rockylinux:9", "strawberry")]})
+    .to_string()
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn explicit_artifacts_as_oras_pushes_them_by_tag_and_digest() {
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let artifact = compat_artifact(
+        ORAS_DEFAULT_ARTIFACT_TYPE,
+        OCIFIT_SPEC_TYPE,
+        &walkthrough_spec(),
+        None,
+        None,
+    );
+    push_artifact(
+        &pusher,
+        "ocifit-k8s-compatibility",
+        &artifact,
+        Some("kind-example"),
+    )
+    .await
+    .unwrap();
+    let artifacts = Artifacts::new(resolver(&registry.host()));
+    let by_tag = registry.reference("ocifit-k8s-compatibility", "kind-example");
+    let by_digest = format!(
+        "{}/ocifit-k8s-compatibility@{}",
+        registry.host(),
+        artifact.digest
+    );
+    for reference in [by_tag, by_digest] {
+        let fetched = artifacts
+            .explicit(&reference, OCIFIT_MEDIA_TYPE, &[], None)
+            .await
+            .unwrap();
+        assert_eq!(fetched.digest, artifact.digest);
+        let spec = Spec::parse_ocifit(&fetched.spec).unwrap();
+        let nodes = [NodeFacts {
+            name: "w1".into(),
+            labels: [(
+                "feature.node.ocifit-k8s.flavor".to_owned(),
+                "chocolate".to_owned(),
+            )]
+            .into(),
+            features: None,
+            schedulable: true,
+        }];
+        let pod = json!({"spec": {"containers": [{"image": "placeholder:latest"}]}});
+        let choice = choose(&pod, &spec, &candidates(&pod, &nodes)).unwrap();
+        assert_eq!(choice.tag, "ubuntu:24.04");
+    }
+    // Without the layer: a clear error.
+    let wrong = compat_artifact(ORAS_DEFAULT_ARTIFACT_TYPE, "text/plain", b"{}", None, None);
+    push_artifact(&pusher, "wrong", &wrong, Some("1"))
+        .await
+        .unwrap();
+    let error = artifacts
+        .explicit(
+            &registry.reference("wrong", "1"),
+            OCIFIT_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains(OCIFIT_MEDIA_TYPE), "{error}");
+    let missing = artifacts
+        .explicit(
+            &registry.reference("nothing", "1"),
+            OCIFIT_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(missing, noe_registry::Error::NotFound { .. }),
+        "{missing}"
+    );
+}
+
+fn subject() -> (String, Vec<u8>) {
+    let image = noe_test_support::build_image("subject", "linux/amd64", Flavor::Oci).unwrap();
+    (image.descriptor.digest.clone(), image.manifest)
+}
+
+#[tokio::test]
+async fn referrers_api_pages_and_filters_on_the_fake() {
+    let fake = FakeRegistry::start().await.unwrap();
+    let (digest, manifest) = subject();
+    fake.script_manifest("app", "1", OCI_MANIFEST, &manifest);
+    let s = Some((OCI_MANIFEST, digest.as_str(), manifest.len()));
+    let older = compat_artifact(
+        NFD_ARTIFACT_TYPE,
+        NFD_MEDIA_TYPE,
+        &nfd_spec("older"),
+        s,
+        Some("2025-01-01T00:00:00Z"),
+    );
+    let newer = compat_artifact(
+        NFD_ARTIFACT_TYPE,
+        NFD_MEDIA_TYPE,
+        &nfd_spec("newer"),
+        s,
+        Some("2025-03-01T00:00:00Z"),
+    );
+    let sbom = compat_artifact(
+        "application/spdx+json",
+        "application/spdx+json",
+        b"{}",
+        s,
+        Some("2026-01-01T00:00:00Z"),
+    );
+    for filtered in [false, true] {
+        // Unfiltered, the registry lists the SBOM too (the newest): filtered here.
+        let first: Vec<&CompatArtifact> = if filtered {
+            vec![&older]
+        } else {
+            vec![&older, &sbom]
+        };
+        fake.script_referrers("app", &digest, &[first, vec![&newer]], filtered)
+            .unwrap();
+        let artifacts = Artifacts::new(resolver(&fake.host()));
+        let found = artifacts
+            .discovered(
+                &format!("{}/app:1", fake.host()),
+                &digest,
+                NFD_ARTIFACT_TYPE,
+                NFD_MEDIA_TYPE,
+                &[],
+                None,
+            )
+            .await
+            .unwrap()
+            .expect("an artifact");
+        assert_eq!(found.digest, newer.digest, "filtered: {filtered}");
+    }
+    let pages = fake.requests_to(&format!("/v2/app/referrers/{digest}"));
+    assert_eq!(pages.len(), 4);
+    assert_eq!(
+        pages[0].query.as_deref(),
+        Some(&*format!(
+            "artifactType={}",
+            NFD_ARTIFACT_TYPE.replace('/', "%2F").replace('+', "%2B")
+        ))
+    );
+    assert!(pages[1]
+        .query
+        .as_deref()
+        .unwrap_or_default()
+        .contains("last=0"));
+    // The API answered: the fallback tag was never asked.
+    assert!(fake
+        .requests_to(&manifest_path("app", &fallback_tag(&digest)))
+        .is_empty());
+}
+
+#[tokio::test]
+async fn a_fallback_tag_resolving_to_the_subject_is_no_index_of_referrers() {
+    // GitLab resolves `sha256-<hex>` as the digest itself: the subject comes back.
+    let fake = FakeRegistry::start().await.unwrap();
+    let (digest, manifest) = subject();
+    fake.script_manifest("app", "1", OCI_MANIFEST, &manifest);
+    fake.route(
+        &manifest_path("app", &fallback_tag(&digest)),
+        Behavior::manifest(OCI_MANIFEST, manifest.clone()),
+    );
+    let artifacts = Artifacts::new(resolver(&fake.host()));
+    let found = artifacts
+        .discovered(
+            &format!("{}/app:1", fake.host()),
+            &digest,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(found.is_none());
+    assert_eq!(
+        fake.requests_to(&format!("/v2/app/referrers/{digest}"))
+            .len(),
+        1
+    );
+    assert_eq!(
+        fake.requests_to(&manifest_path("app", &fallback_tag(&digest)))
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_referrer_naming_another_subject_is_skipped_and_sizes_are_bounded() {
+    let fake = FakeRegistry::start().await.unwrap();
+    let (digest, manifest) = subject();
+    fake.script_manifest("app", "1", OCI_MANIFEST, &manifest);
+    let elsewhere = format!("sha256:{}", "e".repeat(64));
+    let liar = compat_artifact(
+        NFD_ARTIFACT_TYPE,
+        NFD_MEDIA_TYPE,
+        &nfd_spec("liar"),
+        Some((OCI_MANIFEST, &elsewhere, 10)),
+        Some("2026-01-01T00:00:00Z"),
+    );
+    let honest = compat_artifact(
+        NFD_ARTIFACT_TYPE,
+        NFD_MEDIA_TYPE,
+        &nfd_spec("honest"),
+        Some((OCI_MANIFEST, &digest, manifest.len())),
+        Some("2025-01-01T00:00:00Z"),
+    );
+    fake.script_referrers("app", &digest, &[vec![&liar, &honest]], true)
+        .unwrap();
+    let artifacts = Artifacts::new(resolver(&fake.host()));
+    let image = format!("{}/app:1", fake.host());
+    let found = artifacts
+        .discovered(
+            &image,
+            &digest,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap()
+        .expect("the honest one");
+    assert_eq!(found.digest, honest.digest);
+
+    // A spec layer stated larger than 256 KiB is refused before it is fetched.
+    let (digest2, manifest2) = {
+        let image = noe_test_support::build_image("subject2", "linux/arm64", Flavor::Oci).unwrap();
+        (image.descriptor.digest.clone(), image.manifest)
+    };
+    fake.script_manifest("big", "1", OCI_MANIFEST, &manifest2);
+    let mut big = compat_artifact(
+        NFD_ARTIFACT_TYPE,
+        NFD_MEDIA_TYPE,
+        b"x",
+        Some((OCI_MANIFEST, &digest2, manifest2.len())),
+        None,
+    );
+    let mut m: serde_json::Value = serde_json::from_slice(&big.manifest).unwrap();
+    m["layers"][0]["size"] = json!(300 * 1024);
+    big.manifest = m.to_string().into_bytes();
+    big.digest = noe_test_support::sha256_digest(&big.manifest);
+    big.entry["digest"] = json!(big.digest);
+    big.entry["size"] = json!(big.manifest.len());
+    fake.script_referrers("big", &digest2, &[vec![&big]], true)
+        .unwrap();
+    let error = artifacts
+        .discovered(
+            &format!("{}/big:1", fake.host()),
+            &digest2,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("bytes"), "{error}");
+    assert!(fake
+        .requests()
+        .iter()
+        .all(|r| !r.path.ends_with(&noe_test_support::sha256_digest(b"x"))));
+}

@@ -1,0 +1,310 @@
+//! Image selection by compatibility artifacts, before the decision (docs/architecture.md,
+//! "Image selection"): the I/O around `noe_core::compat` — the artifact from the registry with
+//! the pod's credentials, the nodes from a [`NodeSource`], the namespace's opt-in — turned into
+//! a [`Selected`] the admission applies before it decides on the (new) images.
+//!
+//! - Explicit (ocifit-k8s): pod label `oci.image.compatibilities.selection/enabled: "true"`.
+//!   Every failure denies, naming its cause.
+//! - Discovered (NFD): in opted-in namespaces (or everywhere), the NFD artifact attached to each
+//!   image. A failure leaves the pod unchanged with a warning, unless the pod's annotation
+//!   `arch.noe.adevinta.com/image-compatibility: require` makes it deny.
+
+pub mod namespaces;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use noe_core::compat::select::{already_selected, discovered_patch, explicit_patch};
+use noe_core::compat::{
+    candidates, choose, constrain, CompatError, NodeFacts, Spec, DEFAULT_TARGET_IMAGE,
+    DISCOVERY_KEY, DISCOVERY_REQUIRE, ENABLED_LABEL, IMAGE_REF_ANNOTATION, MODEL_ANNOTATION,
+    NFD_ARTIFACT_TYPE, NFD_MEDIA_TYPE, OCIFIT_MEDIA_TYPE, TARGET_IMAGE_ANNOTATION,
+};
+use noe_core::decide::SKIP_LABEL;
+use noe_core::patch::Op;
+use noe_registry::compat::Artifacts;
+use noe_registry::Resolver;
+use serde_json::Value;
+
+use crate::resolve::credentials::CredentialSource;
+use crate::resolve::one_line;
+use crate::resolve::pull_secrets::image_pull_secret_names;
+
+/// Images of one pod asked for NFD artifacts (further ones are not).
+pub const MAX_DISCOVERED_IMAGES: usize = 32;
+
+/// The cluster's nodes as the evaluation sees them.
+pub trait NodeSource: Send + Sync + 'static {
+    /// Every node (labels, NFD features when known); `None` until they are known.
+    fn nodes(&self) -> Option<Vec<NodeFacts>>;
+}
+
+/// A fixed list of nodes (`noe explain --nodes`, tests).
+#[derive(Clone, Debug, Default)]
+pub struct StaticNodes(pub Vec<NodeFacts>);
+
+impl NodeSource for StaticNodes {
+    fn nodes(&self) -> Option<Vec<NodeFacts>> {
+        Some(self.0.clone())
+    }
+}
+
+/// Whether a namespace opted in to discovered selection.
+pub trait NamespaceOptIn: Send + Sync + 'static {
+    /// `Some(true)` when `namespace` carries `arch.noe.adevinta.com/image-compatibility:
+    /// enabled`; `None` when that cannot be read now.
+    fn enabled<'a>(&'a self, namespace: &'a str) -> BoxFuture<'a, Option<bool>>;
+}
+
+/// Where discovered selection runs.
+#[derive(Clone, Default)]
+pub enum Discovery {
+    /// Nowhere.
+    #[default]
+    Off,
+    /// In namespaces that opted in.
+    Labelled(Arc<dyn NamespaceOptIn>),
+    /// In every namespace.
+    Everywhere,
+}
+
+/// What selection asks of the admission.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Selected {
+    /// Nothing: decide on the pod as it is.
+    Skip,
+    /// Apply `ops` to the pod, then decide on the result.
+    Patch {
+        /// The selection's operations.
+        ops: Vec<Op>,
+    },
+    /// Decide on the pod as it is, and warn.
+    Warn(String),
+    /// Deny the pod.
+    Deny(String),
+}
+
+/// Image selection, configured.
+pub struct Selection {
+    artifacts: Artifacts,
+    resolver: Resolver,
+    credentials: Arc<dyn CredentialSource>,
+    nodes: Arc<dyn NodeSource>,
+    discovery: Discovery,
+}
+
+impl std::fmt::Debug for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Selection")
+            .field("artifacts", &self.artifacts)
+            .finish_non_exhaustive()
+    }
+}
+
+fn label<'p>(pod: &'p Value, key: &str) -> Option<&'p str> {
+    pod.pointer("/metadata/labels")?.get(key)?.as_str()
+}
+
+fn annotation<'p>(pod: &'p Value, key: &str) -> Option<&'p str> {
+    pod.pointer("/metadata/annotations")?.get(key)?.as_str()
+}
+
+/// The message of a failed explicit selection.
+fn explicit_failed(reference: &str, cause: impl std::fmt::Display) -> Selected {
+    Selected::Deny(format!(
+        "image selection by compatibility artifact {reference}: {cause}"
+    ))
+}
+
+impl Selection {
+    /// Selection with artifacts fetched through `resolver` and `credentials`, evaluated
+    /// against `nodes`; discovered selection where `discovery` says.
+    pub fn new(
+        resolver: Resolver,
+        credentials: Arc<dyn CredentialSource>,
+        nodes: Arc<dyn NodeSource>,
+        discovery: Discovery,
+    ) -> Self {
+        Self {
+            artifacts: Artifacts::new(resolver.clone()),
+            resolver,
+            credentials,
+            nodes,
+            discovery,
+        }
+    }
+
+    /// What to do for `pod`, being created in `namespace`. The caller bounds the time.
+    pub async fn select(&self, pod: &Value, namespace: &str) -> Selected {
+        if label(pod, SKIP_LABEL) == Some("true") || already_selected(pod) {
+            return Selected::Skip;
+        }
+        if label(pod, ENABLED_LABEL) == Some("true") {
+            return self.explicit(pod, namespace).await;
+        }
+        let discover = match &self.discovery {
+            Discovery::Off => false,
+            Discovery::Everywhere => true,
+            Discovery::Labelled(opt_in) => opt_in.enabled(namespace).await.unwrap_or(false),
+        };
+        if discover {
+            self.discovered(pod, namespace).await
+        } else {
+            Selected::Skip
+        }
+    }
+
+    fn nodes_of(&self, pod: &Value) -> Result<Vec<NodeFacts>, CompatError> {
+        let nodes = self.nodes.nodes().unwrap_or_default();
+        let admitted: Vec<NodeFacts> = candidates(pod, &nodes).into_iter().cloned().collect();
+        if admitted.is_empty() {
+            return Err(CompatError::NoCandidates);
+        }
+        Ok(admitted)
+    }
+
+    async fn explicit(&self, pod: &Value, namespace: &str) -> Selected {
+        if annotation(pod, MODEL_ANNOTATION).is_some() {
+            return Selected::Deny(format!(
+                "{MODEL_ANNOTATION} (ocifit-k8s's model-based selection) is not supported"
+            ));
+        }
+        let Some(reference) = annotation(pod, IMAGE_REF_ANNOTATION).filter(|r| !r.is_empty())
+        else {
+            return Selected::Deny(format!(
+                "{ENABLED_LABEL} is \"true\" but the annotation {IMAGE_REF_ANNOTATION} is missing"
+            ));
+        };
+        let target = annotation(pod, TARGET_IMAGE_ANNOTATION).unwrap_or(DEFAULT_TARGET_IMAGE);
+        let secrets = pod
+            .get("spec")
+            .map(image_pull_secret_names)
+            .unwrap_or_default();
+        let pod_secrets = self.credentials.pod(namespace, &secrets).await;
+        let credentials = self
+            .credentials
+            .candidates(namespace, &secrets, &pod_secrets, reference)
+            .await;
+        let fetched = match self
+            .artifacts
+            .explicit(
+                reference,
+                OCIFIT_MEDIA_TYPE,
+                &credentials,
+                pod_secrets.scope,
+            )
+            .await
+        {
+            Ok(fetched) => fetched,
+            Err(error) => return explicit_failed(reference, one_line(&error)),
+        };
+        let chosen = Spec::parse_ocifit(&fetched.spec).and_then(|spec| {
+            let nodes = self.nodes_of(pod)?;
+            let refs: Vec<&NodeFacts> = nodes.iter().collect();
+            let choice = choose(pod, &spec, &refs)?;
+            explicit_patch(pod, &choice, target, &fetched.digest)
+        });
+        match chosen {
+            Ok(ops) => Selected::Patch { ops },
+            Err(error) => explicit_failed(reference, error),
+        }
+    }
+
+    async fn discovered(&self, pod: &Value, namespace: &str) -> Selected {
+        let require = annotation(pod, DISCOVERY_KEY) == Some(DISCOVERY_REQUIRE);
+        let failed = |cause: String| {
+            let message = format!("image compatibility: {cause}");
+            if require {
+                Selected::Deny(message)
+            } else {
+                Selected::Warn(format!("{message}; the pod is not constrained by it"))
+            }
+        };
+        let Some(spec) = pod.get("spec") else {
+            return Selected::Skip;
+        };
+        let mut images: Vec<&str> = compat_images(spec);
+        images.truncate(MAX_DISCOVERED_IMAGES);
+        let secrets = image_pull_secret_names(spec);
+        let pod_secrets = self.credentials.pod(namespace, &secrets).await;
+        let lookups = images.iter().map(|image| {
+            let secrets = &secrets;
+            let pod_secrets = &pod_secrets;
+            async move {
+                let credentials = self
+                    .credentials
+                    .candidates(namespace, secrets, pod_secrets, image)
+                    .await;
+                let resolution = self
+                    .resolver
+                    .resolve_in(image, pod_secrets.scope, &credentials)
+                    .await?;
+                // An image answered by --platform-overrides has no digest to ask about.
+                if !resolution.digest.starts_with("sha256:") {
+                    return Ok((*image, None));
+                }
+                self.artifacts
+                    .discovered(
+                        image,
+                        &resolution.digest,
+                        NFD_ARTIFACT_TYPE,
+                        NFD_MEDIA_TYPE,
+                        &credentials,
+                        pod_secrets.scope,
+                    )
+                    .await
+                    .map(|found| (*image, found))
+            }
+        });
+        let results = futures::future::join_all(lookups).await;
+        let mut specs = Vec::new();
+        let mut digests = Vec::new();
+        for result in results {
+            match result {
+                Ok((_, None)) => {}
+                Ok((image, Some(fetched))) => match Spec::parse_nfd(&fetched.spec) {
+                    Ok(spec) => {
+                        specs.push(spec);
+                        digests.push(fetched.digest.clone());
+                    }
+                    Err(error) => return failed(format!("{image}: {error}")),
+                },
+                Err(error) => return failed(one_line(&error)),
+            }
+        }
+        if specs.is_empty() {
+            return if require {
+                Selected::Deny("image compatibility: no image has a compatibility artifact".into())
+            } else {
+                Selected::Skip
+            };
+        }
+        let nodes = match self.nodes_of(pod) {
+            Ok(nodes) => nodes,
+            Err(error) => return failed(error.to_string()),
+        };
+        let refs: Vec<&NodeFacts> = nodes.iter().collect();
+        let spec_refs: Vec<&Spec> = specs.iter().collect();
+        match constrain(pod, &spec_refs, &refs) {
+            Ok(constraint) => {
+                let digests: Vec<&str> = digests.iter().map(String::as_str).collect();
+                Selected::Patch {
+                    ops: discovered_patch(pod, &constraint, &digests),
+                }
+            }
+            Err(error) => failed(error.to_string()),
+        }
+    }
+}
+
+/// The images of containers and init containers, each once.
+fn compat_images(spec: &Value) -> Vec<&str> {
+    let mut images: Vec<&str> = noe_core::images::of_spec(spec)
+        .into_iter()
+        .filter(|(_, kind)| !matches!(kind, noe_core::images::ImageKind::Volume))
+        .map(|(image, _)| image)
+        .collect();
+    images.sort_unstable();
+    images.dedup();
+    images
+}
