@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::acr::{self, AzureIdentity};
 use crate::aws::{AwsCredentials, AwsIdentity};
@@ -80,6 +80,8 @@ pub struct CloudCredential {
     pub provider: Provider,
     pub username: String,
     password: String,
+    /// When the cached token is refreshed (shortly before it expires).
+    pub refresh_at: SystemTime,
 }
 
 impl CloudCredential {
@@ -100,6 +102,7 @@ impl fmt::Debug for CloudCredential {
             .field("provider", &self.provider)
             .field("username", &self.username)
             .field("password", &"<redacted>")
+            .field("refresh_at", &self.refresh_at)
             .finish()
     }
 }
@@ -270,9 +273,9 @@ impl CloudCredentials {
             .endpoint
             .clone()
             .unwrap_or_else(|| endpoint.api_url(region));
-        let token = ecr
+        let (token, refresh_at) = ecr
             .tokens
-            .get_or_fetch(&url, || async {
+            .get_or_fetch_until(&url, || async {
                 let aws_key = ecr.identity.cache_key(region);
                 let credentials = ecr
                     .aws
@@ -299,6 +302,7 @@ impl CloudCredentials {
             provider: Provider::Ecr,
             username: token.username,
             password: token.password,
+            refresh_at,
         })
     }
 
@@ -309,9 +313,9 @@ impl CloudCredentials {
             metrics,
             ..
         } = &*self.inner;
-        let token = gcp
+        let (token, refresh_at) = gcp
             .tokens
-            .get_or_fetch("metadata", || {
+            .get_or_fetch_until("metadata", || {
                 gcp::access_token(client, *timeout, metrics, &gcp.url, gcp.tokens.now())
             })
             .await?;
@@ -319,6 +323,7 @@ impl CloudCredentials {
             provider: Provider::Gcp,
             username: gcp::USERNAME.to_owned(),
             password: token,
+            refresh_at,
         })
     }
 
@@ -329,9 +334,9 @@ impl CloudCredentials {
             metrics,
             ..
         } = &*self.inner;
-        let refresh_token = acr
+        let (refresh_token, refresh_at) = acr
             .tokens
-            .get_or_fetch(host, || async {
+            .get_or_fetch_until(host, || async {
                 let access_token = acr
                     .entra
                     .get_or_fetch(scope, || {
@@ -355,6 +360,7 @@ impl CloudCredentials {
             provider: Provider::Acr,
             username: acr::USERNAME.to_owned(),
             password: refresh_token,
+            refresh_at,
         })
     }
 

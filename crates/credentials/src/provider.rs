@@ -8,7 +8,7 @@ mod response;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 pub use config::{
     parse_provider_config, ConfigError, CredentialProviderConfig, ProviderConfig, ProviderSkip,
@@ -76,6 +76,9 @@ enum CacheKey {
 }
 
 type Auth = Arc<Vec<(String, Credential)>>;
+
+/// A plugin's answer and until when it is used (`None`: for this lookup only, not cached).
+type Answer = (Auth, Option<Instant>);
 
 struct Provider {
     config: ProviderConfig,
@@ -214,8 +217,8 @@ impl ProviderSource {
             {
                 continue;
             }
-            let auth = match self.lookup(provider, image).await {
-                Ok(auth) => auth,
+            let (auth, until) = match self.lookup(provider, image).await {
+                Ok(answer) => answer,
                 Err(error) => {
                     tracing::warn!(%error, "kubelet credential provider gave no credentials");
                     continue;
@@ -227,19 +230,20 @@ impl ProviderSource {
                 .collect();
             matched.sort_by(|a, b| b.0.cmp(&a.0));
             let source = format!("credential-provider:{}", provider.config.name);
+            let expires = system_time(until);
             for (_, credential) in matched {
                 if !out
                     .iter()
                     .any(|c: &CredentialCandidate| &c.credential == credential)
                 {
-                    out.push(CredentialCandidate::new(&source, credential.clone()));
+                    out.push(CredentialCandidate::new(&source, credential.clone()).until(expires));
                 }
             }
         }
         out
     }
 
-    fn cached(provider: &Provider, image: &str) -> Option<Auth> {
+    fn cached(provider: &Provider, image: &str) -> Option<Answer> {
         let now = Instant::now();
         let cache = provider
             .cache
@@ -255,15 +259,14 @@ impl ProviderSource {
             cache
                 .get(key)
                 .filter(|(expires, _)| *expires > now)
-                .map(|(_, auth)| Arc::clone(auth))
+                .map(|(expires, auth)| (Arc::clone(auth), Some(*expires)))
         })
     }
 
-    fn store(provider: &Provider, key: CacheKey, ttl: Duration, auth: Auth) {
+    /// Keeps `auth` for `ttl`; the time it expires, `None` when it is not kept.
+    fn store(provider: &Provider, key: CacheKey, ttl: Duration, auth: Auth) -> Option<Instant> {
         let now = Instant::now();
-        let Some(expires) = now.checked_add(ttl) else {
-            return;
-        };
+        let expires = now.checked_add(ttl)?;
         let mut cache = provider
             .cache
             .lock()
@@ -275,15 +278,16 @@ impl ProviderSource {
             }
         }
         cache.insert(key, (expires, auth));
+        Some(expires)
     }
 
-    async fn lookup(&self, provider: &Provider, image: &str) -> Result<Auth, RunError> {
-        if let Some(auth) = Self::cached(provider, image) {
-            return Ok(auth);
+    async fn lookup(&self, provider: &Provider, image: &str) -> Result<Answer, RunError> {
+        if let Some(answer) = Self::cached(provider, image) {
+            return Ok(answer);
         }
         let _running = provider.exec_lock.lock().await;
-        if let Some(auth) = Self::cached(provider, image) {
-            return Ok(auth);
+        if let Some(answer) = Self::cached(provider, image) {
+            return Ok(answer);
         }
         let name = provider.config.name.clone();
         let result = self.run(provider, image).await;
@@ -293,19 +297,20 @@ impl ProviderSource {
                     .cache_duration
                     .unwrap_or(provider.config.default_cache_duration);
                 let auth: Auth = Arc::new(response.auth);
+                let mut until = None;
                 if !ttl.is_zero() {
                     let key = match response.cache_key_type {
                         CacheKeyType::Image => CacheKey::Image(repository(image).to_owned()),
                         CacheKeyType::Registry => CacheKey::Registry(image_host(image).to_owned()),
                         CacheKeyType::Global => CacheKey::Global,
                     };
-                    Self::store(provider, key, ttl, Arc::clone(&auth));
+                    until = Self::store(provider, key, ttl, Arc::clone(&auth));
                 }
-                Ok(auth)
+                Ok((auth, until))
             }
             Err(source) => {
                 // Back off briefly so a broken plugin is not run for every admission.
-                Self::store(
+                let _ = Self::store(
                     provider,
                     CacheKey::Image(repository(image).to_owned()),
                     FAILURE_BACKOFF,
@@ -332,6 +337,39 @@ impl ProviderSource {
         .await
         .map_err(RunFailure::Exec)?;
         parse_response(&stdout).map_err(RunFailure::Response)
+    }
+}
+
+/// The wall-clock time of `until` (`None`: now, the answer is good for this lookup only).
+fn system_time(until: Option<Instant>) -> SystemTime {
+    let now = SystemTime::now();
+    until
+        .and_then(|until| now.checked_add(until.saturating_duration_since(Instant::now())))
+        .unwrap_or(now)
+}
+
+impl crate::Source for ProviderSource {
+    fn kind(&self) -> &'static str {
+        "credential-provider"
+    }
+
+    /// A host some provider's `matchImages` names.
+    fn serves(&self, host: &str) -> bool {
+        self.providers
+            .iter()
+            .flat_map(|p| p.config.match_images.iter())
+            .any(|pattern| image_matches(image_host(pattern), host))
+    }
+
+    fn configured_hosts(&self) -> futures::future::BoxFuture<'_, Vec<String>> {
+        Box::pin(async { ProviderSource::configured_hosts(self) })
+    }
+
+    fn credentials<'a>(
+        &'a self,
+        request: crate::source::Request<'a>,
+    ) -> futures::future::BoxFuture<'a, Vec<CredentialCandidate>> {
+        Box::pin(self.candidates(request.image))
     }
 }
 

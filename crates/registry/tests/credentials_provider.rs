@@ -379,3 +379,52 @@ async fn loads_yaml_and_json_config_files() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn a_plugin_answer_says_until_when_it_is_good_and_which_hosts_it_serves() {
+    use noe_registry::credentials::{Request, Source};
+    use std::time::SystemTime;
+
+    let fx = Fixture::new();
+    fx.plugin(
+        "hour",
+        &response("Registry", Some("1h"), &["*.example.com"]),
+    );
+    fx.plugin("once", &response("Image", Some("0s"), &["once.io:5000"]));
+    let source = fx.source(&config(&[
+        ("hour", "*.example.com/team", "0s", "v1"),
+        ("once", "once.io:5000", "0s", "v1"),
+    ]));
+    let before = SystemTime::now();
+    let got = source
+        .credentials(Request::new("reg.example.com/team/app:1"))
+        .await;
+    assert_eq!(got.len(), 1);
+    let expires = got[0].expires.expect("a cached answer has an expiry");
+    let left = expires.duration_since(before).unwrap();
+    assert!(
+        left > Duration::from_secs(3500) && left <= Duration::from_secs(3601),
+        "{left:?}"
+    );
+    // Asked again: the cached answer keeps its expiry (one identity, one cache key).
+    let again = source
+        .credentials(Request::new("reg.example.com/team/app:2"))
+        .await;
+    assert_eq!(again, got);
+    assert_eq!(fx.runs("hour").len(), 1);
+    // An answer not to be cached is good for this lookup only.
+    let once = source.credentials(Request::new("once.io:5000/app:1")).await;
+    assert_eq!(once.len(), 1);
+    assert!(once[0].expires.unwrap() <= SystemTime::now());
+
+    assert_eq!(source.kind(), "credential-provider");
+    for (host, served) in [
+        ("reg.example.com", true),
+        ("a.b.example.com", false),
+        ("once.io:5000", true),
+        ("once.io", false),
+        ("docker.io", false),
+    ] {
+        assert_eq!(source.serves(host), served, "{host}");
+    }
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use noe_registry::cache::Scope;
-use noe_registry::credentials::{push_unique, Sources};
+use noe_registry::credentials::{Request, Source, Sources};
 use noe_registry::{CredentialCandidate, Resolver};
 
 use super::pull_secrets::{PodPullSecrets, PullSecrets};
@@ -112,14 +112,8 @@ impl Credentials {
 
     /// Pod secrets (in scope), then the node-level sources, for `image` as named.
     async fn matched(&self, image: &str, pod: Option<&PodPullSecrets>) -> Vec<CredentialCandidate> {
-        let mut out: Vec<CredentialCandidate> = pod
-            .map(|p| p.candidates(image))
-            .unwrap_or_default()
-            .into_iter()
-            .map(CredentialCandidate::in_scope)
-            .collect();
-        push_unique(&mut out, self.sources.candidates(image).await);
-        out
+        let first = pod.map(|p| p as &dyn Source);
+        self.sources.credentials(first, Request::new(image)).await
     }
 }
 

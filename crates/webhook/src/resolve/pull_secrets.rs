@@ -133,6 +133,27 @@ impl PodPullSecrets {
     }
 }
 
+/// A pod's pull secrets are the first credential source of its images; what they find is
+/// cached under the pod's scope ([`CredentialCandidate::in_scope`]).
+impl noe_registry::credentials::Source for PodPullSecrets {
+    fn kind(&self) -> &'static str {
+        "pull-secret"
+    }
+
+    fn credentials<'a>(
+        &'a self,
+        request: noe_registry::credentials::Request<'a>,
+    ) -> futures::future::BoxFuture<'a, Vec<CredentialCandidate>> {
+        let found = self.candidates(request.image);
+        Box::pin(async move {
+            found
+                .into_iter()
+                .map(CredentialCandidate::in_scope)
+                .collect()
+        })
+    }
+}
+
 type Key = (String, String);
 
 /// Reads pull secrets through the Kubernetes API.

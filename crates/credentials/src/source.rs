@@ -1,0 +1,61 @@
+//! The one question every credential source answers: which registry hosts it serves, and what
+//! credentials it holds for an image.
+//!
+//! Each source — docker config files, containerd configuration, kubelet credential provider
+//! plugins, the cloud workload identity, a pod's pull secrets — implements [`Source`]. The chain
+//! ([`crate::Sources`], then the webhook's pod secrets in front) asks each in order and hands the
+//! registry resolver one ordered list of [`CredentialCandidate`]s, each saying where it came from,
+//! until when it is good ([`CredentialCandidate::expires`]) and for whom ([`CredentialCandidate::scoped`],
+//! [`CredentialCandidate::mirror`]).
+
+use futures::future::BoxFuture;
+
+use crate::CredentialCandidate;
+
+/// What a source is asked for.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Request<'a> {
+    /// The normalized reference as contacted (after proxies), e.g.
+    /// `docker.io/library/nginx:latest`, or as named at a mirror's host.
+    pub image: &'a str,
+}
+
+impl<'a> Request<'a> {
+    /// A request for `image` on the webhook's own behalf (no pod identity).
+    pub fn new(image: &'a str) -> Self {
+        Self { image }
+    }
+
+    /// The registry host of the image (`docker.io`, `127.0.0.1:5000`).
+    pub fn host(&self) -> &'a str {
+        crate::matching::image_host(self.image)
+    }
+}
+
+/// A place credentials come from.
+pub trait Source: Send + Sync + std::fmt::Debug {
+    /// What kind of source this is, for logs: `cloud`, `credential-provider`, `containerd`,
+    /// `docker-config`, `pull-secret`.
+    fn kind(&self) -> &'static str;
+
+    /// Whether this source may hold credentials for registry `host` (no I/O): a cloud provider
+    /// serves its own registries only, a plugin the hosts of its `matchImages`. `true` when the
+    /// answer needs the source's files (they are asked in [`Source::credentials`]).
+    fn serves(&self, host: &str) -> bool {
+        let _ = host;
+        true
+    }
+
+    /// The registry hosts (globs kept as written) the user's configuration of this source names,
+    /// from its last good load: bounded `registry` metric label values. A source whose hosts are
+    /// a cloud provider's wildcard names none (those hosts are labelled by the provider's suffix).
+    fn configured_hosts(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(async { Vec::new() })
+    }
+
+    /// The credentials for `request.image`, in the order to try them; empty when this source
+    /// has none. Failures are logged by the source and give no credential: the other sources
+    /// still count.
+    fn credentials<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Vec<CredentialCandidate>>;
+}
