@@ -11,7 +11,7 @@ use crate::ecr::{self, EcrToken};
 use crate::gcp;
 use crate::hosts::{match_host, Target};
 use crate::metrics::Metrics;
-use crate::{Env, Error, Provider};
+use crate::{Env, Error, Provider, Step};
 
 /// How long one request to an identity service may take, connection to last byte.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -80,6 +80,9 @@ pub struct CloudCredential {
     pub provider: Provider,
     pub username: String,
     password: String,
+    /// The identity and the steps that got the token, secret-free
+    /// (`IRSA role arn:..., AssumeRoleWithWebIdentity, GetAuthorizationToken`).
+    pub via: String,
     /// When the cached token is refreshed (shortly before it expires).
     pub refresh_at: SystemTime,
 }
@@ -90,9 +93,11 @@ impl CloudCredential {
         &self.password
     }
 
-    /// The credential's source as the credential chain names it (`cloud:ecr`).
+    /// The credential's source as the credential chain names it and `noe inspect` prints it:
+    /// the provider, the identity and the steps
+    /// (`cloud:ecr via IRSA role arn:aws:iam::1:role/noe, AssumeRoleWithWebIdentity, GetAuthorizationToken`).
     pub fn source(&self) -> String {
-        format!("cloud:{}", self.provider)
+        format!("cloud:{} via {}", self.provider, self.via)
     }
 }
 
@@ -101,6 +106,7 @@ impl fmt::Debug for CloudCredential {
         f.debug_struct("CloudCredential")
             .field("provider", &self.provider)
             .field("username", &self.username)
+            .field("via", &self.via)
             .field("password", &"<redacted>")
             .field("refresh_at", &self.refresh_at)
             .finish()
@@ -302,6 +308,7 @@ impl CloudCredentials {
             provider: Provider::Ecr,
             username: token.username,
             password: token.password,
+            via: format!("{}, {}", ecr.identity.steps(), Step::GetAuthorizationToken),
             refresh_at,
         })
     }
@@ -323,6 +330,7 @@ impl CloudCredentials {
             provider: Provider::Gcp,
             username: gcp::USERNAME.to_owned(),
             password: token,
+            via: format!("the pod's service account, {}", Step::MetadataToken),
             refresh_at,
         })
     }
@@ -360,6 +368,12 @@ impl CloudCredentials {
             provider: Provider::Acr,
             username: acr::USERNAME.to_owned(),
             password: refresh_token,
+            via: format!(
+                "workload identity client {}, {}, {}",
+                acr.identity.client_id,
+                Step::EntraToken,
+                Step::AcrExchange
+            ),
             refresh_at,
         })
     }
