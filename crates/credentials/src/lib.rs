@@ -29,7 +29,10 @@ pub use matching::image_matches;
 pub use reload::DEFAULT_RELOAD_INTERVAL;
 
 pub use credential::{Credential, CredentialCandidate};
-pub use source::{Request, Source};
+pub use source::{
+    PodIdentity, Request, ServiceAccountError, ServiceAccountInfo, ServiceAccountToken,
+    ServiceAccounts, Source,
+};
 
 use crate::files::FileReader;
 use containerd::ContainerdSource;
@@ -76,6 +79,9 @@ pub struct SourcesConfig {
     pub file_read_timeout: Option<Duration>,
     /// `--cloud-credentials`: the clouds whose registries get the pod's own workload identity.
     pub cloud: Vec<noe_cloud::Provider>,
+    /// `--credential-provider-sa-tokens`: plugins with `tokenAttributes` run with the pod's
+    /// service account token (else they are skipped).
+    pub service_account_tokens: bool,
 }
 
 /// All the node-level credential sources.
@@ -133,6 +139,7 @@ impl Sources {
             exec_limits,
             file_read_timeout,
             cloud,
+            service_account_tokens,
         } = config;
         let cloud = if cloud.is_empty() {
             None
@@ -145,9 +152,16 @@ impl Sources {
         let files = FileReader::new(file_read_timeout.unwrap_or(crate::files::DEFAULT_TIMEOUT));
         let providers = match (provider_bin_dir, provider_config) {
             (None, None) => None,
-            (Some(bin_dir), Some(config)) => {
-                Some(ProviderSource::load_with(&files, bin_dir, &config, exec_limits).await?)
-            }
+            (Some(bin_dir), Some(config)) => Some(
+                ProviderSource::load_with(
+                    &files,
+                    bin_dir,
+                    &config,
+                    exec_limits,
+                    service_account_tokens,
+                )
+                .await?,
+            ),
             _ => return Err(Error::ProviderFlags),
         };
         let helpers = CredentialHelpers::new(

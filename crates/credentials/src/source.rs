@@ -8,6 +8,10 @@
 //! until when it is good ([`CredentialCandidate::expires`]) and for whom ([`CredentialCandidate::scoped`],
 //! [`CredentialCandidate::mirror`]).
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
 use futures::future::BoxFuture;
 
 use crate::CredentialCandidate;
@@ -19,12 +23,21 @@ pub struct Request<'a> {
     /// The normalized reference as contacted (after proxies), e.g.
     /// `docker.io/library/nginx:latest`, or as named at a mirror's host.
     pub image: &'a str,
+    /// The pod the image is resolved for, when its identity may be used
+    /// (`--credential-provider-sa-tokens`); `None`: the webhook's own behalf.
+    pub pod: Option<PodIdentity<'a>>,
 }
 
 impl<'a> Request<'a> {
     /// A request for `image` on the webhook's own behalf (no pod identity).
     pub fn new(image: &'a str) -> Self {
-        Self { image }
+        Self { image, pod: None }
+    }
+
+    /// A request for `image` on behalf of `pod` (its service account, for plugins that ask
+    /// for its token).
+    pub fn for_pod(image: &'a str, pod: Option<PodIdentity<'a>>) -> Self {
+        Self { image, pod }
     }
 
     /// The registry host of the image (`docker.io`, `127.0.0.1:5000`).
@@ -58,4 +71,69 @@ pub trait Source: Send + Sync + std::fmt::Debug {
     /// has none. Failures are logged by the source and give no credential: the other sources
     /// still count.
     fn credentials<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Vec<CredentialCandidate>>;
+}
+
+/// The identity of the pod an image is resolved for (KEP-4412): its namespace and service
+/// account, and the API that reads the account and requests its tokens.
+#[derive(Clone, Copy, Debug)]
+pub struct PodIdentity<'a> {
+    pub namespace: &'a str,
+    /// `spec.serviceAccountName`; `None`: the pod runs without one.
+    pub service_account: Option<&'a str>,
+    pub accounts: &'a dyn ServiceAccounts,
+}
+
+/// What a plugin with `tokenAttributes` is told of a service account.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceAccountInfo {
+    /// `metadata.uid` (part of a `cacheType: ServiceAccount` cache key).
+    pub uid: String,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A service account token for one audience. `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServiceAccountToken {
+    pub token: String,
+    /// `status.expirationTimestamp`.
+    pub expires: SystemTime,
+}
+
+impl std::fmt::Debug for ServiceAccountToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceAccountToken")
+            .field("token", &"<redacted>")
+            .field("expires", &self.expires)
+            .finish()
+    }
+}
+
+/// Why a service account or its token could not be had. Never carries a token.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("service account {namespace}/{name}: {reason}")]
+pub struct ServiceAccountError {
+    pub namespace: String,
+    pub name: String,
+    /// One line: `not found`, `forbidden`, `TokenRequest: HTTP 403`, `timed out`, ...
+    pub reason: String,
+}
+
+/// Reads a pod's service account and requests its tokens (the webhook's Kubernetes client:
+/// `get serviceaccounts`, `create serviceaccounts/token`), each answer cached briefly.
+pub trait ServiceAccounts: Send + Sync + std::fmt::Debug {
+    /// The service account `namespace/name`.
+    fn get<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<ServiceAccountInfo>, ServiceAccountError>>;
+
+    /// A token of `namespace/name` for `audience`, short-lived.
+    fn token<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        audience: &'a str,
+    ) -> BoxFuture<'a, Result<ServiceAccountToken, ServiceAccountError>>;
 }
