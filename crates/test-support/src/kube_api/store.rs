@@ -29,6 +29,8 @@ pub enum Resource {
     Events,
     /// `v1` Namespace (cluster scoped).
     Namespaces,
+    /// `v1` ServiceAccount (and its `token` subresource, the TokenRequest API).
+    ServiceAccounts,
 }
 
 impl Resource {
@@ -39,12 +41,13 @@ impl Resource {
             Self::Leases => "Lease",
             Self::Events => "Event",
             Self::Namespaces => "Namespace",
+            Self::ServiceAccounts => "ServiceAccount",
         }
     }
 
     pub(crate) fn api_version(self) -> &'static str {
         match self {
-            Self::Nodes | Self::Pods | Self::Namespaces => "v1",
+            Self::Nodes | Self::Pods | Self::Namespaces | Self::ServiceAccounts => "v1",
             Self::Leases => "coordination.k8s.io/v1",
             Self::Events => "events.k8s.io/v1",
         }

@@ -157,12 +157,16 @@ impl noe_registry::credentials::Source for PodPullSecrets {
 type Key = (String, String);
 
 /// Reads pull secrets through the Kubernetes API.
+///
+/// With [`PullSecrets::with_service_account_tokens`] it also reads the pods' service accounts
+/// and requests their tokens, for the credential providers that ask for them.
 #[derive(Clone)]
 pub struct PullSecrets {
     client: kube::Client,
     ok: moka::future::Cache<Key, Arc<LoadedSecret>>,
     failed: moka::future::Cache<Key, FailureReason>,
     timeout: Duration,
+    service_accounts: Option<super::service_accounts::ServiceAccountApi>,
 }
 
 impl std::fmt::Debug for PullSecrets {
@@ -197,7 +201,23 @@ impl PullSecrets {
                 .time_to_live(failure_ttl)
                 .build(),
             timeout,
+            service_accounts: None,
         }
+    }
+
+    /// The same, also reading pods' service accounts and requesting their tokens
+    /// (`--credential-provider-sa-tokens`).
+    #[must_use]
+    pub fn with_service_account_tokens(mut self) -> Self {
+        self.service_accounts = Some(super::service_accounts::ServiceAccountApi::new(
+            self.client.clone(),
+        ));
+        self
+    }
+
+    /// The service account API, when service account tokens are enabled.
+    pub fn service_accounts(&self) -> Option<&super::service_accounts::ServiceAccountApi> {
+        self.service_accounts.as_ref()
     }
 
     /// Load the pod's pull secrets (`spec.imagePullSecrets[].name`) from `namespace`. Empty and
