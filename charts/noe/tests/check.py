@@ -42,6 +42,8 @@ KNOWN_FLAGS = {
     "shared-cache-key-file", "shared-cache-ca-file", "shared-cache-timeout",
     # Cloud registries on noe's own workload identity.
     "cloud-credentials",
+    # Per-pod identity for credential provider plugins (KEP-4412).
+    "credential-provider-sa-tokens",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
@@ -435,6 +437,10 @@ def controller_flags(f):
 def expected_cluster_rules(f, webhook_configuration=None):
     """The ClusterRole the controller and feature flags need (docs/configuration.md)."""
     rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    if f.get("credential-provider-sa-tokens") == ["true"]:
+        rules.append({"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get"]})
+        rules.append({"apiGroups": [""], "resources": ["serviceaccounts/token"],
+                      "verbs": ["create"]})
     if f.get("namespace-preference") == ["true"] or (gating(f) and f.get("gate-namespace-selector")):
         rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]})
     remediate = f.get("remediate", ["off"])[0]
@@ -583,6 +589,7 @@ def scenario_full(r, release, namespace):
         "shared-cache-timeout": ["15ms"],
         "shared-cache-ca-file": ["/etc/noe/shared-cache-ca/ca.crt"],
         "cloud-credentials": ["ecr,gcp,acr"],
+        "credential-provider-sa-tokens": ["true"],
     }
     for k, v in want.items():
         check(f"full --{k}", f.get(k) == v, str(f.get(k)))
@@ -599,6 +606,8 @@ def scenario_full(r, release, namespace):
              for x in r.one("ClusterRole")["rules"]}
     check("full: every controller's and feature's RBAC", rules == {
         (("",), ("secrets",)): ["get"],
+        (("",), ("serviceaccounts",)): ["get"],
+        (("",), ("serviceaccounts/token",)): ["create"],
         (("",), ("namespaces",)): ["get"],
         (("",), ("nodes",)): ["get", "list", "watch", "patch"],
         (("",), ("pods",)): ["list", "watch"],
