@@ -9,7 +9,9 @@
 //! - [`workload`]: the pod a workload object stands for (its template, as its controller creates
 //!   pods from it).
 //! - [`explain`]: a decision in words and JSON (`noe explain`), from the decision's summary.
+//! - [`clock`]: time as a seam for the lifetimes of the caches around the decision.
 
+pub mod clock;
 pub mod decide;
 pub mod explain;
 pub mod images;

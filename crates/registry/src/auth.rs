@@ -75,6 +75,8 @@ struct TokenKey {
 struct Token {
     value: String,
     lifetime: Duration,
+    /// `lifetime` from when it was fetched, on the configured clock.
+    expires: Instant,
 }
 
 impl fmt::Debug for Token {
@@ -124,6 +126,7 @@ pub struct Auth {
     /// One entry per host whose first request is in flight; later first requests wait on it.
     probes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     tokens: moka::future::Cache<TokenKey, Arc<Token>>,
+    clock: noe_core::clock::Clock,
     insecure: Vec<String>,
     metrics: Metrics,
 }
@@ -174,6 +177,7 @@ impl Auth {
                 })
                 .expire_after(TokenExpiry)
                 .build(),
+            clock: config.clock.clone(),
             insecure: config.insecure_registries.clone(),
             metrics,
         }
@@ -336,10 +340,17 @@ impl Auth {
         service: Option<&str>,
     ) -> Result<(Arc<Token>, bool), Error> {
         self.metrics.auth_cache_requests.inc();
+        let key = token_key(session);
+        // moka drops a token after its lifetime on its own clock; freshness is decided here.
+        if let Some(cached) = self.tokens.get(&key).await {
+            if cached.expires <= self.clock.now() {
+                self.tokens.invalidate(&key).await;
+            }
+        }
         let mut fetched = false;
         let result = self
             .tokens
-            .try_get_with(token_key(session), async {
+            .try_get_with(key, async {
                 fetched = true;
                 self.fetch_token(http, session, realm, service)
                     .await
@@ -447,9 +458,11 @@ impl Auth {
                 value.len()
             )));
         }
+        let lifetime = token_lifetime(parsed.expires_in);
         Ok(Token {
             value,
-            lifetime: token_lifetime(parsed.expires_in),
+            lifetime,
+            expires: self.clock.expiry(lifetime),
         })
     }
 

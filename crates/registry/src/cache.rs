@@ -168,6 +168,7 @@ pub struct PlatformCache {
     metrics: Metrics,
     /// The node-level credentials' generation (`Config::credentials_generation`).
     generation: Option<crate::credentials::Generation>,
+    clock: noe_core::clock::Clock,
 }
 
 /// `noe_registry_cache_responses_total{cache}` children, resolved once.
@@ -214,6 +215,7 @@ impl PlatformCache {
             },
             metrics,
             generation: config.credentials_generation.clone(),
+            clock: config.clock.clone(),
         }
     }
 
@@ -252,7 +254,7 @@ impl PlatformCache {
     /// The fresh entry of `image` under no scope, else under `scope`; counted as a request and a
     /// hit when found (a miss is counted by [`PlatformCache::get_or_load`]).
     pub fn fresh(&self, image: &str, scope: Option<Scope>) -> Option<Entry> {
-        let now = Instant::now();
+        let now = self.clock.now();
         // The scoped key is hashed only when the global one has no fresh answer.
         let get = |key: Key| self.ok.get(&key).filter(|c| self.is_fresh(c, now));
         let entry = get(Key::new(image, None))
@@ -286,7 +288,7 @@ impl PlatformCache {
             if scope.is_some() {
                 // Another caller may have found an answer any scope may use meanwhile.
                 if let Some(cached) = self.ok.get(&global) {
-                    if self.is_fresh(&cached, Instant::now()) {
+                    if self.is_fresh(&cached, self.clock.now()) {
                         self.outcomes.hit.inc();
                         return Ok((cached.entry, Answered::Cache));
                     }
@@ -294,7 +296,7 @@ impl PlatformCache {
                 }
             }
             match self.ok.get_value_or_guard_async(&key).await {
-                Ok(cached) if self.is_fresh(&cached, Instant::now()) => {
+                Ok(cached) if self.is_fresh(&cached, self.clock.now()) => {
                     self.outcomes.hit.inc();
                     return Ok((cached.entry, Answered::Cache));
                 }
@@ -362,7 +364,7 @@ impl PlatformCache {
         let bytes = u64::try_from(entry.weight()).unwrap_or(u64::MAX);
         Cached {
             entry,
-            expires: expiry(Instant::now(), ttl),
+            expires: self.clock.expiry(ttl),
             units: bytes.div_ceil(self.unit_bytes).max(1),
             generation,
         }
@@ -381,14 +383,6 @@ impl PlatformCache {
     pub fn entries(&self) -> u64 {
         u64::try_from(self.ok.len()).unwrap_or(u64::MAX)
     }
-}
-
-/// `now + ttl`; a TTL too large for the clock means a year (the entry is evicted long before).
-fn expiry(now: Instant, ttl: Duration) -> Instant {
-    const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
-    now.checked_add(ttl)
-        .or_else(|| now.checked_add(YEAR))
-        .unwrap_or(now)
 }
 
 #[cfg(test)]

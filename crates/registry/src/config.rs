@@ -38,6 +38,9 @@ pub struct Config {
     /// names ([`HostsProvider::configured_hosts`]) are `registry` metric label values, with the
     /// proxies, insecure and private registries above: the resolver computes that set itself.
     pub hosts: Option<Arc<dyn HostsProvider>>,
+    /// What cache and token lifetimes are measured on: the system clock; a test moves a manual
+    /// one instead of waiting.
+    pub clock: noe_core::clock::Clock,
     /// `--platform-overrides`: images whose platforms the operator states, answered before any
     /// registry lookup ([`crate::overrides`]).
     pub platform_overrides: Option<Arc<crate::overrides::PlatformOverrides>>,
@@ -64,6 +67,7 @@ impl Default for Config {
             hosts: None,
             platform_overrides: None,
             credentials_generation: None,
+            clock: noe_core::clock::Clock::system(),
         }
     }
 }

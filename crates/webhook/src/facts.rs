@@ -22,46 +22,7 @@ use noe_core::decide::Facts;
 
 /// Why a namespace or node could not be read: logged, counted in `noe_hook_fact_errors_total`
 /// (the `reason` label), and the fact is then unknown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Failure {
-    #[error("forbidden (is `get` on it granted to noe's ServiceAccount?)")]
-    Forbidden,
-    #[error("the Kubernetes API did not answer in time")]
-    Timeout,
-    #[error("the Kubernetes API failed")]
-    Unavailable,
-}
-
-impl Failure {
-    /// A bounded label value.
-    pub fn kind(self) -> &'static str {
-        match self {
-            Self::Forbidden => "forbidden",
-            Self::Timeout => "timeout",
-            Self::Unavailable => "unavailable",
-        }
-    }
-
-    /// One GET of an object, bounded by `timeout`: the object, `None` when it does not exist.
-    async fn get<K>(
-        api: &kube::Api<K>,
-        name: &str,
-        timeout: std::time::Duration,
-    ) -> Result<Option<K>, Self>
-    where
-        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        match tokio::time::timeout(timeout, api.get_opt(name)).await {
-            Err(_) => Err(Self::Timeout),
-            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 401 | 403) => {
-                Err(Self::Forbidden)
-            }
-            Ok(Err(_)) => Err(Self::Unavailable),
-            Ok(Ok(object)) => Ok(object),
-        }
-    }
-}
+pub use crate::gets::Failure;
 
 /// What the admission asks about one pod. A part that is `None` is not wanted.
 #[derive(Clone, Copy, Debug, Default)]

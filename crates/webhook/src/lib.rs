@@ -9,6 +9,8 @@
 //!   each listener serving a [`server::Router`] of `tower::Service` routes; the admission is a
 //!   [`server::Handler`] behind the `/mutate` route.
 //! - [`metrics`]: the admission's Prometheus metrics.
+//! - `gets`: the one cached GET of what admissions read from the API server (namespaces,
+//!   nodes, pull secrets), its lifetimes on a clock seam.
 //!
 //! The pure decision and the patch it writes are `noe_core`'s (`noe_core::decide`,
 //! `noe_core::patch`).
@@ -17,6 +19,7 @@
 
 pub mod admission;
 pub mod facts;
+mod gets;
 pub mod metrics;
 pub mod resolve;
 pub mod server;

@@ -326,6 +326,7 @@ impl RegistryArgs {
             platform_overrides,
             // The sources' own, set where they are built.
             credentials_generation: None,
+            clock: noe_core::clock::Clock::system(),
         };
         let sources = SourcesConfig {
             docker_config_paths: self.docker_config_paths_setting(),

@@ -308,7 +308,7 @@ async fn tokens_in_either_field_and_expiry_honoured() {
         let tokens = TokenServer::builder()
             .user("alice", "s3cret")
             .fields(fields)
-            .expires_in(1)
+            .expires_in(300)
             .start()
             .await
             .unwrap();
@@ -318,7 +318,12 @@ async fn tokens_in_either_field_and_expiry_honoured() {
             .await
             .unwrap();
         let fixtures = push_standard_fixtures(&registry).await.unwrap();
-        let resolver = token_resolver(&tokens, &registry);
+        let clock = noe_core::clock::Clock::manual();
+        let resolver = resolver_with(Config {
+            insecure_registries: vec![registry.host(), tokens.addr().to_string()],
+            clock: clock.clone(),
+            ..Config::default()
+        });
         let alice = [basic("alice", "alice", "s3cret")];
         let fixture = &fixtures.docker_single;
         tokens.reset_requests();
@@ -332,8 +337,15 @@ async fn tokens_in_either_field_and_expiry_honoured() {
             "{fields:?}"
         );
         assert_eq!(tokens.request_count(), 1, "{fields:?}");
-        // The token lived 1 s: after that, the same repository needs a new one.
-        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        // The token is kept 290 s (300 less the margin): within it, the same repository reuses
+        // it (the reference with tag and digest is another cache entry: it reaches the
+        // registry) ...
+        clock.advance(std::time::Duration::from_millis(289_999));
+        let both = format!("{}@{}", fixture.reference(), fixture.digest);
+        resolver.resolve(&both, &alice).await.unwrap();
+        assert_eq!(tokens.request_count(), 1, "{fields:?}");
+        // ... after it, the same repository needs a new one.
+        clock.advance(std::time::Duration::from_millis(1));
         resolver
             .resolve(&fixture.digest_reference(), &alice)
             .await

@@ -2,11 +2,12 @@
 //! `Docker-Content-Digest`) an unchanged digest costs no GET and a moved tag is fetched again;
 //! against a registry that omits the header, the HEAD falls back to a GET.
 //!
-//! The tag TTL is 1 ms and each expiry waits a few ms of real time: the cache's clock is the
-//! process's monotonic clock (no timing is asserted, only request counts).
+//! Each expiry moves the resolver's manual clock past the tag TTL (only request counts are
+//! asserted).
 
 use std::time::Duration;
 
+use noe_core::clock::Clock;
 use noe_registry::{Answered, Config};
 use noe_test_support::{
     build_index, manifest_path, media_types, push_image, push_index, Behavior, FakeRegistry,
@@ -15,16 +16,23 @@ use noe_test_support::{
 
 use super::support::{platforms, resolver_with};
 
-fn expiring(insecure: &[String]) -> noe_registry::Resolver {
-    resolver_with(Config {
+/// The tags' lifetime in these tests, on a manual clock.
+const TTL: Duration = Duration::from_secs(60);
+
+fn expiring(insecure: &[String]) -> (noe_registry::Resolver, Clock) {
+    let clock = Clock::manual();
+    let resolver = resolver_with(Config {
         insecure_registries: insecure.to_vec(),
-        cache_ttl: Duration::from_millis(1),
+        cache_ttl: TTL,
+        clock: clock.clone(),
         ..Config::default()
-    })
+    });
+    (resolver, clock)
 }
 
-async fn expire() {
-    tokio::time::sleep(Duration::from_millis(5)).await;
+/// Moves `clock` past the tags' lifetime.
+fn expire(clock: &Clock) {
+    clock.advance(TTL);
 }
 
 /// `METHOD path` of each request the registry answered.
@@ -60,7 +68,7 @@ async fn an_unchanged_tag_costs_a_head_and_a_moved_one_a_get() {
     .unwrap();
     let image = format!("{}/{repository}:v1", registry.host());
     let manifest = manifest_path(repository, "v1");
-    let resolver = expiring(&[registry.host()]);
+    let (resolver, clock) = expiring(&[registry.host()]);
 
     registry.reset_requests();
     let first = resolver.resolve(&image, &[]).await.unwrap();
@@ -69,7 +77,7 @@ async fn an_unchanged_tag_costs_a_head_and_a_moved_one_a_get() {
 
     // Expired, unchanged: one HEAD, the platforms reused.
     for _ in 0..3 {
-        expire().await;
+        expire(&clock);
         registry.reset_requests();
         let again = resolver.resolve(&image, &[]).await.unwrap();
         assert_eq!(again.answered_by, Answered::Head);
@@ -87,7 +95,7 @@ async fn an_unchanged_tag_costs_a_head_and_a_moved_one_a_get() {
     )
     .await
     .unwrap();
-    expire().await;
+    expire(&clock);
     registry.reset_requests();
     let moved = resolver.resolve(&image, &[]).await.unwrap();
     assert_eq!(moved.answered_by, Answered::Get);
@@ -101,7 +109,7 @@ async fn an_unchanged_tag_costs_a_head_and_a_moved_one_a_get() {
     // A digest reference is immutable: fresh long after the tag TTL.
     let pinned = format!("{}/{repository}@{}", registry.host(), moved.digest);
     resolver.resolve(&pinned, &[]).await.unwrap();
-    expire().await;
+    expire(&clock);
     registry.reset_requests();
     let again = resolver.resolve(&pinned, &[]).await.unwrap();
     assert_eq!(again.answered_by, Answered::Cache);
@@ -124,10 +132,12 @@ async fn a_head_without_the_digest_header_falls_back_to_a_get() {
     fake.route(&path, Behavior::body(200, media_types::OCI_INDEX, body));
     let image = format!("{}/plain/app:v1", fake.host());
     let registry = prometheus::Registry::new();
+    let clock = Clock::manual();
     let resolver = noe_registry::Resolver::new(
         Config {
             insecure_registries: vec![fake.host()],
-            cache_ttl: Duration::from_millis(1),
+            cache_ttl: TTL,
+            clock: clock.clone(),
             request_timeout: Duration::from_secs(2),
             ..Config::default()
         },
@@ -139,7 +149,7 @@ async fn a_head_without_the_digest_header_falls_back_to_a_get() {
         resolver.resolve(&image, &[]).await.unwrap().answered_by,
         Answered::Get
     );
-    expire().await;
+    expire(&clock);
     fake.reset_requests();
     let again = resolver.resolve(&image, &[]).await.unwrap();
     assert_eq!(again.answered_by, Answered::Get);
@@ -186,12 +196,12 @@ async fn head_then_get(head: Behavior) -> (FakeRegistry, String, String) {
 #[tokio::test]
 async fn a_head_404_while_get_works_falls_back_to_a_get() {
     let (fake, image, path) = head_then_get(Behavior::status(404)).await;
-    let resolver = expiring(&[fake.host()]);
+    let (resolver, clock) = expiring(&[fake.host()]);
     assert_eq!(
         resolver.resolve(&image, &[]).await.unwrap().answered_by,
         Answered::Get
     );
-    expire().await;
+    expire(&clock);
     fake.reset_requests();
     let again = resolver.resolve(&image, &[]).await.unwrap();
     assert_eq!(again.answered_by, Answered::Get);
@@ -207,15 +217,17 @@ async fn a_head_404_while_get_works_falls_back_to_a_get() {
 #[tokio::test]
 async fn a_hanging_head_falls_back_to_a_get_within_the_timeout() {
     let (fake, image, path) = head_then_get(Behavior::Hang).await;
+    let clock = Clock::manual();
     let resolver = resolver_with(Config {
         insecure_registries: vec![fake.host()],
-        cache_ttl: Duration::from_millis(1),
+        cache_ttl: TTL,
+        clock: clock.clone(),
         // The HEAD gets a third of it; the GET that follows the rest.
         request_timeout: Duration::from_secs(3),
         ..Config::default()
     });
     resolver.resolve(&image, &[]).await.unwrap();
-    expire().await;
+    expire(&clock);
     fake.reset_requests();
     let again = resolver.resolve(&image, &[]).await.unwrap();
     assert_eq!(again.answered_by, Answered::Get);

@@ -1,23 +1,21 @@
-//! One cached, bounded GET per object name, for the facts read from cluster-scoped objects
-//! (namespaces, nodes): answers are reused for a lifetime, a failure is remembered briefly so a
-//! broken API costs one call per name per few seconds (never one per admission), concurrent
-//! misses of one name make one GET, and both caches hold at most [`MAX_ENTRIES`] names.
+//! The facts read from cluster-scoped objects (namespaces, nodes) through the one cached GET
+//! ([`crate::gets`]), each new failure counted in `noe_hook_fact_errors_total`.
 
 use std::time::Duration;
 
 use kube::Api;
+use noe_core::clock::Clock;
 
 use super::Failure;
+use crate::gets::{self, Missed};
 
-/// Most names remembered, answered and failed each.
-pub const MAX_ENTRIES: u64 = 10_000;
+pub use crate::gets::MAX_ENTRIES;
 
-/// Cached GETs of objects of kind `K`, each answer turned into a `V` once.
+/// Cached GETs of cluster-scoped objects, each answer turned into a `V` once.
 #[derive(Clone)]
 pub(crate) struct CachedGets<V: Clone + Send + Sync + 'static> {
     client: kube::Client,
-    ok: moka::future::Cache<String, V>,
-    failed: moka::future::Cache<String, ()>,
+    cache: gets::CachedGets<String, V, Failure>,
     timeout: Duration,
     /// `noe_hook_fact_errors_total`, when counted, and this fact's `fact` label value.
     errors: Option<prometheus::IntCounterVec>,
@@ -28,7 +26,7 @@ impl<V: Clone + Send + Sync + 'static> std::fmt::Debug for CachedGets<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CachedGets")
             .field("fact", &self.fact)
-            .field("cached", &self.ok.entry_count())
+            .field("cache", &self.cache)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
@@ -46,18 +44,17 @@ impl<V: Clone + Send + Sync + 'static> CachedGets<V> {
     ) -> Self {
         Self {
             client,
-            ok: moka::future::Cache::builder()
-                .max_capacity(MAX_ENTRIES)
-                .time_to_live(ttl)
-                .build(),
-            failed: moka::future::Cache::builder()
-                .max_capacity(MAX_ENTRIES)
-                .time_to_live(failure_ttl)
-                .build(),
+            cache: gets::CachedGets::new(ttl, failure_ttl),
             timeout,
             errors: None,
             fact,
         }
+    }
+
+    /// Lifetimes measured on `clock`.
+    pub(crate) fn with_clock(mut self, clock: Clock) -> Self {
+        self.cache = self.cache.with_clock(clock);
+        self
     }
 
     /// Counts failed reads in `errors` (`noe_hook_fact_errors_total`), once per failure
@@ -83,22 +80,18 @@ impl<V: Clone + Send + Sync + 'static> CachedGets<V> {
             + std::fmt::Debug,
         K::DynamicType: Default,
     {
-        let key = name.to_owned();
-        if self.failed.contains_key(&key) {
-            return None;
-        }
         let fetch = async {
             let api: Api<K> = Api::all(self.client.clone());
             Failure::get(&api, name, self.timeout).await.map(convert)
         };
-        match self.ok.try_get_with(key.clone(), fetch).await {
+        match self.cache.get(name.to_owned(), fetch).await {
             Ok(value) => Some(value),
-            Err(failure) => {
-                failed(*failure);
+            Err(Missed::Remembered(_)) => None,
+            Err(Missed::New(failure)) => {
+                failed(failure);
                 if let Some(errors) = &self.errors {
                     errors.with_label_values(&[self.fact, failure.kind()]).inc();
                 }
-                self.failed.insert(key, ()).await;
                 None
             }
         }

@@ -53,6 +53,12 @@ impl NamespacePreferences {
         self
     }
 
+    /// Lifetimes measured on `clock` (tests move a manual one).
+    pub fn with_clock(mut self, clock: noe_core::clock::Clock) -> Self {
+        self.gets = self.gets.with_clock(clock);
+        self
+    }
+
     /// The label `arch.noe.adevinta.com/preferred` of `namespace`; `None` when it has none, does
     /// not exist, is not a valid namespace name, carries a value that is not a plausible
     /// architecture, or cannot be read now. Concurrent misses of one namespace make one GET.

@@ -90,6 +90,12 @@ impl NodeGets {
         self.gets = self.gets.with_error_counter(errors);
         self
     }
+
+    /// Lifetimes measured on `clock` (tests move a manual one).
+    pub fn with_clock(mut self, clock: noe_core::clock::Clock) -> Self {
+        self.gets = self.gets.with_clock(clock);
+        self
+    }
 }
 
 impl NodeLookup for NodeGets {

@@ -15,6 +15,8 @@ use noe_registry::cache::Scope;
 use noe_registry::credentials::docker_config::{parse_docker_config, DockerConfig};
 use noe_registry::CredentialCandidate;
 
+use crate::gets::{CachedGets, Failure, Missed};
+
 /// How long a secret read from the API is reused.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// How long a failure to read a secret is reused (so a missing secret does not cost one API
@@ -154,8 +156,6 @@ impl noe_registry::credentials::Source for PodPullSecrets {
     }
 }
 
-type Key = (String, String);
-
 /// Reads pull secrets through the Kubernetes API.
 ///
 /// With [`PullSecrets::with_service_account_tokens`] it also reads the pods' service accounts
@@ -163,8 +163,8 @@ type Key = (String, String);
 #[derive(Clone)]
 pub struct PullSecrets {
     client: kube::Client,
-    ok: moka::future::Cache<Key, Arc<LoadedSecret>>,
-    failed: moka::future::Cache<Key, FailureReason>,
+    /// (namespace, name) → the secret's credentials, or why it gave none.
+    cache: CachedGets<(String, String), Arc<LoadedSecret>, FailureReason>,
     timeout: Duration,
     service_accounts: Option<super::service_accounts::ServiceAccountApi>,
 }
@@ -172,7 +172,7 @@ pub struct PullSecrets {
 impl std::fmt::Debug for PullSecrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PullSecrets")
-            .field("cached", &self.ok.entry_count())
+            .field("cache", &self.cache)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
@@ -192,14 +192,7 @@ impl PullSecrets {
     ) -> Self {
         Self {
             client,
-            ok: moka::future::Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(ttl)
-                .build(),
-            failed: moka::future::Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(failure_ttl)
-                .build(),
+            cache: CachedGets::new(ttl, failure_ttl),
             timeout,
             service_accounts: None,
         }
@@ -218,6 +211,12 @@ impl PullSecrets {
     /// The service account API, when service account tokens are enabled.
     pub fn service_accounts(&self) -> Option<&super::service_accounts::ServiceAccountApi> {
         self.service_accounts.as_ref()
+    }
+
+    /// Lifetimes measured on `clock` (tests move a manual one).
+    pub fn with_clock(mut self, clock: noe_core::clock::Clock) -> Self {
+        self.cache = self.cache.with_clock(clock);
+        self
     }
 
     /// Load the pod's pull secrets (`spec.imagePullSecrets[].name`) from `namespace`. Empty and
@@ -268,37 +267,22 @@ impl PullSecrets {
         pod
     }
 
+    /// One secret, through the cache: a failure, new or remembered, is returned each time.
     async fn get(&self, namespace: &str, name: &str) -> Result<Arc<LoadedSecret>, FailureReason> {
         let key = (namespace.to_owned(), name.to_owned());
-        if let Some(reason) = self.failed.get(&key).await {
-            return Err(reason);
-        }
-        let fetched = self
-            .ok
-            .try_get_with(key.clone(), self.fetch(namespace, name))
-            .await;
-        match fetched {
-            Ok(config) => Ok(config),
-            Err(reason) => {
-                self.failed.insert(key, *reason).await;
-                Err(*reason)
-            }
-        }
+        self.cache
+            .get(key, self.fetch(namespace, name))
+            .await
+            .map_err(Missed::into_inner)
     }
 
     async fn fetch(&self, namespace: &str, name: &str) -> Result<Arc<LoadedSecret>, FailureReason> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let secret = match tokio::time::timeout(self.timeout, api.get(name)).await {
+        let secret = match Failure::get(&api, name, self.timeout).await {
+            Ok(Some(secret)) => secret,
+            Ok(None) => return Err(FailureReason::NotFound),
+            Err(Failure::Forbidden) => return Err(FailureReason::Forbidden),
             Err(_) => return Err(FailureReason::Unavailable),
-            Ok(Err(kube::Error::Api(status))) => {
-                return Err(match status.code {
-                    404 => FailureReason::NotFound,
-                    401 | 403 => FailureReason::Forbidden,
-                    _ => FailureReason::Unavailable,
-                })
-            }
-            Ok(Err(_)) => return Err(FailureReason::Unavailable),
-            Ok(Ok(secret)) => secret,
         };
         parse_secret(&secret).map(Arc::new)
     }

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::gets::{CachedGets, Failure};
 use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -31,45 +32,42 @@ pub const ACCOUNT_TTL: Duration = Duration::from_secs(30);
 pub const FAILURE_TTL: Duration = Duration::from_secs(5);
 /// Bound on one API call.
 pub const TIMEOUT: Duration = Duration::from_secs(3);
-/// Accounts, tokens and failures remembered, each.
-const MAX_ENTRIES: u64 = 10_000;
 
-/// `(namespace, name, audience)`; the audience is empty for the account itself.
-type Key = (String, String, String);
-
-/// Service accounts and their tokens through the Kubernetes API.
+/// Service accounts and their tokens through the Kubernetes API, on the one cached GET
+/// ([`crate::gets::CachedGets`]).
 #[derive(Clone)]
 pub struct ServiceAccountApi {
     client: kube::Client,
-    accounts: moka::future::Cache<Key, Arc<ServiceAccountInfo>>,
-    tokens: moka::future::Cache<Key, ServiceAccountToken>,
-    failed: moka::future::Cache<Key, String>,
+    /// (namespace, name) → the account, or why it could not be read.
+    accounts: CachedGets<(String, String), Arc<ServiceAccountInfo>, String>,
+    /// (namespace, name, audience) → a token, or why none was had.
+    tokens: CachedGets<(String, String, String), ServiceAccountToken, String>,
 }
 
 impl std::fmt::Debug for ServiceAccountApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServiceAccountApi")
-            .field("accounts", &self.accounts.entry_count())
-            .field("tokens", &self.tokens.entry_count())
+            .field("accounts", &self.accounts)
+            .field("tokens", &self.tokens)
             .finish_non_exhaustive()
     }
-}
-
-fn cache<V: Clone + Send + Sync + 'static>(ttl: Duration) -> moka::future::Cache<Key, V> {
-    moka::future::Cache::builder()
-        .max_capacity(MAX_ENTRIES)
-        .time_to_live(ttl)
-        .build()
 }
 
 impl ServiceAccountApi {
     pub fn new(client: kube::Client) -> Self {
         Self {
             client,
-            accounts: cache(ACCOUNT_TTL),
-            tokens: cache(TOKEN_TTL),
-            failed: cache(FAILURE_TTL),
+            accounts: CachedGets::new(ACCOUNT_TTL, FAILURE_TTL),
+            tokens: CachedGets::new(TOKEN_TTL, FAILURE_TTL),
         }
+    }
+
+    /// Lifetimes measured on `clock` (tests move a manual one).
+    #[must_use]
+    pub fn with_clock(mut self, clock: noe_core::clock::Clock) -> Self {
+        self.accounts = self.accounts.with_clock(clock.clone());
+        self.tokens = self.tokens.with_clock(clock);
+        self
     }
 
     /// `Err` (not asked) for names that are not a DNS-1123 label (namespace) and subdomain
@@ -79,30 +77,6 @@ impl ServiceAccountApi {
             Ok(())
         } else {
             Err(error(namespace, name, "not a valid name".into()))
-        }
-    }
-
-    /// The cached answer for `key`, else `fetch`'s (a failure remembered briefly).
-    async fn cached<V, F>(
-        &self,
-        values: &moka::future::Cache<Key, V>,
-        key: Key,
-        fetch: F,
-    ) -> Result<V, ServiceAccountError>
-    where
-        V: Clone + Send + Sync + 'static,
-        F: std::future::Future<Output = Result<V, String>>,
-    {
-        let failure = |key: &Key, reason: String| error(&key.0, &key.1, reason);
-        if let Some(reason) = self.failed.get(&key).await {
-            return Err(failure(&key, reason));
-        }
-        match values.try_get_with(key.clone(), fetch).await {
-            Ok(value) => Ok(value),
-            Err(reason) => {
-                self.failed.insert(key.clone(), (*reason).clone()).await;
-                Err(failure(&key, (*reason).clone()))
-            }
         }
     }
 }
@@ -132,19 +106,22 @@ impl ServiceAccounts for ServiceAccountApi {
     ) -> BoxFuture<'a, Result<Arc<ServiceAccountInfo>, ServiceAccountError>> {
         Box::pin(async move {
             Self::check(namespace, name)?;
-            let key = (namespace.to_owned(), name.to_owned(), String::new());
             let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
             let fetch = async move {
-                match tokio::time::timeout(TIMEOUT, api.get(name)).await {
-                    Ok(Ok(account)) => Ok(Arc::new(ServiceAccountInfo {
+                match Failure::get(&api, name, TIMEOUT).await {
+                    Ok(Some(account)) => Ok(Arc::new(ServiceAccountInfo {
                         uid: account.metadata.uid.unwrap_or_default(),
                         annotations: account.metadata.annotations.unwrap_or_default(),
                     })),
-                    Ok(Err(error)) => Err(reason("get", Ok(error))),
-                    Err(elapsed) => Err(reason("get", Err(elapsed))),
+                    Ok(None) => Err("not found".to_owned()),
+                    Err(failure) => Err(failure.to_string()),
                 }
             };
-            self.cached(&self.accounts, key, fetch).await
+            let key = (namespace.to_owned(), name.to_owned());
+            self.accounts
+                .get(key, fetch)
+                .await
+                .map_err(|missed| error(namespace, name, missed.into_inner()))
         })
     }
 
@@ -156,7 +133,6 @@ impl ServiceAccounts for ServiceAccountApi {
     ) -> BoxFuture<'a, Result<ServiceAccountToken, ServiceAccountError>> {
         Box::pin(async move {
             Self::check(namespace, name)?;
-            let key = (namespace.to_owned(), name.to_owned(), audience.to_owned());
             let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
             let request = TokenRequest {
                 spec: TokenRequestSpec {
@@ -189,7 +165,11 @@ impl ServiceAccounts for ServiceAccountApi {
                     Err(elapsed) => Err(reason("TokenRequest", Err(elapsed))),
                 }
             };
-            self.cached(&self.tokens, key, fetch).await
+            let key = (namespace.to_owned(), name.to_owned(), audience.to_owned());
+            self.tokens
+                .get(key, fetch)
+                .await
+                .map_err(|missed| error(namespace, name, missed.into_inner()))
         })
     }
 }

@@ -79,7 +79,10 @@ async fn namespace_failures_are_cached_briefly() {
     );
     api.fault(Fault::new("GET", "/api/v1/namespaces/team-a", 403));
     let metrics = Metrics::register(&prometheus::Registry::new()).unwrap();
-    let ns = namespaces(&api).with_error_counter(metrics.fact_errors.clone());
+    let clock = noe_core::clock::Clock::manual();
+    let ns = namespaces(&api)
+        .with_error_counter(metrics.fact_errors.clone())
+        .with_clock(clock.clone());
     assert_eq!(ns.preferred_arch("team-a").await, None, "forbidden");
     assert_eq!(ns.preferred_arch("team-a").await, None, "failure cached");
     assert_eq!(gets(&api, "/api/v1/namespaces/team-a"), 1);
@@ -88,8 +91,15 @@ async fn namespace_failures_are_cached_briefly() {
         .fact_errors
         .with_label_values(&["namespace", "forbidden"]);
     assert_eq!(forbidden.get(), 1);
-    // moka's clock is its own (tokio's paused time does not move it): a short real wait.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Still remembered just before the failure's lifetime (300 ms) ends, asked again after.
+    clock.advance(Duration::from_millis(299));
+    assert_eq!(
+        ns.preferred_arch("team-a").await,
+        None,
+        "failure still remembered"
+    );
+    assert_eq!(gets(&api, "/api/v1/namespaces/team-a"), 1);
+    clock.advance(Duration::from_millis(1));
     assert_eq!(ns.preferred_arch("team-a").await.as_deref(), Some("arm64"));
     assert_eq!(gets(&api, "/api/v1/namespaces/team-a"), 2);
 }

@@ -305,12 +305,14 @@ async fn secrets_are_cached_briefly() {
     .into_iter()
     .collect();
     let (client, api) = scripted_client(script);
+    let clock = noe_core::clock::Clock::manual();
     let secrets = PullSecrets::with_limits(
         client,
-        Duration::from_millis(400),
-        Duration::from_millis(400),
+        Duration::from_secs(30),
+        Duration::from_secs(5),
         Duration::from_secs(2),
-    );
+    )
+    .with_clock(clock.clone());
     let both = names(&["regcred", "missing"]);
     for _ in 0..3 {
         let pod = secrets.load("team", &both).await;
@@ -319,9 +321,18 @@ async fn secrets_are_cached_briefly() {
         assert_eq!(pod.failures().len(), 1);
     }
     assert_eq!(api.seen().len(), 2, "one GET per secret while cached");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The failure's lifetime (5 s) ends first: only the missing secret is asked again.
+    clock.advance(Duration::from_secs(5));
     secrets.load("team", &both).await;
-    assert_eq!(api.seen().len(), 4, "read again once expired");
+    assert_eq!(api.seen().len(), 3, "the failure asked again once expired");
+    assert_eq!(api.seen().last().unwrap(), &path("team", "missing"));
+    clock.advance(Duration::from_secs(25));
+    secrets.load("team", &both).await;
+    assert_eq!(
+        api.seen().len(),
+        5,
+        "both read again once the answer expired too"
+    );
     // Another namespace is another secret.
     secrets.load("other", &names(&["regcred"])).await;
     assert_eq!(api.seen().last().unwrap(), &path("other", "regcred"));
