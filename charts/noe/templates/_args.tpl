@@ -121,6 +121,21 @@ args:
 {{- include "noe.lookupArgs" . }}
 - {{ printf "--shutdown-delay=%s" .Values.shutdownDelay | quote }}
 - {{ printf "--metrics-max-namespaces=%d" (int .Values.metrics.maxNamespaces) | quote }}
+{{- with .Values.lookupEndpoint }}
+{{- if .enabled }}
+{{- if not (or .clientCA.secretName .tokenAudience) }}
+{{- fail "lookupEndpoint.enabled needs lookupEndpoint.clientCA.secretName and/or lookupEndpoint.tokenAudience: a caller with neither gets nothing" }}
+{{- end }}
+- {{ printf "--lookup-addr=:%d" (int .port) | quote }}
+- {{ printf "--lookup-deadline=%s" .deadline | quote }}
+{{- if .clientCA.secretName }}
+- "--lookup-client-ca=/etc/noe/lookup-client-ca/ca.crt"
+{{- end }}
+{{- with .tokenAudience }}
+- {{ printf "--lookup-token-audience=%s" . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if .Values.namespacePreference.enabled }}
 - "--namespace-preference=true"
 {{- end }}

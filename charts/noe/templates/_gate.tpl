@@ -28,3 +28,28 @@ LabelSelector does not have, or In/NotIn without values.
 {{- end -}}
 {{- join "," $parts -}}
 {{- end -}}
+
+{{/*
+Whether the Deployment an upgrade replaces gated pods: "true" when one of its containers runs
+with --lookup-mode=gate or hybrid (an arg, or NOE_LOOKUP_MODE), or when there is no Deployment to
+read (`lookup` finds nothing under `helm template`, Argo CD, --dry-run: the ungate hook then runs
+anyway); "false" otherwise. Takes what `lookup` returned. A named template of its own so that
+charts/noe/tests/run.sh renders it with Deployments `lookup` cannot return there.
+*/}}
+{{- define "noe.gatedBefore" -}}
+{{- if not . -}}
+true
+{{- else -}}
+{{- $gated := false -}}
+{{- $spec := ((.spec | default dict).template | default dict).spec | default dict -}}
+{{- range ($spec.containers | default list) -}}
+{{- range (.args | default list) -}}
+{{- if regexMatch "^--lookup-mode=(gate|hybrid)$" (toString .) }}{{ $gated = true }}{{ end -}}
+{{- end -}}
+{{- range (.env | default list) -}}
+{{- if and (eq .name "NOE_LOOKUP_MODE") (has (toString .value) (list "gate" "hybrid")) }}{{ $gated = true }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- $gated -}}
+{{- end -}}
+{{- end -}}

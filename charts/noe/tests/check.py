@@ -44,6 +44,8 @@ KNOWN_FLAGS = {
     "cloud-credentials",
     # Per-pod identity for credential provider plugins (KEP-4412).
     "credential-provider-sa-tokens",
+    # The policy engines' lookup endpoint.
+    "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
@@ -54,6 +56,7 @@ PER_OBJECT_KIND = {
     "certificate": "Certificate", "mutatingwebhookconfiguration": "MutatingWebhookConfiguration",
 }
 SKIP_LABEL = "arch.noe.adevinta.com/skip"
+LOOKUP_COMPONENT = "lookup-endpoint"
 PLATFORMS_ANNOTATION = "arch.noe.adevinta.com/platforms"
 
 # The CEL matchConditions the chart writes, by name (their expressions are also evaluated below,
@@ -169,9 +172,15 @@ class Render:
         def hook(d):
             annotations = d.get("metadata", {}).get("annotations") or {}
             return annotations.get("helm.sh/hook") in ("pre-delete", "post-upgrade")
+        # The lookup endpoint's Service (lookupEndpoint.enabled), apart: "the" Service is the
+        # webhook's.
+        def lookup(d):
+            labels = d.get("metadata", {}).get("labels") or {}
+            return labels.get("app.kubernetes.io/component") == LOOKUP_COMPONENT
         self.valkey = [d for d in docs if valkey(d)]
         self.hooks = [d for d in docs if hook(d) and not valkey(d)]
-        self.docs = [d for d in docs if not valkey(d) and not hook(d)]
+        self.lookup = [d for d in docs if lookup(d)]
+        self.docs = [d for d in docs if not valkey(d) and not hook(d) and not lookup(d)]
 
     def all(self, kind):
         return [d for d in self.docs if d.get("kind") == kind]
@@ -243,7 +252,8 @@ def invariants(r, release, namespace):
           not spec.get("hostNetwork") or spec.get("dnsPolicy") == "ClusterFirstWithHostNet")
 
     # Ports and probes.
-    check("ports webhook, metrics, health", set(ports) == {"webhook", "metrics", "health"},
+    want_ports = {"webhook", "metrics", "health"} | ({"lookup"} if f.get("lookup-addr") else set())
+    check("ports webhook, metrics, health (and lookup)", set(ports) == want_ports,
           str(ports))
     check("liveness /healthz on health",
           c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"})
@@ -461,6 +471,9 @@ def expected_cluster_rules(f, webhook_configuration=None):
                       "verbs": ["create", "patch"]})
     if remediate == "evict":
         rules.append({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]})
+    if f.get("lookup-token-audience"):
+        rules.append({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+                      "verbs": ["create"]})
     if gating(f):
         rules.append({"apiGroups": [""], "resources": ["pods"],
                       "verbs": ["get", "list", "watch", "patch"]})
@@ -505,6 +518,7 @@ def check_generated_cert(r, release, namespace, w, mwc_ann, svc):
 
 
 def scenario_default(r, release, namespace):
+    scenario_default_lookup_off(r)
     psc = r.one("Deployment")["spec"]["template"]["spec"]["securityContext"]
     check("default: fsGroup is noe's group (Secret volumes readable by it alone)",
           psc.get("fsGroup") == psc.get("runAsGroup") == 65532, str(psc))
@@ -919,12 +933,14 @@ def scenario_gate(r, release, namespace):
                                        f"--delete-webhook-configuration={mwc}"])
 
 
-# The Deployment's flags `noe ungate` does not take (the server's, the controllers').
+# The Deployment's flags `noe ungate` does not take (the server's, the controllers'); it takes
+# the facts the decision reads (--namespace-preference, --watch-nodes).
 NOT_UNGATE_FLAGS = {
     "webhook-addr", "metrics-addr", "health-probe-addr", "cert-dir", "shutdown-delay",
-    "metrics-max-namespaces", "namespace-preference", "check-ephemeral-containers", "watch-nodes",
+    "metrics-max-namespaces", "check-ephemeral-containers",
     "remediate", "remediate-rate", "lookup-mode", "hybrid-budget", "gate-namespace-selector",
     "gate-object-selector", "leader-elect", "leader-elect-resource-name", "dev-self-signed-cert",
+    "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
 }
 
 
@@ -973,6 +989,14 @@ def scenario_upgrade_inline(r, release, namespace):
           crb["subjects"][0]["name"]
           == r.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"])
     check_ungate_job(r, "post-upgrade", ["ungate", "--all-namespaces", "--deadline=2m"])
+    # The values set namespacePreference and controller.watchNodes: the hook's own ClusterRole
+    # lets `noe ungate` read what its flags ask for (the release's no longer lets it patch pods).
+    role = [d for d in r.hooks if d["kind"] == "ClusterRole"][0]
+    grants = {(tuple(rule["resources"]), tuple(rule["verbs"])) for rule in role["rules"]}
+    for resources, verbs in [(("pods",), ("list", "patch")), (("namespaces",), ("get",)),
+                             (("nodes",), ("list", "watch"))]:
+        check(f"upgrade to inline: the hook may {'/'.join(verbs)} {resources[0]}",
+              (resources, verbs) in grants, str(role["rules"]))
 
 
 def scenario_skip_arch_pinned(r, release, namespace):
@@ -986,7 +1010,82 @@ def scenario_no_match_conditions(r, release, namespace):
     check("matchConditions off: none rendered", "matchConditions" not in w)
 
 
+def scenario_lookup(r, release, namespace):
+    """lookupEndpoint with a client CA and a token audience, behind cert-manager."""
+    f = flags(r)
+    want = {"lookup-addr": [":9443"], "lookup-deadline": ["1500ms"],
+            "lookup-client-ca": ["/etc/noe/lookup-client-ca/ca.crt"],
+            "lookup-token-audience": ["kyverno-svc.kyverno.io"]}
+    for k, v in want.items():
+        check(f"lookup: --{k}={v[0]}", f.get(k) == v, str(f.get(k)))
+    c = container(r)
+    check("lookup: the container port `lookup`",
+          {"name": "lookup", "containerPort": 9443, "protocol": "TCP"} in c["ports"], str(c["ports"]))
+    spec = r.one("Deployment")["spec"]["template"]["spec"]
+    vols = {v["name"]: v for v in spec["volumes"]}
+    check("lookup: the client CA Secret's key mounted as ca.crt",
+          vols.get("lookup-client-ca", {}).get("secret") == {
+              "secretName": "gatekeeper-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]},
+          str(vols.get("lookup-client-ca")))
+    check("lookup: mounted read-only where --lookup-client-ca reads it",
+          {"name": "lookup-client-ca", "mountPath": "/etc/noe/lookup-client-ca", "readOnly": True}
+          in c["volumeMounts"])
+    check("lookup: one Service of its own", len(r.lookup) == 1, str(len(r.lookup)))
+    svc = r.lookup[0] if r.lookup else {"metadata": {}, "spec": {}}
+    check("lookup: the Service <release>-lookup, 443 -> lookup, selecting noe's pods",
+          svc["metadata"].get("name") == f"{release}-lookup"
+          and svc["spec"].get("ports") == [{"name": "lookup", "port": 443, "targetPort": "lookup",
+                                             "protocol": "TCP"}]
+          and svc["spec"].get("selector") == {"app": release}, str(svc))
+    check("lookup: the Service's own annotations",
+          svc["metadata"].get("annotations") == {"example.com/team": "platform"})
+    cert = r.one("Certificate")["spec"]["dnsNames"]
+    check("lookup: the serving certificate names the lookup Service",
+          f"{release}-lookup.{namespace}.svc" in cert
+          and f"{release}-lookup.{namespace}.svc.cluster.local" in cert, str(cert))
+    rules = r.one("ClusterRole")["rules"]
+    check("lookup: create tokenreviews (token audience set)",
+          {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+           "verbs": ["create"]} in rules, str(rules))
+    np = r.one("NetworkPolicy")["spec"]["ingress"]
+    check("lookup: the NetworkPolicy lets lookupEndpoint.from reach the lookup port",
+          {"ports": [{"protocol": "TCP", "port": 9443}],
+           "from": [{"namespaceSelector": {"matchLabels": {
+               "kubernetes.io/metadata.name": "gatekeeper-system"}}}]} in np, str(np))
+
+
+def scenario_lookup_tokens_only(r, release, namespace):
+    """lookupEndpoint with tokens only and a Helm-generated certificate."""
+    f = flags(r)
+    check("lookup tokens only: no --lookup-client-ca and no CA volume",
+          "lookup-client-ca" not in f
+          and all(v["name"] != "lookup-client-ca"
+                  for v in r.one("Deployment")["spec"]["template"]["spec"]["volumes"]))
+    check("lookup tokens only: --lookup-token-audience",
+          f.get("lookup-token-audience") == ["kyverno-svc.kyverno.io"])
+    secret = [s for s in r.all("Secret") if s["metadata"]["name"] == release]
+    if len(secret) != 1:
+        check("lookup tokens only: the generated Secret", False)
+        return
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "tls.crt")
+        with open(path, "wb") as fh:
+            fh.write(base64.b64decode(secret[0]["data"]["tls.crt"]))
+        t = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in", path],
+                           capture_output=True, text=True)
+        check("lookup tokens only: the generated certificate names the lookup Service",
+              f"DNS:{release}-lookup.{namespace}.svc" in t.stdout, t.stdout + t.stderr)
+
+
+def scenario_default_lookup_off(r):
+    check("default: no lookup endpoint (no Service, no port, no flag)",
+          not r.lookup and "lookup-addr" not in flags(r)
+          and all(p["name"] != "lookup" for p in container(r)["ports"]))
+
+
 SCENARIOS = {
+    "lookup": scenario_lookup,
+    "lookup-tokens-only": scenario_lookup_tokens_only,
     "controllers-report": scenario_controllers_report,
     "controllers-taints": scenario_controllers_taints,
     "gate": scenario_gate,

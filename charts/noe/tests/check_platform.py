@@ -43,9 +43,11 @@ def invariants(t, r, release, namespace):
         check("NetworkPolicy selects noe's pods", s["podSelector"] == {"matchLabels": pods})
         check("NetworkPolicy covers ingress and egress", s["policyTypes"] == ["Ingress", "Egress"])
         ingress_ports = [rule_ports(i) for i in s["ingress"]]
-        check("NetworkPolicy lets in the webhook and metrics ports, nothing else",
-              ingress_ports == [{("TCP", ports["webhook"])}, {("TCP", ports["metrics"])}],
-              str(ingress_ports))
+        allowed = [{("TCP", ports["webhook"])}, {("TCP", ports["metrics"])}]
+        if "lookup" in ports:
+            allowed.append({("TCP", ports["lookup"])})
+        check("NetworkPolicy lets in the webhook, metrics (and lookup) ports, nothing else",
+              ingress_ports == allowed, str(ingress_ports))
         webhook_from = s["ingress"][0].get("from")
         if webhook_from is not None:
             check("a narrowed webhook ingress lets the helm test Pod in",

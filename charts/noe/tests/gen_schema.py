@@ -397,6 +397,39 @@ schema = {
                 },
             },
         },
+        "lookupEndpoint": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "the policy engines' lookup endpoint (--lookup-addr): Gatekeeper, Kyverno",
+            "properties": {
+                "enabled": {"type": "boolean"},
+                "port": dict(PORT, description="container port (--lookup-addr)"),
+                "deadline": dict(DURATION, description="--lookup-deadline (at most 2s)"),
+                "clientCA": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "description": "--lookup-client-ca from a Secret of the release namespace",
+                    "properties": {
+                        "secretName": {"type": "string",
+                                       "pattern": r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
+                        "key": {"type": "string", "minLength": 1},
+                    },
+                },
+                "tokenAudience": {"type": "string",
+                                  "description": "--lookup-token-audience (TokenReview)"},
+                "service": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "port": PORT,
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "annotations": {"type": "object",
+                                        "additionalProperties": {"type": "string"}},
+                    },
+                },
+                "from": dict(PEERS, description="NetworkPolicy peers allowed to the lookup port"),
+            },
+        },
         "tests": {
             "type": "object",
             "additionalProperties": False,

@@ -138,6 +138,8 @@ scenarios=(
   "controllers-report|$TESTS/values/controllers-report.yaml"
   "controllers-taints|$TESTS/values/controllers-taints.yaml"
   "gate|$TESTS/values/gate.yaml"
+  "lookup|$TESTS/values/lookup.yaml"
+  "lookup-tokens-only|$TESTS/values/lookup-tokens-only.yaml"
   "existing-service-account|$TESTS/values/existing-service-account.yaml"
   "shared-cache-no-fsgroup|$TESTS/values/shared-cache-no-fsgroup.yaml"
 )
@@ -240,6 +242,50 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
 else
   fail "upgrade-inline: helm template --is-upgrade"; cat "$OUT/upgrade-inline.err"
 fi
+
+# ---------------------------------------------------------------------------------------------
+# The post-upgrade hook's `lookup`-found branch: `helm template` cannot look the Deployment up,
+# so the decision is the named template "noe.gatedBefore" (templates/_gate.tpl), rendered here by
+# helm in a scratch chart with the Deployments `lookup` would return.
+# ---------------------------------------------------------------------------------------------
+echo "==> after an upgrade to inline, the hook runs only if the replaced Deployment gated pods"
+scratch="$(mktemp -d)"
+mkdir -p "$scratch/templates"
+cp "$CHART/templates/_gate.tpl" "$scratch/templates/"
+printf 'apiVersion: v2\nname: gated-before\nversion: 0.0.0\n' >"$scratch/Chart.yaml"
+cat >"$scratch/templates/cases.yaml" <<'TPL'
+{{- range $name, $deployment := .Values.cases }}
+{{ $name }}: {{ include "noe.gatedBefore" $deployment }}
+{{- end }}
+TPL
+cat >"$scratch/values.yaml" <<'VALUES'
+cases:
+  gate-arg: {spec: {template: {spec: {containers: [{name: noe, args: ["--cert-dir=/certs", "--lookup-mode=gate"]}]}}}}
+  hybrid-arg: {spec: {template: {spec: {containers: [{name: noe, args: ["--lookup-mode=hybrid"]}]}}}}
+  inline-arg: {spec: {template: {spec: {containers: [{name: noe, args: ["--lookup-mode=inline"]}]}}}}
+  no-mode: {spec: {template: {spec: {containers: [{name: noe, args: ["--cert-dir=/certs"]}]}}}}
+  gate-env: {spec: {template: {spec: {containers: [{name: noe, env: [{name: NOE_LOOKUP_MODE, value: gate}]}]}}}}
+  inline-env: {spec: {template: {spec: {containers: [{name: noe, env: [{name: NOE_LOOKUP_MODE, value: inline}]}]}}}}
+  sidecar-gate: {spec: {template: {spec: {containers: [{name: noe}, {name: other, args: ["--lookup-mode=gate"]}]}}}}
+  no-containers: {spec: {template: {}}}
+  not-found: {}
+VALUES
+want='gate-arg: true
+gate-env: true
+hybrid-arg: true
+inline-arg: false
+inline-env: false
+no-containers: false
+no-mode: false
+not-found: true
+sidecar-gate: true'
+if got="$("$HELM" template t "$scratch" 2>&1 | grep -v '^---$' | grep -v '^# Source:' | sed '/^$/d')" \
+    && [ "$got" = "$want" ]; then
+  pass "noe.gatedBefore: gate/hybrid args or env, or no Deployment found, run the hook; inline does not"
+else
+  fail "noe.gatedBefore"; diff <(echo "$want") <(echo "$got") || true
+fi
+rm -rf "$scratch"
 
 # ---------------------------------------------------------------------------------------------
 # --admission-deadline follows webhook.timeoutSeconds (minus 2 s, at least 1 s).
@@ -353,6 +399,9 @@ violations=(
   "grafanaDashboard.enabled as a string|grafanaDashboard.enabled|--set-string metrics.grafanaDashboard.enabled=true"
   "serviceMonitor.relabelings as a map|relabelings|--set metrics.serviceMonitor.relabelings.a=b"
   "tests.image.tag as a number|tests.image.tag|--set tests.image.tag=8"
+  "lookupEndpoint.port above 65535|lookupEndpoint.port|--set lookupEndpoint.port=70000"
+  "lookupEndpoint.deadline not a duration|lookupEndpoint.deadline|--set lookupEndpoint.deadline=soon"
+  "unknown lookupEndpoint key|insecure|--set lookupEndpoint.insecure=true"
 )
 for entry in "${violations[@]}"; do
   IFS='|' read -r desc want rest <<<"$entry"
@@ -364,6 +413,37 @@ for entry in "${violations[@]}"; do
     pass "schema rejects $desc: $(echo "$err" | grep -F -- "$want" | head -1 | sed 's/^ *- //')"
   else
     fail "schema rejects $desc: error does not name '$want'"; echo "$err"
+  fi
+done
+
+# lookupEndpoint.enabled without a way to admit a caller (the binary would refuse to start).
+if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" --set lookupEndpoint.enabled=true 2>&1 >/dev/null)"; then
+  fail "lookupEndpoint.enabled without clientCA.secretName or tokenAudience renders"
+elif grep -qF "a caller with neither gets nothing" <<<"$err"; then
+  pass "lookupEndpoint.enabled without clientCA.secretName or tokenAudience fails, saying why"
+else
+  fail "lookupEndpoint.enabled without auth: unexpected error"; echo "$err"
+fi
+
+# examples/policies: each file parses, kubernetes-validate finds nothing wrong (Gatekeeper's and
+# Kyverno's kinds have no schema there: only "no schema" warnings are expected), and each policy
+# calls the lookup Service the chart renders for release noe in namespace noe, on its route.
+for f in examples/policies/*/*.yaml; do
+  kv="$("$KV" --strict --kubernetes-version "${K8S_VERSIONS[-1]}" "$f" 2>&1)" || true
+  other="$(grep -E '^(WARN|ERROR)' <<<"$kv" | grep -v "Couldn't find schema for kind" || true)"
+  if [ -z "$other" ] && "$PY" - "$f" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+assert docs and all(d.get("apiVersion") and d.get("kind") and d.get("metadata", {}).get("name") for d in docs)
+text = open(sys.argv[1]).read()
+for route in ("/gatekeeper/v1/platforms", "/kyverno/v1/platforms"):
+    if route in text:
+        assert f"https://noe-lookup.noe.svc{route}" in text, route
+PY
+  then
+    pass "$f: parses, validates, calls the lookup Service"
+  else
+    fail "$f"; echo "$other"
   fi
 done
 

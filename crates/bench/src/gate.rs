@@ -6,8 +6,9 @@
 //! 1. admission latency: gate mode against a registry 2 s away (every pod a new image)
 //!    alternating with inline admissions of a warm image;
 //! 2. creation → release: each gated pod stored in the scripted API (5 ms round trip), timed
-//!    until its gate is gone, beside inline cold admissions of the same kind of image (the
-//!    lookup time);
+//!    until the API receives the write that removes its gate, split into noe's parts
+//!    (`noe_gate_stage_seconds`: lookup, queue, write), beside inline cold admissions of the
+//!    same kind of image (the lookup time);
 //! 3. hybrid on warm images: the API writes counted (there should be none);
 //! 4. a storm of pods over fewer cold images: index GETs in the registry's log, release writes
 //!    per pod, pods left gated, resident memory above idle.
@@ -120,6 +121,110 @@ fn gated_left(api: &KubeApi, names: &[String]) -> usize {
         .count()
 }
 
+/// When the scripted API received the write that removed `name`'s gate (exact, from its
+/// request log; `now` if the log lagged behind).
+async fn release_received(
+    api: &KubeApi,
+    requests: &mut tokio::sync::broadcast::Receiver<noe_test_support::RecordedRequest>,
+    name: &str,
+    started: Instant,
+) -> anyhow::Result<Instant> {
+    let deadline = started + Duration::from_secs(60);
+    let path = format!("/pods/{name}");
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(remaining, requests.recv()).await {
+            Err(_) => bail!("{name} still gated after 60 s"),
+            Ok(Ok(request)) => {
+                let ours = request.method == "PATCH" && request.path.ends_with(&path);
+                if ours && request.status == 200 && gated_left(api, &[name.to_owned()]) == 0 {
+                    return Ok(request.received);
+                }
+            }
+            Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
+                if gated_left(api, &[name.to_owned()]) == 0 {
+                    return Ok(Instant::now());
+                }
+            }
+            Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => {
+                bail!("the scripted API's request log closed")
+            }
+        }
+    }
+}
+
+/// The sums and counts of noe's `noe_gate_stage_seconds{stage}` (lookup, queue, write).
+#[derive(Clone, Copy, Debug, Default)]
+struct Stages {
+    sums: [f64; 3],
+    counts: [f64; 3],
+}
+
+const STAGES: [&str; 3] = ["lookup", "queue", "write"];
+
+impl Stages {
+    async fn read(noe: &Process) -> anyhow::Result<Self> {
+        let addr = noe.metrics.context("no metrics address")?;
+        let text = reqwest::get(format!("http://{addr}/metrics"))
+            .await?
+            .text()
+            .await?;
+        let mut stages = Self::default();
+        for (i, stage) in STAGES.iter().enumerate() {
+            let value = |suffix: &str| -> f64 {
+                let prefix = format!("noe_gate_stage_seconds_{suffix}{{stage=\"{stage}\"}} ");
+                text.lines()
+                    .find_map(|line| line.strip_prefix(&prefix))
+                    .and_then(|value| value.trim().parse().ok())
+                    .unwrap_or(0.0)
+            };
+            stages.sums[i] = value("sum");
+            stages.counts[i] = value("count");
+        }
+        Ok(stages)
+    }
+
+    /// The next reading with one more write observed (at most 2 s of polling).
+    async fn next(&self, noe: &Process) -> anyhow::Result<Self> {
+        for _ in 0..1000 {
+            let now = Self::read(noe).await?;
+            if now.counts[2] > self.counts[2] {
+                return Ok(now);
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        bail!("noe never counted its release write")
+    }
+}
+
+/// One release, its total and noe's parts of it.
+#[derive(Clone, Copy, Debug)]
+struct Parts {
+    total: Duration,
+    lookup: Duration,
+    queue: Duration,
+    write: Duration,
+}
+
+impl Parts {
+    fn of(total: Duration, before: &Stages, after: &Stages) -> Self {
+        let part = |i: usize| {
+            let seconds = after.sums[i] - before.sums[i];
+            Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or_default()
+        };
+        Self {
+            total,
+            lookup: part(0),
+            queue: part(1),
+            write: part(2),
+        }
+    }
+
+    fn beyond_lookup(&self) -> Duration {
+        self.total.saturating_sub(self.lookup)
+    }
+}
+
 /// A kubeconfig for `noe` reaching the scripted API at `host` (a proxy, or the API itself).
 fn kubeconfig(dir: &Path, api: &KubeApi, host: &str, name: &str) -> anyhow::Result<String> {
     let yaml = api
@@ -212,34 +317,82 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     }
     let released = tags("gate-release", PODS);
     children.tag(&registry, 2, &released).await?;
+    let mut requests = api.subscribe_requests();
+    let mut stages = Stages::read(&gate).await?;
     let mut release = Vec::new();
     for (i, image) in references(&registry.host(), &released).iter().enumerate() {
-        let review = pod_review(&format!("release-{i}"), std::slice::from_ref(image));
-        let answer = admit(&client, gate.addr, &review).await?;
         let name = format!("release-{i}");
+        let review = pod_review(&name, std::slice::from_ref(image));
+        let answer = admit(&client, gate.addr, &review).await?;
         let pod = stored(&review, &answer, &name)?;
         let started = Instant::now();
         api.put_pod(pod);
-        let deadline = started + Duration::from_secs(60);
-        while gated_left(&api, std::slice::from_ref(&name)) > 0 {
-            if Instant::now() > deadline {
-                bail!("{name} still gated after 60 s");
-            }
-            tokio::time::sleep(Duration::from_micros(500)).await;
-        }
-        release.push(started.elapsed());
+        let written = release_received(&api, &mut requests, &name, started).await?;
+        let total = written.saturating_duration_since(started);
+        // noe observes its write when the answer is back: wait for it.
+        let after = stages.next(&gate).await?;
+        release.push(Parts::of(total, &stages, &after));
+        stages = after;
     }
     let (lookup_p50, lookup_p99) = percentiles(lookup);
-    let (release_p50, release_p99) = percentiles(release);
     let rtt = ms(API_RTT);
-    println!("| creation → release | pods | median ms | p99 ms | (time − lookup) / API round trip, median / p99 |");
+    println!("| creation → release, per pod | pods | median ms | p99 ms | median / p99 in API round trips |");
     println!("|---|---:|---:|---:|---:|");
-    println!("| lookup (inline cold admission, same registry) | {PODS} | {lookup_p50:.1} | {lookup_p99:.1} | |");
-    println!(
-        "| gated pod stored → gate removed | {PODS} | {release_p50:.1} | {release_p99:.1} | {:.2} / {:.2} |",
-        (release_p50 - lookup_p50) / rtt,
-        (release_p99 - lookup_p99) / rtt
+    let row = |what: &str, samples: Vec<Duration>| {
+        let (p50, p99) = percentiles(samples);
+        println!(
+            "| {what} | {PODS} | {p50:.2} | {p99:.2} | {:.2} / {:.2} |",
+            p50 / rtt,
+            p99 / rtt
+        );
+    };
+    row(
+        "gated pod stored → release write received (**total**)",
+        release.iter().map(|p| p.total).collect(),
     );
+    row(
+        "noe: lookup (what the admission's early lookup left to wait, and the decision)",
+        release.iter().map(|p| p.lookup).collect(),
+    );
+    row(
+        "noe: queue (watch event → worker)",
+        release.iter().map(|p| p.queue).collect(),
+    );
+    row(
+        "noe: write (the release's round trip, answer included)",
+        release.iter().map(|p| p.write).collect(),
+    );
+    row(
+        "total − noe's lookup (**target ≤ 2 round trips**)",
+        release.iter().map(Parts::beyond_lookup).collect(),
+    );
+    row(
+        "total − noe's lookup − queue (the watch event's and the write's ways)",
+        release
+            .iter()
+            .map(|p| p.beyond_lookup().saturating_sub(p.queue))
+            .collect(),
+    );
+    println!(
+        "| lookup of a new image (inline cold admission, same registry), for comparison | {PODS} | {lookup_p50:.2} | {lookup_p99:.2} | |"
+    );
+    println!();
+    let mut slowest = release.clone();
+    slowest.sort_by_key(|p| std::cmp::Reverse(p.total));
+    let slowest: Vec<String> = slowest
+        .iter()
+        .take(3)
+        .map(|p| {
+            format!(
+                "{:.1} ms (lookup {:.1}, queue {:.1}, write {:.1})",
+                ms(p.total),
+                ms(p.lookup),
+                ms(p.queue),
+                ms(p.write)
+            )
+        })
+        .collect();
+    println!("The three slowest releases: {}.", slowest.join("; "));
     println!();
     drop(gate);
     drop(inline);

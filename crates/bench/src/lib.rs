@@ -16,6 +16,8 @@
 //! - [`fleet`]: registry requests of 3 replicas without and with a shared cache (real
 //!   `redis-server`), and admissions while it is killed.
 //! - [`cold`]: cold admissions of K images through a proxy adding a round trip.
+//! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper requests of 1 and 64 cached
+//!   keys) against the floor, side by side like [`warm`].
 //! - [`gate`]: the gate and hybrid lookup modes beside inline (admission latency against a slow
 //!   registry, creation to release, API writes, a storm of gated pods).
 
@@ -25,6 +27,7 @@ pub mod fleet;
 pub mod floor;
 pub mod gate;
 pub mod images;
+pub mod lookup;
 pub mod memory;
 pub mod noe;
 pub mod pulls;
@@ -77,6 +80,8 @@ enum Command {
     Cold(Options),
     /// The gate and hybrid lookup modes beside inline.
     Gate(Options),
+    /// The policy engines' lookup endpoint, warm (1 and 64 keys), beside the floor.
+    Lookup(Options),
 }
 
 /// Shared options.
@@ -185,6 +190,7 @@ impl Cli {
                     pulls::run(&options).await?;
                     fleet::run(&options).await?;
                     gate::run(&options).await?;
+                    lookup::run(&options).await?;
                     warm::run(&options).await
                 }
                 Command::Warm(options) => warm::run(&options).await,
@@ -195,6 +201,7 @@ impl Cli {
                 Command::Fleet(options) => fleet::run(&options).await,
                 Command::Cold(options) => cold::run(&options).await,
                 Command::Gate(options) => gate::run(&options).await,
+                Command::Lookup(options) => lookup::run(&options).await,
             }
         });
         match result {

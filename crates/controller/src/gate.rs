@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::StreamExt as _;
+use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::{watcher, Controller as KController};
+use kube::runtime::{reflector, watcher, Controller as KController, WatchStreamExt as _};
 use kube::Api;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -48,6 +48,16 @@ pub mod reason {
     pub const NO_COMMON_PLATFORM: &str = "NoCommonPlatform";
     /// The release write was refused (Pod Security, another webhook).
     pub const RELEASE_REFUSED: &str = "ReleaseRefused";
+}
+/// The stages of `noe_gate_stage_seconds`.
+pub mod stage {
+    /// From the watch event's arrival to a worker taking the pod.
+    pub const QUEUE: &str = "queue";
+    /// The images' platforms (the admission's early lookup, when done, is a cache hit) and
+    /// the decision.
+    pub const LOOKUP: &str = "lookup";
+    /// The release write's round trip.
+    pub const WRITE: &str = "write";
 }
 /// Pods released at once.
 const CONCURRENCY: u16 = 16;
@@ -100,6 +110,34 @@ struct State {
     planner: Arc<dyn GatePlanner>,
     /// UID → failed attempts and when the next may run.
     attempts: Mutex<HashMap<String, (u32, Instant)>>,
+    /// UID → when the watch brought the pod's first event not yet taken by a worker.
+    arrivals: Arc<Arrivals>,
+}
+
+/// When gated pods' events arrived from the watch, for the queue stage of
+/// `noe_gate_stage_seconds`: the earliest event a worker has not taken yet, per UID.
+#[derive(Debug, Default)]
+struct Arrivals(Mutex<HashMap<String, Instant>>);
+
+impl Arrivals {
+    fn stamp(&self, pod: &Pod) {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
+            return;
+        };
+        let mut arrivals = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if arrivals.len() >= MEMO && !arrivals.contains_key(uid) {
+            // Pods deleted before a worker took them: forgotten (their wait goes unmeasured).
+            arrivals.clear();
+        }
+        arrivals.entry(uid.to_owned()).or_insert_with(Instant::now);
+    }
+
+    fn take(&self, uid: &str) -> Option<Instant> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid)
+    }
 }
 
 /// The delay before attempt `failures + 1`: `min * 2^failures` capped at `max`, minus up to a
@@ -178,6 +216,7 @@ pub(crate) async fn run_leading(
         config,
         planner,
         attempts: Mutex::default(),
+        arrivals: Arc::default(),
     });
     let mut leading = leadership;
     loop {
@@ -211,9 +250,21 @@ pub fn watch_config() -> watcher::Config {
 
 async fn run(state: Arc<State>, stop: crate::context::Stop) {
     let api: Api<Pod> = Api::all(state.client.clone());
-    let kcontroller = KController::new(api, watch_config())
+    let (store, writer) = reflector::store();
+    let arrivals = state.arrivals.clone();
+    // kube's own watch, reflector and trigger (Controller::new), with each event stamped as it
+    // arrives.
+    let pods = watcher(api, watch_config())
+        .map_ok(move |event| {
+            if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = &event {
+                arrivals.stamp(pod);
+            }
+            event
+        })
+        .reflect(writer)
+        .applied_objects();
+    let kcontroller = KController::for_stream(pods, store.clone())
         .with_config(controller::Config::default().concurrency(CONCURRENCY));
-    let store = kcontroller.store();
     let metrics = state.metrics.clone();
     let gauges = {
         let metrics = metrics.clone();
@@ -276,6 +327,13 @@ impl State {
             (failures.saturating_add(1), Instant::now() + delay),
         );
         delay
+    }
+
+    fn observe(&self, stage: &str, since: Instant) {
+        self.metrics
+            .gate_stages
+            .with_label_values(&[stage])
+            .observe(since.elapsed().as_secs_f64());
     }
 
     fn forget(&self, uid: &str) {
@@ -358,6 +416,14 @@ pub mod outcome {
 }
 
 async fn reconcile(pod: Arc<Pod>, state: Arc<State>) -> Result<Action, Error> {
+    if let Some(arrived) = pod
+        .metadata
+        .uid
+        .as_deref()
+        .and_then(|uid| state.arrivals.take(uid))
+    {
+        state.observe(stage::QUEUE, arrived);
+    }
     match release_once(&state, &pod, false).await? {
         Released::Done(_) | Released::Gone => Ok(Action::await_change()),
         Released::Later(delay) => Ok(Action::requeue(delay)),
@@ -385,7 +451,10 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
     } else {
         let raw = serde_json::to_value(pod)
             .map_err(|_| Error::Incomplete(format!("pod {}", names(pod).1)))?;
-        state.planner.plan(&raw, last_attempt).await
+        let started = Instant::now();
+        let plan = state.planner.plan(&raw, last_attempt).await;
+        state.observe(stage::LOOKUP, started);
+        plan
     };
     let raw = serde_json::to_value(pod).unwrap_or(Value::Null);
     let (ops, extra, outcome): (&[Op], Extra, &'static str) = match &plan {
@@ -441,10 +510,12 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
         return Err(Error::NotLeader { action: action() });
     }
     let api: Api<Pod> = Api::namespaced(state.client.clone(), namespace);
-    match api
+    let started = Instant::now();
+    let written = api
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
+        .await;
+    state.observe(stage::WRITE, started);
+    match written {
         Ok(_) => {
             state.forget(&uid);
             state
@@ -519,6 +590,7 @@ pub async fn ungate(
         config,
         planner,
         attempts: Mutex::default(),
+        arrivals: Arc::default(),
     };
     let api: Api<Pod> = match namespace {
         Some(namespace) => Api::namespaced(client, namespace),

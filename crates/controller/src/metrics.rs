@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus::{
-    Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry,
 };
 
 /// The label value past the namespace bound.
@@ -43,6 +44,8 @@ pub struct Metrics {
     pub(crate) gate_duration: Histogram,
     /// `noe_gate_releases_total{outcome}`.
     pub(crate) gate_releases: IntCounterVec,
+    /// `noe_gate_stage_seconds{stage}`: the parts of a release attempt ([`crate::gate::stage`]).
+    pub(crate) gate_stages: HistogramVec,
     namespaces: Arc<Mutex<HashSet<String>>>,
     max_namespaces: usize,
 }
@@ -128,6 +131,18 @@ impl Metrics {
             "Gated pods released, by outcome",
             &["outcome"],
         )?;
+        let gate_stages = HistogramVec::new(
+            HistogramOpts::new(
+                "noe_gate_stage_seconds",
+                "The parts of a gated pod's release attempt: queue (the watch event's arrival to a worker), lookup (the images' platforms and the decision), write (the release's round trip)",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0, 30.0,
+            ]),
+            &["stage"],
+        )?;
+        registry.register(Box::new(gate_stages.clone()))?;
         Ok(Self {
             deletions,
             checked,
@@ -142,6 +157,7 @@ impl Metrics {
             gate_oldest,
             gate_duration,
             gate_releases,
+            gate_stages,
             namespaces: Arc::default(),
             max_namespaces,
         })

@@ -5,7 +5,6 @@
 //! images, pull secret names, owner, node name and phase.
 
 mod act;
-mod bucket;
 mod judge;
 mod memo;
 mod recheck;
@@ -15,7 +14,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use bucket::Bucket;
 use futures::future::BoxFuture;
 use futures::StreamExt as _;
 use futures::TryStreamExt as _;
@@ -24,6 +22,7 @@ use kube::runtime::controller::{self, applier, trigger_self, Action, ReconcileRe
 use kube::runtime::reflector;
 use kube::runtime::{watcher, WatchStreamExt as _};
 use kube::Api;
+use noe_core::bucket::TokenBucket;
 
 use crate::context::{Context, Controller, Stop};
 use crate::objects::PodRecord;
@@ -42,7 +41,8 @@ pub(crate) struct Remediation {
 struct Shared {
     platforms: Arc<dyn PodPlatforms>,
     mode: Remediate,
-    bucket: Mutex<Bucket>,
+    /// At most `--remediate-rate` evictions per minute, a burst of as many.
+    bucket: Mutex<TokenBucket>,
     /// Pods that need nothing more until they change or the next recheck (fit, reported, or
     /// evicted).
     settled: Mutex<Memo>,
@@ -61,9 +61,10 @@ impl Remediation {
             state: Arc::new(Shared {
                 platforms,
                 mode: config.remediate,
-                bucket: Mutex::new(Bucket::new(
+                bucket: Mutex::new(TokenBucket::new(
+                    f64::from(config.remediate_rate_per_minute.max(1)) / 60.0,
                     config.remediate_rate_per_minute,
-                    tokio::time::Instant::now(),
+                    Instant::now().into_std(),
                 )),
                 settled: Mutex::default(),
                 reported: Mutex::default(),
@@ -199,7 +200,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         .bucket
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .take(tokio::time::Instant::now());
+        .take(Instant::now().into_std());
     if let Err(wait) = token {
         return Ok(Action::requeue(wait));
     }

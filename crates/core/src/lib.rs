@@ -10,7 +10,9 @@
 //!   pods from it).
 //! - [`explain`]: a decision in words and JSON (`noe explain`), from the decision's summary.
 //! - [`clock`]: time as a seam for the lifetimes of the caches around the decision.
+//! - [`bucket`]: the one token bucket (registry requests per host, evictions).
 
+pub mod bucket;
 pub mod clock;
 pub mod decide;
 pub mod explain;

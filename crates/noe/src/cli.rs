@@ -157,6 +157,7 @@ impl Args {
                 .get_groups()
                 .filter(|group| !accepted.contains(&group.get_id().as_str()))
                 .flat_map(|group| group.get_args().map(|id| id.as_str().to_owned()))
+                .filter(|id| !also_accepted(subcommand).contains(&id.as_str()))
                 .collect();
             for id in foreign {
                 command = command.mut_arg(id, |arg| arg.hide(true));
@@ -187,6 +188,9 @@ impl Args {
                 continue;
             }
             for id in group.get_args() {
+                if also_accepted(command).contains(&id.as_str()) {
+                    continue;
+                }
                 let flag = root
                     .get_arguments()
                     .find(|arg| arg.get_id() == id)
@@ -241,6 +245,11 @@ impl Args {
                 force: ungate.force,
                 max_attempts: self.controller.gate_max_attempts,
                 delete_webhook_configuration: ungate.delete_webhook_configuration.clone(),
+                facts: config::FactSettings {
+                    namespace_preference: self.server.namespace_preference,
+                    ephemeral_containers: false,
+                },
+                watch_nodes: self.controller.watch_nodes,
             }),
         })
     }
@@ -342,6 +351,15 @@ fn groups_of(name: &str) -> &'static [&'static str] {
             "RegistryArgs",
             "LogArgs",
         ],
+    }
+}
+
+/// The flags (argument ids) the subcommand `name` accepts from groups it does not: `ungate`
+/// decides with the server's facts.
+fn also_accepted(name: &str) -> &'static [&'static str] {
+    match name {
+        "ungate" => &["namespace_preference"],
+        _ => &[],
     }
 }
 

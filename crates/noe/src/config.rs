@@ -43,6 +43,20 @@ pub struct ServerSettings {
     pub shutdown_delay: Duration,
     /// Distinct `namespace` metric label values at most.
     pub metrics_max_namespaces: usize,
+    /// The policy engines' lookup endpoint (`--lookup-addr`); `None`: off.
+    pub lookup: Option<LookupSettings>,
+}
+
+/// The policy engines' lookup endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookupSettings {
+    pub addr: std::net::SocketAddr,
+    /// Callers with a client certificate this PEM bundle verifies are admitted.
+    pub client_ca: Option<PathBuf>,
+    /// Callers with a Bearer token valid for this audience (TokenReview) are admitted.
+    pub token_audience: Option<String>,
+    /// Each request answers within this (at most 2 s).
+    pub deadline: Duration,
 }
 
 /// How the Kubernetes API is reached.
@@ -130,6 +144,10 @@ pub struct Ungate {
     pub max_attempts: u32,
     /// Deleted before anything is released.
     pub delete_webhook_configuration: Option<String>,
+    /// The facts the server's decision reads (`--namespace-preference`).
+    pub facts: FactSettings,
+    /// `--watch-nodes`: the cluster's nodes are listed (their architectures are facts).
+    pub watch_nodes: bool,
 }
 
 /// `noe inspect`.

@@ -226,6 +226,23 @@ impl Resolver {
             .map(|entry| entry.platforms())
     }
 
+    /// [`Resolver::cached`] with the manifest digest (the policy engines' lookup endpoint
+    /// answers both from its warm path). `None` when nothing fresh is cached, and for every image
+    /// when a `--platform-overrides` file is configured ([`Resolver::resolve_in`] answers those).
+    pub fn cached_digest(
+        &self,
+        image: &str,
+        scope: Option<Scope>,
+    ) -> Option<(Arc<[Platform]>, String)> {
+        if self.inner.config.platform_overrides.is_some() {
+            return None;
+        }
+        self.inner
+            .cache
+            .fresh(image, scope)
+            .map(|entry| (entry.platforms(), entry.digest()))
+    }
+
     /// The platforms of [`Resolver::resolve_in`] alone, shared with the cache (the admission
     /// path): a cached image costs no string building.
     pub async fn platforms(

@@ -1,4 +1,4 @@
-//! Per registry host: a client-side rate limiter (token bucket, `--registry-qps` and
+//! Per registry host: a client-side rate limiter (noe-core's token bucket, `--registry-qps` and
 //! `--registry-burst`) and a circuit breaker. After a 429, or [`FAILURES_TO_OPEN`] 5xx in a row,
 //! requests to that host fail at once, without being sent, until its `Retry-After` (at most
 //! [`MAX_OPEN`]; [`DEFAULT_OPEN`] when it gives none) has passed; then requests go again, and the
@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use http::StatusCode;
+use noe_core::bucket::TokenBucket;
 use tokio::time::Instant;
 
 use crate::budget::Context;
@@ -35,9 +36,8 @@ pub const MAX_HOSTS: usize = 4096;
 
 #[derive(Debug)]
 struct Host {
-    /// Tokens in the bucket (negative: requests already promised a later token).
-    tokens: f64,
-    refilled: Instant,
+    /// `None`: unlimited (`--registry-qps=0`).
+    bucket: Option<TokenBucket>,
     /// 5xx answers in a row.
     failures: u32,
     open: Option<(Instant, Cause)>,
@@ -50,7 +50,7 @@ struct Host {
 pub struct Throttle {
     /// Requests per second per host; `None`: unlimited.
     qps: Option<f64>,
-    burst: f64,
+    burst: u32,
     hosts: Mutex<HashMap<String, Host>>,
     metrics: Metrics,
 }
@@ -61,7 +61,7 @@ impl Throttle {
         let qps = (qps.is_finite() && qps > 0.0).then_some(qps);
         Self {
             qps,
-            burst: f64::from(burst.max(1)),
+            burst: burst.max(1),
             hosts: Mutex::new(HashMap::new()),
             metrics,
         }
@@ -89,29 +89,22 @@ impl Throttle {
                     });
                 }
             }
-            let Some(qps) = self.qps else {
+            let Some(bucket) = &mut state.bucket else {
                 return Ok(());
             };
-            let elapsed = now.duration_since(state.refilled).as_secs_f64();
-            state.tokens = (state.tokens + elapsed * qps).min(self.burst);
-            state.refilled = now;
-            if state.tokens >= 1.0 {
-                state.tokens -= 1.0;
-                return Ok(());
+            match bucket.take_within(now.into_std(), max_wait) {
+                Ok(Duration::ZERO) => return Ok(()),
+                // Promised: the next token is this request's.
+                Ok(wait) => wait,
+                Err(_) => {
+                    drop(hosts);
+                    self.count(ctx, "rate_limited");
+                    return Err(Error::RateLimited {
+                        reference: ctx.reference.clone(),
+                        registry: ctx.registry.clone(),
+                    });
+                }
             }
-            let wait =
-                Duration::try_from_secs_f64((1.0 - state.tokens) / qps).unwrap_or(Duration::MAX);
-            if wait > max_wait {
-                drop(hosts);
-                self.count(ctx, "rate_limited");
-                return Err(Error::RateLimited {
-                    reference: ctx.reference.clone(),
-                    registry: ctx.registry.clone(),
-                });
-            }
-            // Promised: the next token is this request's.
-            state.tokens -= 1.0;
-            wait
         };
         self.count(ctx, "delayed");
         tokio::time::sleep(wait).await;
@@ -179,8 +172,9 @@ impl Throttle {
             }
         }
         let state = hosts.entry(host.to_owned()).or_insert_with(|| Host {
-            tokens: self.burst,
-            refilled: now,
+            bucket: self
+                .qps
+                .map(|qps| TokenBucket::new(qps, self.burst, now.into_std())),
             failures: 0,
             open: None,
             seen: now,
@@ -193,11 +187,10 @@ impl Throttle {
     /// the table). Open breakers stay.
     fn evict(&self, hosts: &mut HashMap<String, Host>, now: Instant) {
         let open = |h: &Host| h.open.is_some_and(|(until, _)| until > now);
-        let (qps, burst) = (self.qps, self.burst);
         let full = |h: &Host| {
-            qps.is_none_or(|qps| {
-                h.tokens + now.duration_since(h.refilled).as_secs_f64() * qps >= burst
-            })
+            h.bucket
+                .as_ref()
+                .is_none_or(|bucket| bucket.is_full(now.into_std()))
         };
         hosts.retain(|_, h| open(h) || h.failures > 0 || !full(h));
         if hosts.len() < MAX_HOSTS {

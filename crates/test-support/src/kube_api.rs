@@ -25,6 +25,7 @@
 //!   account, the audiences and a counter, with its `expirationTimestamp`);
 //! - `POST pods/NAME/eviction` (deletes the pod; a PodDisruptionBudget's `429` is scripted with
 //!   [`Fault::pdb_blocks_eviction`]);
+//! - `POST authentication.k8s.io/v1 tokenreviews` for the tokens of [`KubeApi::accept_token`];
 //! - scripted [`Fault`]s for any method and path; every request recorded ([`KubeApi::requests`]).
 //!
 //! ```no_run
@@ -42,6 +43,7 @@ mod in_memory;
 mod objects;
 mod select;
 mod store;
+mod token_review;
 mod validate;
 
 use std::sync::{Arc, Mutex};
@@ -191,6 +193,17 @@ impl KubeApi {
     /// Ends every open watch (clients resume from their last resource version).
     pub fn end_watches(&self) {
         lock(&self.state).end_watches();
+    }
+
+    /// TokenReviews accept `token` for `audiences` (and no other), as `username`.
+    pub fn accept_token(&self, token: &str, username: &str, audiences: &[&str]) {
+        lock(&self.state).tokens.insert(
+            token.to_owned(),
+            token_review::ScriptedToken {
+                username: username.to_owned(),
+                audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
+            },
+        );
     }
 
     /// Scripts a fault.

@@ -9,6 +9,8 @@
 //!   each listener serving a [`server::Router`] of `tower::Service` routes; the admission is a
 //!   [`server::Handler`] behind the `/mutate` route.
 //! - [`metrics`]: the admission's Prometheus metrics.
+//! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper external data, Kyverno), its
+//!   routes served on a listener of their own.
 //! - `gets`: the one cached GET of what admissions read from the API server (namespaces,
 //!   nodes, pull secrets), its lifetimes on a clock seam.
 //!
@@ -20,6 +22,7 @@
 pub mod admission;
 pub mod facts;
 mod gets;
+pub mod lookup;
 pub mod metrics;
 pub mod resolve;
 pub mod server;

@@ -1,7 +1,8 @@
 //! The transport: three listeners, each serving a [`Router`] (a `tower::Service` routing by
 //! path): the HTTPS one the routes it is given (the admission at [`MUTATE_PATH`], answered by a
-//! [`Post`] route over a [`Handler`]; the policy engines' lookup routes will sit beside it),
-//! plain HTTP `/metrics`, and plain HTTP `/healthz` and `/readyz`. It knows nothing of
+//! [`Post`] route over a [`Handler`]), plain HTTP `/metrics`, and plain HTTP `/healthz` and
+//! `/readyz`; optionally a second HTTPS listener ([`Running::add_https`]: the policy engines'
+//! lookup routes, `crate::lookup`) with the same limits and drain. It knows nothing of
 //! admission; the routes know nothing of the listeners.
 
 pub mod conn;
@@ -22,7 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-pub use https::{Limits, Routes};
+pub use https::{ClientCertificate, Limits, Routes};
 pub use post::{BodyLimits, Handler, Post, MAX_BODY_BYTES};
 pub use router::Router;
 
@@ -81,6 +82,36 @@ impl Running {
         for task in self.tasks {
             let _ = task.await;
         }
+    }
+
+    /// Binds `addr` and serves `routes` there over TLS with `config` (the policy engines' lookup
+    /// endpoint: the same certificate, its own client authentication), with `limits`; stopped
+    /// and drained with the others. Returns the bound address.
+    pub async fn add_https<R: Routes>(
+        &mut self,
+        addr: SocketAddr,
+        config: rustls::ServerConfig,
+        tls: Arc<Reloadable>,
+        routes: R,
+        limits: Limits,
+    ) -> Result<SocketAddr, Error> {
+        let listener = bind(addr).await?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| Error::Bind { addr, source })?;
+        let acceptor = TlsAcceptor::from(Arc::new(config));
+        // Its own readiness: `/readyz` is the admission listener's.
+        let readiness = Readiness::new(tls);
+        self.tasks.push(tokio::spawn(https::serve(
+            listener,
+            acceptor,
+            routes,
+            limits,
+            readiness,
+            self.shutdown.subscribe(),
+        )));
+        tracing::info!(addr = %bound, "Serving");
+        Ok(bound)
     }
 
     /// The shutdown a pod gets: not ready at once (so its endpoint is removed), still answering

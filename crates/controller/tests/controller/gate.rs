@@ -234,6 +234,15 @@ async fn a_gated_pod_is_released_with_its_constraints_in_one_write() {
             && value(&registry, "noe_gate_duration_seconds", None) == 2.0
     })
     .await;
+    // Each release's parts, once per pod: the watch event's wait for a worker, the lookup, the
+    // write.
+    for stage in [gate::stage::QUEUE, gate::stage::LOOKUP, gate::stage::WRITE] {
+        assert_eq!(
+            value(&registry, "noe_gate_stage_seconds", Some(("stage", stage))),
+            2.0,
+            "{stage}"
+        );
+    }
     eventually("the gauge counts none", || {
         value(&registry, "noe_gated_pods", None) == 0.0
     })

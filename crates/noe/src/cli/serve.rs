@@ -4,6 +4,7 @@
 
 pub mod facts;
 pub mod gate;
+pub mod lookup;
 pub mod platforms;
 pub mod process;
 
@@ -16,15 +17,13 @@ use anyhow::Context as _;
 use noe_controller::{Controllers, Deps, Leadership, NodeView};
 use noe_webhook::admission::gate::namespaces::NamespaceSelection;
 use noe_webhook::admission::gate::{ExemptNamespaces, GateSettings, LookupMode};
-use noe_webhook::facts::{ClusterFacts, NamespacePreferences, NodeGets};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::health::Readiness;
 use noe_webhook::server::tls::{self, CertDir, Reloadable};
 use noe_webhook::server::{self, BodyLimits, Limits, Running, Termination, CERT_POLL_INTERVAL};
 
 use crate::app::{self, App};
-use crate::config::{self, CertSource, ControllerSettings, FactSettings, ServerSettings};
-use facts::NodeViewFacts;
+use crate::config::{self, CertSource, ControllerSettings, ServerSettings};
 use platforms::ResolverPlatforms;
 
 /// How long the controllers may take to stop (a held Lease is released) before they are
@@ -64,6 +63,8 @@ pub async fn serve(
 #[derive(Debug)]
 pub struct Serving {
     pub webhook_addr: SocketAddr,
+    /// The policy engines' lookup endpoint, when `--lookup-addr` is set.
+    pub lookup_addr: Option<SocketAddr>,
     pub metrics_addr: SocketAddr,
     pub health_addr: SocketAddr,
     server: Running,
@@ -122,6 +123,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
                 facts,
                 shutdown_delay: _,
                 metrics_max_namespaces,
+                lookup: lookup_settings,
             },
         kube,
         decision: config::Decision {
@@ -167,6 +169,10 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     });
     let client_for_facts = client.clone();
     let client_for_gate = client.clone();
+    // Checked before anything listens: a bad client CA or a missing API fails the start.
+    let lookup = lookup_settings
+        .map(|settings| lookup::build(settings, &app, client.clone(), &tls))
+        .transpose()?;
     let mut running = match client {
         Some(client) if controllers.config.is_enabled() => Some(start_controllers(
             client,
@@ -185,23 +191,16 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         metrics_max_namespaces,
         pull_secrets.clone(),
     )?;
-    let cluster = cluster_facts(
-        facts,
-        client_for_facts,
-        admission.metrics().fact_errors.clone(),
-    )?;
     let view = running
         .as_ref()
         .filter(|_| controllers.node_facts)
         .and_then(|r| r.node_view());
-    let source: Option<Arc<dyn noe_webhook::facts::FactSource>> = match (view, cluster) {
-        (Some(nodes), Some(cluster)) => {
-            Some(Arc::new(NodeViewFacts::over(nodes, Arc::new(cluster))))
-        }
-        (Some(nodes), None) => Some(Arc::new(NodeViewFacts::new(nodes))),
-        (None, Some(cluster)) => Some(Arc::new(cluster)),
-        (None, None) => None,
-    };
+    let source = facts::source(
+        facts,
+        client_for_facts,
+        admission.metrics().fact_errors.clone(),
+        view,
+    )?;
     // The gate controller decides with the same facts as inline admission (the namespace's
     // preference, the cluster's nodes).
     if let (Some(policy), Some(running)) = (gate_policy, running.as_mut()) {
@@ -250,14 +249,35 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         ..BodyLimits::default()
     };
     let routes = server::admission_routes(Arc::new(admission), body);
-    let server = match server::start(addresses, tls, routes, limits, app.metrics.clone()).await {
-        Ok(server) => server,
+    let started = async {
+        let mut server =
+            server::start(addresses, tls.clone(), routes, limits, app.metrics.clone()).await?;
+        let lookup_addr = match lookup {
+            Some(endpoint) => {
+                let added = server
+                    .add_https(endpoint.addr, endpoint.config, tls, endpoint.routes, limits)
+                    .await;
+                match added {
+                    Ok(addr) => Some(addr),
+                    Err(error) => {
+                        server.shutdown().await;
+                        return Err(error);
+                    }
+                }
+            }
+            None => None,
+        };
+        Ok::<_, server::Error>((server, lookup_addr))
+    };
+    let (server, lookup_addr) = match started.await {
+        Ok(started) => started,
         Err(error) => {
             stop(running).await;
             return Err(error.into());
         }
     };
     Ok(Serving {
+        lookup_addr,
         webhook_addr: server.webhook_addr,
         metrics_addr: server.metrics_addr,
         health_addr: server.health_addr,
@@ -297,35 +317,4 @@ fn start_controllers(
         platforms: Some(Arc::new(platforms)),
     };
     Ok(Controllers::start(client, config, deps, metrics)?)
-}
-
-/// The facts the admission reads from the cluster, `None` when none is asked for. Each asked for
-/// needs the API: without it start-up fails rather than silently ignoring the flag.
-fn cluster_facts(
-    settings: FactSettings,
-    client: Option<kube::Client>,
-    errors: prometheus::IntCounterVec,
-) -> anyhow::Result<Option<ClusterFacts>> {
-    let FactSettings {
-        namespace_preference,
-        ephemeral_containers,
-    } = settings;
-    if !namespace_preference && !ephemeral_containers {
-        return Ok(None);
-    }
-    let Some(client) = client else {
-        anyhow::bail!(
-            "--namespace-preference and --check-ephemeral-containers need Kubernetes API access (in a pod, or --kubeconfig)"
-        );
-    };
-    let mut facts = ClusterFacts::new();
-    if namespace_preference {
-        facts = facts.with_namespaces(
-            NamespacePreferences::new(client.clone()).with_error_counter(errors.clone()),
-        );
-    }
-    if ephemeral_containers {
-        facts = facts.with_nodes(Arc::new(NodeGets::new(client).with_error_counter(errors)));
-    }
-    Ok(Some(facts))
 }

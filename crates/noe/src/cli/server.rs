@@ -60,6 +60,29 @@ pub struct ServerArgs {
         default_value_t = 1000
     )]
     pub metrics_max_namespaces: usize,
+
+    /// HTTPS lookup endpoint for policy engines (`/gatekeeper/v1/platforms`,
+    /// `/kyverno/v1/platforms`), on the webhook's certificate; off when empty. Needs
+    /// `--lookup-client-ca` and/or `--lookup-token-audience`.
+    #[arg(long, global = true, env = "NOE_LOOKUP_ADDR", value_parser = parse_addr)]
+    pub lookup_addr: Option<SocketAddr>,
+
+    /// PEM CA bundle: lookup callers presenting a client certificate it verifies are admitted
+    /// (Gatekeeper presents its webhook certificate: trust its `ca.crt`).
+    #[arg(long, global = true, env = "NOE_LOOKUP_CLIENT_CA")]
+    pub lookup_client_ca: Option<PathBuf>,
+
+    /// Lookup callers presenting a Bearer token the Kubernetes API accepts for this audience
+    /// (TokenReview; needs `create tokenreviews`) are admitted (Kyverno ≥1.18:
+    /// `kyverno-svc.kyverno.io` unless changed).
+    #[arg(long, global = true, env = "NOE_LOOKUP_TOKEN_AUDIENCE")]
+    pub lookup_token_audience: Option<String>,
+
+    /// Longest a lookup request takes (Go duration, at most 2s); keys not answered by then
+    /// get a `timeout:` error. A caller's shorter `?timeout=` wins.
+    #[arg(long, global = true, env = "NOE_LOOKUP_DEADLINE", default_value = "2s",
+          value_parser = super::parse::positive_duration)]
+    pub lookup_deadline: std::time::Duration,
 }
 
 impl ServerArgs {
@@ -83,6 +106,12 @@ impl ServerArgs {
             },
             shutdown_delay: self.shutdown_delay,
             metrics_max_namespaces: self.metrics_max_namespaces,
+            lookup: self.lookup_addr.map(|addr| crate::config::LookupSettings {
+                addr,
+                client_ca: self.lookup_client_ca.clone(),
+                token_audience: self.lookup_token_audience.clone().filter(|a| !a.is_empty()),
+                deadline: self.lookup_deadline,
+            }),
         }
     }
 }

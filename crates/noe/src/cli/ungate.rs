@@ -7,15 +7,17 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use noe_controller::GateConfig;
+use noe_controller::{Controllers, Deps, GateConfig, Running};
+use noe_webhook::facts::FactSource;
 use noe_webhook::resolve::one_line;
 
 use super::serve::gate::DecisionPlanner;
-use super::serve::platforms;
+use super::serve::{facts, platforms};
 use crate::app::{self, App};
 use crate::config;
 
@@ -69,6 +71,47 @@ impl UngateArgs {
     }
 }
 
+/// How long the nodes may take to be listed (`--watch-nodes`).
+const NODES_LISTED: Duration = Duration::from_secs(60);
+
+/// The facts the server's decision reads, from the same source ([`facts::source`]): the
+/// namespace's preferred arch (`--namespace-preference`) and the cluster's nodes
+/// (`--watch-nodes`: a node reflector, listed before anything is decided, returned to be
+/// stopped).
+async fn decision_facts(
+    settings: config::FactSettings,
+    watch_nodes: bool,
+    client: &kube::Client,
+) -> anyhow::Result<(Option<Running>, Option<Arc<dyn FactSource>>)> {
+    let registry = prometheus::Registry::new();
+    let errors = noe_webhook::metrics::Metrics::register(&registry)?.fact_errors;
+    let mut running = None;
+    let mut view = None;
+    if watch_nodes {
+        let nodes_only = noe_controller::Config {
+            watch_nodes: true,
+            ..noe_controller::Config::default()
+        };
+        let metrics = noe_controller::Metrics::new(&registry, 1)?;
+        let nodes = Controllers::start(client.clone(), nodes_only, Deps::default(), metrics)?;
+        let listed = nodes.node_view();
+        running = Some(nodes);
+        if let Some(listed) = &listed {
+            if tokio::time::timeout(NODES_LISTED, listed.ready())
+                .await
+                .is_err()
+            {
+                anyhow::bail!(
+                    "the nodes were not listed within {NODES_LISTED:?} (is `list nodes` granted?)"
+                );
+            }
+        }
+        view = listed;
+    }
+    let source = facts::source(settings, Some(client.clone()), errors, view)?;
+    Ok((running, source))
+}
+
 /// Prints one line per outcome (`released OUTCOME: N`) and each pod left gated on stderr.
 /// Exit codes: 0 no pod left gated, 1 some pod is still gated or the API failed, 2 no API
 /// access could be configured.
@@ -101,6 +144,13 @@ pub async fn run(config: config::Ungate) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let (nodes, facts) = match decision_facts(config.facts, config.watch_nodes, &client).await {
+        Ok(facts) => facts,
+        Err(error) => {
+            eprintln!("noe: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let planner = match DecisionPlanner::new(
         &app,
         &config.decision.policy,
@@ -108,7 +158,7 @@ pub async fn run(config: config::Ungate) -> ExitCode {
         Some(noe_webhook::resolve::pull_secrets::PullSecrets::new(
             client.clone(),
         )),
-        None,
+        facts,
     ) {
         Ok(planner) => planner,
         Err(error) => {
@@ -123,12 +173,15 @@ pub async fn run(config: config::Ungate) -> ExitCode {
     let result = noe_controller::gate::ungate(
         client,
         config.namespace.as_deref(),
-        std::sync::Arc::new(planner),
+        Arc::new(planner),
         gate,
         config.force,
         config.deadline,
     )
     .await;
+    if let Some(nodes) = nodes {
+        nodes.shutdown().await;
+    }
     match result {
         Ok(done) => {
             let mut stdout = std::io::stdout().lock();

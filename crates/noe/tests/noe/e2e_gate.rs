@@ -5,9 +5,13 @@
 //!
 //! Waits are bounded polls for a condition; nothing asserts on time.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
-use noe_test_support::{namespace_json, DelayProxy, KubeApi, Resource, NOE_GATE};
+use noe::cli::{Args, Run};
+use noe_test_support::{
+    gated_pod_json, namespace_json, node_json, DelayProxy, KubeApi, Resource, NOE_GATE,
+};
 use serde_json::{json, Value};
 
 use super::harness::{self, patch_of, pod, Harness, Server};
@@ -23,6 +27,43 @@ async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("timed out waiting for {what}");
+}
+
+/// What every test here starts with: the real registry and its fixtures, the scripted API, a
+/// scratch directory (the kubeconfig).
+struct Setup {
+    h: Harness,
+    api: KubeApi,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    async fn start() -> Self {
+        Self {
+            h: Harness::start().await,
+            api: KubeApi::start().await.unwrap(),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+}
+
+/// The registry 2 s away (a delaying proxy, kept while the test runs): the proxy, the fixtures'
+/// multi-arch image through it, and the `--insecure-registries` flag naming both hosts.
+async fn slow_registry(h: &Harness) -> (DelayProxy, String, String) {
+    let proxy = DelayProxy::start(h.registry.addr(), Duration::from_secs(2))
+        .await
+        .unwrap();
+    let image = h
+        .fixtures
+        .oci_index
+        .reference()
+        .replace(&h.registry.host(), &proxy.host());
+    let insecure = format!(
+        "--insecure-registries={},{}",
+        h.registry.host(),
+        proxy.host()
+    );
+    (proxy, image, insecure)
 }
 
 async fn server(h: &Harness, api: &KubeApi, dir: &std::path::Path, extra: &[&str]) -> Server {
@@ -58,23 +99,9 @@ fn gates(api: &KubeApi, name: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_mode_answers_at_once_and_the_controller_releases_the_pod() {
-    let h = Harness::start().await;
-    let api = KubeApi::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let Setup { h, api, dir } = Setup::start().await;
     // A registry 2 s away: admission does not wait for it.
-    let proxy = DelayProxy::start(h.registry.addr(), Duration::from_secs(2))
-        .await
-        .unwrap();
-    let image = h
-        .fixtures
-        .oci_index
-        .reference()
-        .replace(&h.registry.host(), &proxy.host());
-    let insecure = format!(
-        "--insecure-registries={},{}",
-        h.registry.host(),
-        proxy.host()
-    );
+    let (_proxy, image, insecure) = slow_registry(&h).await;
     let s = server(&h, &api, dir.path(), &["--lookup-mode=gate", &insecure]).await;
     // The user's own required term, with matchFields: the release appends to it.
     let mut created = pod(&[&image]);
@@ -123,22 +150,8 @@ async fn gate_mode_answers_at_once_and_the_controller_releases_the_pod() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hybrid_decides_warm_pods_inline_and_gates_cold_ones() {
-    let h = Harness::start().await;
-    let api = KubeApi::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = DelayProxy::start(h.registry.addr(), Duration::from_secs(2))
-        .await
-        .unwrap();
-    let image = h
-        .fixtures
-        .oci_index
-        .reference()
-        .replace(&h.registry.host(), &proxy.host());
-    let insecure = format!(
-        "--insecure-registries={},{}",
-        h.registry.host(),
-        proxy.host()
-    );
+    let Setup { h, api, dir } = Setup::start().await;
+    let (_proxy, image, insecure) = slow_registry(&h).await;
     let s = server(&h, &api, dir.path(), &["--lookup-mode=hybrid", &insecure]).await;
     // Cold: gated, the lookups go on in the background.
     let cold = s.review(&pod(&[&image])).await;
@@ -177,8 +190,7 @@ fn is_gated(response: &Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_pods_the_gate_selectors_select_are_gated() {
-    let h = Harness::start().await;
-    let api = KubeApi::start().await.unwrap();
+    let Setup { h, api, dir } = Setup::start().await;
     api.put(
         Resource::Namespaces,
         "",
@@ -189,7 +201,6 @@ async fn only_pods_the_gate_selectors_select_are_gated() {
         "",
         namespace_json("bank", &[("example.com/gate", "off")]),
     );
-    let dir = tempfile::tempdir().unwrap();
     let s = server(
         &h,
         &api,
@@ -246,15 +257,13 @@ async fn only_pods_the_gate_selectors_select_are_gated() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gated_pod_is_decided_with_the_facts_inline_admission_reads() {
-    let h = Harness::start().await;
-    let api = KubeApi::start().await.unwrap();
+    let Setup { h, api, dir } = Setup::start().await;
     // The namespace prefers arm64 (the flag's default is amd64): inline admission reads it.
     api.put(
         Resource::Namespaces,
         "",
         namespace_json("shop", &[("arch.noe.adevinta.com/preferred", "arm64")]),
     );
-    let dir = tempfile::tempdir().unwrap();
     let s = server(
         &h,
         &api,
@@ -278,4 +287,93 @@ async fn a_gated_pod_is_decided_with_the_facts_inline_admission_reads() {
         "the namespace's preference, as inline: {multi}"
     );
     s.running.shutdown().await;
+}
+
+/// Runs `noe ungate -n shop` in-process against the scripted API with the harness's registry
+/// flags plus `extra`; its exit code.
+async fn ungate(h: &Harness, api: &KubeApi, dir: &std::path::Path, extra: &[&str]) -> ExitCode {
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+    let mut argv: Vec<String> = vec!["noe".into(), "ungate".into(), "-n".into(), "shop".into()];
+    argv.extend(h.base_flags().into_iter().filter(|flag| {
+        [
+            "--insecure-registries",
+            "--docker-config-path",
+            "--containerd-config-path",
+        ]
+        .iter()
+        .any(|name| flag.starts_with(name))
+    }));
+    argv.push(format!("--kubeconfig={}", kubeconfig.display()));
+    argv.extend(extra.iter().map(|flag| (*flag).to_owned()));
+    let args = Args::try_parse_normalized(argv.into_iter().map(Into::into)).unwrap();
+    let Run::Ungate(config) = args.to_run().unwrap() else {
+        panic!("not an ungate command line")
+    };
+    noe::cli::ungate::run(config).await
+}
+
+/// The arch constraints the release wrote (nodeSelector and required terms), as text.
+fn constraints(api: &KubeApi, name: &str) -> String {
+    let pod = api.get(Resource::Pods, "shop", name).unwrap();
+    assert_eq!(pod["spec"]["schedulingGates"], json!([]), "released: {pod}");
+    format!(
+        "{} {}",
+        pod["spec"]["nodeSelector"],
+        pod.pointer(TERMS).cloned().unwrap_or_default()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ungate_decides_with_the_namespace_preference_the_server_reads() {
+    let Setup { h, api, dir } = Setup::start().await;
+    // The namespace prefers arm64 (the flag's default is amd64); both images run on both.
+    api.put(
+        Resource::Namespaces,
+        "",
+        namespace_json("shop", &[("arch.noe.adevinta.com/preferred", "arm64")]),
+    );
+    let f = &h.fixtures;
+    let images = [f.oci_index.reference(), f.docker_list.reference()];
+    let images: Vec<&str> = images.iter().map(String::as_str).collect();
+    api.put_pod(gated_pod_json("shop", "multi", &images));
+    let code = ungate(&h, &api, dir.path(), &["--namespace-preference=true"]).await;
+    assert_eq!(code, ExitCode::SUCCESS);
+    let multi = api.get(Resource::Pods, "shop", "multi").unwrap();
+    assert_eq!(
+        multi["spec"]["nodeSelector"]["kubernetes.io/arch"], "arm64",
+        "the namespace's preference, as inline: {multi}"
+    );
+    let gets = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path == "/api/v1/namespaces/shop")
+        .count();
+    assert_eq!(gets, 1, "the namespace read once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ungate_decides_with_the_architectures_of_the_cluster_s_nodes() {
+    let Setup { h, api, dir } = Setup::start().await;
+    // Only arm64 nodes: with `--cluster-schedulable-archs=auto` amd64 is not schedulable.
+    for name in ["n1", "n2"] {
+        api.put(Resource::Nodes, "", node_json(name, "arm64", "linux"));
+    }
+    let f = &h.fixtures;
+    let images = [f.oci_index.reference(), f.docker_list.reference()];
+    let images: Vec<&str> = images.iter().map(String::as_str).collect();
+    api.put_pod(gated_pod_json("shop", "multi", &images));
+    let code = ungate(
+        &h,
+        &api,
+        dir.path(),
+        &["--watch-nodes=true", "--cluster-schedulable-archs=auto"],
+    )
+    .await;
+    assert_eq!(code, ExitCode::SUCCESS);
+    let written = constraints(&api, "multi");
+    assert!(
+        written.contains("arm64") && !written.contains("amd64"),
+        "the nodes' architectures only: {written}"
+    );
 }

@@ -95,6 +95,8 @@ pub struct RecordedRequest {
     pub body: Value,
     /// The status answered.
     pub status: u16,
+    /// When its body had been read (before it was answered).
+    pub received: std::time::Instant,
 }
 
 impl RecordedRequest {

@@ -126,6 +126,7 @@ pub(crate) async fn handle(
         content_type,
         body: json,
         status: 0,
+        received: std::time::Instant::now(),
     };
     let response = answer(&state, &record);
     record.status = response.status().as_u16();
@@ -157,6 +158,13 @@ fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> 
             return response(fault.status, &headers, body.to_string());
         }
         return status(fault.status, &fault.message);
+    }
+    if request.method == "POST" && request.path == "/apis/authentication.k8s.io/v1/tokenreviews" {
+        let answered = super::token_review::answer(&lock(state).tokens, &request.body);
+        return match answered {
+            Ok(review) => json_response(201, review.to_string()),
+            Err(message) => status(400, &message),
+        };
     }
     let Some(target) = parse_path(&request.path) else {
         return status(404, &format!("the server could not find {}", request.path));

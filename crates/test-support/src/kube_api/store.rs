@@ -123,6 +123,8 @@ pub(crate) struct Inner {
     pub(crate) uid: u64,
     /// Every watch ends after this long ([`crate::KubeApi::watch_lifetime`]).
     pub(crate) watch_lifetime: Option<std::time::Duration>,
+    /// The tokens TokenReviews accept ([`crate::KubeApi::accept_token`]).
+    pub(crate) tokens: BTreeMap<String, super::token_review::ScriptedToken>,
 }
 
 impl Inner {
@@ -140,6 +142,7 @@ impl Inner {
             changes,
             uid: 0,
             watch_lifetime: None,
+            tokens: BTreeMap::new(),
         }
     }
 

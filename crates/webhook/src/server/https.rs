@@ -25,6 +25,12 @@ use super::conn::{self, Activity, Close, Watched};
 use super::health::Readiness;
 use super::router::Answer;
 
+/// In the extensions of every request of a connection whose client presented a certificate
+/// the TLS handshake verified (only a listener with a client certificate verifier asks for
+/// one: the policy engines' lookup endpoint).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientCertificate;
+
 /// How long an HTTP/1.1 connection whose body was refused may still flush its answer.
 const CLOSE_AFTER_REFUSAL: Duration = Duration::from_millis(500);
 
@@ -188,6 +194,7 @@ async fn connection<R: Routes>(
             return;
         }
     };
+    let client_certificate = tls.get_ref().1.peer_certificates().is_some();
     let activity = Activity::new();
     // The idle timeout, the shutdown and a refused HTTP/1.1 body (hyper would otherwise keep the
     // connection open to read the rest of a body nobody wants) are watched beside the
@@ -200,7 +207,10 @@ async fn connection<R: Routes>(
     ));
     let service = {
         let activity = activity.clone();
-        service_fn(move |request: Request<Incoming>| {
+        service_fn(move |mut request: Request<Incoming>| {
+            if client_certificate {
+                request.extensions_mut().insert(ClientCertificate);
+            }
             let in_flight = activity.request();
             let http1 = request.version() < Version::HTTP_2;
             let answering = routes.clone().oneshot(request);

@@ -108,26 +108,11 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     if request.method() != Method::POST {
-        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
-        response
-            .headers_mut()
-            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
-        return response;
+        return method_not_allowed();
     }
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limits.max_bytes as u64) {
-        return too_large();
-    }
-    let body = Limited::new(request.into_body(), limits.max_bytes).collect();
-    let body = match tokio::time::timeout(limits.read_timeout, body).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(error)) if error.is::<LengthLimitError>() => return too_large(),
-        Ok(Err(_)) => return text(StatusCode::BAD_REQUEST, "cannot read the request body\n"),
-        Err(_) => return text(StatusCode::REQUEST_TIMEOUT, "request body read timed out\n"),
+    let body = match read_body(request, limits).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
     };
     let answer = {
         use futures::FutureExt as _;
@@ -147,9 +132,48 @@ where
     response
 }
 
+/// 405, naming POST.
+pub fn method_not_allowed() -> Answer {
+    let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
+    response
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+    response
+}
+
+/// Reads a request's body within `limits`; the refusal otherwise: 413 for a body above the
+/// limit (declared or read), 400 when it cannot be read, 408 when it does not arrive in time.
+pub async fn read_body<B>(request: Request<B>, limits: BodyLimits) -> Result<Bytes, Answer>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limits.max_bytes as u64) {
+        return Err(too_large());
+    }
+    let body = Limited::new(request.into_body(), limits.max_bytes).collect();
+    match tokio::time::timeout(limits.read_timeout, body).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) if error.is::<LengthLimitError>() => Err(too_large()),
+        Ok(Err(_)) => Err(text(
+            StatusCode::BAD_REQUEST,
+            "cannot read the request body\n",
+        )),
+        Err(_) => Err(text(
+            StatusCode::REQUEST_TIMEOUT,
+            "request body read timed out\n",
+        )),
+    }
+}
+
 /// 413, asking an HTTP/1.1 client to close (the listener closes such a connection shortly after
 /// rather than read the rest of a body nobody wants).
-fn too_large() -> Answer {
+pub fn too_large() -> Answer {
     let mut response = text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
     response.headers_mut().insert(
         header::CONNECTION,

@@ -8,7 +8,30 @@ use futures::future::BoxFuture;
 use noe_controller::objects::NodeRecord;
 use noe_controller::NodeView;
 use noe_core::decide::{Facts, NodeFacts};
-use noe_webhook::facts::{FactRequest, FactSource};
+use noe_webhook::facts::{ClusterFacts, FactRequest, FactSource, NamespacePreferences, NodeGets};
+
+use crate::config::FactSettings;
+
+/// The facts the decision reads, as `settings` and a node reflector's view ask (`None`: none):
+/// the server's admissions and gate controller, and `noe ungate`, decide with this one source.
+/// Each part asked for needs the API: without it this fails rather than silently ignoring the
+/// flag. `errors` counts the failed reads (`noe_hook_fact_errors_total`).
+pub fn source(
+    settings: FactSettings,
+    client: Option<kube::Client>,
+    errors: prometheus::IntCounterVec,
+    nodes: Option<NodeView>,
+) -> anyhow::Result<Option<Arc<dyn FactSource>>> {
+    let cluster = cluster_facts(settings, client, errors)?;
+    Ok(match (nodes, cluster) {
+        (Some(nodes), Some(cluster)) => {
+            Some(Arc::new(NodeViewFacts::over(nodes, Arc::new(cluster))))
+        }
+        (Some(nodes), None) => Some(Arc::new(NodeViewFacts::new(nodes))),
+        (None, Some(cluster)) => Some(Arc::new(cluster)),
+        (None, None) => None,
+    })
+}
 
 /// Facts from the node reflector, over what another source knows (the namespace).
 pub struct NodeViewFacts {
@@ -31,6 +54,37 @@ impl NodeViewFacts {
             inner: Some(inner),
         }
     }
+}
+
+/// The facts the admission reads from the cluster, `None` when none is asked for. Each asked for
+/// needs the API: without it start-up fails rather than silently ignoring the flag.
+fn cluster_facts(
+    settings: FactSettings,
+    client: Option<kube::Client>,
+    errors: prometheus::IntCounterVec,
+) -> anyhow::Result<Option<ClusterFacts>> {
+    let FactSettings {
+        namespace_preference,
+        ephemeral_containers,
+    } = settings;
+    if !namespace_preference && !ephemeral_containers {
+        return Ok(None);
+    }
+    let Some(client) = client else {
+        anyhow::bail!(
+            "--namespace-preference and --check-ephemeral-containers need Kubernetes API access (in a pod, or --kubeconfig)"
+        );
+    };
+    let mut facts = ClusterFacts::new();
+    if namespace_preference {
+        facts = facts.with_namespaces(
+            NamespacePreferences::new(client.clone()).with_error_counter(errors.clone()),
+        );
+    }
+    if ephemeral_containers {
+        facts = facts.with_nodes(Arc::new(NodeGets::new(client).with_error_counter(errors)));
+    }
+    Ok(Some(facts))
 }
 
 fn node_facts(node: &NodeRecord) -> NodeFacts {

@@ -1,0 +1,76 @@
+//! The policy engines' lookup endpoint (`--lookup-addr`), built from the App's resolver, node
+//! credentials and metrics registry, and the webhook's certificate.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use noe_webhook::lookup::{
+    self, Auth, KubeTokenReviews, Lookup, Metrics, RegistryImages, TokenAuth,
+};
+use noe_webhook::server::tls::Reloadable;
+
+use crate::app::App;
+use crate::config::LookupSettings;
+
+/// How long one TokenReview may take.
+const TOKEN_REVIEW_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the server starts for the endpoint.
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    pub config: rustls::ServerConfig,
+    pub routes: lookup::Routes,
+}
+
+/// Builds the endpoint; fails when no caller could ever be admitted, when the client CA is
+/// unusable, or when token checks are asked for without Kubernetes API access.
+pub fn build(
+    settings: LookupSettings,
+    app: &App,
+    client: Option<kube::Client>,
+    tls: &Arc<Reloadable>,
+) -> anyhow::Result<Endpoint> {
+    let LookupSettings {
+        addr,
+        client_ca,
+        token_audience,
+        deadline,
+    } = settings;
+    if client_ca.is_none() && token_audience.is_none() {
+        anyhow::bail!(
+            "--lookup-addr needs --lookup-client-ca and/or --lookup-token-audience: a caller with neither gets nothing"
+        );
+    }
+    let tokens = match (token_audience, client) {
+        (None, _) => None,
+        (Some(audience), Some(client)) => Some(TokenAuth::new(
+            Arc::new(KubeTokenReviews::new(client, TOKEN_REVIEW_TIMEOUT)),
+            audience,
+        )),
+        (Some(_), None) => anyhow::bail!(
+            "--lookup-token-audience needs Kubernetes API access (in a pod, or --kubeconfig) for its TokenReviews"
+        ),
+    };
+    let auth = Auth {
+        certificates: client_ca.is_some(),
+        tokens,
+    };
+    let config = lookup::server_config(tls, client_ca.as_deref())?;
+    let images = RegistryImages::new(app.resolver.clone(), Arc::new(app.credentials(None)));
+    let metrics =
+        Metrics::register(&app.metrics).context("cannot register the lookup endpoint metrics")?;
+    let endpoint = Lookup::new(
+        auth,
+        Arc::new(images),
+        deadline,
+        app.lookups.max_concurrent,
+        metrics,
+    );
+    Ok(Endpoint {
+        addr,
+        config,
+        routes: lookup::routes(Arc::new(endpoint)),
+    })
+}

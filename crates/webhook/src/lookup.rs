@@ -1,0 +1,371 @@
+//! The lookup endpoint for policy engines (`--lookup-addr`): which platforms images support,
+//! asked over HTTPS by Gatekeeper's external data ([`GATEKEEPER_PATH`]) and Kyverno's `apiCall`
+//! or CEL `http.Post` ([`KYVERNO_PATH`]).
+//!
+//! Each request is, in order: POST only (405), its caller authenticated before its body is read
+//! ([`auth`]: 401/403/503 and no data otherwise), the body read within 1 MiB (413), parsed as
+//! the engine's request with at most 256 keys ([`wire`]: 400), then answered with HTTP 200 and
+//! one answer per key: from the cache first, the others looked up with the server's resolver
+//! ([`images`]), each within min(the caller's `?timeout=`, `--lookup-deadline`, 2 s) or a
+//! `timeout:` error of its own (the lookup goes on and fills the cache for the next request).
+//! Counted in [`metrics`].
+//!
+//! The routes are `tower::Service`s for the transport's [`crate::server::Router`], served on a
+//! listener of their own ([`crate::server::Running::add_https`]) with the webhook's certificate
+//! and [`server_config`]'s client authentication.
+
+pub mod auth;
+pub mod images;
+pub mod metrics;
+pub mod wire;
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject as _;
+use rustls_pki_types::CertificateDer;
+use tower::Service;
+
+use crate::server::post::{self, PostFuture};
+use crate::server::router::{Answer, NotFound, Route, Router};
+use crate::server::tls::{provider, Reloadable};
+use crate::server::{BodyLimits, ClientCertificate};
+pub use auth::{Auth, Caller, KubeTokenReviews, Refused, TokenAuth, TokenReviewer};
+pub use images::{ImageSource, RegistryImages};
+pub use metrics::{Engine, Metrics, Outcome};
+pub use wire::KeyAnswer;
+
+/// Gatekeeper's external-data route (a `Provider`'s `spec.url` path).
+pub const GATEKEEPER_PATH: &str = "/gatekeeper/v1/platforms";
+/// Kyverno's route (`apiCall.service.url`, CEL `http.Post`).
+pub const KYVERNO_PATH: &str = "/kyverno/v1/platforms";
+/// Request bodies above this are refused (413).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The longest a request may take, whatever the caller and `--lookup-deadline` say: Gatekeeper
+/// asks providers to answer within 1–2 s.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("cannot read the lookup client CA {}", path.display())]
+    ReadClientCa {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no usable PEM certificate in the lookup client CA {}", path.display())]
+    ClientCa { path: PathBuf },
+    #[error("cannot build the lookup endpoint's TLS configuration")]
+    Config(#[source] rustls::Error),
+}
+
+/// The listener's TLS configuration: the webhook's serving certificate (`tls`, reloaded), TLS
+/// 1.3 and 1.2, and with `client_ca` (`--lookup-client-ca`, PEM) client certificates asked for
+/// and verified against it (a client without one may still present a Bearer token).
+pub fn server_config(
+    tls: &Arc<Reloadable>,
+    client_ca: Option<&Path>,
+) -> Result<rustls::ServerConfig, Error> {
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(Error::Config)?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|source| Error::ReadClientCa {
+                path: path.to_owned(),
+                source,
+            })?;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok) {
+                let _ = roots.add(cert);
+            }
+            if roots.is_empty() {
+                return Err(Error::ClientCa {
+                    path: path.to_owned(),
+                });
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .allow_unauthenticated()
+                .build()
+                .map_err(|_| Error::ClientCa {
+                    path: path.to_owned(),
+                })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(tls.clone());
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The endpoint: who may ask, where answers come from, within what. Cheap to share behind an
+/// `Arc`.
+pub struct Lookup {
+    auth: Auth,
+    images: Arc<dyn ImageSource>,
+    /// min(`--lookup-deadline`, [`MAX_DEADLINE`]).
+    deadline: Duration,
+    /// The endpoint's lookups in flight at most (those still finishing after their request's
+    /// deadline included).
+    in_flight: Arc<tokio::sync::Semaphore>,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for Lookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lookup")
+            .field("auth", &self.auth)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lookup {
+    /// Answers within `deadline` (at most [`MAX_DEADLINE`]), with at most `max_in_flight`
+    /// registry lookups at once.
+    pub fn new(
+        auth: Auth,
+        images: Arc<dyn ImageSource>,
+        deadline: Duration,
+        max_in_flight: usize,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            auth,
+            images,
+            deadline: deadline.min(MAX_DEADLINE),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(
+                max_in_flight.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+            )),
+            metrics,
+        }
+    }
+
+    /// Answers one request of `engine`'s route.
+    pub async fn answer<B>(&self, engine: Engine, request: Request<B>) -> Answer
+    where
+        B: hyper::body::Body<Data = Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let started = Instant::now();
+        let (outcome, answer) = self.respond(engine, request).await;
+        self.metrics
+            .observe(engine, outcome, started.elapsed().as_secs_f64());
+        answer
+    }
+
+    async fn respond<B>(&self, engine: Engine, request: Request<B>) -> (Outcome, Answer)
+    where
+        B: hyper::body::Body<Data = Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let now = tokio::time::Instant::now();
+        if request.method() != Method::POST {
+            return (Outcome::Invalid, post::method_not_allowed());
+        }
+        let verified = request.extensions().get::<ClientCertificate>().is_some();
+        let caller = match self.auth.caller(verified, request.headers()).await {
+            Ok(caller) => caller,
+            Err(refused) => return self.refuse(engine, &refused),
+        };
+        let budget = match caller_timeout(request.uri().query()) {
+            Ok(Some(caller)) => caller.min(self.deadline),
+            Ok(None) => self.deadline,
+            Err(invalid) => {
+                return (Outcome::Invalid, invalid_answer(engine, &invalid));
+            }
+        };
+        // A margin to serialize and send the answer: a tenth, at most 100 ms.
+        let deadline = now + budget.saturating_sub((budget / 10).min(Duration::from_millis(100)));
+        let limits = BodyLimits {
+            max_bytes: MAX_BODY_BYTES,
+            read_timeout: budget,
+        };
+        let body = match post::read_body(request, limits).await {
+            Ok(body) => body,
+            Err(refused) => {
+                let outcome = if refused.status() == StatusCode::BAD_REQUEST {
+                    Outcome::Invalid
+                } else {
+                    Outcome::TooLarge
+                };
+                return (outcome, refused);
+            }
+        };
+        let keys = match engine {
+            Engine::Gatekeeper => wire::gatekeeper_keys(&body),
+            Engine::Kyverno => wire::kyverno_keys(&body),
+        };
+        let keys = match keys {
+            Ok(keys) => keys,
+            Err(invalid) => {
+                tracing::debug!(error = %invalid, caller = engine.label(), "Invalid lookup request");
+                return (
+                    Outcome::Invalid,
+                    invalid_answer(engine, &invalid.to_string()),
+                );
+            }
+        };
+        let answers = images::answer(&self.images, &self.in_flight, &keys, deadline).await;
+        let outcome = match answers.failed {
+            0 => Outcome::Ok,
+            n if n == answers.by_key.len() => Outcome::Failed,
+            _ => Outcome::Partial,
+        };
+        tracing::debug!(caller = engine.label(), who = ?caller, keys = keys.len(), failed = answers.failed, "Lookup answered");
+        let find = |key: &str| answers.by_key.get(key);
+        let body = match engine {
+            Engine::Gatekeeper => wire::gatekeeper_response(&keys, find),
+            Engine::Kyverno => wire::kyverno_response(&keys, find),
+        };
+        (outcome, json(StatusCode::OK, body))
+    }
+
+    /// 401, 403 or 503, with no data.
+    fn refuse(&self, engine: Engine, refused: &Refused) -> (Outcome, Answer) {
+        let (outcome, status) = match refused {
+            Refused::Unauthenticated => (Outcome::Unauthenticated, StatusCode::UNAUTHORIZED),
+            Refused::Forbidden => (Outcome::Forbidden, StatusCode::FORBIDDEN),
+            Refused::Unavailable(_) => (Outcome::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+        };
+        tracing::debug!(error = %refused, caller = engine.label(), "Lookup refused");
+        let message = refused.to_string();
+        let body = match engine {
+            Engine::Gatekeeper => wire::gatekeeper_system_error(&message),
+            Engine::Kyverno => wire::kyverno_error(&message),
+        };
+        let mut answer = json(status, body);
+        if status == StatusCode::UNAUTHORIZED && self.auth.tokens.is_some() {
+            answer
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        (outcome, answer)
+    }
+}
+
+/// 400 with the engine's error body.
+fn invalid_answer(engine: Engine, message: &str) -> Answer {
+    let body = match engine {
+        Engine::Gatekeeper => wire::gatekeeper_system_error(message),
+        Engine::Kyverno => wire::kyverno_error(message),
+    };
+    json(StatusCode::BAD_REQUEST, body)
+}
+
+fn json(status: StatusCode, body: Bytes) -> Answer {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The caller's `timeout` query parameter: `1500ms`, `1.5s` or `2` (seconds); `None` without
+/// one. A caller sets it in the URL it is configured with (a Gatekeeper `Provider`'s `url`, to
+/// match its `spec.timeout`).
+pub fn caller_timeout(query: Option<&str>) -> Result<Option<Duration>, String> {
+    let Some(query) = query else {
+        return Ok(None);
+    };
+    let Some(value) = query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find_map(|(name, value)| (name == "timeout").then_some(value))
+    else {
+        return Ok(None);
+    };
+    let invalid = || {
+        format!(
+            "invalid timeout {:?} (expected e.g. 1500ms, 1.5s or 2)",
+            value.chars().take(32).collect::<String>()
+        )
+    };
+    let (number, scale) = if let Some(ms) = value.strip_suffix("ms") {
+        (ms, 0.001)
+    } else if let Some(s) = value.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        (value, 1.0)
+    };
+    let seconds: f64 = number.parse().map_err(|_| invalid())?;
+    let seconds = seconds * scale;
+    if !seconds.is_finite() || seconds <= 0.0 {
+        return Err(invalid());
+    }
+    Ok(Some(Duration::from_secs_f64(
+        seconds.min(MAX_DEADLINE.as_secs_f64()),
+    )))
+}
+
+/// One of the lookup routes: `engine`'s requests answered by `lookup`.
+#[derive(Debug)]
+pub struct LookupRoute {
+    lookup: Arc<Lookup>,
+    engine: Engine,
+}
+
+impl Clone for LookupRoute {
+    fn clone(&self) -> Self {
+        Self {
+            lookup: self.lookup.clone(),
+            engine: self.engine,
+        }
+    }
+}
+
+impl<B> Service<Request<B>> for LookupRoute
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = PostFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let lookup = self.lookup.clone();
+        let engine = self.engine;
+        Box::pin(async move { Ok(lookup.answer(engine, request).await) })
+    }
+}
+
+/// The lookup routes' router.
+pub type Routes = Router<Route<LookupRoute, Route<LookupRoute, NotFound>>>;
+
+/// The two routes over one endpoint; anything else is 404.
+pub fn routes(lookup: Arc<Lookup>) -> Routes {
+    Router::new()
+        .route(
+            GATEKEEPER_PATH,
+            LookupRoute {
+                lookup: lookup.clone(),
+                engine: Engine::Gatekeeper,
+            },
+        )
+        .route(
+            KYVERNO_PATH,
+            LookupRoute {
+                lookup,
+                engine: Engine::Kyverno,
+            },
+        )
+}
+
+#[cfg(test)]
+mod tests;

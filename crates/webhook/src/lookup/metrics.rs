@@ -1,0 +1,144 @@
+//! The lookup endpoint's metrics: `noe_lookup_requests_total{caller,result}` and
+//! `noe_lookup_duration_seconds{caller}`, every label value from the fixed sets below (the
+//! children are resolved once, at registration).
+
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts};
+
+/// The `caller` label: which route was asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Gatekeeper,
+    Kyverno,
+}
+
+impl Engine {
+    pub const ALL: [Self; 2] = [Self::Gatekeeper, Self::Kyverno];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Gatekeeper => "gatekeeper",
+            Self::Kyverno => "kyverno",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Self::Gatekeeper => 0,
+            Self::Kyverno => 1,
+        }
+    }
+}
+
+/// The `result` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every key answered with its platforms.
+    Ok,
+    /// Some keys answered with an error.
+    Partial,
+    /// Every key answered with an error.
+    Failed,
+    /// Refused: not a request of the engine, too many keys, a wrong method (400, 405).
+    Invalid,
+    /// Refused: a body above 1 MiB, or not read in time (413, 408).
+    TooLarge,
+    /// No client certificate, no Bearer token (401).
+    Unauthenticated,
+    /// A token the Kubernetes API rejected (403).
+    Forbidden,
+    /// The token could not be checked (503).
+    Unavailable,
+}
+
+impl Outcome {
+    pub const ALL: [Self; 8] = [
+        Self::Ok,
+        Self::Partial,
+        Self::Failed,
+        Self::Invalid,
+        Self::TooLarge,
+        Self::Unauthenticated,
+        Self::Forbidden,
+        Self::Unavailable,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Partial => "partial",
+            Self::Failed => "failed",
+            Self::Invalid => "invalid",
+            Self::TooLarge => "too_large",
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden => "forbidden",
+            Self::Unavailable => "unavailable",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Self::Ok => 0,
+            Self::Partial => 1,
+            Self::Failed => 2,
+            Self::Invalid => 3,
+            Self::TooLarge => 4,
+            Self::Unauthenticated => 5,
+            Self::Forbidden => 6,
+            Self::Unavailable => 7,
+        }
+    }
+}
+
+/// The endpoint's metrics. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    requests: [[IntCounter; 8]; 2],
+    duration: [Histogram; 2],
+}
+
+impl Metrics {
+    /// Registers the metrics on `registry`.
+    pub fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "noe_lookup_requests_total",
+                "Requests to the policy engines' lookup endpoint, by route (caller) and result.",
+            ),
+            &["caller", "result"],
+        )?;
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "noe_lookup_duration_seconds",
+                "Time to answer a request of the policy engines' lookup endpoint, by route (caller).",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0,
+            ]),
+            &["caller"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(duration.clone()))?;
+        let per_engine = |engine: Engine| {
+            Outcome::ALL
+                .map(|outcome| requests.with_label_values(&[engine.label(), outcome.label()]))
+        };
+        Ok(Self {
+            requests: Engine::ALL.map(per_engine),
+            duration: Engine::ALL.map(|engine| duration.with_label_values(&[engine.label()])),
+        })
+    }
+
+    /// Counts one request and its duration.
+    pub fn observe(&self, engine: Engine, outcome: Outcome, seconds: f64) {
+        if let Some(counter) = self
+            .requests
+            .get(engine.index())
+            .and_then(|row| row.get(outcome.index()))
+        {
+            counter.inc();
+        }
+        if let Some(histogram) = self.duration.get(engine.index()) {
+            histogram.observe(seconds);
+        }
+    }
+}

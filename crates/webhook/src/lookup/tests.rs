@@ -1,0 +1,314 @@
+//! The routes in-process (`oneshot`), with a scripted image source and token reviewer: what
+//! each refusal and each answer looks like, and what is counted. Over real TLS, real client
+//! certificates, the scripted API's TokenReview and a real registry: `tests/lookup.rs`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::future::BoxFuture;
+use http_body_util::BodyExt as _;
+use noe_registry::Platform;
+use tower::ServiceExt as _;
+
+use super::auth::Verdict;
+use super::*;
+
+#[derive(Default)]
+struct Images {
+    lookups: AtomicUsize,
+}
+
+impl ImageSource for Images {
+    fn cached(&self, image: &str) -> Option<KeyAnswer> {
+        (image == "nginx").then(|| KeyAnswer::Found {
+            platforms: Arc::from(vec![Platform::new("linux", "arm64", None)]),
+            digest: "sha256:n".to_owned(),
+        })
+    }
+
+    fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer> {
+        self.lookups.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            if image == "slow" {
+                futures::future::pending::<()>().await;
+            }
+            images::failed("notfound", &format!("{image}: not found on example.test"))
+        })
+    }
+}
+
+struct Reviewer;
+
+impl TokenReviewer for Reviewer {
+    fn review<'a>(
+        &'a self,
+        token: &'a str,
+        _audience: &'a str,
+    ) -> BoxFuture<'a, Result<Verdict, String>> {
+        Box::pin(async move {
+            Ok(if token == "good" {
+                Verdict::Authenticated {
+                    username: "kyverno".to_owned(),
+                }
+            } else {
+                Verdict::Rejected
+            })
+        })
+    }
+}
+
+struct Fixture {
+    routes: Routes,
+    images: Arc<Images>,
+    registry: prometheus::Registry,
+}
+
+fn fixture() -> Fixture {
+    let registry = prometheus::Registry::new();
+    let images = Arc::new(Images::default());
+    let auth = Auth {
+        certificates: true,
+        tokens: Some(TokenAuth::new(Arc::new(Reviewer), "noe")),
+    };
+    let lookup = Lookup::new(
+        auth,
+        images.clone(),
+        Duration::from_secs(5),
+        8,
+        Metrics::register(&registry).unwrap(),
+    );
+    Fixture {
+        routes: routes(Arc::new(lookup)),
+        images,
+        registry,
+    }
+}
+
+fn gatekeeper(keys: &[&str]) -> String {
+    serde_json::json!({
+        "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+        "kind": "ProviderRequest",
+        "request": {"keys": keys},
+    })
+    .to_string()
+}
+
+async fn call(
+    routes: &Routes,
+    path: &str,
+    certificate: bool,
+    token: Option<&str>,
+    body: String,
+) -> (StatusCode, serde_json::Value) {
+    let mut request = Request::post(path);
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let mut request = request.body(Full::new(Bytes::from(body))).unwrap();
+    if certificate {
+        request.extensions_mut().insert(ClientCertificate);
+    }
+    let answer = routes.clone().oneshot(request).await.unwrap();
+    let status = answer.status();
+    let bytes = answer.into_body().collect().await.unwrap().to_bytes();
+    let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
+
+fn counted(registry: &prometheus::Registry, caller: &str, result: &str) -> u64 {
+    registry
+        .gather()
+        .iter()
+        .filter(|family| family.name() == "noe_lookup_requests_total")
+        .flat_map(|family| family.get_metric().iter())
+        .filter(|metric| {
+            let labels: Vec<(&str, &str)> = metric
+                .get_label()
+                .iter()
+                .map(|l| (l.name(), l.value()))
+                .collect();
+            labels.contains(&("caller", caller)) && labels.contains(&("result", result))
+        })
+        .map(|metric| metric.get_counter().get_value() as u64)
+        .sum()
+}
+
+#[tokio::test]
+async fn a_caller_with_neither_certificate_nor_token_gets_nothing() {
+    let f = fixture();
+    let (status, json) = call(
+        &f.routes,
+        GATEKEEPER_PATH,
+        false,
+        None,
+        gatekeeper(&["nginx"]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(json["response"]["items"], serde_json::json!([]));
+    assert!(!json.to_string().contains("arm64"), "{json}");
+    let (status, json) = call(
+        &f.routes,
+        KYVERNO_PATH,
+        false,
+        Some("stolen"),
+        r#"{"images":["nginx"]}"#.to_owned(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!json.to_string().contains("arm64"), "{json}");
+    assert_eq!(counted(&f.registry, "gatekeeper", "unauthenticated"), 1);
+    assert_eq!(counted(&f.registry, "kyverno", "forbidden"), 1);
+}
+
+#[tokio::test]
+async fn certificate_or_token_gets_answers() {
+    let f = fixture();
+    let (status, json) = call(
+        &f.routes,
+        GATEKEEPER_PATH,
+        true,
+        None,
+        gatekeeper(&["nginx", "missing", "nginx"]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let items = json["response"]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3);
+    assert_eq!(items[0]["key"], "nginx");
+    assert_eq!(
+        items[0]["value"],
+        serde_json::json!({"platforms": ["linux/arm64"], "digest": "sha256:n"})
+    );
+    assert_eq!(items[1]["key"], "missing");
+    assert!(items[1]["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("notfound: "));
+    assert_eq!(json["response"]["idempotent"], true);
+    assert!(json["response"].get("systemError").is_none());
+
+    let (status, json) = call(
+        &f.routes,
+        KYVERNO_PATH,
+        false,
+        Some("good"),
+        r#"{"images":["nginx"]}"#.to_owned(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(json["common"], serde_json::json!(["linux/arm64"]));
+    assert_eq!(json["complete"], true);
+    assert_eq!(counted(&f.registry, "gatekeeper", "partial"), 1);
+    assert_eq!(counted(&f.registry, "kyverno", "ok"), 1);
+    assert_eq!(f.images.lookups.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn bounds() {
+    let f = fixture();
+    let many: Vec<String> = (0..257).map(|i| format!("image{i}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let (status, json) = call(&f.routes, GATEKEEPER_PATH, true, None, gatekeeper(&many)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        json["response"]["systemError"],
+        "257 keys, at most 256 per request"
+    );
+    let (status, _) = call(
+        &f.routes,
+        GATEKEEPER_PATH,
+        true,
+        None,
+        gatekeeper(&many[..256]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // 1 MiB + 1 byte, whatever it holds.
+    let body = format!(
+        r#"{{"images":["{}"]}}"#,
+        "a".repeat(MAX_BODY_BYTES + 1 - 15)
+    );
+    assert_eq!(body.len(), MAX_BODY_BYTES + 1);
+    let (status, _) = call(&f.routes, KYVERNO_PATH, true, None, body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+
+    let (status, json) = call(&f.routes, KYVERNO_PATH, true, None, "not json".to_owned()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(json["error"].as_str().unwrap().contains("not a"));
+
+    let get = Request::get(KYVERNO_PATH)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let answer = f.routes.clone().oneshot(get).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let other = Request::post("/mutate")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let answer = f.routes.clone().oneshot(other).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::NOT_FOUND);
+    assert_eq!(counted(&f.registry, "gatekeeper", "invalid"), 1);
+    assert_eq!(counted(&f.registry, "kyverno", "too_large"), 1);
+    assert_eq!(counted(&f.registry, "kyverno", "invalid"), 2);
+}
+
+/// Time is paused: the caller's 300 ms ends the slow key's lookup with a `timeout:` error at
+/// 270 ms (a tenth kept to answer), the cached key answered.
+#[tokio::test(start_paused = true)]
+async fn the_callers_timeout_bounds_each_key() {
+    let f = fixture();
+    let started = tokio::time::Instant::now();
+    let (status, json) = call(
+        &f.routes,
+        "/gatekeeper/v1/platforms?timeout=300ms",
+        true,
+        None,
+        gatekeeper(&["nginx", "slow"]),
+    )
+    .await;
+    assert_eq!(started.elapsed(), Duration::from_millis(270));
+    assert_eq!(status, StatusCode::OK);
+    let items = &json["response"]["items"];
+    assert_eq!(items[0]["value"]["digest"], "sha256:n");
+    assert!(items[1]["error"].as_str().unwrap().starts_with("timeout: "));
+    assert_eq!(counted(&f.registry, "gatekeeper", "partial"), 1);
+
+    let (status, json) = call(
+        &f.routes,
+        "/gatekeeper/v1/platforms?timeout=soon",
+        true,
+        None,
+        gatekeeper(&["nginx"]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(json["response"]["systemError"]
+        .as_str()
+        .unwrap()
+        .contains("invalid timeout"));
+}
+
+#[test]
+fn caller_timeouts() {
+    let ok = [
+        (None, None),
+        (Some("x=1"), None),
+        (Some("timeout=1500ms"), Some(Duration::from_millis(1500))),
+        (Some("a=b&timeout=1.5s"), Some(Duration::from_millis(1500))),
+        (Some("timeout=1"), Some(Duration::from_secs(1))),
+        (Some("timeout=60s"), Some(MAX_DEADLINE)),
+    ];
+    for (query, want) in ok {
+        assert_eq!(caller_timeout(query), Ok(want), "{query:?}");
+    }
+    for bad in [
+        "timeout=",
+        "timeout=0",
+        "timeout=-1s",
+        "timeout=NaN",
+        "timeout=1h",
+    ] {
+        assert!(caller_timeout(Some(bad)).is_err(), "{bad}");
+    }
+}

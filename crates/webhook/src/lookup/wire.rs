@@ -1,0 +1,486 @@
+//! The two wire formats of the lookup endpoint, each a pure function from a request body to
+//! the keys and from the answers to a response body:
+//!
+//! - Gatekeeper's external data (`externaldata.gatekeeper.sh/v1beta1`): a `ProviderRequest`
+//!   `{"request":{"keys":[...]}}` is answered with a `ProviderResponse` holding one item per key
+//!   sent, in order, the key echoed as sent, `value` `{"platforms":[...],"digest":"..."}` or a
+//!   per-key `error` with a class prefix, `idempotent: true`; `systemError` only when the whole
+//!   request fails.
+//! - Kyverno (`apiCall` with `method: POST`, CEL `http.Post`): `{"images":[...]}` is answered
+//!   with `{"images":{ref:{"platforms","digest","error"}},"common":[...],"architectures":[...],
+//!   "complete":bool}` (`architectures`: those of `common`, for policies that compare a pod's
+//!   `kubernetes.io/arch` without parsing platform strings).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use noe_registry::Platform;
+use serde::{Deserialize, Serialize};
+
+/// Gatekeeper's external-data API version, in requests and responses.
+pub const GATEKEEPER_API_VERSION: &str = "externaldata.gatekeeper.sh/v1beta1";
+
+/// Keys (images) one request may name at most.
+pub const MAX_KEYS: usize = 256;
+
+/// Why a whole request is refused (400): the body is not the engine's request, or names too
+/// many keys.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Invalid {
+    #[error("the body is not a {expected}: {reason}")]
+    Malformed {
+        expected: &'static str,
+        reason: String,
+    },
+    #[error("apiVersion {found:?} is not {GATEKEEPER_API_VERSION}")]
+    ApiVersion { found: String },
+    #[error("kind {found:?} is not ProviderRequest")]
+    Kind { found: String },
+    #[error("{count} keys, at most {MAX_KEYS} per request")]
+    TooManyKeys { count: usize },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProviderRequest {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    request: ProviderRequestBody,
+}
+
+#[derive(Deserialize)]
+struct ProviderRequestBody {
+    #[serde(default)]
+    keys: Bounded,
+}
+
+#[derive(Deserialize)]
+struct KyvernoRequest {
+    #[serde(default)]
+    images: Bounded,
+}
+
+/// A list of strings that stops collecting past [`MAX_KEYS`] (a 1 MiB body of short strings
+/// holds many more), remembering how many there were.
+#[derive(Default)]
+struct Bounded {
+    keys: Vec<String>,
+    count: usize,
+}
+
+impl<'de> Deserialize<'de> for Bounded {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Bounded;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of strings")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Bounded, A::Error> {
+                let mut bounded = Bounded::default();
+                while let Some(key) = seq.next_element::<String>()? {
+                    bounded.count = bounded.count.saturating_add(1);
+                    if bounded.keys.len() < MAX_KEYS {
+                        bounded.keys.push(key);
+                    }
+                }
+                Ok(bounded)
+            }
+        }
+        deserializer.deserialize_seq(Visitor)
+    }
+}
+
+impl Bounded {
+    fn keys(self) -> Result<Vec<String>, Invalid> {
+        if self.count > MAX_KEYS {
+            return Err(Invalid::TooManyKeys { count: self.count });
+        }
+        Ok(self.keys)
+    }
+}
+
+/// The keys of a Gatekeeper `ProviderRequest`, as sent.
+pub fn gatekeeper_keys(body: &[u8]) -> Result<Vec<String>, Invalid> {
+    let request: ProviderRequest =
+        serde_json::from_slice(body).map_err(|error| Invalid::Malformed {
+            expected: "ProviderRequest",
+            reason: error.to_string(),
+        })?;
+    if request.api_version != GATEKEEPER_API_VERSION {
+        return Err(Invalid::ApiVersion {
+            found: cut(&request.api_version),
+        });
+    }
+    if request.kind != "ProviderRequest" {
+        return Err(Invalid::Kind {
+            found: cut(&request.kind),
+        });
+    }
+    request.request.keys.keys()
+}
+
+/// The images of a Kyverno request, as sent.
+pub fn kyverno_keys(body: &[u8]) -> Result<Vec<String>, Invalid> {
+    let request: KyvernoRequest =
+        serde_json::from_slice(body).map_err(|error| Invalid::Malformed {
+            expected: r#"{"images": [...]} object"#,
+            reason: error.to_string(),
+        })?;
+    request.images.keys()
+}
+
+/// What is known of one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyAnswer {
+    Found {
+        platforms: std::sync::Arc<[Platform]>,
+        /// `sha256:...`; empty when a platform override answered.
+        digest: String,
+    },
+    /// `class: message` (see [`super::images::KeyError`]).
+    Failed(String),
+}
+
+#[derive(Serialize)]
+struct Value<'a> {
+    platforms: Shown<'a>,
+    digest: &'a str,
+}
+
+/// Platforms serialized as their strings (`linux/arm64/v8`), written straight into the answer.
+#[derive(Clone, Copy)]
+struct Shown<'a>(&'a [Platform]);
+
+impl Serialize for Shown<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct One<'a>(&'a Platform);
+        impl Serialize for One<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self.0)
+            }
+        }
+        serializer.collect_seq(self.0.iter().map(One))
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProviderResponse<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: ResponseBody<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseBody<'a> {
+    idempotent: bool,
+    items: Vec<Item<'a>>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system_error: &'a str,
+}
+
+#[derive(Serialize)]
+struct Item<'a> {
+    key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<Value<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
+/// The `ProviderResponse` for `keys` (as sent, repeats included) and `answer` (what is known
+/// of each).
+pub fn gatekeeper_response<'a>(
+    keys: &'a [String],
+    answer: impl Fn(&str) -> Option<&'a KeyAnswer>,
+) -> Bytes {
+    let items = keys
+        .iter()
+        .map(|key| match answer(key) {
+            Some(KeyAnswer::Found { platforms, digest }) => Item {
+                key,
+                value: Some(Value {
+                    platforms: Shown(platforms),
+                    digest,
+                }),
+                error: None,
+            },
+            Some(KeyAnswer::Failed(error)) => Item {
+                key,
+                value: None,
+                error: Some(error),
+            },
+            None => Item {
+                key,
+                value: None,
+                error: Some("internal: not answered"),
+            },
+        })
+        .collect();
+    to_json(&ProviderResponse {
+        api_version: GATEKEEPER_API_VERSION,
+        kind: "ProviderResponse",
+        response: ResponseBody {
+            idempotent: true,
+            items,
+            system_error: "",
+        },
+    })
+}
+
+/// A `ProviderResponse` whose whole request failed: no item, `systemError` set.
+pub fn gatekeeper_system_error(error: &str) -> Bytes {
+    to_json(&ProviderResponse {
+        api_version: GATEKEEPER_API_VERSION,
+        kind: "ProviderResponse",
+        response: ResponseBody {
+            idempotent: true,
+            items: Vec::new(),
+            system_error: error,
+        },
+    })
+}
+
+#[derive(Serialize)]
+struct KyvernoResponse<'a> {
+    images: BTreeMap<&'a str, KyvernoImage<'a>>,
+    common: Shown<'a>,
+    architectures: Vec<&'a str>,
+    complete: bool,
+}
+
+#[derive(Serialize)]
+struct KyvernoImage<'a> {
+    platforms: Shown<'a>,
+    digest: &'a str,
+    error: &'a str,
+}
+
+/// The Kyverno answer: every image with its platforms, digest and error (empty strings and
+/// lists when unknown), the platforms common to every image whose lookup succeeded, and
+/// whether every lookup did.
+pub fn kyverno_response<'a>(
+    keys: &'a [String],
+    answer: impl Fn(&str) -> Option<&'a KeyAnswer>,
+) -> Bytes {
+    let mut images = BTreeMap::new();
+    let mut found: Vec<&[Platform]> = Vec::new();
+    let mut complete = true;
+    for key in keys {
+        let image = match answer(key) {
+            Some(KeyAnswer::Found { platforms, digest }) => {
+                found.push(platforms);
+                KyvernoImage {
+                    platforms: Shown(platforms),
+                    digest,
+                    error: "",
+                }
+            }
+            Some(KeyAnswer::Failed(error)) => {
+                complete = false;
+                KyvernoImage {
+                    platforms: Shown(&[]),
+                    digest: "",
+                    error,
+                }
+            }
+            None => {
+                complete = false;
+                KyvernoImage {
+                    platforms: Shown(&[]),
+                    digest: "",
+                    error: "internal: not answered",
+                }
+            }
+        };
+        images.insert(key.as_str(), image);
+    }
+    let common = common(&found);
+    let mut architectures: Vec<&str> = Vec::new();
+    for platform in &common {
+        if !architectures.contains(&platform.architecture.as_str()) {
+            architectures.push(&platform.architecture);
+        }
+    }
+    to_json(&KyvernoResponse {
+        images,
+        common: Shown(&common),
+        architectures,
+        complete,
+    })
+}
+
+/// A refused Kyverno request's body.
+pub fn kyverno_error(error: &str) -> Bytes {
+    to_json(&serde_json::json!({ "error": error }))
+}
+
+/// The platforms every list holds (an image whose platforms are `*`, arch-neutral, constrains
+/// nothing), in the order of the first constraining list; empty without one.
+pub fn common(lists: &[&[Platform]]) -> Vec<Platform> {
+    let constraining: Vec<&[Platform]> = lists
+        .iter()
+        .copied()
+        .filter(|list| !list.iter().any(Platform::is_any))
+        .collect();
+    let Some((first, rest)) = constraining.split_first() else {
+        return Vec::new();
+    };
+    let mut common: Vec<Platform> = Vec::new();
+    for platform in *first {
+        if rest.iter().all(|list| list.contains(platform)) && !common.contains(platform) {
+            common.push(platform.clone());
+        }
+    }
+    common
+}
+
+fn to_json(value: &impl Serialize) -> Bytes {
+    // Serializing these types (strings, lists, maps with string keys) cannot fail.
+    Bytes::from(serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// Text from the wire shown in an error: at most 64 characters.
+fn cut(text: &str) -> String {
+    text.chars().take(64).collect()
+}
+
+/// The error classes of per-key errors (`class: message`).
+pub mod class {
+    pub const INVALID: &str = "invalid";
+    pub const NOT_FOUND: &str = "notfound";
+    pub const AUTH: &str = "auth";
+    pub const TIMEOUT: &str = "timeout";
+    pub const UNAVAILABLE: &str = "unavailable";
+    pub const REGISTRY: &str = "registry";
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn platform(text: &str) -> Platform {
+        let parts: Vec<&str> = text.split('/').collect();
+        Platform::new(parts[0], parts[1], parts.get(2).copied())
+    }
+
+    #[test]
+    fn gatekeeper_requests() {
+        let ok = br#"{"apiVersion":"externaldata.gatekeeper.sh/v1beta1","kind":"ProviderRequest","request":{"keys":["nginx","nginx"," x "]}}"#;
+        assert_eq!(gatekeeper_keys(ok).unwrap(), ["nginx", "nginx", " x "]);
+        let empty = br#"{"apiVersion":"externaldata.gatekeeper.sh/v1beta1","kind":"ProviderRequest","request":{}}"#;
+        assert!(gatekeeper_keys(empty).unwrap().is_empty());
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "not a ProviderRequest"),
+            (b"[]", "not a ProviderRequest"),
+            (br#"{"apiVersion":"externaldata.gatekeeper.sh/v1alpha1","kind":"ProviderRequest","request":{"keys":[]}}"#, "v1alpha1"),
+            (br#"{"apiVersion":"externaldata.gatekeeper.sh/v1beta1","kind":"Pod","request":{"keys":[]}}"#, "kind \"Pod\""),
+            (br#"{"apiVersion":"externaldata.gatekeeper.sh/v1beta1","kind":"ProviderRequest","request":{"keys":[1]}}"#, "not a ProviderRequest"),
+        ];
+        for (body, want) in cases {
+            let error = gatekeeper_keys(body).unwrap_err().to_string();
+            assert!(error.contains(want), "{error}");
+        }
+    }
+
+    #[test]
+    fn at_most_256_keys() {
+        let keys = |n: usize| {
+            let keys: Vec<String> = (0..n).map(|i| format!("\"i{i}\"")).collect();
+            format!(r#"{{"images":[{}]}}"#, keys.join(","))
+        };
+        assert_eq!(kyverno_keys(keys(256).as_bytes()).unwrap().len(), 256);
+        assert_eq!(
+            kyverno_keys(keys(257).as_bytes()).unwrap_err(),
+            Invalid::TooManyKeys { count: 257 }
+        );
+        assert!(kyverno_keys(b"{}").unwrap().is_empty());
+        assert!(kyverno_keys(br#"{"images":"nginx"}"#).is_err());
+    }
+
+    #[test]
+    fn gatekeeper_answers_every_key_as_sent() {
+        let found = KeyAnswer::Found {
+            platforms: Arc::from(vec![platform("linux/amd64"), platform("linux/arm64/v8")]),
+            digest: "sha256:abc".to_owned(),
+        };
+        let failed = KeyAnswer::Failed("notfound: gone".to_owned());
+        let keys = vec!["a".to_owned(), "b".to_owned(), "a".to_owned()];
+        let body = gatekeeper_response(&keys, |key| match key {
+            "a" => Some(&found),
+            _ => Some(&failed),
+        });
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+                "kind": "ProviderResponse",
+                "response": {
+                    "idempotent": true,
+                    "items": [
+                        {"key": "a", "value": {"platforms": ["linux/amd64", "linux/arm64/v8"], "digest": "sha256:abc"}},
+                        {"key": "b", "error": "notfound: gone"},
+                        {"key": "a", "value": {"platforms": ["linux/amd64", "linux/arm64/v8"], "digest": "sha256:abc"}},
+                    ]
+                }
+            })
+        );
+        let system: serde_json::Value =
+            serde_json::from_slice(&gatekeeper_system_error("bad")).unwrap();
+        assert_eq!(system["response"]["systemError"], "bad");
+        assert_eq!(system["response"]["items"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn kyverno_answers_and_common_platforms() {
+        let a = KeyAnswer::Found {
+            platforms: Arc::from(vec![platform("linux/amd64"), platform("linux/arm64")]),
+            digest: "sha256:a".to_owned(),
+        };
+        let b = KeyAnswer::Found {
+            platforms: Arc::from(vec![platform("linux/arm64"), platform("linux/s390x")]),
+            digest: "sha256:b".to_owned(),
+        };
+        let neutral = KeyAnswer::Found {
+            platforms: Arc::from(vec![Platform::any()]),
+            digest: String::new(),
+        };
+        let failed = KeyAnswer::Failed("auth: denied".to_owned());
+        let keys: Vec<String> = ["a", "b", "n"].iter().map(|k| (*k).to_owned()).collect();
+        let lookup = |key: &str| match key {
+            "a" => Some(&a),
+            "b" => Some(&b),
+            "n" => Some(&neutral),
+            _ => Some(&failed),
+        };
+        let json: serde_json::Value =
+            serde_json::from_slice(&kyverno_response(&keys, lookup)).unwrap();
+        assert_eq!(json["common"], serde_json::json!(["linux/arm64"]));
+        assert_eq!(json["architectures"], serde_json::json!(["arm64"]));
+        assert_eq!(json["complete"], true);
+        assert_eq!(json["images"]["a"]["digest"], "sha256:a");
+        assert_eq!(json["images"]["a"]["error"], "");
+
+        let keys: Vec<String> = ["a", "x"].iter().map(|k| (*k).to_owned()).collect();
+        let json: serde_json::Value =
+            serde_json::from_slice(&kyverno_response(&keys, lookup)).unwrap();
+        assert_eq!(json["complete"], false);
+        assert_eq!(json["images"]["x"]["error"], "auth: denied");
+        assert_eq!(json["images"]["x"]["platforms"], serde_json::json!([]));
+        assert_eq!(
+            json["common"],
+            serde_json::json!(["linux/amd64", "linux/arm64"])
+        );
+    }
+}
