@@ -20,6 +20,8 @@
 //!   keys) against the floor, side by side like [`warm`].
 //! - [`gate`]: the gate and hybrid lookup modes beside inline (admission latency against a slow
 //!   registry, creation to release, API writes, a storm of gated pods).
+//! - [`report`]: `noe report` over 10,000 workloads and 1,000 images through a proxy adding a
+//!   round trip (wall time, peak RSS, requests per image).
 
 pub mod cluster;
 pub mod cold;
@@ -31,6 +33,7 @@ pub mod lookup;
 pub mod memory;
 pub mod noe;
 pub mod pulls;
+pub mod report;
 pub mod requests;
 pub mod startup;
 pub mod warm;
@@ -80,6 +83,8 @@ enum Command {
     Cold(Options),
     /// The gate and hybrid lookup modes beside inline.
     Gate(Options),
+    /// `noe report` over 10,000 workloads and 1,000 images through a proxy adding `--rtt`.
+    Report(Options),
     /// The policy engines' lookup endpoint, warm (1 and 64 keys), beside the floor.
     Lookup(Options),
 }
@@ -190,6 +195,7 @@ impl Cli {
                     pulls::run(&options).await?;
                     fleet::run(&options).await?;
                     gate::run(&options).await?;
+                    report::run(&options).await?;
                     lookup::run(&options).await?;
                     warm::run(&options).await
                 }
@@ -201,6 +207,7 @@ impl Cli {
                 Command::Fleet(options) => fleet::run(&options).await,
                 Command::Cold(options) => cold::run(&options).await,
                 Command::Gate(options) => gate::run(&options).await,
+                Command::Report(options) => report::run(&options).await,
                 Command::Lookup(options) => lookup::run(&options).await,
             }
         });

@@ -9,6 +9,7 @@
 //! - [`workload`]: the pod a workload object stands for (its template, as its controller creates
 //!   pods from it).
 //! - [`explain`]: a decision in words and JSON (`noe explain`), from the decision's summary.
+//! - [`report`]: workloads' readiness for target architectures (`noe report`), pure.
 //! - [`clock`]: time as a seam for the lifetimes of the caches around the decision.
 //! - [`bucket`]: the one token bucket (registry requests per host, evictions).
 
@@ -19,6 +20,7 @@ pub mod explain;
 pub mod images;
 pub mod patch;
 pub mod platform;
+pub mod report;
 pub mod workload;
 
 pub use platform::{Platform, Support};

@@ -1,4 +1,5 @@
-//! The command line: `noe` (serve), `noe inspect`, `noe explain`, `noe untaint`, `noe ungate`.
+//! The command line: `noe` (serve), `noe inspect`, `noe explain`, `noe untaint`, `noe ungate`,
+//! `noe report`.
 //!
 //! Every flag has an environment variable `NOE_<FLAG_NAME>`, and Go `flag` spellings
 //! (`-flag v`, `-flag=v`) are normalised before clap parses (see [`go_flags`]). The flag groups
@@ -17,6 +18,7 @@ pub mod logging;
 pub mod parse;
 pub mod policy;
 pub mod registry;
+pub mod report;
 pub mod serve;
 pub mod server;
 pub mod ungate;
@@ -40,6 +42,7 @@ pub use server::ServerArgs;
 use crate::config;
 use explain::ExplainArgs;
 use inspect::InspectArgs;
+use report::ReportArgs;
 use ungate::UngateArgs;
 use untaint::UntaintArgs;
 
@@ -98,6 +101,9 @@ pub enum Command {
     Untaint(UntaintArgs),
     /// Release every pod still carrying noe's scheduling gate (`--lookup-mode=gate|hybrid`).
     Ungate(UngateArgs),
+    /// Which workloads of a cluster or a file could run on a target architecture, and the
+    /// capacity that could move.
+    Report(ReportArgs),
 }
 
 /// How long finished work waits for blocking threads at exit.
@@ -113,6 +119,7 @@ pub enum Run {
     Explain(config::Explain),
     Untaint(config::Untaint),
     Ungate(config::Ungate),
+    Report(config::Report),
 }
 
 impl Args {
@@ -175,6 +182,7 @@ impl Args {
             Some(Command::Explain(_)) => "explain",
             Some(Command::Untaint(_)) => "untaint",
             Some(Command::Ungate(_)) => "ungate",
+            Some(Command::Report(_)) => "report",
         };
         (name, groups_of(name))
     }
@@ -251,6 +259,11 @@ impl Args {
                 },
                 watch_nodes: self.controller.watch_nodes,
             }),
+            Some(Command::Report(report)) => Run::Report(config::Report {
+                settings: report.settings()?,
+                kube: self.kube.settings(),
+                registry: self.registry.settings()?,
+            }),
         })
     }
 
@@ -299,6 +312,7 @@ impl Args {
                 Run::Explain(config) => explain::run(config).await,
                 Run::Untaint(config) => untaint::run(config).await,
                 Run::Ungate(config) => ungate::run(config).await,
+                Run::Report(config) => report::run(config).await,
             }
         });
         // A blocking read that never returns (a credential file on a hung mount) must not keep
@@ -334,6 +348,7 @@ fn groups_of(name: &str) -> &'static [&'static str] {
         "inspect" => &["RegistryArgs", "LogArgs"],
         "explain" => &["PolicyArgs", "TaintArgs", "RegistryArgs", "LogArgs"],
         "untaint" => &["KubeArgs", "LogArgs"],
+        "report" => &["KubeArgs", "RegistryArgs", "LogArgs"],
         "ungate" => &[
             "KubeArgs",
             "PolicyArgs",

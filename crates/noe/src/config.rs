@@ -190,3 +190,52 @@ pub struct Explain {
     pub decision: Decision,
     pub registry: RegistrySettings,
 }
+
+/// `noe report`.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub settings: ReportSettings,
+    /// The cluster's API, when no file is given.
+    pub kube: KubeSettings,
+    pub registry: RegistrySettings,
+}
+
+/// Which namespaces `noe report` reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReportScope {
+    /// Every namespace (`-A`; with files and no `-n`, every namespace of the files).
+    All,
+    /// One namespace (`-n`).
+    Namespace(String),
+    /// The kubeconfig context's namespace.
+    Current,
+}
+
+/// How `noe report` prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    #[default]
+    Table,
+    Json,
+    Csv,
+    Markdown,
+}
+
+/// What `noe report` reads and how it prints.
+#[derive(Clone, Debug)]
+pub struct ReportSettings {
+    /// Files to read instead of a cluster (`-` is stdin).
+    pub files: Vec<PathBuf>,
+    pub scope: ReportScope,
+    /// `-l`: as given (sent to the API) and parsed (applied to files).
+    pub selector: Option<(String, noe_webhook::admission::gate::selector::Selector)>,
+    /// Pods and nodes are read too: where each workload's pods run now.
+    pub include_pods: bool,
+    /// The architectures assessed, in order, each once.
+    pub targets: Vec<String>,
+    /// Images resolved at the same time.
+    pub concurrency: usize,
+    pub format: ReportFormat,
+    /// Verdicts that make the exit code 1.
+    pub fail_on: Vec<noe_core::report::Verdict>,
+}

@@ -21,4 +21,5 @@ mod noe {
     mod harness;
     mod inspect_tools;
     mod process;
+    mod report;
 }

@@ -291,12 +291,7 @@ impl Resolver {
         scope: Option<Scope>,
         credentials: &[CredentialCandidate],
     ) -> Result<(Entry, Answered, Reference, String), Error> {
-        let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
-        let resolved = proxies::apply(&self.inner.config.proxies, &reference);
-        let hosts = self
-            .hosts(&resolved)
-            .await
-            .inspect_err(|e| self.count_error(e))?;
+        let (reference, resolved, hosts) = self.hosts_of(image).await?;
         let endpoints = hosts.endpoints_for(resolved.digest.is_some());
         let target = resolved.to_string();
         let immutable = resolved.digest.is_some();
@@ -317,6 +312,21 @@ impl Resolver {
             })
             .await?;
         Ok((entry, answered, reference, target))
+    }
+
+    /// `image` parsed, after proxies, and the host configuration of its registry (an error is
+    /// counted).
+    async fn hosts_of(
+        &self,
+        image: &str,
+    ) -> Result<(Reference, Reference, Arc<HostsConfig>), Error> {
+        let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
+        let resolved = proxies::apply(&self.inner.config.proxies, &reference);
+        let hosts = self
+            .hosts(&resolved)
+            .await
+            .inspect_err(|e| self.count_error(e))?;
+        Ok((reference, resolved, hosts))
     }
 
     /// The host configuration of `target`'s registry: the provider's, else the default server.

@@ -3,7 +3,9 @@
 //! uses, answering JSON written from the Kubernetes API reference:
 //!
 //! - `v1` nodes, pods and namespaces, `coordination.k8s.io/v1` leases, `events.k8s.io/v1`
-//!   events;
+//!   events; the workloads (`apps/v1` deployments, statefulsets, daemonsets, replicasets,
+//!   `batch/v1` jobs and cronjobs, `v1` replicationcontrollers), `v1` secrets and
+//!   serviceaccounts, stored and listed as put (no validation);
 //! - list with `limit`/`continue` pages and the list `resourceVersion`; field selectors on
 //!   `metadata.name`, `metadata.namespace`, `spec.nodeName` and `status.phase` (`=`, `==`,
 //!   `!=`) and label selectors (equality and set-based), all requirements ANDed;

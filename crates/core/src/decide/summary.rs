@@ -46,8 +46,9 @@ impl ImageSummary {
 pub enum ImageSupport {
     /// The platforms its registry (or a platform override) lists.
     Platforms {
-        /// Every platform, `os/arch[/variant]`.
-        platforms: Vec<String>,
+        /// Every platform, as the lookup gave them (shared with it: building a decision copies
+        /// none).
+        platforms: std::sync::Arc<[crate::Platform]>,
         /// The architectures a pod of its OS may use (OS equal or empty, arch schedulable).
         usable: Vec<String>,
     },

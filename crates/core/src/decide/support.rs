@@ -94,7 +94,7 @@ fn resolve<'a>(
                 summary.push(ImageSummary::new(
                     image,
                     ImageSupport::Platforms {
-                        platforms: platforms.iter().map(ToString::to_string).collect(),
+                        platforms: std::sync::Arc::clone(platforms),
                         usable: usable.iter().map(|a| (*a).to_owned()).collect(),
                     },
                 ));

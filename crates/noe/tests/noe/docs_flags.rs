@@ -24,7 +24,7 @@ fn help_flags(args: &[&str]) -> BTreeSet<String> {
 #[test]
 fn every_long_flag_is_documented() {
     let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
-    let flags: BTreeSet<String> = [&[][..], &["inspect"], &["explain"]]
+    let flags: BTreeSet<String> = [&[][..], &["inspect"], &["explain"], &["report"]]
         .iter()
         .flat_map(|sub| help_flags(sub))
         .collect();

@@ -2,30 +2,31 @@
 //! walk, and with a selection one child manifest and its config blob. Never cached (a person
 //! asked the registry). Hosts, proxies, mirrors, credentials in order then anonymous access
 //! (unless private), insecure registries, TLS, the address guard, the throttle and the request
-//! budget are the lookup's (`lookup.rs`): the same client, the same `Auth`, the same rules.
+//! budget are the lookup's: inspecting is a [`Step`] of the lookup's own endpoint and credential
+//! loop (`lookup.rs`), with the same client, the same `Auth`, the same rules.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use futures::future::BoxFuture;
 
-use url::Url;
-
-use super::{header_map, is_private, Resolver};
+use super::lookup::{used, At, Request, Step};
+use super::Resolver;
 use crate::auth::Session;
-use crate::budget::{Budget, Context};
 use crate::cache::Answered;
-use crate::client::{Http, MAX_REQUESTS_PER_LOOKUP};
-use crate::hosts::Endpoint;
 use crate::inspect::{self, Config, Inspection, Pick, Selected, Served, Want};
 use crate::manifest::{self, Parsed};
 use crate::walk::Fetcher;
-use crate::{CredentialCandidate, Error, Platform, Reference, Resolution};
+use crate::{CredentialCandidate, Error, Platform, Resolution};
 
-/// One image to inspect.
-struct Request<'a> {
-    reference: &'a Reference,
-    /// After proxies.
-    resolved: &'a Reference,
-    credentials: &'a [CredentialCandidate],
-    want: &'a Want,
+/// `noe inspect`'s step at one endpoint with one credential.
+struct Inspect<'w> {
+    want: &'w Want,
+}
+
+impl<'a> Step<'a> for Inspect<'_> {
+    type Output = Inspection;
+
+    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Inspection, Error>> {
+        Box::pin(at.resolver.inspect_as(at, self.want))
+    }
 }
 
 impl Resolver {
@@ -39,142 +40,33 @@ impl Resolver {
         credentials: &[CredentialCandidate],
         want: &Want,
     ) -> Result<Inspection, Error> {
-        let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
-        let resolved = crate::proxies::apply(&self.inner.config.proxies, &reference);
-        let hosts = self
-            .hosts(&resolved)
-            .await
-            .inspect_err(|e| self.count_error(e))?;
+        let (reference, resolved, hosts) = self.hosts_of(image).await?;
+        let endpoints = hosts.endpoints_for(resolved.digest.is_some());
+        let target = resolved.to_string();
         let request = Request {
             reference: &reference,
             resolved: &resolved,
+            target: &target,
+            endpoints: &endpoints,
             credentials,
-            want,
         };
-        let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
-        let mut last_error = None;
-        for endpoint in hosts.endpoints_for(resolved.digest.is_some()) {
-            match self.inspect_at(&request, endpoint, &budget).await {
-                Err(error) if endpoint.mirror => {
-                    tracing::debug!(%error, mirror = %endpoint.url, "mirror failed, trying the next host");
-                    last_error = Some(error);
-                }
-                Err(error) => {
-                    self.count_error(&error);
-                    return Err(error);
-                }
-                Ok(inspection) => return Ok(inspection),
-            }
-        }
-        let error = last_error.unwrap_or_else(|| Error::Config {
-            reason: format!(
-                "no configured host of registry {} may serve {resolved}",
-                resolved.registry
-            ),
-        });
-        self.count_error(&error);
-        Err(error)
-    }
-
-    /// One endpoint: its own credential candidates in order, then anonymous access unless the
-    /// image is private there; a 401/403 moves to the next.
-    async fn inspect_at(
-        &self,
-        request: &Request<'_>,
-        endpoint: &Endpoint,
-        budget: &Budget,
-    ) -> Result<Inspection, Error> {
-        let inner = &*self.inner;
-        let resolved = request.resolved;
-        let host = endpoint.host();
-        let ctx = Context {
-            reference: request.reference.to_string(),
-            registry: if endpoint.mirror {
-                host.clone()
-            } else {
-                resolved.registry.clone()
-            },
-            budget: budget.clone(),
-        };
-        let mut base = Url::parse(&format!("{}/", endpoint.api_base())).map_err(|e| {
-            Error::InvalidReference {
-                reference: ctx.reference.clone(),
-                reason: format!("registry {host:?} is not a valid URL host ({e})"),
-            }
-        })?;
-        if base.scheme() == "https"
-            && (inner.config.is_insecure(&host)
-                || (!endpoint.mirror && inner.config.is_insecure(&resolved.registry)))
-        {
-            let _ = base.set_scheme("http");
-        }
-        inner
-            .http
-            .guard()
-            .check_host(base.host_str().unwrap_or_default())?;
-        let http = inner.http.for_host(endpoint)?;
-        let headers = header_map(endpoint);
-        let name = endpoint.credential_image(&resolved.name());
-        let private = inner
-            .config
-            .private_registries
-            .iter()
-            .any(|pattern| is_private(pattern, &name));
-        let mirror = endpoint.mirror.then_some(host.as_str());
-        let own = request
-            .credentials
-            .iter()
-            .filter(|c| c.mirror.as_deref() == mirror);
-        let anonymous = (!private).then_some(None);
-        let mut last_error = None;
-        for candidate in own.map(Some).chain(anonymous) {
-            let session = Session {
-                ctx: ctx.clone(),
-                host: host.clone(),
-                base: base.clone(),
-                repository: resolved.repository.clone(),
-                headers: headers.clone(),
-                candidate,
-                used: AtomicBool::new(false),
-            };
-            match self.inspect_as(&http, &session, request, mirror).await {
-                Err(error) if error.is_auth() => {
-                    tracing::debug!(%error, source = candidate.map(|c| c.source.as_str()), "credential refused, trying the next");
-                    last_error = Some(error);
-                }
-                other => return other,
-            }
-        }
-        Err(last_error.unwrap_or(Error::NoCredentials {
-            reference: ctx.reference,
-            registry: ctx.registry,
-        }))
+        let (inspection, _) = self
+            .fetch(&request, &Inspect { want })
+            .await
+            .inspect_err(|e| self.count_error(e))?;
+        Ok(inspection)
     }
 
     /// One credential at one endpoint: the manifest, its platforms, and the selection.
-    async fn inspect_as(
-        &self,
-        http: &Http,
-        session: &Session<'_>,
-        request: &Request<'_>,
-        mirror: Option<&str>,
-    ) -> Result<Inspection, Error> {
-        let fetcher = Fetcher {
-            http,
-            auth: &self.inner.auth,
-            session,
-        };
+    async fn inspect_as(&self, at: At<'_, '_>, want: &Want) -> Result<Inspection, Error> {
+        let fetcher = at.fetcher();
+        let (session, request, endpoint) = (at.session, at.request, at.endpoint);
         let resolved = request.resolved;
-        let want = request.want;
         let mut fetched_as = resolved.clone();
-        if let Some(host) = mirror {
-            fetched_as.registry = host.to_owned();
+        if endpoint.mirror {
+            fetched_as.registry.clone_from(&session.host);
         }
-        let used = || {
-            session
-                .candidate
-                .filter(|_| session.used.load(Ordering::Relaxed))
-        };
+        let used = || used(session);
         if want.digest_only && want.platform.is_none() {
             if let Some(digest) = fetcher.head(resolved.object()).await? {
                 return Ok(Inspection {

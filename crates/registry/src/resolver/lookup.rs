@@ -1,9 +1,11 @@
 //! A cache miss: the endpoints in order (mirrors, then the server), at each its credential
-//! candidates in order then anonymous access, and with one of them either a HEAD that confirms a
-//! known digest (no GET) or the manifest walk.
+//! candidates in order then anonymous access, and with one of them a [`Step`]: a lookup's is
+//! either a HEAD that confirms a known digest (no GET) or the manifest walk; `noe inspect`'s
+//! (`inspect.rs`) fetches the manifest as served.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures::future::BoxFuture;
 use url::Url;
 
 use super::{header_map, is_private, Resolver};
@@ -17,7 +19,7 @@ use crate::walk::Fetcher;
 use crate::{manifest, CredentialCandidate, Error, Reference, Resolution};
 
 /// What one credential found, and which credential it was (`None`: anonymous access).
-type Found<'a> = (Loaded, Option<&'a CredentialCandidate>);
+type Found<'a, T> = (T, Option<&'a CredentialCandidate>);
 
 /// One image to look up.
 pub(super) struct Request<'a> {
@@ -31,9 +33,53 @@ pub(super) struct Request<'a> {
     pub credentials: &'a [CredentialCandidate],
 }
 
+/// Where a [`Step`] fetches: one credential (the session's) at one endpoint.
+pub(super) struct At<'s, 'a> {
+    pub resolver: &'s Resolver,
+    pub http: &'s Http,
+    pub session: &'s Session<'a>,
+    pub request: &'s Request<'a>,
+    pub endpoint: &'s Endpoint,
+}
+
+impl<'s, 'a> At<'s, 'a> {
+    /// Requests as this session, through the resolver's client and `Auth`.
+    pub fn fetcher(&self) -> Fetcher<'s> {
+        Fetcher {
+            http: self.http,
+            auth: &self.resolver.inner.auth,
+            session: self.session,
+        }
+    }
+}
+
+/// What is fetched with one credential at one endpoint (a lookup's platforms, `noe inspect`'s
+/// manifest); [`Resolver::fetch`] tries the endpoints and credentials in order. A 401/403
+/// ([`Error::is_auth`]) passes to the next credential, any error at a mirror to the next
+/// endpoint. Boxed: the server's lookups run in spawned tasks, and an unboxed trait future
+/// cannot be proven `Send` there.
+pub(super) trait Step<'a>: Sync {
+    type Output: Send;
+
+    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>>;
+}
+
+/// A lookup's step: a HEAD that confirms `known`'s digest, else the manifest walk.
+struct Walk<'k> {
+    /// An expired answer for this image.
+    known: Option<&'k Entry>,
+}
+
+impl<'a> Step<'a> for Walk<'_> {
+    type Output = Loaded;
+
+    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Loaded, Error>> {
+        Box::pin(at.resolver.lookup_as(at, self.known))
+    }
+}
+
 impl Resolver {
-    /// Tries the endpoints in order (mirrors, then the server); a mirror that fails in any way
-    /// passes to the next. The error of the server (else of the last endpoint) is returned.
+    /// A lookup: the shared cache, else the registry (whose answer is then shared).
     /// `known`: an expired answer for this image, revalidated with a HEAD.
     pub(super) async fn lookup(
         &self,
@@ -54,22 +100,30 @@ impl Resolver {
                     .map(|value| self.shared_entry(request, digest, value, None));
             }
         }
+        let walk = Walk {
+            known: known.as_ref(),
+        };
+        let (loaded, credential) = self.fetch(request, &walk).await?;
+        self.share(request, &loaded, credential);
+        Ok(loaded)
+    }
+
+    /// Tries the endpoints in order (mirrors, then the server); a mirror that fails in any way
+    /// passes to the next. The error of the server (else of the last endpoint) is returned.
+    pub(super) async fn fetch<'a, S: Step<'a>>(
+        &self,
+        request: &Request<'a>,
+        step: &S,
+    ) -> Result<Found<'a, S::Output>, Error> {
         let mut last_error = None;
         let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
         for &endpoint in request.endpoints {
-            let result = self
-                .lookup_at(request, endpoint, known.as_ref(), &budget)
-                .await;
-            match result {
+            match self.fetch_at(request, endpoint, step, &budget).await {
                 Err(error) if endpoint.mirror => {
                     tracing::debug!(%error, mirror = %endpoint.url, "mirror failed, trying the next host");
                     last_error = Some(error);
                 }
-                Ok((loaded, credential)) => {
-                    self.share(request, &loaded, credential);
-                    return Ok(loaded);
-                }
-                Err(error) => return Err(error),
+                other => return other,
             }
         }
         Err(last_error.unwrap_or_else(|| Error::Config {
@@ -80,14 +134,15 @@ impl Resolver {
         }))
     }
 
-    /// One endpoint: its credential candidates in order, then anonymous access unless private.
-    async fn lookup_at<'a>(
+    /// One endpoint: its credential candidates in order, then anonymous access unless private;
+    /// a 401/403 moves to the next.
+    async fn fetch_at<'a, S: Step<'a>>(
         &self,
         request: &Request<'a>,
         endpoint: &Endpoint,
-        known: Option<&Entry>,
+        step: &S,
         budget: &Budget,
-    ) -> Result<Found<'a>, Error> {
+    ) -> Result<Found<'a, S::Output>, Error> {
         let inner = &*self.inner;
         let resolved = request.resolved;
         let host = endpoint.host();
@@ -143,15 +198,20 @@ impl Resolver {
                 candidate,
                 used: AtomicBool::new(false),
             };
-            match self
-                .lookup_as(&http, &session, request, endpoint, known)
-                .await
-            {
+            let at = At {
+                resolver: self,
+                http: &http,
+                session: &session,
+                request,
+                endpoint,
+            };
+            match step.fetch(at).await {
+                Ok(output) => return Ok((output, used(&session))),
                 Err(error) if error.is_auth() => {
                     tracing::debug!(%error, source = candidate.map(|c| c.source.as_str()), "credential refused, trying the next");
                     last_error = Some(error);
                 }
-                other => return other,
+                Err(error) => return Err(error),
             }
         }
         Err(last_error.unwrap_or(Error::NoCredentials {
@@ -162,36 +222,20 @@ impl Resolver {
 
     /// One credential at one endpoint: a HEAD when a digest is known (an unchanged one is
     /// reused), else (or when the HEAD says nothing usable) the manifest walk.
-    async fn lookup_as<'a>(
-        &self,
-        http: &Http,
-        session: &Session<'a>,
-        request: &Request<'a>,
-        endpoint: &Endpoint,
-        known: Option<&Entry>,
-    ) -> Result<Found<'a>, Error> {
+    async fn lookup_as(&self, at: At<'_, '_>, known: Option<&Entry>) -> Result<Loaded, Error> {
         let inner = &*self.inner;
-        let fetcher = Fetcher {
-            http,
-            auth: &inner.auth,
-            session,
-        };
+        let fetcher = at.fetcher();
+        let (session, request, endpoint) = (at.session, at.request, at.endpoint);
         let resolved = request.resolved;
         let mirror = endpoint.mirror.then_some(session.host.as_str());
-        // Reported only when the registry asked for the credentials and got them.
-        let used = || {
-            session
-                .candidate
-                .filter(|_| session.used.load(Ordering::Relaxed))
-        };
+        let used = || used(session);
         let found = |entry, answered| {
-            let loaded = Loaded {
+            Ok(Loaded {
                 entry,
                 scoped: used().is_some_and(|c| c.scoped),
                 answered,
                 fresh_for: None,
-            };
-            Ok((loaded, used()))
+            })
         };
         if let Some(known) = known {
             match fetcher.head(resolved.object()).await? {
@@ -318,4 +362,12 @@ impl Resolver {
             platforms,
         });
     }
+}
+
+/// The credential a session sent: reported only when the registry asked for the credentials
+/// and got them.
+pub(super) fn used<'a>(session: &Session<'a>) -> Option<&'a CredentialCandidate> {
+    session
+        .candidate
+        .filter(|_| session.used.load(Ordering::Relaxed))
 }

@@ -64,9 +64,17 @@ fn parse_path(path: &str) -> Option<Target> {
         ("", "nodes") => Resource::Nodes,
         ("", "pods") => Resource::Pods,
         ("", "namespaces") => Resource::Namespaces,
-        ("", "serviceaccounts") => Resource::ServiceAccounts,
         ("coordination.k8s.io", "leases") => Resource::Leases,
         ("events.k8s.io", "events") => Resource::Events,
+        ("apps", "deployments") => Resource::Deployments,
+        ("apps", "statefulsets") => Resource::StatefulSets,
+        ("apps", "daemonsets") => Resource::DaemonSets,
+        ("apps", "replicasets") => Resource::ReplicaSets,
+        ("", "replicationcontrollers") => Resource::ReplicationControllers,
+        ("batch", "jobs") => Resource::Jobs,
+        ("batch", "cronjobs") => Resource::CronJobs,
+        ("", "secrets") => Resource::Secrets,
+        ("", "serviceaccounts") => Resource::ServiceAccounts,
         _ => return None,
     };
     if resource.namespaced() == namespace.is_none() && name.is_some() {

@@ -29,6 +29,22 @@ pub enum Resource {
     Events,
     /// `v1` Namespace (cluster scoped).
     Namespaces,
+    /// `apps/v1` Deployment.
+    Deployments,
+    /// `apps/v1` StatefulSet.
+    StatefulSets,
+    /// `apps/v1` DaemonSet.
+    DaemonSets,
+    /// `apps/v1` ReplicaSet.
+    ReplicaSets,
+    /// `v1` ReplicationController.
+    ReplicationControllers,
+    /// `batch/v1` Job.
+    Jobs,
+    /// `batch/v1` CronJob.
+    CronJobs,
+    /// `v1` Secret.
+    Secrets,
     /// `v1` ServiceAccount (and its `token` subresource, the TokenRequest API).
     ServiceAccounts,
 }
@@ -41,13 +57,30 @@ impl Resource {
             Self::Leases => "Lease",
             Self::Events => "Event",
             Self::Namespaces => "Namespace",
+            Self::Deployments => "Deployment",
+            Self::StatefulSets => "StatefulSet",
+            Self::DaemonSets => "DaemonSet",
+            Self::ReplicaSets => "ReplicaSet",
+            Self::ReplicationControllers => "ReplicationController",
+            Self::Jobs => "Job",
+            Self::CronJobs => "CronJob",
+            Self::Secrets => "Secret",
             Self::ServiceAccounts => "ServiceAccount",
         }
     }
 
     pub(crate) fn api_version(self) -> &'static str {
         match self {
-            Self::Nodes | Self::Pods | Self::Namespaces | Self::ServiceAccounts => "v1",
+            Self::Nodes
+            | Self::Pods
+            | Self::Namespaces
+            | Self::ReplicationControllers
+            | Self::Secrets
+            | Self::ServiceAccounts => "v1",
+            Self::Deployments | Self::StatefulSets | Self::DaemonSets | Self::ReplicaSets => {
+                "apps/v1"
+            }
+            Self::Jobs | Self::CronJobs => "batch/v1",
             Self::Leases => "coordination.k8s.io/v1",
             Self::Events => "events.k8s.io/v1",
         }

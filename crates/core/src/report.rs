@@ -1,0 +1,452 @@
+//! `noe report`'s pure half: workloads and their images' platforms in, a readiness report out
+//! (docs/configuration.md, "noe report"). No I/O: the command line lists the workloads, resolves
+//! each unique image once and hands the answers here.
+//!
+//! - [`quantity`]: Kubernetes quantities, exact (integer milli-units and bytes).
+//! - [`read`](mod@read): one object → a workload (its pod template's images, OS, pull secrets,
+//!   requests and replicas), an object its owner stands for, or a node.
+//! - here: the verdict per target architecture (`ready`, `blocked`, `unknown`: an image that
+//!   could not be resolved is never counted as ready), the images that block, the common
+//!   platforms, requests × replicas, totals per architecture and namespace, pods placed where
+//!   they run now.
+//! - [`render`]: JSON (`report.noe.adevinta.com/v1` `ReadinessReport`), table, CSV, Markdown.
+
+pub mod quantity;
+pub mod read;
+pub mod render;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::images::ImageKind;
+use crate::{Platform, Support};
+pub use read::{read, Owner, Read, ReadError, Requests, Running, Workload};
+
+/// The JSON report's `apiVersion`.
+pub const API_VERSION: &str = "report.noe.adevinta.com/v1";
+/// The JSON report's `kind`.
+pub const KIND: &str = "ReadinessReport";
+
+/// Why an image's platforms could not be found: a class (`not_found`, `unauthorized`,
+/// `timeout`, ...) and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookupFailure {
+    pub kind: String,
+    pub message: String,
+}
+
+/// An image's platforms as the registry (or a platform override) lists them, or why not.
+pub type Answer = Result<Arc<[Platform]>, Arc<LookupFailure>>;
+
+/// A workload's readiness for one architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verdict {
+    /// Every image runs on it.
+    Ready,
+    /// Some image does not run on it.
+    Blocked,
+    /// No image blocks, but some image's platforms are not known.
+    Unknown,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Blocked => "blocked",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// One image of a workload and what it runs on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageEntry {
+    pub image: String,
+    pub kind: ImageKind,
+    pub answer: Answer,
+}
+
+/// What one image says about one architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Runs {
+    Yes,
+    No,
+    Unknown,
+}
+
+impl ImageEntry {
+    /// What the image runs on: `Some(Support::Any)` for an arch-neutral one (an image volume
+    /// without platform, an override's `*`); `None` when not known (a failed lookup, a container
+    /// image whose registry lists no platform: never taken as any architecture).
+    fn support(&self) -> Option<Support> {
+        let platforms = self.answer.as_ref().ok()?;
+        if platforms.is_empty() && self.kind == ImageKind::Container {
+            return None;
+        }
+        Support::of(platforms)
+    }
+}
+
+/// One workload of the report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Item {
+    pub workload: Workload,
+    pub images: Vec<ImageEntry>,
+    /// The `os/arch` every image supports, for the pod's OS (`*` when every image is
+    /// arch-neutral); `None` when an image's platforms are not known.
+    pub common: Option<Vec<String>>,
+    /// Per target architecture, in the order asked.
+    pub verdicts: Vec<(String, Verdict)>,
+    /// Per target architecture, the images that do not run on it.
+    pub blocking: Vec<(String, Vec<String>)>,
+    /// `requests × replicas`; `None` when the replicas are not known.
+    pub total: Option<Requests>,
+    /// With `--include-pods`: its pods now, per architecture of their node (`unscheduled`,
+    /// `unknown` for a node not listed).
+    pub running_on: Option<BTreeMap<String, u64>>,
+}
+
+impl Item {
+    /// The item for `workload`, whose images' answers are `answers`, in the same order.
+    pub fn new(workload: Workload, answers: Vec<Answer>, targets: &[String]) -> Self {
+        let images: Vec<ImageEntry> = workload
+            .images
+            .iter()
+            .zip(answers)
+            .map(|((image, kind), answer)| ImageEntry {
+                image: image.clone(),
+                kind: *kind,
+                answer,
+            })
+            .collect();
+        let supports: Vec<Option<Support>> = images.iter().map(ImageEntry::support).collect();
+        let runs = |support: &Option<Support>, arch: &str| match support {
+            None => Runs::Unknown,
+            Some(support) if support.runs_on(&Platform::new(workload.os.as_str(), arch, None)) => {
+                Runs::Yes
+            }
+            Some(_) => Runs::No,
+        };
+        let mut verdicts = Vec::with_capacity(targets.len());
+        let mut blocking = Vec::with_capacity(targets.len());
+        for arch in targets {
+            let blockers: Vec<String> = images
+                .iter()
+                .zip(&supports)
+                .filter(|(_, support)| runs(support, arch) == Runs::No)
+                .map(|(entry, _)| entry.image.clone())
+                .collect();
+            let verdict = if !blockers.is_empty() {
+                Verdict::Blocked
+            } else if supports.iter().any(Option::is_none) {
+                Verdict::Unknown
+            } else {
+                Verdict::Ready
+            };
+            verdicts.push((arch.clone(), verdict));
+            blocking.push((arch.clone(), blockers));
+        }
+        let common = common(&supports, &workload.os);
+        let total = workload.replicas.map(|n| workload.requests.times(n));
+        Self {
+            workload,
+            images,
+            common,
+            verdicts,
+            blocking,
+            total,
+            running_on: None,
+        }
+    }
+
+    /// The verdict for `arch`.
+    pub fn verdict(&self, arch: &str) -> Option<Verdict> {
+        self.verdicts
+            .iter()
+            .find(|(a, _)| a == arch)
+            .map(|(_, v)| *v)
+    }
+
+    /// The total CPU and memory, zero when not known (for sorting and sums).
+    fn total_or_zero(&self) -> Requests {
+        self.total.unwrap_or_default()
+    }
+}
+
+/// The architectures (for `os`) every image supports, as `os/arch`; `*` when all are
+/// arch-neutral; `None` when an image is not known.
+fn common(supports: &[Option<Support>], os: &str) -> Option<Vec<String>> {
+    let mut archs: Option<BTreeSet<&str>> = None;
+    for support in supports {
+        match support.as_ref()? {
+            Support::Any => {}
+            Support::Only(platforms) => {
+                let these: BTreeSet<&str> = platforms
+                    .iter()
+                    .filter(|p| p.os.is_empty() || p.os == os)
+                    .map(|p| p.architecture.as_str())
+                    .collect();
+                archs = Some(match archs {
+                    None => these,
+                    Some(before) => before.intersection(&these).copied().collect(),
+                });
+            }
+        }
+    }
+    Some(match archs {
+        None => vec![crate::platform::ANY_ARCH.to_owned()],
+        Some(archs) => archs
+            .into_iter()
+            .map(|arch| format!("{os}/{arch}"))
+            .collect(),
+    })
+}
+
+/// Ready, blocked and unknown workloads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub ready: u64,
+    pub blocked: u64,
+    pub unknown: u64,
+}
+
+impl Counts {
+    fn add(&mut self, verdict: Verdict) {
+        let count = match verdict {
+            Verdict::Ready => &mut self.ready,
+            Verdict::Blocked => &mut self.blocked,
+            Verdict::Unknown => &mut self.unknown,
+        };
+        *count = count.saturating_add(1);
+    }
+}
+
+/// Workloads per verdict and the capacity that could move (the total requests of the ready
+/// ones).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub workloads: Counts,
+    pub movable: Requests,
+}
+
+impl Tally {
+    fn add(&mut self, item: &Item, verdict: Verdict) {
+        self.workloads.add(verdict);
+        if verdict == Verdict::Ready {
+            self.movable = self.movable.plus(item.total_or_zero());
+        }
+    }
+}
+
+/// The totals for one target architecture.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ArchSummary {
+    pub all: Tally,
+    /// The images that block, with how many workloads each blocks, most first.
+    pub blocking_images: Vec<(String, u64)>,
+    pub namespaces: BTreeMap<String, Tally>,
+}
+
+/// An image that could not be resolved, and how many workloads name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageError {
+    pub image: String,
+    pub failure: Arc<LookupFailure>,
+    pub workloads: u64,
+}
+
+/// Something of the source that could not be read (a list the API refused, an object that is
+/// not valid); the rest of the report stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceError {
+    /// What was being read (`list deployments in team-a`, `Deployment team-a/web`).
+    pub source: String,
+    pub message: String,
+}
+
+/// The report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub targets: Vec<String>,
+    /// Sorted by movable CPU (total CPU requests, most first), then memory, namespace, kind,
+    /// name.
+    pub items: Vec<Item>,
+    /// Per target architecture, in the order asked.
+    pub summary: Vec<(String, ArchSummary)>,
+    /// By error class, then image.
+    pub image_errors: Vec<ImageError>,
+    pub source_errors: Vec<SourceError>,
+    /// `--include-pods` was given: items carry [`Item::running_on`].
+    pub include_pods: bool,
+}
+
+/// Where pods run now: the objects owned by others, and the nodes' architectures.
+#[derive(Clone, Debug, Default)]
+pub struct Placement {
+    pub owned: Vec<Owner>,
+    /// Node name → `kubernetes.io/arch`.
+    pub nodes: HashMap<String, String>,
+}
+
+impl Placement {
+    /// The architecture a pod is on: its node's, `unscheduled`, or `unknown`.
+    fn arch_of(&self, running: &Running) -> String {
+        match running {
+            Running::Unscheduled => "unscheduled".to_owned(),
+            Running::Node(node) => self
+                .nodes
+                .get(node)
+                .filter(|arch| !arch.is_empty())
+                .cloned()
+                .unwrap_or_else(|| "unknown".to_owned()),
+        }
+    }
+
+    /// Pods per top-level workload `(kind, namespace, name)` and architecture: a pod's owner,
+    /// followed through a ReplicaSet or Job to its own owner.
+    fn pods(&self) -> HashMap<(String, String, String), BTreeMap<String, u64>> {
+        let parents: HashMap<(&str, &str, &str), (&str, &str)> = self
+            .owned
+            .iter()
+            .filter(|o| o.kind != "Pod")
+            .map(|o| {
+                (
+                    (o.kind.as_str(), o.namespace.as_str(), o.name.as_str()),
+                    (o.owner_kind.as_str(), o.owner_name.as_str()),
+                )
+            })
+            .collect();
+        let mut out: HashMap<(String, String, String), BTreeMap<String, u64>> = HashMap::new();
+        for pod in self.owned.iter().filter(|o| o.kind == "Pod") {
+            let Some(running) = &pod.running_on else {
+                continue;
+            };
+            let mut top = (pod.owner_kind.as_str(), pod.owner_name.as_str());
+            if let Some(parent) = parents.get(&(top.0, pod.namespace.as_str(), top.1)) {
+                top = *parent;
+            }
+            let key = (top.0.to_owned(), pod.namespace.clone(), top.1.to_owned());
+            let count = out
+                .entry(key)
+                .or_default()
+                .entry(self.arch_of(running))
+                .or_default();
+            *count = count.saturating_add(1);
+        }
+        out
+    }
+}
+
+impl Report {
+    /// The report of `items` for `targets`; with `placement`, where their pods run now.
+    pub fn new(
+        targets: Vec<String>,
+        mut items: Vec<Item>,
+        placement: Option<&Placement>,
+        source_errors: Vec<SourceError>,
+    ) -> Self {
+        if let Some(placement) = placement {
+            let mut pods = placement.pods();
+            for item in &mut items {
+                let w = &item.workload;
+                let mut running = pods
+                    .remove(&(w.kind.clone(), w.namespace.clone(), w.name.clone()))
+                    .unwrap_or_default();
+                if let Some(on) = &w.running_on {
+                    let count = running.entry(placement.arch_of(on)).or_default();
+                    *count = count.saturating_add(1);
+                }
+                item.running_on = Some(running);
+            }
+        }
+        items.sort_by(|a, b| {
+            let (ta, tb) = (a.total_or_zero(), b.total_or_zero());
+            tb.cpu
+                .cmp(&ta.cpu)
+                .then(tb.memory.cmp(&ta.memory))
+                .then_with(|| a.workload.namespace.cmp(&b.workload.namespace))
+                .then_with(|| a.workload.kind.cmp(&b.workload.kind))
+                .then_with(|| a.workload.name.cmp(&b.workload.name))
+        });
+        let summary = targets
+            .iter()
+            .map(|arch| (arch.clone(), summarize(&items, arch)))
+            .collect();
+        Self {
+            targets,
+            image_errors: image_errors(&items),
+            items,
+            summary,
+            source_errors,
+            include_pods: placement.is_some(),
+        }
+    }
+
+    /// Some workload has one of `verdicts` for some target architecture.
+    pub fn any(&self, verdicts: &[Verdict]) -> bool {
+        self.items
+            .iter()
+            .any(|item| item.verdicts.iter().any(|(_, v)| verdicts.contains(v)))
+    }
+}
+
+fn summarize(items: &[Item], arch: &str) -> ArchSummary {
+    let mut summary = ArchSummary::default();
+    let mut blockers: HashMap<&str, u64> = HashMap::new();
+    for item in items {
+        let Some(verdict) = item.verdict(arch) else {
+            continue;
+        };
+        summary.all.add(item, verdict);
+        summary
+            .namespaces
+            .entry(item.workload.namespace.clone())
+            .or_default()
+            .add(item, verdict);
+        let blocking = item.blocking.iter().filter(|(a, _)| a == arch);
+        for image in blocking.flat_map(|(_, images)| images) {
+            let count = blockers.entry(image.as_str()).or_default();
+            *count = count.saturating_add(1);
+        }
+    }
+    let mut blockers: Vec<(String, u64)> = blockers
+        .into_iter()
+        .map(|(image, count)| (image.to_owned(), count))
+        .collect();
+    blockers.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    summary.blocking_images = blockers;
+    summary
+}
+
+/// Every image that could not be resolved, with how many workloads name it, by error class,
+/// then image.
+fn image_errors(items: &[Item]) -> Vec<ImageError> {
+    let mut errors: BTreeMap<&str, ImageError> = BTreeMap::new();
+    for item in items {
+        for entry in &item.images {
+            let Err(failure) = &entry.answer else {
+                continue;
+            };
+            let error = errors
+                .entry(entry.image.as_str())
+                .or_insert_with(|| ImageError {
+                    image: entry.image.clone(),
+                    failure: failure.clone(),
+                    workloads: 0,
+                });
+            error.workloads = error.workloads.saturating_add(1);
+        }
+    }
+    let mut errors: Vec<ImageError> = errors.into_values().collect();
+    errors.sort_by(|a, b| {
+        a.failure
+            .kind
+            .cmp(&b.failure.kind)
+            .then_with(|| a.image.cmp(&b.image))
+    });
+    errors
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,403 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::*;
+
+fn platforms(list: &[&str]) -> Answer {
+    let parsed: Vec<Platform> = list
+        .iter()
+        .map(|p| {
+            let parts: Vec<&str> = p.split('/').collect();
+            match parts.as_slice() {
+                ["*"] => Platform::any(),
+                [os, arch] => Platform::new(*os, *arch, None),
+                [os, arch, variant] => Platform::new(*os, *arch, Some(variant)),
+                _ => panic!("{p}"),
+            }
+        })
+        .collect();
+    Ok(parsed.into())
+}
+
+fn failed(kind: &str) -> Answer {
+    Err(Arc::new(LookupFailure {
+        kind: kind.to_owned(),
+        message: format!("{kind} happened"),
+    }))
+}
+
+fn workload(object: Value) -> Workload {
+    match read(&object).unwrap() {
+        Read::Workload(w) => w,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn deployment(name: &str, replicas: u64, containers: Value, init: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {"replicas": replicas, "template": {"spec": {
+            "containers": containers, "initContainers": init}}}
+    })
+}
+
+fn arm64() -> Vec<String> {
+    vec!["arm64".to_owned()]
+}
+
+#[test]
+fn the_verdict_does_not_depend_on_container_order_and_init_containers_count() {
+    let both = ["linux/amd64", "linux/arm64"];
+    let answers = |order: &[&str]| -> Vec<Answer> {
+        order
+            .iter()
+            .map(|image| match *image {
+                "amd-only:1" => platforms(&["linux/amd64"]),
+                _ => platforms(&both),
+            })
+            .collect()
+    };
+    // An init container that lacks arm64 blocks, wherever it stands.
+    for containers in [
+        json!([{"name": "a", "image": "multi:1"}, {"name": "b", "image": "multi:2"}]),
+        json!([{"name": "b", "image": "multi:2"}, {"name": "a", "image": "multi:1"}]),
+    ] {
+        let w = workload(deployment(
+            "web",
+            2,
+            containers,
+            json!([{"name": "i", "image": "amd-only:1"}]),
+        ));
+        let order: Vec<&str> = w.images.iter().map(|(i, _)| i.as_str()).collect();
+        let item = Item::new(w.clone(), answers(&order), &arm64());
+        assert_eq!(item.verdict("arm64"), Some(Verdict::Blocked));
+        assert_eq!(
+            item.blocking,
+            vec![("arm64".to_owned(), vec!["amd-only:1".to_owned()])]
+        );
+        assert_eq!(item.common, Some(vec!["linux/amd64".to_owned()]));
+    }
+}
+
+#[test]
+fn unknown_is_never_ready_and_a_known_blocker_wins() {
+    let w = workload(deployment(
+        "web",
+        1,
+        json!([{"image": "a:1"}, {"image": "b:1"}]),
+        json!([]),
+    ));
+    let item = Item::new(
+        w.clone(),
+        vec![platforms(&["linux/arm64"]), failed("not_found")],
+        &arm64(),
+    );
+    assert_eq!(item.verdict("arm64"), Some(Verdict::Unknown));
+    assert_eq!(item.common, None);
+    let item = Item::new(
+        w.clone(),
+        vec![platforms(&["linux/amd64"]), failed("timeout")],
+        &arm64(),
+    );
+    assert_eq!(item.verdict("arm64"), Some(Verdict::Blocked));
+    // A container image whose registry lists no platform is not known (never "any").
+    let item = Item::new(
+        w.clone(),
+        vec![platforms(&["linux/arm64"]), platforms(&[])],
+        &arm64(),
+    );
+    assert_eq!(item.verdict("arm64"), Some(Verdict::Unknown));
+    // An override's `*` runs anywhere.
+    let item = Item::new(
+        w,
+        vec![platforms(&["*"]), platforms(&["linux/arm64/v8"])],
+        &arm64(),
+    );
+    assert_eq!(item.verdict("arm64"), Some(Verdict::Ready));
+    assert_eq!(item.common, Some(vec!["linux/arm64".to_owned()]));
+}
+
+#[test]
+fn verdicts_per_target_arch_and_the_pod_os() {
+    let w = workload(deployment("web", 1, json!([{"image": "a:1"}]), json!([])));
+    let targets = vec!["arm64".to_owned(), "amd64".to_owned(), "s390x".to_owned()];
+    let item = Item::new(
+        w,
+        vec![platforms(&["linux/amd64", "linux/arm64", "windows/s390x"])],
+        &targets,
+    );
+    let verdicts: Vec<&str> = item.verdicts.iter().map(|(_, v)| v.as_str()).collect();
+    assert_eq!(verdicts, ["ready", "ready", "blocked"]);
+    let windows = json!({"kind": "Pod", "metadata": {"name": "w"},
+        "spec": {"os": {"name": "windows"}, "containers": [{"image": "a:1"}]}});
+    let item = Item::new(
+        workload(windows),
+        vec![platforms(&["windows/s390x", "linux/arm64"])],
+        &targets,
+    );
+    let verdicts: Vec<&str> = item.verdicts.iter().map(|(_, v)| v.as_str()).collect();
+    assert_eq!(verdicts, ["blocked", "blocked", "ready"]);
+    assert_eq!(item.common, Some(vec!["windows/s390x".to_owned()]));
+}
+
+#[test]
+fn requests_as_the_scheduler_counts_them() {
+    let spec = |spec: Value| pod_requests_of(&spec);
+    fn pod_requests_of(spec: &Value) -> (String, String) {
+        let r = read::pod_requests(spec).unwrap();
+        (r.cpu.to_string(), r.memory.to_string())
+    }
+    let c = |cpu: &str, memory: &str| json!({"resources": {"requests": {"cpu": cpu, "memory": memory}}});
+    // Containers add up; limits stand for missing requests.
+    assert_eq!(
+        spec(
+            json!({"containers": [c("250m", "64Mi"), {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]})
+        ),
+        ("1250m".into(), "1088Mi".into())
+    );
+    // A regular init container counts when it is the largest; sidecars add up.
+    let mut sidecar = c("100m", "32Mi");
+    sidecar["restartPolicy"] = json!("Always");
+    assert_eq!(
+        spec(json!({"containers": [c("500m", "128Mi")], "initContainers": [c("2", "64Mi")]})),
+        ("2".into(), "128Mi".into())
+    );
+    assert_eq!(
+        spec(
+            json!({"containers": [c("500m", "128Mi")], "initContainers": [sidecar.clone(), c("1", "16Mi")]})
+        ),
+        ("1100m".into(), "160Mi".into())
+    );
+    // Pod-level requests replace the sum for the resources they name; overhead is added.
+    assert_eq!(
+        spec(
+            json!({"containers": [c("500m", "128Mi")], "resources": {"requests": {"cpu": "3"}},
+            "overhead": {"cpu": "250m", "memory": "1Mi"}})
+        ),
+        ("3250m".into(), "129Mi".into())
+    );
+    assert_eq!(spec(json!({})), ("0".into(), "0".into()));
+    let bad = read::pod_requests(&json!({"containers": [c("lots", "1Gi")]})).unwrap_err();
+    assert!(
+        bad.to_string().contains("resources.requests.cpu \"lots\""),
+        "{bad}"
+    );
+}
+
+#[test]
+fn kinds_owners_and_replicas() {
+    let rs_owned = json!({"kind": "ReplicaSet", "metadata": {"name": "web-1", "namespace": "team",
+        "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": true}]},
+        "spec": {"template": {"spec": {"containers": [{"image": "a:1"}]}}}});
+    assert!(
+        matches!(read(&rs_owned).unwrap(), Read::Owned(Owner { owner_kind, .. }) if owner_kind == "Deployment")
+    );
+    let rs_alone = json!({"kind": "ReplicaSet", "metadata": {"name": "alone"},
+        "spec": {"replicas": 4, "template": {"spec": {"containers": [{"image": "a:1"}]}}}});
+    assert_eq!(workload(rs_alone).replicas, Some(4));
+    let job = json!({"kind": "Job", "metadata": {"name": "j"},
+        "spec": {"parallelism": 5, "completions": 3, "template": {"spec": {"containers": [{"image": "a:1"}]}}}});
+    assert_eq!(workload(job).replicas, Some(3));
+    let cron = json!({"kind": "CronJob", "metadata": {"name": "c"},
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"image": "a:1"}]}}}}}});
+    assert_eq!(workload(cron.clone()).replicas, Some(1));
+    assert_eq!(workload(cron).service_account, "default");
+    let with_sa = json!({"kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"serviceAccountName": "builder", "imagePullSecrets": [{"name": "a"}, {"name": ""}],
+            "containers": [{"image": "a:1"}]}});
+    let with_sa = workload(with_sa);
+    assert_eq!(
+        (with_sa.service_account.as_str(), with_sa.pull_secrets),
+        ("builder", vec!["a".to_owned()])
+    );
+    let ds = json!({"kind": "DaemonSet", "metadata": {"name": "d"},
+        "spec": {"template": {"spec": {"containers": [{"image": "a:1"}]}}}});
+    assert_eq!(workload(ds.clone()).replicas, None);
+    let mut with_status = ds;
+    with_status["status"] = json!({"desiredNumberScheduled": 7});
+    assert_eq!(workload(with_status).replicas, Some(7));
+    let zero = deployment("z", 0, json!([{"image": "a:1"}]), json!([]));
+    assert_eq!(workload(zero).replicas, Some(0));
+    let negative = json!({"kind": "Deployment", "metadata": {"name": "n"},
+        "spec": {"replicas": -1, "template": {"spec": {"containers": []}}}});
+    assert!(read(&negative).is_err());
+    let node = json!({"kind": "Node", "metadata": {"name": "n1", "labels": {"kubernetes.io/arch": "arm64"}}});
+    assert_eq!(
+        read(&node).unwrap(),
+        Read::Node {
+            name: "n1".into(),
+            arch: "arm64".into()
+        }
+    );
+    assert_eq!(
+        read(&json!({"kind": "Service", "metadata": {"name": "s"}})).unwrap(),
+        Read::Other
+    );
+    let no_template = json!({"kind": "Deployment", "metadata": {"name": "x"}, "spec": {}});
+    assert!(read(&no_template).is_err());
+    let huge =
+        json!({"kind": "Pod", "metadata": {"name": "x".repeat(300)}, "spec": {"containers": []}});
+    assert!(read(&huge).is_err());
+}
+
+#[test]
+fn totals_summary_sorting_and_placement() {
+    let targets = arm64();
+    let web = workload(deployment(
+        "web",
+        3,
+        json!([{"image": "multi:1", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]),
+        json!([]),
+    ));
+    let db = workload(deployment(
+        "db",
+        1,
+        json!([{"image": "amd:1", "resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}]),
+        json!([]),
+    ));
+    let mut other = deployment(
+        "cache",
+        2,
+        json!([{"image": "lost:1", "resources": {"requests": {"cpu": "1"}}}]),
+        json!([]),
+    );
+    other["metadata"]["namespace"] = json!("ops");
+    let cache = workload(other);
+    let items = vec![
+        Item::new(
+            web,
+            vec![platforms(&["linux/amd64", "linux/arm64"])],
+            &targets,
+        ),
+        Item::new(db, vec![platforms(&["linux/amd64"])], &targets),
+        Item::new(cache, vec![failed("unauthorized")], &targets),
+    ];
+    let pod = |name: &str, owner_kind: &str, owner: &str, node: &str| Owner {
+        kind: "Pod".into(),
+        namespace: "team".into(),
+        name: name.into(),
+        owner_kind: owner_kind.into(),
+        owner_name: owner.into(),
+        running_on: Some(if node.is_empty() {
+            Running::Unscheduled
+        } else {
+            Running::Node(node.into())
+        }),
+    };
+    let placement = Placement {
+        owned: vec![
+            Owner {
+                kind: "ReplicaSet".into(),
+                namespace: "team".into(),
+                name: "web-1".into(),
+                owner_kind: "Deployment".into(),
+                owner_name: "web".into(),
+                running_on: None,
+            },
+            pod("web-1-a", "ReplicaSet", "web-1", "n1"),
+            pod("web-1-b", "ReplicaSet", "web-1", "n2"),
+            pod("web-1-c", "ReplicaSet", "web-1", ""),
+        ],
+        nodes: [("n1".to_owned(), "amd64".to_owned())].into(),
+    };
+    let report = Report::new(targets, items, Some(&placement), Vec::new());
+    let names: Vec<&str> = report
+        .items
+        .iter()
+        .map(|i| i.workload.name.as_str())
+        .collect();
+    assert_eq!(names, ["db", "cache", "web"], "by total CPU: 4, 2, 1.5");
+    let web = &report.items[2];
+    assert_eq!(web.total.unwrap().cpu.to_string(), "1500m");
+    assert_eq!(web.total.unwrap().memory.to_string(), "768Mi");
+    let running: Vec<(&str, u64)> = web
+        .running_on
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|(a, n)| (a.as_str(), *n))
+        .collect();
+    assert_eq!(running, [("amd64", 1), ("unknown", 1), ("unscheduled", 1)]);
+    let (_, arm) = &report.summary[0];
+    assert_eq!(
+        arm.all.workloads,
+        Counts {
+            ready: 1,
+            blocked: 1,
+            unknown: 1
+        }
+    );
+    assert_eq!(
+        arm.all.movable.cpu.to_string(),
+        "1500m",
+        "only ready workloads move"
+    );
+    assert_eq!(arm.blocking_images, vec![("amd:1".to_owned(), 1)]);
+    assert_eq!(arm.namespaces["ops"].workloads.unknown, 1);
+    assert_eq!(report.image_errors.len(), 1);
+    assert!(report.any(&[Verdict::Blocked]));
+    let json = report.json();
+    assert_eq!(json["apiVersion"], API_VERSION);
+    assert_eq!(json["kind"], KIND);
+    assert_eq!(json["items"][0]["verdicts"]["arm64"], "blocked");
+    assert_eq!(json["items"][0]["blocking"]["arm64"], json!(["amd:1"]));
+    assert_eq!(
+        json["items"][1]["images"][0]["error"]["kind"],
+        "unauthorized"
+    );
+    assert_eq!(
+        json["items"][2]["totalRequests"],
+        json!({"cpu": "1500m", "memory": "768Mi"})
+    );
+    assert_eq!(
+        json["summary"]["arm64"]["workloads"],
+        json!({"ready": 1, "blocked": 1, "unknown": 1})
+    );
+    assert_eq!(
+        json["summary"]["arm64"]["movable"],
+        json!({"cpu": "1500m", "memory": "768Mi"})
+    );
+}
+
+#[test]
+fn csv_header_matches_rows_and_hostile_strings_are_contained() {
+    let mut object = deployment("we,b\"x\n", 1, json!([{"image": "a:1"}]), json!([]));
+    object["metadata"]["name"] = json!("we,b\"x\u{1b}[31m|");
+    let w = workload(object);
+    let report = Report::new(
+        arm64(),
+        vec![Item::new(w, vec![platforms(&["linux/arm64"])], &arm64())],
+        None,
+        Vec::new(),
+    );
+    let csv = report.csv();
+    let mut rows = csv.split("\r\n").filter(|r| !r.is_empty());
+    let header = rows.next().unwrap();
+    assert_eq!(header, "namespace,kind,name,replicas,cpu_request,memory_request,total_cpu,total_memory,arm64,blocking,unknown");
+    let row = rows.next().unwrap();
+    assert!(row.contains("\"we,b\"\"x\u{1b}[31m|\""), "{row}");
+    let plain = workload(deployment("plain", 1, json!([{"image": "a:1"}]), json!([])));
+    let plain = Report::new(
+        arm64(),
+        vec![Item::new(plain, vec![failed("not_found")], &arm64())],
+        None,
+        Vec::new(),
+    );
+    let csv = plain.csv();
+    let lines: Vec<&str> = csv.split("\r\n").filter(|r| !r.is_empty()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        lines[0].matches(',').count(),
+        lines[1].matches(',').count(),
+        "{csv}"
+    );
+    let table = report.table();
+    assert!(!table.contains('\u{1b}'), "{table}");
+    let markdown = report.markdown();
+    assert!(markdown.contains("we,b\"x\\u{1b}[31m\\|"), "{markdown}");
+    assert_eq!(markdown.lines().next().unwrap().matches('|').count(), 12);
+}

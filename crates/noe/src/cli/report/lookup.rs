@@ -1,0 +1,208 @@
+//! Each unique image of the report resolved once: an image is keyed by its reference and the
+//! credential scope of the pull secrets its pods name (connected), so an image reached with
+//! different credentials is asked with each; `--concurrency` lookups at a time, each bounded,
+//! with the server's resolver, cache, rate limits and credential chain. After a registry host
+//! times out, its images not yet started fail at once instead of each waiting the timeout.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use noe_core::report::{Answer, LookupFailure, Workload};
+use noe_registry::cache::Scope;
+use noe_webhook::resolve::one_line;
+use noe_webhook::resolve::pull_secrets::{PodPullSecrets, PullSecrets};
+
+use super::super::inspect::progress::Progress;
+use super::super::inspect::{is_plain_http_text, plain_http_hint};
+use crate::app::App;
+
+/// Longest one image's lookup may take (its registry requests have their own timeouts).
+const LOOKUP_DEADLINE: Duration = Duration::from_secs(60);
+
+/// One image as asked: its reference and the credential scope of its pods' pull secrets.
+type Key = (String, Option<Scope>);
+
+/// The answers for every workload's images, in the workloads' and images' order.
+pub async fn resolve_all(
+    app: &App,
+    workloads: &[Workload],
+    pull_secrets: Option<&PullSecrets>,
+    concurrency: usize,
+) -> Vec<Vec<Answer>> {
+    let secrets = load_secrets(workloads, pull_secrets, concurrency).await;
+    let secrets_of = |workload: &Workload| {
+        secrets
+            .get(&(workload.namespace.clone(), workload.pull_secrets.clone()))
+            .cloned()
+    };
+    // Each unique (image, scope) once, in order of first appearance.
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut unique: Vec<(Key, Option<Arc<PodPullSecrets>>)> = Vec::new();
+    let mut keys_of: Vec<Vec<usize>> = Vec::with_capacity(workloads.len());
+    for workload in workloads {
+        let pod = secrets_of(workload);
+        let scope = pod.as_ref().and_then(|pod| pod.scope());
+        let keys = workload
+            .images
+            .iter()
+            .map(|(image, _)| {
+                let key = (image.clone(), scope);
+                *index.entry(key.clone()).or_insert_with(|| {
+                    unique.push((key, pod.clone()));
+                    unique.len().saturating_sub(1)
+                })
+            })
+            .collect();
+        keys_of.push(keys);
+    }
+    drop(index);
+    let progress = Progress::new(unique.len(), "images");
+    let timed_out = TimedOut::default();
+    let mut answers: Vec<Option<Answer>> = vec![None; unique.len()];
+    let mut resolved = futures::stream::iter(unique.iter().enumerate())
+        .map(|(at, ((image, scope), pod))| {
+            let timed_out = &timed_out;
+            async move {
+                (
+                    at,
+                    resolve(app, timed_out, image, *scope, pod.as_deref()).await,
+                )
+            }
+        })
+        .buffer_unordered(concurrency.max(1));
+    while let Some((at, answer)) = resolved.next().await {
+        progress.done(|| ());
+        if let Some(slot) = answers.get_mut(at) {
+            *slot = Some(answer);
+        }
+    }
+    drop(resolved);
+    drop(progress);
+    keys_of
+        .into_iter()
+        .map(|keys| {
+            keys.into_iter()
+                .map(|at| {
+                    answers.get(at).cloned().flatten().unwrap_or_else(|| {
+                        Err(Arc::new(LookupFailure {
+                            kind: "internal".into(),
+                            message: "no lookup result".into(),
+                        }))
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The pull secrets of every distinct `(namespace, names)` the workloads name, read once each.
+async fn load_secrets(
+    workloads: &[Workload],
+    pull_secrets: Option<&PullSecrets>,
+    concurrency: usize,
+) -> HashMap<(String, Vec<String>), Arc<PodPullSecrets>> {
+    let Some(api) = pull_secrets else {
+        return HashMap::new();
+    };
+    let mut wanted: Vec<(String, Vec<String>)> = workloads
+        .iter()
+        .filter(|w| !w.pull_secrets.is_empty())
+        .map(|w| (w.namespace.clone(), w.pull_secrets.clone()))
+        .collect();
+    wanted.sort();
+    wanted.dedup();
+    futures::stream::iter(wanted)
+        .map(|(namespace, names)| async move {
+            let pod = api.load(&namespace, &names).await;
+            for failure in pod.failures() {
+                tracing::warn!(
+                    namespace = %failure.namespace,
+                    secret = %failure.name,
+                    reason = failure.reason.as_str(),
+                    "Image pull secret not usable"
+                );
+            }
+            ((namespace, names), Arc::new(pod))
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await
+}
+
+/// Registry hosts that timed out in this run, with the first timeout's message.
+#[derive(Default)]
+struct TimedOut(Mutex<HashMap<String, String>>);
+
+impl TimedOut {
+    fn get(&self, host: &str) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(host)
+            .cloned()
+    }
+
+    fn mark(&self, host: &str, message: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(host.to_owned())
+            .or_insert_with(|| message.to_owned());
+    }
+}
+
+/// One image's platforms, or why not.
+async fn resolve(
+    app: &App,
+    timed_out: &TimedOut,
+    image: &str,
+    scope: Option<Scope>,
+    pod: Option<&PodPullSecrets>,
+) -> Answer {
+    let failure = |kind: &str, message: String| {
+        Err(Arc::new(LookupFailure {
+            kind: kind.to_owned(),
+            message,
+        }))
+    };
+    let host = app
+        .resolver
+        .target(image)
+        .ok()
+        .map(|target| target.registry);
+    if let Some(first) = host.as_deref().and_then(|host| timed_out.get(host)) {
+        let host = host.unwrap_or_default();
+        return failure(
+            "timeout",
+            format!("not tried: {host} timed out earlier in this run ({first})"),
+        );
+    }
+    let candidates = app.credentials(None).candidates(image, pod).await;
+    let answer = tokio::time::timeout(
+        LOOKUP_DEADLINE,
+        app.resolver.resolve_in(image, scope, &candidates),
+    )
+    .await;
+    match answer {
+        Ok(Ok(resolution)) => Ok(resolution.platforms.clone().into()),
+        Ok(Err(error)) => {
+            let mut message = one_line(&error);
+            if let (true, Some(registry)) = (is_plain_http_text(&message), error.registry()) {
+                message = format!("{message} ({})", plain_http_hint(registry));
+            }
+            if let (Some(host), "timeout") = (&host, error.kind()) {
+                timed_out.mark(host, &message);
+            }
+            failure(error.kind(), message)
+        }
+        Err(_) => {
+            let message = format!("no answer within {LOOKUP_DEADLINE:?}");
+            if let Some(host) = &host {
+                timed_out.mark(host, &message);
+            }
+            failure("timeout", message)
+        }
+    }
+}
