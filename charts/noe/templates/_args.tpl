@@ -40,6 +40,9 @@ decide alike. List items (`- "--flag=value"`), included by "noe.args" and the ho
 {{- with .Values.cloudCredentials }}
 - {{ printf "--cloud-credentials=%s" (join "," .) | quote }}
 {{- end }}
+{{- if .Values.credentialProviderServiceAccountTokens }}
+- "--credential-provider-sa-tokens=true"
+{{- end }}
 {{- with .Values.proxies }}
 - {{ printf "--registry-proxies=%s" (join "," .) | quote }}
 {{- end }}

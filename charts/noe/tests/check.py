@@ -43,6 +43,8 @@ KNOWN_FLAGS = {
     "shared-cache-key-file", "shared-cache-ca-file", "shared-cache-timeout",
     # Cloud registries on noe's own workload identity.
     "cloud-credentials",
+    # Per-pod identity for credential provider plugins (KEP-4412).
+    "credential-provider-sa-tokens",
     # The policy engines' lookup endpoint.
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
 }
@@ -446,6 +448,10 @@ def controller_flags(f):
 def expected_cluster_rules(f, webhook_configuration=None):
     """The ClusterRole the controller and feature flags need (docs/configuration.md)."""
     rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    if f.get("credential-provider-sa-tokens") == ["true"]:
+        rules.append({"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get"]})
+        rules.append({"apiGroups": [""], "resources": ["serviceaccounts/token"],
+                      "verbs": ["create"]})
     selection_namespaces = (f.get("image-selection") == ["true"]
                             and f.get("image-compatibility-all-namespaces") != ["true"])
     if (f.get("namespace-preference") == ["true"] or selection_namespaces
@@ -602,6 +608,7 @@ def scenario_full(r, release, namespace):
         "shared-cache-timeout": ["15ms"],
         "shared-cache-ca-file": ["/etc/noe/shared-cache-ca/ca.crt"],
         "cloud-credentials": ["ecr,gcp,acr"],
+        "credential-provider-sa-tokens": ["true"],
     }
     for k, v in want.items():
         check(f"full --{k}", f.get(k) == v, str(f.get(k)))
@@ -618,6 +625,8 @@ def scenario_full(r, release, namespace):
              for x in r.one("ClusterRole")["rules"]}
     check("full: every controller's and feature's RBAC", rules == {
         (("",), ("secrets",)): ["get"],
+        (("",), ("serviceaccounts",)): ["get"],
+        (("",), ("serviceaccounts/token",)): ["create"],
         (("",), ("namespaces",)): ["get"],
         (("",), ("nodes",)): ["get", "list", "watch", "patch"],
         (("",), ("pods",)): ["list", "watch"],

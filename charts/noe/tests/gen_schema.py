@@ -312,6 +312,8 @@ schema = {
         "dockerConfigPathCandidates": string_list(ABS_PATH, "--docker-config-path (files)"),
         "containerdConfigPathCandidates": string_list(
             ABS_PATH, "--containerd-config-path (a .toml file or a containerd config dir)"),
+        "credentialProviderServiceAccountTokens": {
+            "type": "boolean", "description": "--credential-provider-sa-tokens"},
         "cloudCredentials": string_list({"enum": ["ecr", "gcp", "acr"]}, "--cloud-credentials"),
         "cloudIdentity": {
             "type": ["object", "null"],

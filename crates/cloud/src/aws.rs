@@ -149,6 +149,18 @@ impl AwsIdentity {
         }
     }
 
+    /// The identity and the steps that turn it into AWS credentials, secret-free (the access
+    /// key id of static keys is not named): what `inspect` prints as the credential source.
+    pub(crate) fn steps(&self) -> String {
+        match self {
+            Self::Static(_) => format!("static keys from the {}", Step::Environment),
+            Self::WebIdentity { role_arn, .. } => {
+                format!("IRSA role {role_arn}, {}", Step::AssumeRoleWithWebIdentity)
+            }
+            Self::PodIdentity { .. } => Step::PodIdentity.to_string(),
+        }
+    }
+
     /// The cache key of this identity's credentials for a registry in `region`.
     pub(crate) fn cache_key(&self, region: &str) -> String {
         match self {

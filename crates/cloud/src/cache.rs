@@ -97,6 +97,21 @@ impl<V: Clone> Cache<V> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<(V, SystemTime), Error>>,
     {
+        self.get_or_fetch_until(key, fetch)
+            .await
+            .map(|(value, _)| value)
+    }
+
+    /// [`Cache::get_or_fetch`], with the time the value will be refreshed.
+    pub(crate) async fn get_or_fetch_until<F, Fut>(
+        &self,
+        key: &str,
+        fetch: F,
+    ) -> Result<(V, SystemTime), Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<(V, SystemTime), Error>>,
+    {
         let slot = self.slot(key);
         let mut entry = slot.lock().await;
         let now = self.clock.now();
@@ -104,7 +119,7 @@ impl<V: Clone> Cache<V> {
             // A clock that went backwards past the fetch makes the entry stale too.
             if now < cached.until && now >= cached.fetched {
                 self.metrics.cache(self.provider, true);
-                return cached.value.clone();
+                return cached.value.clone().map(|value| (value, cached.until));
             }
         }
         self.metrics.cache(self.provider, false);
@@ -123,7 +138,7 @@ impl<V: Clone> Cache<V> {
             fetched: now,
             until,
         });
-        value
+        value.map(|value| (value, until))
     }
 
     /// The slot of `key`, created when missing. When the cache is full, idle slots go first; if

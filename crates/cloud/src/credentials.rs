@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::acr::{self, AzureIdentity};
 use crate::aws::{AwsCredentials, AwsIdentity};
@@ -11,7 +11,7 @@ use crate::ecr::{self, EcrToken};
 use crate::gcp;
 use crate::hosts::{match_host, Target};
 use crate::metrics::Metrics;
-use crate::{Env, Error, Provider};
+use crate::{Env, Error, Provider, Step};
 
 /// How long one request to an identity service may take, connection to last byte.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -80,6 +80,11 @@ pub struct CloudCredential {
     pub provider: Provider,
     pub username: String,
     password: String,
+    /// The identity and the steps that got the token, secret-free
+    /// (`IRSA role arn:..., AssumeRoleWithWebIdentity, GetAuthorizationToken`).
+    pub via: String,
+    /// When the cached token is refreshed (shortly before it expires).
+    pub refresh_at: SystemTime,
 }
 
 impl CloudCredential {
@@ -88,9 +93,11 @@ impl CloudCredential {
         &self.password
     }
 
-    /// The credential's source as the credential chain names it (`cloud:ecr`).
+    /// The credential's source as the credential chain names it and `noe inspect` prints it:
+    /// the provider, the identity and the steps
+    /// (`cloud:ecr via IRSA role arn:aws:iam::1:role/noe, AssumeRoleWithWebIdentity, GetAuthorizationToken`).
     pub fn source(&self) -> String {
-        format!("cloud:{}", self.provider)
+        format!("cloud:{} via {}", self.provider, self.via)
     }
 }
 
@@ -99,7 +106,9 @@ impl fmt::Debug for CloudCredential {
         f.debug_struct("CloudCredential")
             .field("provider", &self.provider)
             .field("username", &self.username)
+            .field("via", &self.via)
             .field("password", &"<redacted>")
+            .field("refresh_at", &self.refresh_at)
             .finish()
     }
 }
@@ -270,9 +279,9 @@ impl CloudCredentials {
             .endpoint
             .clone()
             .unwrap_or_else(|| endpoint.api_url(region));
-        let token = ecr
+        let (token, refresh_at) = ecr
             .tokens
-            .get_or_fetch(&url, || async {
+            .get_or_fetch_until(&url, || async {
                 let aws_key = ecr.identity.cache_key(region);
                 let credentials = ecr
                     .aws
@@ -299,6 +308,8 @@ impl CloudCredentials {
             provider: Provider::Ecr,
             username: token.username,
             password: token.password,
+            via: format!("{}, {}", ecr.identity.steps(), Step::GetAuthorizationToken),
+            refresh_at,
         })
     }
 
@@ -309,9 +320,9 @@ impl CloudCredentials {
             metrics,
             ..
         } = &*self.inner;
-        let token = gcp
+        let (token, refresh_at) = gcp
             .tokens
-            .get_or_fetch("metadata", || {
+            .get_or_fetch_until("metadata", || {
                 gcp::access_token(client, *timeout, metrics, &gcp.url, gcp.tokens.now())
             })
             .await?;
@@ -319,6 +330,8 @@ impl CloudCredentials {
             provider: Provider::Gcp,
             username: gcp::USERNAME.to_owned(),
             password: token,
+            via: format!("the pod's service account, {}", Step::MetadataToken),
+            refresh_at,
         })
     }
 
@@ -329,9 +342,9 @@ impl CloudCredentials {
             metrics,
             ..
         } = &*self.inner;
-        let refresh_token = acr
+        let (refresh_token, refresh_at) = acr
             .tokens
-            .get_or_fetch(host, || async {
+            .get_or_fetch_until(host, || async {
                 let access_token = acr
                     .entra
                     .get_or_fetch(scope, || {
@@ -355,6 +368,13 @@ impl CloudCredentials {
             provider: Provider::Acr,
             username: acr::USERNAME.to_owned(),
             password: refresh_token,
+            via: format!(
+                "workload identity client {}, {}, {}",
+                acr.identity.client_id,
+                Step::EntraToken,
+                Step::AcrExchange
+            ),
+            refresh_at,
         })
     }
 

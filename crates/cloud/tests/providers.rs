@@ -209,7 +209,10 @@ async fn ecr_irsa_signs_get_authorization_token_and_caches_until_expiry() -> any
         (got.username.as_str(), got.password()),
         ("AWS", "ecr-password")
     );
-    assert_eq!(got.source(), "cloud:ecr");
+    assert_eq!(
+        got.source(),
+        "cloud:ecr via IRSA role arn:aws:iam::123456789012:role/noe, AssumeRoleWithWebIdentity, GetAuthorizationToken"
+    );
     assert!(!format!("{got:?}").contains("ecr-password"));
 
     // STS got the projected token, unsigned, as the query protocol wants it.

@@ -458,6 +458,23 @@ impl ContainerdSource {
     }
 }
 
+impl crate::Source for ContainerdSource {
+    fn kind(&self) -> &'static str {
+        "containerd"
+    }
+
+    fn configured_hosts(&self) -> futures::future::BoxFuture<'_, Vec<String>> {
+        Box::pin(ContainerdSource::configured_hosts(self))
+    }
+
+    fn credentials<'a>(
+        &'a self,
+        request: crate::source::Request<'a>,
+    ) -> futures::future::BoxFuture<'a, Vec<CredentialCandidate>> {
+        Box::pin(self.candidates(request.image))
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::time::SystemTime;
 
 /// A secret credential for one registry. `Debug` never prints the secret.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -30,7 +31,10 @@ impl fmt::Debug for Credential {
 
 /// One credential to try, with a human-readable, secret-free name of its source
 /// (e.g. `pull-secret:default/regcred`, `docker-config:/root/.docker/config.json`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// Equality and hashing (cache keys, [`fingerprint`]) ignore [`CredentialCandidate::expires`]:
+/// one credential is one identity however long the source vouches for it.
+#[derive(Clone, Debug)]
 pub struct CredentialCandidate {
     pub source: String,
     pub credential: Credential,
@@ -41,6 +45,43 @@ pub struct CredentialCandidate {
     /// finds is cached under the caller's credential scope (the registry's `cache::Scope`), never
     /// for everyone.
     pub scoped: bool,
+    /// Until when the source vouches for it (a cloud token's refresh time, a plugin answer's
+    /// cache expiry); `None`: until the source's configuration changes.
+    pub expires: Option<SystemTime>,
+}
+
+impl PartialEq for CredentialCandidate {
+    fn eq(&self, other: &Self) -> bool {
+        let Self {
+            source,
+            credential,
+            mirror,
+            scoped,
+            expires: _,
+        } = self;
+        *source == other.source
+            && *credential == other.credential
+            && *mirror == other.mirror
+            && *scoped == other.scoped
+    }
+}
+
+impl Eq for CredentialCandidate {}
+
+impl Hash for CredentialCandidate {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let Self {
+            source,
+            credential,
+            mirror,
+            scoped,
+            expires: _,
+        } = self;
+        source.hash(state);
+        credential.hash(state);
+        mirror.hash(state);
+        scoped.hash(state);
+    }
 }
 
 impl CredentialCandidate {
@@ -50,7 +91,16 @@ impl CredentialCandidate {
             credential,
             mirror: None,
             scoped: false,
+            expires: None,
         }
+    }
+
+    /// The same credential, good until `at` (see
+    /// [`CredentialCandidate::expires`](#structfield.expires)).
+    #[must_use]
+    pub fn until(mut self, at: SystemTime) -> Self {
+        self.expires = Some(at);
+        self
     }
 
     /// The same credential, marked as one only some callers have (see
@@ -131,6 +181,9 @@ mod tests {
             fingerprint(&[a.clone(), b.clone()]),
             fingerprint(&[b, a.clone()])
         );
-        assert_ne!(fingerprint(&[a]), fingerprint(&[]));
+        assert_ne!(fingerprint(std::slice::from_ref(&a)), fingerprint(&[]));
+        let later = a.clone().until(std::time::SystemTime::UNIX_EPOCH);
+        assert_eq!(a, later, "expiry is not identity");
+        assert_eq!(fingerprint(&[a]), fingerprint(&[later]));
     }
 }

@@ -535,6 +535,23 @@ impl DockerConfigSource {
     }
 }
 
+impl crate::Source for DockerConfigSource {
+    fn kind(&self) -> &'static str {
+        "docker-config"
+    }
+
+    fn configured_hosts(&self) -> futures::future::BoxFuture<'_, Vec<String>> {
+        Box::pin(DockerConfigSource::configured_hosts(self))
+    }
+
+    fn credentials<'a>(
+        &'a self,
+        request: crate::source::Request<'a>,
+    ) -> futures::future::BoxFuture<'a, Vec<CredentialCandidate>> {
+        Box::pin(self.candidates(request.image))
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;

@@ -1,9 +1,12 @@
 //! Credential sources: docker config files, containerd configuration, kubelet credential provider
-//! plugins, and kubelet-style image pattern matching. They produce [`CredentialCandidate`]s.
+//! plugins, the cloud workload identity, and kubelet-style image pattern matching. Each is a
+//! [`Source`]; they produce [`CredentialCandidate`]s.
 //!
-//! [`Sources`] puts them together in the order the kubelet's view suggests: plugins, then
-//! containerd, then docker config files (pod pull secrets, read by the webhook, go first).
+//! [`Sources`] puts them together in the order the kubelet's view suggests: the cloud identity
+//! (for its own registries only), plugins, then containerd, then docker config files (a pod's
+//! pull secrets, read by the webhook, go first: [`Sources::credentials`]).
 
+mod cloud;
 pub mod containerd;
 pub mod credential;
 pub mod docker_config;
@@ -15,6 +18,7 @@ pub mod glob;
 pub mod matching;
 pub mod provider;
 pub mod reload;
+pub mod source;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +29,10 @@ pub use matching::image_matches;
 pub use reload::DEFAULT_RELOAD_INTERVAL;
 
 pub use credential::{Credential, CredentialCandidate};
+pub use source::{
+    PodIdentity, Request, ServiceAccountError, ServiceAccountInfo, ServiceAccountToken,
+    ServiceAccounts, Source,
+};
 
 use crate::files::FileReader;
 use containerd::ContainerdSource;
@@ -71,6 +79,9 @@ pub struct SourcesConfig {
     pub file_read_timeout: Option<Duration>,
     /// `--cloud-credentials`: the clouds whose registries get the pod's own workload identity.
     pub cloud: Vec<noe_cloud::Provider>,
+    /// `--credential-provider-sa-tokens`: plugins with `tokenAttributes` run with the pod's
+    /// service account token (else they are skipped).
+    pub service_account_tokens: bool,
 }
 
 /// All the node-level credential sources.
@@ -128,6 +139,7 @@ impl Sources {
             exec_limits,
             file_read_timeout,
             cloud,
+            service_account_tokens,
         } = config;
         let cloud = if cloud.is_empty() {
             None
@@ -140,9 +152,16 @@ impl Sources {
         let files = FileReader::new(file_read_timeout.unwrap_or(crate::files::DEFAULT_TIMEOUT));
         let providers = match (provider_bin_dir, provider_config) {
             (None, None) => None,
-            (Some(bin_dir), Some(config)) => {
-                Some(ProviderSource::load_with(&files, bin_dir, &config, exec_limits).await?)
-            }
+            (Some(bin_dir), Some(config)) => Some(
+                ProviderSource::load_with(
+                    &files,
+                    bin_dir,
+                    &config,
+                    exec_limits,
+                    service_account_tokens,
+                )
+                .await?,
+            ),
             _ => return Err(Error::ProviderFlags),
         };
         let helpers = CredentialHelpers::new(
@@ -198,32 +217,40 @@ impl Sources {
         }
     }
 
+    /// The node-level sources in the order they are asked: the cloud identity, plugins,
+    /// containerd, docker config files.
+    fn chain(&self) -> impl Iterator<Item = &dyn Source> {
+        let cloud = self.cloud.as_ref().map(|c| c as &dyn Source);
+        let providers = self.providers.as_ref().map(|p| p as &dyn Source);
+        cloud
+            .into_iter()
+            .chain(providers)
+            .chain([&self.containerd as &dyn Source, &self.docker as &dyn Source])
+    }
+
     /// The credentials to try for `image` (a normalized reference such as
     /// `docker.io/library/nginx:latest`), in order: the cloud identity (for its own registries
     /// only), plugins, containerd, docker config files. A credential already listed by an
     /// earlier source is not repeated.
     pub async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
+        self.credentials(None, Request::new(image)).await
+    }
+
+    /// The credentials to try for `request`: `first`'s (a pod's own pull secrets), then each
+    /// node-level source serving the image's host, in order. A credential already listed by an
+    /// earlier source is not repeated.
+    pub async fn credentials(
+        &self,
+        first: Option<&dyn Source>,
+        request: Request<'_>,
+    ) -> Vec<CredentialCandidate> {
+        let host = request.host();
         let mut out: Vec<CredentialCandidate> = Vec::new();
-        if let Some(cloud) = &self.cloud {
-            let host = image.split('/').next().unwrap_or_default();
-            match cloud.credential_for(host).await {
-                Some(Ok(found)) => out.push(CredentialCandidate::new(
-                    found.source(),
-                    crate::Credential::Basic {
-                        username: found.username.clone(),
-                        password: found.password().to_owned(),
-                    },
-                )),
-                // Logged once per failed refresh by the cloud crate; the other sources still count.
-                Some(Err(error)) => tracing::debug!(%error, "no cloud credential"),
-                None => {}
+        for source in first.into_iter().chain(self.chain()) {
+            if source.serves(host) {
+                push_unique(&mut out, source.credentials(request).await);
             }
         }
-        if let Some(providers) = &self.providers {
-            push_unique(&mut out, providers.candidates(image).await);
-        }
-        push_unique(&mut out, self.containerd.candidates(image).await);
-        push_unique(&mut out, self.docker.candidates(image).await);
         out
     }
 
@@ -231,13 +258,10 @@ impl Sources {
     /// `auth` keys, mirrors and `certs.d` directories, docker config `auths` and `credHelpers`
     /// keys), from their last good load. Globs are kept as written (`*.dkr.ecr.*.amazonaws.com`).
     pub async fn configured_hosts(&self) -> Vec<String> {
-        let mut hosts: Vec<String> = self
-            .providers
-            .as_ref()
-            .map(ProviderSource::configured_hosts)
-            .unwrap_or_default();
-        hosts.extend(self.containerd.configured_hosts().await);
-        hosts.extend(self.docker.configured_hosts().await);
+        let mut hosts: Vec<String> = Vec::new();
+        for source in self.chain() {
+            hosts.extend(source.configured_hosts().await);
+        }
         hosts.sort();
         hosts.dedup();
         hosts

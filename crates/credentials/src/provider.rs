@@ -2,23 +2,29 @@
 //! `--image-credential-provider-config`): executed as the kubelet executes them, their answers
 //! cached per `cacheKeyType` and `cacheDuration`.
 
+mod account;
 mod config;
 mod response;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 pub use config::{
     parse_provider_config, ConfigError, CredentialProviderConfig, ProviderConfig, ProviderSkip,
-    CONFIG_API_VERSIONS, EXEC_API_VERSIONS,
+    TokenAttributes, TokenCacheType, CONFIG_API_VERSIONS, EXEC_API_VERSIONS, TOKEN_API_VERSION,
 };
-pub use response::{parse_response, request_body, CacheKeyType, ProviderResponse, ResponseError};
+pub use response::{
+    parse_response, request_body, request_body_with, CacheKeyType, ProviderResponse, ResponseError,
+};
 
 use super::exec::{self, ExecError, ExecLimits};
 use super::matching::{image_host, image_matches};
 use crate::files::FileReader;
+use crate::source::{
+    PodIdentity, Request, ServiceAccountError, ServiceAccountInfo, ServiceAccountToken,
+};
 use crate::{Credential, CredentialCandidate};
 
 /// Largest provider config file we read.
@@ -66,6 +72,12 @@ pub enum RunError {
         #[source]
         source: ResponseError,
     },
+    #[error("credential provider {name} got no service account token")]
+    ServiceAccount {
+        name: String,
+        #[source]
+        source: ServiceAccountError,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -77,9 +89,39 @@ enum CacheKey {
 
 type Auth = Arc<Vec<(String, Credential)>>;
 
+/// A plugin's answer and until when it is used (`None`: for this lookup only, not cached).
+type Answer = (Auth, Option<Instant>);
+
+/// Who a plugin runs for: the node (`account: None`, empty key) or a pod's service account.
+struct Identity<'a> {
+    /// The part of the cache key naming the identity ([`account::cache_key`]).
+    key: String,
+    account: Option<Account<'a>>,
+}
+
+impl Identity<'_> {
+    fn node() -> Self {
+        Self {
+            key: String::new(),
+            account: None,
+        }
+    }
+}
+
+/// A pod's service account, as a plugin with `tokenAttributes` is run for it.
+struct Account<'a> {
+    pod: PodIdentity<'a>,
+    name: &'a str,
+    audience: &'a str,
+    annotations: BTreeMap<String, String>,
+    /// Requested before the cache is asked (`cacheType: Token`), else only to run the plugin.
+    token: Option<ServiceAccountToken>,
+}
+
 struct Provider {
     config: ProviderConfig,
-    cache: Mutex<HashMap<CacheKey, (Instant, Auth)>>,
+    /// Answers by key and the identity they were found with.
+    cache: Mutex<HashMap<(CacheKey, String), (Instant, Auth)>>,
     /// One run at a time per provider: concurrent lookups wait and then read the cache.
     exec_lock: tokio::sync::Mutex<()>,
 }
@@ -120,8 +162,34 @@ fn repository(image: &str) -> &str {
 }
 
 impl ProviderSource {
-    /// Plugins from an already parsed config; skipped providers are logged.
+    /// Plugins from an already parsed config; skipped providers are logged. A provider that
+    /// asks for the pod's service account token (`tokenAttributes`) is skipped: see
+    /// [`ProviderSource::with_service_account_tokens`].
     pub fn new(bin_dir: PathBuf, config: CredentialProviderConfig, limits: ExecLimits) -> Self {
+        Self::with_service_account_tokens(bin_dir, config, limits, false)
+    }
+
+    /// [`ProviderSource::new`]; with `tokens` (`--credential-provider-sa-tokens`), a provider
+    /// with `tokenAttributes` is kept and gets, for a pod's image, a token of the pod's service
+    /// account and its annotations ([`Request::pod`]).
+    pub fn with_service_account_tokens(
+        bin_dir: PathBuf,
+        mut config: CredentialProviderConfig,
+        limits: ExecLimits,
+        tokens: bool,
+    ) -> Self {
+        if !tokens {
+            let (kept, needs): (Vec<_>, Vec<_>) = config
+                .providers
+                .into_iter()
+                .partition(|p| p.token_attributes.is_none());
+            config.providers = kept;
+            config.skipped.extend(
+                needs
+                    .into_iter()
+                    .map(|p| ProviderSkip::NeedsServiceAccountToken { name: p.name }),
+            );
+        }
         for skip in &config.skipped {
             tracing::warn!(reason = %skip, "skipping kubelet credential provider");
         }
@@ -148,7 +216,7 @@ impl ProviderSource {
         config_path: &Path,
         limits: ExecLimits,
     ) -> Result<Self, Error> {
-        Self::load_with(&FileReader::default(), bin_dir, config_path, limits).await
+        Self::load_with(&FileReader::default(), bin_dir, config_path, limits, false).await
     }
 
     /// [`ProviderSource::load`], reading off the async workers with `files`' timeout.
@@ -157,6 +225,7 @@ impl ProviderSource {
         bin_dir: PathBuf,
         config_path: &Path,
         limits: ExecLimits,
+        service_account_tokens: bool,
     ) -> Result<Self, Error> {
         let bytes = match files.read(config_path, MAX_CONFIG_BYTES).await {
             Ok(Some(bytes)) => bytes,
@@ -183,7 +252,12 @@ impl ProviderSource {
             path: config_path.to_owned(),
             source,
         })?;
-        Ok(Self::new(bin_dir, config, limits))
+        Ok(Self::with_service_account_tokens(
+            bin_dir,
+            config,
+            limits,
+            service_account_tokens,
+        ))
     }
 
     /// The registry hosts the providers' `matchImages` name (globs kept, paths dropped).
@@ -204,6 +278,16 @@ impl ProviderSource {
     /// Credentials for `image` from every provider whose `matchImages` matches it, in config
     /// order; within a provider, the response's `auth` keys matching the image, most specific first.
     pub async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
+        self.candidates_for(Request::new(image)).await
+    }
+
+    /// [`ProviderSource::candidates`] for `request`: a provider with `tokenAttributes` runs
+    /// for the pod's service account (its credentials are then only for this pod's scope,
+    /// [`CredentialCandidate::in_scope`]), or without a token when the pod has none and none is
+    /// required, or not at all (no account but one required, a required annotation missing, the
+    /// account or its token not to be had).
+    pub async fn candidates_for(&self, request: Request<'_>) -> Vec<CredentialCandidate> {
+        let image = request.image;
         let mut out = Vec::new();
         for provider in &self.providers {
             if !provider
@@ -214,8 +298,15 @@ impl ProviderSource {
             {
                 continue;
             }
-            let auth = match self.lookup(provider, image).await {
-                Ok(auth) => auth,
+            let mut identity = match &provider.config.token_attributes {
+                None => Identity::node(),
+                Some(attributes) => match identity(provider, attributes, request).await {
+                    Some(identity) => identity,
+                    None => continue,
+                },
+            };
+            let (auth, until) = match self.lookup(provider, image, &mut identity).await {
+                Ok(answer) => answer,
                 Err(error) => {
                     tracing::warn!(%error, "kubelet credential provider gave no credentials");
                     continue;
@@ -226,20 +317,33 @@ impl ProviderSource {
                 .filter(|(pattern, _)| image_matches(pattern, image))
                 .collect();
             matched.sort_by(|a, b| b.0.cmp(&a.0));
-            let source = format!("credential-provider:{}", provider.config.name);
+            let source = match &identity.account {
+                None => format!("credential-provider:{}", provider.config.name),
+                Some(account) => format!(
+                    "credential-provider:{} as serviceaccount {}/{}",
+                    provider.config.name, account.pod.namespace, account.name
+                ),
+            };
+            let expires = system_time(until);
             for (_, credential) in matched {
                 if !out
                     .iter()
                     .any(|c: &CredentialCandidate| &c.credential == credential)
                 {
-                    out.push(CredentialCandidate::new(&source, credential.clone()));
+                    let candidate =
+                        CredentialCandidate::new(&source, credential.clone()).until(expires);
+                    out.push(if identity.account.is_some() {
+                        candidate.in_scope()
+                    } else {
+                        candidate
+                    });
                 }
             }
         }
         out
     }
 
-    fn cached(provider: &Provider, image: &str) -> Option<Auth> {
+    fn cached(provider: &Provider, image: &str, identity: &str) -> Option<Answer> {
         let now = Instant::now();
         let cache = provider
             .cache
@@ -250,20 +354,25 @@ impl ProviderSource {
             CacheKey::Registry(image_host(image).to_owned()),
             CacheKey::Global,
         ]
-        .iter()
+        .into_iter()
         .find_map(|key| {
             cache
-                .get(key)
+                .get(&(key, identity.to_owned()))
                 .filter(|(expires, _)| *expires > now)
-                .map(|(_, auth)| Arc::clone(auth))
+                .map(|(expires, auth)| (Arc::clone(auth), Some(*expires)))
         })
     }
 
-    fn store(provider: &Provider, key: CacheKey, ttl: Duration, auth: Auth) {
+    /// Keeps `auth` for `ttl`; the time it expires, `None` when it is not kept.
+    fn store(
+        provider: &Provider,
+        key: CacheKey,
+        identity: &str,
+        ttl: Duration,
+        auth: Auth,
+    ) -> Option<Instant> {
         let now = Instant::now();
-        let Some(expires) = now.checked_add(ttl) else {
-            return;
-        };
+        let expires = now.checked_add(ttl)?;
         let mut cache = provider
             .cache
             .lock()
@@ -274,70 +383,217 @@ impl ProviderSource {
                 cache.clear();
             }
         }
-        cache.insert(key, (expires, auth));
+        cache.insert((key, identity.to_owned()), (expires, auth));
+        Some(expires)
     }
 
-    async fn lookup(&self, provider: &Provider, image: &str) -> Result<Auth, RunError> {
-        if let Some(auth) = Self::cached(provider, image) {
-            return Ok(auth);
+    async fn lookup(
+        &self,
+        provider: &Provider,
+        image: &str,
+        identity: &mut Identity<'_>,
+    ) -> Result<Answer, RunError> {
+        if let Some(answer) = Self::cached(provider, image, &identity.key) {
+            return Ok(answer);
         }
         let _running = provider.exec_lock.lock().await;
-        if let Some(auth) = Self::cached(provider, image) {
-            return Ok(auth);
+        if let Some(answer) = Self::cached(provider, image, &identity.key) {
+            return Ok(answer);
         }
         let name = provider.config.name.clone();
-        let result = self.run(provider, image).await;
+        let result = self.run(provider, image, identity).await;
         match result {
             Ok(response) => {
-                let ttl = response
+                let mut ttl = response
                     .cache_duration
                     .unwrap_or(provider.config.default_cache_duration);
+                // Not past the token it was found with.
+                if let Some(token) = identity.account.as_ref().and_then(|a| a.token.as_ref()) {
+                    let left = token
+                        .expires
+                        .duration_since(SystemTime::now())
+                        .unwrap_or(Duration::ZERO);
+                    ttl = ttl.min(left);
+                }
                 let auth: Auth = Arc::new(response.auth);
+                let mut until = None;
                 if !ttl.is_zero() {
                     let key = match response.cache_key_type {
                         CacheKeyType::Image => CacheKey::Image(repository(image).to_owned()),
                         CacheKeyType::Registry => CacheKey::Registry(image_host(image).to_owned()),
                         CacheKeyType::Global => CacheKey::Global,
                     };
-                    Self::store(provider, key, ttl, Arc::clone(&auth));
+                    until = Self::store(provider, key, &identity.key, ttl, Arc::clone(&auth));
                 }
-                Ok(auth)
+                Ok((auth, until))
             }
             Err(source) => {
                 // Back off briefly so a broken plugin is not run for every admission.
-                Self::store(
+                let _ = Self::store(
                     provider,
                     CacheKey::Image(repository(image).to_owned()),
+                    &identity.key,
                     FAILURE_BACKOFF,
                     Arc::new(Vec::new()),
                 );
                 Err(match source {
                     RunFailure::Exec(source) => RunError::Exec { name, source },
                     RunFailure::Response(source) => RunError::Response { name, source },
+                    RunFailure::ServiceAccount(source) => RunError::ServiceAccount { name, source },
                 })
             }
         }
     }
 
-    async fn run(&self, provider: &Provider, image: &str) -> Result<ProviderResponse, RunFailure> {
+    async fn run(
+        &self,
+        provider: &Provider,
+        image: &str,
+        identity: &mut Identity<'_>,
+    ) -> Result<ProviderResponse, RunFailure> {
         let config = &provider.config;
+        if let Some(account) = &mut identity.account {
+            if account.token.is_none() {
+                let token = account
+                    .pod
+                    .accounts
+                    .token(account.pod.namespace, account.name, account.audience)
+                    .await
+                    .map_err(RunFailure::ServiceAccount)?;
+                account.token = Some(token);
+            }
+        }
+        let body = match &identity.account {
+            Some(Account {
+                token: Some(token),
+                annotations,
+                ..
+            }) => request_body_with(
+                &config.api_version,
+                image,
+                Some((token.token.as_str(), annotations)),
+            ),
+            _ => request_body(&config.api_version, image),
+        };
         let program = self.bin_dir.join(&config.name);
-        let stdout = exec::run(
-            &program,
-            &config.args,
-            &config.env,
-            &request_body(&config.api_version, image),
-            self.limits,
-        )
-        .await
-        .map_err(RunFailure::Exec)?;
+        let stdout = exec::run(&program, &config.args, &config.env, &body, self.limits)
+            .await
+            .map_err(RunFailure::Exec)?;
         parse_response(&stdout).map_err(RunFailure::Response)
+    }
+}
+
+/// Who `provider` (with `attributes`) runs for in `request`, as the kubelet decides it
+/// ([`account::plan`]); `None`: it is not run (logged).
+async fn identity<'a>(
+    provider: &Provider,
+    attributes: &'a TokenAttributes,
+    request: Request<'a>,
+) -> Option<Identity<'a>> {
+    let name = provider.config.name.as_str();
+    let pod = request.pod;
+    let account_name = pod
+        .and_then(|p| p.service_account)
+        .filter(|n| !n.is_empty());
+    let found: Option<(PodIdentity<'a>, &'a str, Arc<ServiceAccountInfo>)> = match (
+        pod,
+        account_name,
+    ) {
+        (Some(pod), Some(account)) => match pod.accounts.get(pod.namespace, account).await {
+            Ok(info) => Some((pod, account, info)),
+            Err(error) => {
+                tracing::warn!(provider = name, %error, "kubelet credential provider not run: the pod's service account cannot be read");
+                return None;
+            }
+        },
+        _ => None,
+    };
+    match account::plan(attributes, found.as_ref().map(|(_, _, info)| &**info)) {
+        account::Plan::Skip(reason) => {
+            tracing::debug!(
+                provider = name,
+                reason,
+                "kubelet credential provider not run"
+            );
+            None
+        }
+        account::Plan::Anonymous => Some(Identity::node()),
+        account::Plan::Account { annotations } => {
+            let (pod, account_name, info) = found?;
+            let token = if attributes.cache_type == TokenCacheType::Token {
+                match pod
+                    .accounts
+                    .token(pod.namespace, account_name, &attributes.audience)
+                    .await
+                {
+                    Ok(token) => Some(token),
+                    Err(error) => {
+                        tracing::warn!(provider = name, %error, "kubelet credential provider not run: no service account token");
+                        return None;
+                    }
+                }
+            } else {
+                None
+            };
+            let key = account::cache_key(
+                attributes.cache_type,
+                pod.namespace,
+                account_name,
+                &info,
+                &annotations,
+                token.as_ref(),
+            );
+            Some(Identity {
+                key,
+                account: Some(Account {
+                    pod,
+                    name: account_name,
+                    audience: &attributes.audience,
+                    annotations,
+                    token,
+                }),
+            })
+        }
+    }
+}
+
+/// The wall-clock time of `until` (`None`: now, the answer is good for this lookup only).
+fn system_time(until: Option<Instant>) -> SystemTime {
+    let now = SystemTime::now();
+    until
+        .and_then(|until| now.checked_add(until.saturating_duration_since(Instant::now())))
+        .unwrap_or(now)
+}
+
+impl crate::Source for ProviderSource {
+    fn kind(&self) -> &'static str {
+        "credential-provider"
+    }
+
+    /// A host some provider's `matchImages` names.
+    fn serves(&self, host: &str) -> bool {
+        self.providers
+            .iter()
+            .flat_map(|p| p.config.match_images.iter())
+            .any(|pattern| image_matches(image_host(pattern), host))
+    }
+
+    fn configured_hosts(&self) -> futures::future::BoxFuture<'_, Vec<String>> {
+        Box::pin(async { ProviderSource::configured_hosts(self) })
+    }
+
+    fn credentials<'a>(
+        &'a self,
+        request: Request<'a>,
+    ) -> futures::future::BoxFuture<'a, Vec<CredentialCandidate>> {
+        Box::pin(self.candidates_for(request))
     }
 }
 
 enum RunFailure {
     Exec(ExecError),
     Response(ResponseError),
+    ServiceAccount(ServiceAccountError),
 }
 
 #[cfg(test)]

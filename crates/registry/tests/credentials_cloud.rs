@@ -37,7 +37,14 @@ async fn cloud_credential_leads_for_its_hosts_only() -> anyhow::Result<()> {
         .candidates("europe-docker.pkg.dev/project/repo/app:1")
         .await;
     assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(found[0].source, "cloud:gcp");
+    assert_eq!(
+        found[0].source,
+        "cloud:gcp via the pod's service account, metadata server token"
+    );
+    assert!(
+        found[0].expires.is_some(),
+        "a cloud token says when it is refreshed"
+    );
     assert_eq!(
         found[0].credential,
         Credential::Basic {

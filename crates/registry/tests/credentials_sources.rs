@@ -64,6 +64,7 @@ async fn plugins_then_containerd_then_docker_config() {
         },
         file_read_timeout: None,
         cloud: Vec::new(),
+        service_account_tokens: false,
     })
     .await
     .unwrap();

@@ -22,6 +22,9 @@
 //!   tolerations only added; on a gated pod nodeSelector keys only added and required node
 //!   affinity terms only appended to; nothing else in `spec` changed but images and the
 //!   fields pods may always change;
+//! - `v1` serviceaccounts and `POST serviceaccounts/NAME/token` (the TokenRequest API: `404`
+//!   for a missing account, `422` for an expiry under 10 minutes, else a token naming the
+//!   account, the audiences and a counter, with its `expirationTimestamp`);
 //! - `POST pods/NAME/eviction` (deletes the pod; a PodDisruptionBudget's `429` is scripted with
 //!   [`Fault::pdb_blocks_eviction`]);
 //! - `POST authentication.k8s.io/v1 tokenreviews` for the tokens of [`KubeApi::accept_token`];
@@ -55,8 +58,8 @@ use crate::TestCa;
 pub use fault::{Fault, RecordedRequest};
 use handler::{lock, Shared};
 pub use objects::{
-    gated_pod_json, lease_json, namespace_json, node_json, pod_json, PodFixture, NOE_GATE,
-    NOE_GATE_LABEL,
+    gated_pod_json, lease_json, namespace_json, node_json, pod_json, service_account_json,
+    PodFixture, NOE_GATE, NOE_GATE_LABEL,
 };
 use store::Inner;
 pub use store::Resource;

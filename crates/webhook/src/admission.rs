@@ -19,7 +19,7 @@ use std::sync::Arc;
 use crate::facts::{FactRequest, FactSource};
 use crate::metrics::{outcome, Metrics};
 use crate::resolve::pull_secrets::image_pull_secret_names;
-use crate::resolve::Resolve;
+use crate::resolve::{PodAccess, Resolve};
 use noe_core::decide::{self, Decision, Lookups, Policy};
 use report::Scope;
 use review::Answer;
@@ -307,9 +307,16 @@ impl Admission {
             }
         };
         let span = || scope.span().clone();
+        let access = PodAccess {
+            pull_secrets: &secrets,
+            service_account: pod
+                .pointer("/spec/serviceAccountName")
+                .and_then(Value::as_str)
+                .filter(|name| !name.is_empty()),
+        };
         let (resolved, facts) = futures::future::join(
             self.resolve
-                .platforms_traced(scope.namespace, &secrets, &images, span),
+                .platforms_for(scope.namespace, access, &images, span),
             facts,
         )
         .await;

@@ -16,6 +16,7 @@
 
 pub mod credentials;
 pub mod pull_secrets;
+pub mod service_accounts;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,7 @@ use futures::future::BoxFuture;
 use noe_registry::cache::Scope;
 use noe_registry::{CredentialCandidate, Platform};
 
-pub use credentials::{Anonymous, CredentialSource, Credentials, PodSecrets};
+pub use credentials::{Anonymous, CredentialSource, Credentials, PodAccess, PodSecrets};
 use noe_core::decide::Lookups;
 
 /// Why the platforms of one image are not known.
@@ -267,7 +268,24 @@ impl Resolve {
         images: &[S],
         span: impl FnOnce() -> tracing::Span,
     ) -> Resolved {
+        let access = PodAccess {
+            pull_secrets,
+            service_account: None,
+        };
+        self.platforms_for(namespace, access, images, span).await
+    }
+
+    /// [`Resolve::platforms_traced`] for a pod with this `access`: its pull secrets, and its
+    /// service account for the credential providers that ask for its token (when enabled).
+    pub async fn platforms_for<S: AsRef<str> + Sync>(
+        &self,
+        namespace: &str,
+        access: PodAccess<'_>,
+        images: &[S],
+        span: impl FnOnce() -> tracing::Span,
+    ) -> Resolved {
         use tracing::Instrument as _;
+        let pull_secrets = access.pull_secrets;
         if images.is_empty() {
             return Resolved::default();
         }
@@ -277,10 +295,12 @@ impl Resolve {
             || *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.budget);
         // Read on every admission of a pod that names pull secrets (the reads are cached), so an
         // unusable secret is counted each time.
-        let pod = if pull_secrets.is_empty() {
+        let by_account =
+            access.service_account.is_some() && self.credentials.uses_service_accounts();
+        let pod = if pull_secrets.is_empty() && !by_account {
             PodSecrets::default()
         } else {
-            let read = self.credentials.pod(namespace, pull_secrets);
+            let read = self.credentials.pod_as(namespace, access);
             match tokio::time::timeout_at(deadline(), read).await {
                 Ok(pod) => pod,
                 Err(_) => {

@@ -13,6 +13,7 @@ mod webhook {
     mod pull_secrets;
     mod scope;
     mod server;
+    mod service_accounts;
 }
 
 /// A `--cert-dir` holding a loopback certificate of a new CA named `name`, and that CA.

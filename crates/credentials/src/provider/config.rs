@@ -53,8 +53,57 @@ pub enum ProviderSkip {
     InvalidCacheDuration { name: String },
     #[error("provider {name} speaks unsupported apiVersion {api_version:?}")]
     ApiVersion { name: String, api_version: String },
-    #[error("provider {name} needs a service account token (tokenAttributes), which noe-rs cannot provide")]
+    #[error("provider {name} needs the pod's service account token (tokenAttributes): enable --credential-provider-sa-tokens")]
     NeedsServiceAccountToken { name: String },
+    #[error("provider {name} has invalid tokenAttributes: {reason}")]
+    InvalidTokenAttributes { name: String, reason: String },
+}
+
+/// The exec protocol version that may carry a service account token.
+pub const TOKEN_API_VERSION: &str = "credentialprovider.kubelet.k8s.io/v1";
+
+/// What a plugin's cached answer is keyed by besides its `cacheKeyType`, for a provider that
+/// gets the pod's service account token (KEP-4412 `tokenAttributes.cacheType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TokenCacheType {
+    /// The token itself: an answer is reused only with the same token, and not past it.
+    Token,
+    /// The service account (namespace, name, UID) and the annotations passed.
+    ServiceAccount,
+}
+
+/// A provider's `tokenAttributes`: it gets a token of the pod's own service account, for this
+/// audience, and these annotations of the service account, in its `CredentialProviderRequest`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenAttributes {
+    /// `serviceAccountTokenAudience`.
+    pub audience: String,
+    /// `requireServiceAccount`: without a service account the plugin is not run.
+    pub require_service_account: bool,
+    /// `requiredServiceAccountAnnotationKeys`: a service account lacking one of them gets no
+    /// credential from this plugin (the plugin is not run).
+    pub required_annotation_keys: Vec<String>,
+    /// `optionalServiceAccountAnnotationKeys`: passed when present.
+    pub optional_annotation_keys: Vec<String>,
+    /// `cacheType`.
+    pub cache_type: TokenCacheType,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawTokenAttributes {
+    #[serde(default)]
+    service_account_token_audience: String,
+    #[serde(default)]
+    require_service_account: Option<bool>,
+    #[serde(default)]
+    required_service_account_annotation_keys: Vec<String>,
+    #[serde(default)]
+    optional_service_account_annotation_keys: Vec<String>,
+    #[serde(default)]
+    cache_type: String,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, yaml_serde::Value>,
 }
 
 #[derive(Deserialize)]
@@ -109,6 +158,8 @@ pub struct ProviderConfig {
     pub args: Vec<String>,
     /// May hold secrets: not printed by `Debug`.
     pub env: Vec<(String, String)>,
+    /// Set: the plugin gets the pod's service account token (`--credential-provider-sa-tokens`).
+    pub token_attributes: Option<TokenAttributes>,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -123,6 +174,7 @@ impl std::fmt::Debug for ProviderConfig {
                 "env",
                 &self.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
             )
+            .field("token_attributes", &self.token_attributes)
             .finish()
     }
 }
@@ -222,9 +274,6 @@ fn validate(raw: RawProvider) -> Result<ProviderConfig, ProviderSkip> {
             field: bounded(&field),
         });
     }
-    if raw.token_attributes.is_some() {
-        return Err(ProviderSkip::NeedsServiceAccountToken { name });
-    }
     let match_images: Vec<String> = raw
         .match_images
         .into_iter()
@@ -252,6 +301,23 @@ fn validate(raw: RawProvider) -> Result<ProviderConfig, ProviderSkip> {
             api_version: raw.api_version,
         });
     }
+    let token_attributes = match raw.token_attributes {
+        None => None,
+        Some(value) => {
+            let invalid = |reason: &str| ProviderSkip::InvalidTokenAttributes {
+                name: name.clone(),
+                reason: reason.to_owned(),
+            };
+            if raw.api_version != TOKEN_API_VERSION {
+                return Err(invalid(
+                    "only credentialprovider.kubelet.k8s.io/v1 may carry a service account token",
+                ));
+            }
+            let raw: RawTokenAttributes = yaml_serde::from_value(value)
+                .map_err(|_| invalid("not an object of the documented fields"))?;
+            Some(token_attributes(raw).map_err(|reason| invalid(&reason))?)
+        }
+    };
     Ok(ProviderConfig {
         name,
         match_images,
@@ -259,7 +325,100 @@ fn validate(raw: RawProvider) -> Result<ProviderConfig, ProviderSkip> {
         api_version: raw.api_version,
         args: raw.args,
         env: raw.env.into_iter().map(|e| (e.name, e.value)).collect(),
+        token_attributes,
     })
+}
+
+/// Most annotation keys one provider may ask for.
+const MAX_ANNOTATION_KEYS: usize = 64;
+
+/// `tokenAttributes` as the kubelet validates them: an audience, `requireServiceAccount` set
+/// (and `true` when annotations are required), a `cacheType`, annotation keys that are
+/// qualified names, each listed once, never both required and optional.
+fn token_attributes(raw: RawTokenAttributes) -> Result<TokenAttributes, String> {
+    if let Some(field) = raw.unknown.into_keys().next() {
+        return Err(format!("unknown field {:?}", bounded(&field)));
+    }
+    let audience = raw.service_account_token_audience;
+    if audience.trim().is_empty() {
+        return Err("serviceAccountTokenAudience is required".into());
+    }
+    if audience.len() > 253 || audience.chars().any(char::is_control) {
+        return Err("serviceAccountTokenAudience is not a valid audience".into());
+    }
+    let Some(require_service_account) = raw.require_service_account else {
+        return Err("requireServiceAccount is required".into());
+    };
+    let required = raw.required_service_account_annotation_keys;
+    let optional = raw.optional_service_account_annotation_keys;
+    if !required.is_empty() && !require_service_account {
+        return Err(
+            "requireServiceAccount must be true when requiredServiceAccountAnnotationKeys is set"
+                .into(),
+        );
+    }
+    if required.len() + optional.len() > MAX_ANNOTATION_KEYS {
+        return Err(format!("more than {MAX_ANNOTATION_KEYS} annotation keys"));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for key in required.iter().chain(&optional) {
+        if !is_qualified_name(key) {
+            return Err(format!("{:?} is not a valid annotation key", bounded(key)));
+        }
+        if seen.contains(&key.as_str()) {
+            return Err(format!("annotation key {:?} is listed twice", bounded(key)));
+        }
+        seen.push(key);
+    }
+    let cache_type = match raw.cache_type.as_str() {
+        "Token" => TokenCacheType::Token,
+        "ServiceAccount" => TokenCacheType::ServiceAccount,
+        "" => return Err("cacheType is required (Token or ServiceAccount)".into()),
+        other => {
+            return Err(format!(
+                "cacheType {:?} is not Token or ServiceAccount",
+                bounded(other)
+            ))
+        }
+    };
+    Ok(TokenAttributes {
+        audience,
+        require_service_account,
+        required_annotation_keys: required,
+        optional_annotation_keys: optional,
+        cache_type,
+    })
+}
+
+/// A Kubernetes qualified name (an annotation key): an optional DNS-1123 subdomain prefix and
+/// `/`, then 1-63 alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
+fn is_qualified_name(key: &str) -> bool {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            })
+    });
+    let edge = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_alphanumeric());
+    prefix_ok
+        && !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && edge(name.bytes().next())
+        && edge(name.bytes().last())
 }
 
 #[cfg(test)]
@@ -414,7 +573,7 @@ providers:
                 ProviderSkip::NoMatchImages { .. },
                 ProviderSkip::InvalidCacheDuration { .. },
                 ProviderSkip::ApiVersion { .. },
-                ProviderSkip::NeedsServiceAccountToken { .. },
+                ProviderSkip::InvalidTokenAttributes { .. },
                 ProviderSkip::DuplicateName { .. },
                 ProviderSkip::DuplicateName { .. },
                 ProviderSkip::UnknownField { .. },
@@ -423,6 +582,59 @@ providers:
                 ProviderSkip::NoCacheDuration { .. },
             ]
         ));
+    }
+
+    #[test]
+    fn token_attributes_as_the_kubelet_validates_them() {
+        let provider = |version: &str, attributes: &str| {
+            format!(
+                "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n  - name: p\n    matchImages: [\"*.azurecr.io\"]\n    defaultCacheDuration: 1m\n    apiVersion: credentialprovider.kubelet.k8s.io/{version}\n    tokenAttributes: {attributes}\n"
+            )
+        };
+        let good = provider(
+            "v1",
+            "{serviceAccountTokenAudience: api://AzureADTokenExchange, requireServiceAccount: true, requiredServiceAccountAnnotationKeys: [azure.workload.identity/client-id], optionalServiceAccountAnnotationKeys: [azure.workload.identity/tenant-id], cacheType: ServiceAccount}",
+        );
+        let config = parse_provider_config(&good).unwrap();
+        assert_eq!(
+            config.providers[0].token_attributes,
+            Some(TokenAttributes {
+                audience: "api://AzureADTokenExchange".into(),
+                require_service_account: true,
+                required_annotation_keys: vec!["azure.workload.identity/client-id".into()],
+                optional_annotation_keys: vec!["azure.workload.identity/tenant-id".into()],
+                cache_type: TokenCacheType::ServiceAccount,
+            })
+        );
+        let cases = [
+            ("v1beta1", "{serviceAccountTokenAudience: a, requireServiceAccount: true, cacheType: Token}", "only credentialprovider.kubelet.k8s.io/v1"),
+            ("v1", "{requireServiceAccount: true, cacheType: Token}", "serviceAccountTokenAudience is required"),
+            ("v1", "{serviceAccountTokenAudience: a, cacheType: Token}", "requireServiceAccount is required"),
+            ("v1", "{serviceAccountTokenAudience: a, requireServiceAccount: true}", "cacheType is required"),
+            ("v1", "{serviceAccountTokenAudience: a, requireServiceAccount: true, cacheType: Pod}", "not Token or ServiceAccount"),
+            ("v1", "{serviceAccountTokenAudience: a, requireServiceAccount: false, requiredServiceAccountAnnotationKeys: [k], cacheType: Token}", "must be true"),
+            ("v1", "{serviceAccountTokenAudience: a, requireServiceAccount: true, requiredServiceAccountAnnotationKeys: [k], optionalServiceAccountAnnotationKeys: [k], cacheType: Token}", "listed twice"),
+            ("v1", "{serviceAccountTokenAudience: a, requireServiceAccount: true, optionalServiceAccountAnnotationKeys: [\"bad key\"], cacheType: Token}", "not a valid annotation key"),
+            ("v1", "{serviceAccountTokenAudience: a, requireServiceAccount: true, cacheType: Token, audience: b}", "unknown field"),
+        ];
+        for (version, attributes, reason) in cases {
+            let config = parse_provider_config(&provider(version, attributes)).unwrap();
+            assert!(config.providers.is_empty(), "{attributes}");
+            let skipped = config.skipped[0].to_string();
+            assert!(skipped.contains(reason), "{attributes}: {skipped}");
+        }
+        for (key, valid) in [
+            ("k", true),
+            ("eks.amazonaws.com/role-arn", true),
+            ("a.b/c_d.e-f", true),
+            ("/k", false),
+            ("A.b/k", false),
+            ("k/", false),
+            ("-k", false),
+            ("a/b/c", false),
+        ] {
+            assert_eq!(is_qualified_name(key), valid, "{key}");
+        }
     }
 
     #[test]

@@ -84,13 +84,34 @@ struct RawAuth {
 
 /// The request sent on the plugin's stdin.
 pub fn request_body(api_version: &str, image: &str) -> Vec<u8> {
-    serde_json::json!({
+    request_body_with(api_version, image, None)
+}
+
+/// The request sent on the plugin's stdin, with the pod's service account token and the
+/// annotations the provider asked for, as the kubelet sends them (`serviceAccountToken`,
+/// `serviceAccountAnnotations`, both left out when empty).
+pub fn request_body_with(
+    api_version: &str,
+    image: &str,
+    service_account: Option<(&str, &std::collections::BTreeMap<String, String>)>,
+) -> Vec<u8> {
+    let mut body = serde_json::json!({
         "apiVersion": api_version,
         "kind": "CredentialProviderRequest",
         "image": image,
-    })
-    .to_string()
-    .into_bytes()
+    });
+    if let (Some((token, annotations)), Some(object)) = (service_account, body.as_object_mut()) {
+        if !token.is_empty() {
+            object.insert("serviceAccountToken".into(), token.into());
+        }
+        if !annotations.is_empty() {
+            object.insert(
+                "serviceAccountAnnotations".into(),
+                serde_json::json!(annotations),
+            );
+        }
+    }
+    body.to_string().into_bytes()
 }
 
 /// Parse and validate a plugin's stdout.

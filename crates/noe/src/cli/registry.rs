@@ -42,6 +42,14 @@ pub struct RegistryArgs {
     #[arg(long, global = true, env = "NOE_CLOUD_CREDENTIALS", value_delimiter = ',', value_parser = parse_cloud)]
     pub cloud_credentials: Vec<Option<noe_cloud::Provider>>,
 
+    /// Run kubelet credential provider plugins that ask for a service account token
+    /// (`tokenAttributes`, KEP-4412) with a token of each pod's own ServiceAccount (needs `get
+    /// serviceaccounts` and `create serviceaccounts/token`); off: such plugins are skipped.
+    #[arg(long, global = true, env = "NOE_CREDENTIAL_PROVIDER_SA_TOKENS", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub credential_provider_sa_tokens: bool,
+
     /// Docker `config.json` file to read credentials from; repeatable (or comma separated); an
     /// empty value means no file. Default: noe's list (/var/lib/kubelet/config.json, $DOCKER_CONFIG/config.json,
     /// ~/.docker/config.json, /.docker/config.json, then the legacy .dockercfg files).
@@ -326,6 +334,7 @@ impl RegistryArgs {
             provider_bin_dir: provider_bin_dir.cloned(),
             provider_config: provider_config.cloned(),
             cloud: self.cloud(),
+            service_account_tokens: self.credential_provider_sa_tokens,
             ..Default::default()
         };
         let lookups = noe_webhook::resolve::LookupLimits {

@@ -147,6 +147,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             tls
         }
     };
+    let service_account_tokens = registry.sources.service_account_tokens;
     let app = App::build(registry).await?;
     process::register(&app.metrics).context("cannot register the process metrics")?;
     // One client for the pull secrets and the controllers.
@@ -163,7 +164,10 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     if controllers.leader_elect && controllers.config.leader_election.is_none() {
         tracing::info!("--leader-elect: no writing controller is enabled, nothing to elect");
     }
-    let pull_secrets = client.clone().map(PullSecrets::new);
+    let pull_secrets = client.clone().map(|client| match service_account_tokens {
+        true => PullSecrets::new(client).with_service_account_tokens(),
+        false => PullSecrets::new(client),
+    });
     let client_for_facts = client.clone();
     let client_for_gate = client.clone();
     // Checked before anything listens: a bad client CA or a missing API fails the start.

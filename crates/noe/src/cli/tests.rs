@@ -546,6 +546,33 @@ fn cloud_credentials_flag() {
 }
 
 #[test]
+fn credential_provider_sa_tokens_flag() {
+    for (args, on) in [
+        (&["noe", "inspect", "x"][..], false),
+        (
+            &["noe", "inspect", "--credential-provider-sa-tokens", "x"][..],
+            true,
+        ),
+        (
+            &["noe", "inspect", "-credential-provider-sa-tokens=true", "x"][..],
+            true,
+        ),
+        (
+            &[
+                "noe",
+                "inspect",
+                "--credential-provider-sa-tokens=false",
+                "x",
+            ][..],
+            false,
+        ),
+    ] {
+        let settings = inspect_registry(args);
+        assert_eq!(settings.sources.service_account_tokens, on, "{args:?}");
+    }
+}
+
+#[test]
 fn a_glob_in_the_path_of_a_private_registry_is_refused() {
     let args = parse(&[
         "noe",

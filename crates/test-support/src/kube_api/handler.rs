@@ -190,6 +190,9 @@ fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> 
         ("POST", Some(name), Some("eviction")) if target.resource == Resource::Pods => {
             evict(state, &target, name, &request.body)
         }
+        ("POST", Some(name), Some("token")) if target.resource == Resource::ServiceAccounts => {
+            token_request(state, &target, name, &request.body)
+        }
         ("PUT", Some(name), None) => replace(state, &target, name, &request.body),
         ("PATCH", Some(name), None) => patch(state, &target, name, request),
         ("DELETE", Some(name), None) => delete(state, &target, name, &request.body),
@@ -311,6 +314,66 @@ fn create(state: &Shared, target: &Target, body: &Value) -> http::Response<ResBo
         Ok(stored) => json_response(201, stored.json),
         Err(message) => status(422, &message),
     }
+}
+
+/// The apiserver's bounds on `spec.expirationSeconds` of a TokenRequest.
+const MIN_TOKEN_SECONDS: i64 = 600;
+const MAX_TOKEN_SECONDS: i64 = 1 << 32;
+/// What the apiserver grants when a TokenRequest names no expiry.
+const DEFAULT_TOKEN_SECONDS: i64 = 3600;
+
+/// `POST serviceaccounts/NAME/token` (TokenRequest, `authentication.k8s.io/v1`): `404` for a
+/// missing account, `422` for an expiry outside 10 minutes..2^32 seconds (the apiserver's
+/// messages), else the request with `status.token` (`sa-token.NAMESPACE.NAME.AUDIENCES.N`, N
+/// counting every token issued) and `status.expirationTimestamp`.
+fn token_request(
+    state: &Shared,
+    target: &Target,
+    name: &str,
+    body: &Value,
+) -> http::Response<ResBody> {
+    let key = key_of(target, name);
+    let mut inner = lock(state);
+    if inner.get(Resource::ServiceAccounts, &key).is_none() {
+        drop(inner);
+        return status(404, &format!("serviceaccounts {name:?} not found"));
+    }
+    let seconds = body["spec"]["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(DEFAULT_TOKEN_SECONDS);
+    if seconds < MIN_TOKEN_SECONDS {
+        drop(inner);
+        return invalid(&format!("TokenRequest.authentication.k8s.io {name:?} is invalid: spec.expirationSeconds: Invalid value: {seconds}: may not specify a duration less than 10 minutes"));
+    }
+    if seconds > MAX_TOKEN_SECONDS {
+        drop(inner);
+        return invalid(&format!("TokenRequest.authentication.k8s.io {name:?} is invalid: spec.expirationSeconds: Invalid value: {seconds}: may not specify a duration larger than 2^32 seconds"));
+    }
+    let audiences: Vec<&str> = body["spec"]["audiences"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    inner.uid = inner.uid.saturating_add(1);
+    let token = format!(
+        "sa-token.{}.{name}.{}.{}",
+        key.0,
+        audiences.join(","),
+        inner.uid
+    );
+    drop(inner);
+    let expires = k8s_openapi::chrono::Utc::now()
+        + k8s_openapi::chrono::TimeDelta::try_seconds(seconds).unwrap_or_default();
+    let mut answer = body.clone();
+    answer["apiVersion"] = "authentication.k8s.io/v1".into();
+    answer["kind"] = "TokenRequest".into();
+    answer["metadata"]["name"] = name.into();
+    answer["metadata"]["namespace"] = key.0.clone().into();
+    answer["spec"]["expirationSeconds"] = seconds.into();
+    answer["status"] = serde_json::json!({
+        "token": token,
+        "expirationTimestamp": expires.to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Secs, true),
+    });
+    json_response(201, answer.to_string())
 }
 
 fn precondition_failed(current: &Stored, wanted: &Value) -> bool {

@@ -355,3 +355,16 @@ pub fn gated_pod_json(namespace: &str, name: &str, images: &[&str]) -> Value {
     });
     pod
 }
+
+/// A `v1` ServiceAccount with these annotations (`uid` stamped when stored).
+pub fn service_account_json(namespace: &str, name: &str, annotations: &[(&str, &str)]) -> Value {
+    let annotations: serde_json::Map<String, Value> = annotations
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+        .collect();
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+    })
+}

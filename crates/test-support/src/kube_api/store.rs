@@ -45,7 +45,7 @@ pub enum Resource {
     CronJobs,
     /// `v1` Secret.
     Secrets,
-    /// `v1` ServiceAccount.
+    /// `v1` ServiceAccount (and its `token` subresource, the TokenRequest API).
     ServiceAccounts,
 }
 

@@ -7,22 +7,35 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use noe_registry::cache::Scope;
-use noe_registry::credentials::{push_unique, Sources};
+use noe_registry::credentials::{PodIdentity, Request, ServiceAccounts, Source, Sources};
 use noe_registry::{CredentialCandidate, Resolver};
 
 use super::pull_secrets::{PodPullSecrets, PullSecrets};
 
+/// What a pod's images may be resolved with besides the node's credentials.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PodAccess<'a> {
+    /// `spec.imagePullSecrets[].name`.
+    pub pull_secrets: &'a [String],
+    /// `spec.serviceAccountName`, for credential providers that ask for its token
+    /// (`--credential-provider-sa-tokens`).
+    pub service_account: Option<&'a str>,
+}
+
 /// A pod's pull secrets, read: their credential scope and how many could not be used.
 #[derive(Clone, Debug, Default)]
 pub struct PodSecrets {
-    /// The identity of the credentials the usable secrets hold, with the namespace (`None`
-    /// without usable secrets): answers found with them are cached under it, for pods of the
-    /// same namespace holding the same secrets only.
+    /// The identity of the credentials the usable secrets hold, with the namespace, and the
+    /// service account when its token may be used (`None` without either): answers found with
+    /// them are cached under it, for pods of the same namespace holding the same secrets (and
+    /// running as the same account) only.
     pub scope: Option<Scope>,
     /// `noe_hook_image_pull_secret_failed_total` increments.
     pub failed_pull_secrets: usize,
     /// The secrets read, for [`CredentialSource::candidates`].
     pub secrets: Option<PodPullSecrets>,
+    /// The pod's service account, when credential providers may get its token.
+    pub service_account: Option<String>,
 }
 
 /// Where credentials come from (pod pull secrets, credential providers, containerd and docker
@@ -35,6 +48,23 @@ pub trait CredentialSource: Send + Sync + 'static {
         namespace: &'a str,
         pull_secrets: &'a [String],
     ) -> BoxFuture<'a, PodSecrets>;
+
+    /// [`CredentialSource::pod`] for a pod with this `access` (its service account too);
+    /// called when it names pull secrets, or a service account and
+    /// [`CredentialSource::uses_service_accounts`].
+    fn pod_as<'a>(
+        &'a self,
+        namespace: &'a str,
+        access: PodAccess<'a>,
+    ) -> BoxFuture<'a, PodSecrets> {
+        self.pod(namespace, access.pull_secrets)
+    }
+
+    /// Whether a pod's service account changes its credentials (`--credential-provider-sa-tokens`
+    /// with the Kubernetes API reachable).
+    fn uses_service_accounts(&self) -> bool {
+        false
+    }
 
     /// What the pod may use for `image`, in order (its pull secrets' first, marked
     /// [`CredentialCandidate::in_scope`]); asked only for images the cache could not answer.
@@ -90,12 +120,42 @@ impl Credentials {
         image: &str,
         pod: Option<&PodPullSecrets>,
     ) -> Vec<CredentialCandidate> {
+        self.candidates_for(image, pod, None).await
+    }
+
+    /// [`Credentials::candidates`] for a pod of `namespace` running as `service_account`
+    /// (credential providers with `tokenAttributes` get its token).
+    pub async fn candidates_as(
+        &self,
+        image: &str,
+        pod: Option<&PodPullSecrets>,
+        namespace: &str,
+        service_account: Option<&str>,
+    ) -> Vec<CredentialCandidate> {
+        let accounts = self
+            .pull_secrets
+            .as_ref()
+            .and_then(PullSecrets::service_accounts);
+        let identity = accounts.map(|accounts| PodIdentity {
+            namespace,
+            service_account,
+            accounts: accounts as &dyn ServiceAccounts,
+        });
+        self.candidates_for(image, pod, identity).await
+    }
+
+    async fn candidates_for(
+        &self,
+        image: &str,
+        pod: Option<&PodPullSecrets>,
+        identity: Option<PodIdentity<'_>>,
+    ) -> Vec<CredentialCandidate> {
         // A reference that does not parse fails in the lookup, with the better message.
         let Ok(route) = self.resolver.route(image).await else {
             return Vec::new();
         };
         let target = route.target.to_string();
-        let mut out = self.matched(&target, pod).await;
+        let mut out = self.matched(&target, pod, identity).await;
         let mut done: Vec<String> = Vec::new();
         for endpoint in route.endpoints.iter().filter(|e| e.mirror) {
             let host = endpoint.host();
@@ -103,7 +163,7 @@ impl Credentials {
                 continue;
             }
             let at_mirror = endpoint.credential_image(&target);
-            let matched = self.matched(&at_mirror, pod).await;
+            let matched = self.matched(&at_mirror, pod, identity).await;
             out.extend(matched.into_iter().map(|c| c.for_mirror(host.clone())));
             done.push(host);
         }
@@ -111,15 +171,16 @@ impl Credentials {
     }
 
     /// Pod secrets (in scope), then the node-level sources, for `image` as named.
-    async fn matched(&self, image: &str, pod: Option<&PodPullSecrets>) -> Vec<CredentialCandidate> {
-        let mut out: Vec<CredentialCandidate> = pod
-            .map(|p| p.candidates(image))
-            .unwrap_or_default()
-            .into_iter()
-            .map(CredentialCandidate::in_scope)
-            .collect();
-        push_unique(&mut out, self.sources.candidates(image).await);
-        out
+    async fn matched(
+        &self,
+        image: &str,
+        pod: Option<&PodPullSecrets>,
+        identity: Option<PodIdentity<'_>>,
+    ) -> Vec<CredentialCandidate> {
+        let first = pod.map(|p| p as &dyn Source);
+        self.sources
+            .credentials(first, Request::for_pod(image, identity))
+            .await
     }
 }
 
@@ -129,11 +190,44 @@ impl CredentialSource for Credentials {
         namespace: &'a str,
         pull_secrets: &'a [String],
     ) -> BoxFuture<'a, PodSecrets> {
+        let access = PodAccess {
+            pull_secrets,
+            service_account: None,
+        };
+        self.pod_as(namespace, access)
+    }
+
+    fn uses_service_accounts(&self) -> bool {
+        self.pull_secrets
+            .as_ref()
+            .and_then(PullSecrets::service_accounts)
+            .is_some()
+    }
+
+    fn pod_as<'a>(
+        &'a self,
+        namespace: &'a str,
+        access: PodAccess<'a>,
+    ) -> BoxFuture<'a, PodSecrets> {
         Box::pin(async move {
             let Some(api) = &self.pull_secrets else {
                 return PodSecrets::default();
             };
-            let pod = api.load(namespace, pull_secrets).await;
+            let service_account = access
+                .service_account
+                .filter(|_| api.service_accounts().is_some())
+                .map(str::to_owned);
+            if access.pull_secrets.is_empty() {
+                // Only the account: answers found with its token are for its pods only.
+                return PodSecrets {
+                    scope: service_account
+                        .as_deref()
+                        .map(|account| Scope::of(&(namespace, account))),
+                    service_account,
+                    ..PodSecrets::default()
+                };
+            }
+            let pod = api.load(namespace, access.pull_secrets).await;
             for failure in pod.failures() {
                 tracing::warn!(
                     secret = %failure.name,
@@ -141,21 +235,31 @@ impl CredentialSource for Credentials {
                     "Image pull secret not usable"
                 );
             }
+            let scope = match (&service_account, pod.scope()) {
+                (Some(account), secrets) => Some(Scope::of(&(namespace, account, secrets))),
+                (None, secrets) => secrets,
+            };
             PodSecrets {
-                scope: pod.scope(),
+                scope,
                 failed_pull_secrets: pod.failures().len(),
                 secrets: Some(pod),
+                service_account,
             }
         })
     }
 
     fn candidates<'a>(
         &'a self,
-        _namespace: &'a str,
+        namespace: &'a str,
         _pull_secrets: &'a [String],
         pod: &'a PodSecrets,
         image: &'a str,
     ) -> BoxFuture<'a, Vec<CredentialCandidate>> {
-        Box::pin(self.candidates(image, pod.secrets.as_ref()))
+        Box::pin(self.candidates_as(
+            image,
+            pod.secrets.as_ref(),
+            namespace,
+            pod.service_account.as_deref(),
+        ))
     }
 }

@@ -135,13 +135,38 @@ impl PodPullSecrets {
     }
 }
 
+/// A pod's pull secrets are the first credential source of its images; what they find is
+/// cached under the pod's scope ([`CredentialCandidate::in_scope`]).
+impl noe_registry::credentials::Source for PodPullSecrets {
+    fn kind(&self) -> &'static str {
+        "pull-secret"
+    }
+
+    fn credentials<'a>(
+        &'a self,
+        request: noe_registry::credentials::Request<'a>,
+    ) -> futures::future::BoxFuture<'a, Vec<CredentialCandidate>> {
+        let found = self.candidates(request.image);
+        Box::pin(async move {
+            found
+                .into_iter()
+                .map(CredentialCandidate::in_scope)
+                .collect()
+        })
+    }
+}
+
 /// Reads pull secrets through the Kubernetes API.
+///
+/// With [`PullSecrets::with_service_account_tokens`] it also reads the pods' service accounts
+/// and requests their tokens, for the credential providers that ask for them.
 #[derive(Clone)]
 pub struct PullSecrets {
     client: kube::Client,
     /// (namespace, name) → the secret's credentials, or why it gave none.
     cache: CachedGets<(String, String), Arc<LoadedSecret>, FailureReason>,
     timeout: Duration,
+    service_accounts: Option<super::service_accounts::ServiceAccountApi>,
 }
 
 impl std::fmt::Debug for PullSecrets {
@@ -169,7 +194,23 @@ impl PullSecrets {
             client,
             cache: CachedGets::new(ttl, failure_ttl),
             timeout,
+            service_accounts: None,
         }
+    }
+
+    /// The same, also reading pods' service accounts and requesting their tokens
+    /// (`--credential-provider-sa-tokens`).
+    #[must_use]
+    pub fn with_service_account_tokens(mut self) -> Self {
+        self.service_accounts = Some(super::service_accounts::ServiceAccountApi::new(
+            self.client.clone(),
+        ));
+        self
+    }
+
+    /// The service account API, when service account tokens are enabled.
+    pub fn service_accounts(&self) -> Option<&super::service_accounts::ServiceAccountApi> {
+        self.service_accounts.as_ref()
     }
 
     /// Lifetimes measured on `clock` (tests move a manual one).

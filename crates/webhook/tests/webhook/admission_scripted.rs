@@ -98,7 +98,7 @@ impl CredentialSource for Secrets {
             PodSecrets {
                 scope: Some(Scope::of(&(namespace, pull_secrets))),
                 failed_pull_secrets: self.failed,
-                secrets: None,
+                ..PodSecrets::default()
             }
         })
     }
