@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::rule::integer;
+/// Parses a decimal integer as Go's `strconv.Atoi` does (optional sign, digits).
+pub(crate) fn integer(s: &str) -> Option<i64> {
+    s.parse::<i64>().ok()
+}
 
 /// At most this many nodes are read from a node list (`noe explain --nodes`).
 pub const MAX_NODES: usize = 10_000;

@@ -10,7 +10,7 @@ use regex::Regex;
 use serde_json::{json, Value};
 
 use super::limits;
-use super::nodes::{NodeFacts, NodeFeatures};
+use super::nodes::{integer, NodeFacts, NodeFeatures};
 use super::CompatError;
 
 /// A three-valued answer: whether a rule holds on a node, or whether that cannot be known from
@@ -83,11 +83,6 @@ pub struct LabelReq {
     pub values: Vec<String>,
     regexes: Vec<Regex>,
     number: i64,
-}
-
-/// Parses a decimal integer as Go's `strconv.Atoi` does (optional sign, digits).
-pub(crate) fn integer(s: &str) -> Option<i64> {
-    s.parse::<i64>().ok()
 }
 
 /// A regular expression under the size limits.
