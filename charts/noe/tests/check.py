@@ -47,6 +47,8 @@ KNOWN_FLAGS = {
     "credential-provider-sa-tokens",
     # The policy engines' lookup endpoint.
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
+    # Image selection rewrites a pod at admission, before any gate: ungate never selects.
+    "image-selection", "image-compatibility-all-namespaces",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
@@ -946,6 +948,8 @@ NOT_UNGATE_FLAGS = {
     "remediate", "remediate-rate", "remediate-exempt-namespaces", "lookup-mode", "hybrid-budget", "gate-namespace-selector",
     "gate-object-selector", "leader-elect", "leader-elect-resource-name", "dev-self-signed-cert",
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
+    # Image selection rewrites a pod at admission, before any gate: ungate never selects.
+    "image-selection", "image-compatibility-all-namespaces",
 }
 
 
