@@ -1,147 +1,41 @@
-//! The fetch of compatibility artifacts (`crate::compat`): the same hosts, proxies, mirrors,
-//! credentials in order then anonymous access (unless private), insecure registries, TLS,
-//! address guard, throttle and request budget as a lookup (`lookup.rs`, `inspect.rs`).
-//! Referrers are asked of the registry itself, never of a mirror (a mirror's 404 would hide
-//! the registry's artifacts).
-
-use std::sync::atomic::AtomicBool;
+//! The fetch of compatibility artifacts (`crate::compat`): a [`Step`] of the lookup's own
+//! endpoint and credential loop (`lookup.rs`), so the same hosts, proxies, mirrors, credentials
+//! in order then anonymous access (unless private), insecure registries, TLS, address guard,
+//! throttle and request budget. Referrers are asked of the registry itself, never of a mirror
+//! (a mirror's 404 would hide the registry's artifacts).
 
 use bytes::Bytes;
-use url::Url;
+use futures::future::BoxFuture;
 
-use super::{header_map, is_private, Resolver};
-use crate::auth::Session;
-use crate::budget::{Budget, Context};
-use crate::client::MAX_REQUESTS_PER_LOOKUP;
+use super::lookup::{At, Request, Step};
+use super::Resolver;
 use crate::compat::{
     fallback_tag, filter_applied, newest_first, next_page, referrers, ArtifactManifest, Fetched,
     Layer, Learned, Query, Referrer, INDEX_MEDIA_TYPE, MAX_ATTEMPTS, MAX_MANIFEST_BYTES, MAX_PAGES,
     MAX_REFERRERS, MAX_SPEC_BYTES,
 };
-use crate::hosts::Endpoint;
 use crate::manifest;
 use crate::metrics::Kind;
 use crate::walk::Fetcher;
 use crate::{CredentialCandidate, Error, Reference};
 
-impl Resolver {
-    /// Fetches the compatibility artifact `query` asks for, of `image` (explicit: the artifact
-    /// itself; referrers: the image they refer to). `None`: the image has no such referrer.
-    pub async fn compat(
-        &self,
-        image: &str,
-        credentials: &[CredentialCandidate],
-        query: &Query,
-    ) -> Result<(Option<Fetched>, Learned), Error> {
-        let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
-        let resolved = crate::proxies::apply(&self.inner.config.proxies, &reference);
-        let hosts = self
-            .hosts(&resolved)
-            .await
-            .inspect_err(|e| self.count_error(e))?;
-        let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
-        let referrers = matches!(query, Query::Referrers { .. });
-        let mut last_error = None;
-        for endpoint in hosts.endpoints_for(resolved.digest.is_some() || referrers) {
-            if referrers && endpoint.mirror {
-                continue;
-            }
-            let job = Job {
-                reference: &reference,
-                resolved: &resolved,
-                credentials,
-                query,
-            };
-            match self.compat_at(&job, endpoint, &budget).await {
-                Err(error) if endpoint.mirror => {
-                    tracing::debug!(%error, mirror = %endpoint.url, "mirror failed, trying the next host");
-                    last_error = Some(error);
-                }
-                Err(error) => {
-                    self.count_error(&error);
-                    return Err(error);
-                }
-                Ok(found) => return Ok(found),
-            }
-        }
-        let error = last_error.unwrap_or_else(|| Error::Config {
-            reason: format!(
-                "no configured host of registry {} may serve {resolved}",
-                resolved.registry
-            ),
-        });
-        self.count_error(&error);
-        Err(error)
-    }
+/// The compatibility artifact's step at one endpoint with one credential.
+struct Compat<'q> {
+    query: &'q Query,
+}
 
-    async fn compat_at(
-        &self,
-        job: &Job<'_>,
-        endpoint: &Endpoint,
-        budget: &Budget,
-    ) -> Result<(Option<Fetched>, Learned), Error> {
-        let inner = &*self.inner;
-        let resolved = job.resolved;
-        let host = endpoint.host();
-        let ctx = Context {
-            reference: job.reference.to_string(),
-            registry: if endpoint.mirror {
-                host.clone()
-            } else {
-                resolved.registry.clone()
-            },
-            budget: budget.clone(),
-        };
-        let mut base = Url::parse(&format!("{}/", endpoint.api_base())).map_err(|e| {
-            Error::InvalidReference {
-                reference: ctx.reference.clone(),
-                reason: format!("registry {host:?} is not a valid URL host ({e})"),
-            }
-        })?;
-        if base.scheme() == "https"
-            && (inner.config.is_insecure(&host)
-                || (!endpoint.mirror && inner.config.is_insecure(&resolved.registry)))
-        {
-            let _ = base.set_scheme("http");
-        }
-        inner
-            .http
-            .guard()
-            .check_host(base.host_str().unwrap_or_default())?;
-        let http = inner.http.for_host(endpoint)?;
-        let headers = header_map(endpoint);
-        let name = endpoint.credential_image(&resolved.name());
-        let private = inner
-            .config
-            .private_registries
-            .iter()
-            .any(|pattern| is_private(pattern, &name));
-        let mirror = endpoint.mirror.then_some(host.as_str());
-        let own = job
-            .credentials
-            .iter()
-            .filter(|c| c.mirror.as_deref() == mirror);
-        let anonymous = (!private).then_some(None);
-        let mut last_error = None;
-        for candidate in own.map(Some).chain(anonymous) {
-            let session = Session {
-                ctx: ctx.clone(),
-                host: host.clone(),
-                base: base.clone(),
-                repository: resolved.repository.clone(),
-                headers: headers.clone(),
-                candidate,
-                used: AtomicBool::new(false),
-            };
-            let fetcher = Fetcher {
-                http: &http,
-                auth: &inner.auth,
-                session: &session,
-            };
-            let found = match job.query {
-                Query::Explicit { media_type } => explicit(&fetcher, resolved, media_type)
-                    .await
-                    .map(|f| (Some(f), Learned::default())),
+impl<'a> Step<'a> for Compat<'_> {
+    type Output = (Option<Fetched>, Learned);
+
+    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>> {
+        Box::pin(async move {
+            let fetcher = at.fetcher();
+            match self.query {
+                Query::Explicit { media_type } => {
+                    explicit(&fetcher, at.request.resolved, media_type)
+                        .await
+                        .map(|f| (Some(f), Learned::default()))
+                }
                 Query::Referrers {
                     subject,
                     artifact_type,
@@ -156,27 +50,43 @@ impl Resolver {
                     };
                     discovered(&fetcher, &ask).await
                 }
-            };
-            match found {
-                Err(error) if error.is_auth() => {
-                    tracing::debug!(%error, source = candidate.map(|c| c.source.as_str()), "credential refused, trying the next");
-                    last_error = Some(error);
-                }
-                other => return other,
             }
-        }
-        Err(last_error.unwrap_or(Error::NoCredentials {
-            reference: ctx.reference,
-            registry: ctx.registry,
-        }))
+        })
     }
 }
 
-struct Job<'a> {
-    reference: &'a Reference,
-    resolved: &'a Reference,
-    credentials: &'a [CredentialCandidate],
-    query: &'a Query,
+impl Resolver {
+    /// Fetches the compatibility artifact `query` asks for, of `image` (explicit: the artifact
+    /// itself; referrers: the image they refer to). `None`: the image has no such referrer.
+    /// The lookup's own endpoint and credential loop ([`Resolver::fetch`]), mirrors left out
+    /// for referrers.
+    pub async fn compat(
+        &self,
+        image: &str,
+        credentials: &[CredentialCandidate],
+        query: &Query,
+    ) -> Result<(Option<Fetched>, Learned), Error> {
+        let (reference, resolved, hosts) = self.hosts_of(image).await?;
+        let referrers = matches!(query, Query::Referrers { .. });
+        let endpoints: Vec<_> = hosts
+            .endpoints_for(resolved.digest.is_some() || referrers)
+            .into_iter()
+            .filter(|endpoint| !(referrers && endpoint.mirror))
+            .collect();
+        let target = resolved.to_string();
+        let request = Request {
+            reference: &reference,
+            resolved: &resolved,
+            target: &target,
+            endpoints: &endpoints,
+            credentials,
+        };
+        let (found, _) = self
+            .fetch(&request, &Compat { query })
+            .await
+            .inspect_err(|e| self.count_error(e))?;
+        Ok(found)
+    }
 }
 
 struct Ask<'a> {

@@ -1,7 +1,8 @@
 //! A cache miss: the endpoints in order (mirrors, then the server), at each its credential
 //! candidates in order then anonymous access, and with one of them a [`Step`]: a lookup's is
 //! either a HEAD that confirms a known digest (no GET) or the manifest walk; `noe inspect`'s
-//! (`inspect.rs`) fetches the manifest as served.
+//! (`inspect.rs`) fetches the manifest as served; image selection's (`compat.rs`) fetches a
+//! compatibility artifact.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
