@@ -522,17 +522,17 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
     }
     let failures = failures.map_or(0, |(n, _)| n);
     let last_attempt = failures.saturating_add(1) >= state.config.max_attempts;
+    // The pod as JSON once: the decision reads it, the release is written against it.
+    let raw = serde_json::to_value(pod)
+        .map_err(|_| Error::Incomplete(format!("pod {}", names(pod).1)))?;
     let plan = if force {
         Plan::Unconstrained { note: None }
     } else {
-        let raw = serde_json::to_value(pod)
-            .map_err(|_| Error::Incomplete(format!("pod {}", names(pod).1)))?;
         let started = Instant::now();
         let plan = state.planner.plan(&raw, last_attempt).await;
         state.observe(stage::LOOKUP, started);
         plan
     };
-    let raw = serde_json::to_value(pod).unwrap_or(Value::Null);
     let (ops, extra, outcome): (&[Op], Extra, &'static str) = match &plan {
         Plan::LookupFailed { message } => {
             let delay = state.failed(&uid);
