@@ -184,8 +184,12 @@ impl Stages {
         Ok(stages)
     }
 
-    /// The next reading with one more write observed (at most 2 s of polling).
+    /// The next reading with one more write observed (at most 2 s of polling). Called when
+    /// the API has received the write: its answer is half a round trip away, so the first
+    /// reading waits that long (each reading makes noe render its metrics while the answer
+    /// is on its way, which would slow the `write` it measures).
     async fn next(&self, noe: &Process) -> anyhow::Result<Self> {
+        tokio::time::sleep(API_RTT).await;
         for _ in 0..1000 {
             let now = Self::read(noe).await?;
             if now.counts[2] > self.counts[2] {
