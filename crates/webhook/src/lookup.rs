@@ -197,11 +197,11 @@ impl Lookup {
         let answers = images::answer(&self.images, &self.in_flight, &keys, deadline).await;
         let outcome = match answers.failed {
             0 => Outcome::Ok,
-            n if n == answers.by_key.len() => Outcome::Failed,
+            n if n == answers.distinct() => Outcome::Failed,
             _ => Outcome::Partial,
         };
         tracing::debug!(caller = engine.label(), who = ?caller, keys = keys.len(), failed = answers.failed, "Lookup answered");
-        let find = |key: &str| answers.by_key.get(key);
+        let find = |i: usize| answers.at(i);
         let body = match engine {
             Engine::Gatekeeper => wire::gatekeeper_response(&keys, find),
             Engine::Kyverno => wire::kyverno_response(&keys, find),
