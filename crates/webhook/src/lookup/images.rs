@@ -89,6 +89,7 @@ pub fn classify(error: &noe_registry::Error) -> &'static str {
         E::InvalidReference { .. } => class::INVALID,
         E::NotFound { .. } => class::NOT_FOUND,
         E::Unauthorized { .. }
+        | E::Renewal { .. }
         | E::NoCredentials { .. }
         | E::Token { .. }
         | E::RedirectedChallenge { .. } => class::AUTH,
