@@ -4,6 +4,7 @@
 
 mod account;
 mod config;
+mod renewal;
 mod response;
 
 use std::collections::{BTreeMap, HashMap};
@@ -335,7 +336,13 @@ impl ProviderSource {
                     out.push(if identity.account.is_some() {
                         candidate.in_scope()
                     } else {
-                        candidate
+                        let renewal = renewal::PluginRenewal {
+                            source: self.clone(),
+                            provider: Arc::clone(provider),
+                            image: image.to_owned(),
+                            name: source.clone(),
+                        };
+                        candidate.renewable(renewal.handle())
                     });
                 }
             }

@@ -175,6 +175,10 @@ impl Resolver {
                 Ok(mut fresh) => {
                     fresh.mirror.clone_from(&stale.mirror);
                     fresh.scoped = stale.scoped;
+                    if fresh.renewal.is_none() {
+                        // Marks it for the error if it is refused too.
+                        fresh.renewal.clone_from(&stale.renewal);
+                    }
                     for slot in credentials.iter_mut().filter(|c| *c == stale) {
                         slot.clone_from(&fresh);
                     }
