@@ -228,12 +228,19 @@ impl Args {
                     controllers,
                 })
             }
-            Some(Command::Inspect(inspect)) => Run::Inspect(config::Inspect {
-                images: inspect.images.clone(),
-                output: inspect.output,
-                show: inspect.show()?,
-                registry: self.registry.settings()?,
-            }),
+            Some(Command::Inspect(inspect)) => {
+                let mut registry = self.registry.settings()?;
+                // Asking for an account's identity is asking for its tokens.
+                registry.sources.service_account_tokens |= inspect.service_account.is_some();
+                Run::Inspect(config::Inspect {
+                    images: inspect.images.clone(),
+                    output: inspect.output,
+                    show: inspect.show()?,
+                    registry,
+                    service_account: inspect.service_account.clone(),
+                    kube: self.kube.settings(),
+                })
+            }
             Some(Command::Explain(explain)) => Run::Explain(config::Explain {
                 file: explain.file.clone(),
                 output: explain.output,
@@ -346,7 +353,7 @@ fn cert_dir_usable(cert: &config::CertSource) -> Result<(), ConfigError> {
 /// The flag groups the subcommand `name` accepts (every group for the server).
 fn groups_of(name: &str) -> &'static [&'static str] {
     match name {
-        "inspect" => &["RegistryArgs", "LogArgs"],
+        "inspect" => &["KubeArgs", "RegistryArgs", "LogArgs"],
         "explain" => &["PolicyArgs", "TaintArgs", "RegistryArgs", "LogArgs"],
         "untaint" => &["KubeArgs", "LogArgs"],
         "report" => &["KubeArgs", "RegistryArgs", "LogArgs"],

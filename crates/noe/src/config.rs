@@ -167,6 +167,9 @@ pub struct Inspect {
     pub output: Output,
     pub show: InspectShow,
     pub registry: RegistrySettings,
+    /// `--service-account NAMESPACE/NAME`: resolve as a pod running as it.
+    pub service_account: Option<(String, String)>,
+    pub kube: KubeSettings,
 }
 
 /// What `noe inspect` shows beyond an image's resolution.
