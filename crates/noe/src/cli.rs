@@ -248,6 +248,7 @@ impl Args {
                 nodes: explain.nodes.clone(),
                 decision: self.decision()?,
                 registry: self.registry.settings()?,
+                kube: self.kube.settings(),
             }),
             Some(Command::Untaint(_)) => Run::Untaint(config::Untaint {
                 kube: self.kube.settings(),
@@ -354,7 +355,13 @@ fn cert_dir_usable(cert: &config::CertSource) -> Result<(), ConfigError> {
 fn groups_of(name: &str) -> &'static [&'static str] {
     match name {
         "inspect" => &["KubeArgs", "RegistryArgs", "LogArgs"],
-        "explain" => &["PolicyArgs", "TaintArgs", "RegistryArgs", "LogArgs"],
+        "explain" => &[
+            "KubeArgs",
+            "PolicyArgs",
+            "TaintArgs",
+            "RegistryArgs",
+            "LogArgs",
+        ],
         "untaint" => &["KubeArgs", "LogArgs"],
         "report" => &["KubeArgs", "RegistryArgs", "LogArgs"],
         "ungate" => &[

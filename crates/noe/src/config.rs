@@ -204,6 +204,9 @@ pub struct Explain {
     pub nodes: Option<PathBuf>,
     pub decision: Decision,
     pub registry: RegistrySettings,
+    /// The API reached with `--credential-provider-sa-tokens`, for the pods' ServiceAccounts
+    /// (and their pull secrets).
+    pub kube: KubeSettings,
 }
 
 /// `noe report`.

@@ -1,4 +1,5 @@
-//! `noe inspect --service-account NAMESPACE/NAME`: a credential provider plugin with
+//! A pod's identity on the command line: `noe inspect --service-account NAMESPACE/NAME` and
+//! `noe explain --credential-provider-sa-tokens`. A credential provider plugin with
 //! `tokenAttributes` gets a token of that account from the scripted API's TokenRequest and
 //! the account's annotations, and its credential opens a real htpasswd registry; without a
 //! cluster, or for an account that does not exist, inspect refuses clearly.
@@ -123,4 +124,89 @@ async fn inspect_resolves_as_a_service_account() {
     let (code, _, stderr) = run_noe(&args("team", &kubeconfig)).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("NAMESPACE/NAME"), "{stderr}");
+}
+
+/// `noe explain --credential-provider-sa-tokens` asks the cluster for each pod's ServiceAccount
+/// as the server does: the pod's image is looked up with its account's credential. Without the
+/// flag, the plugin (which requires an account) gives nothing and the lookup fails (exit 3).
+#[tokio::test]
+async fn explain_looks_a_pod_up_as_its_service_account() {
+    let registry = Registry::builder()
+        .htpasswd("alice", "s3cret")
+        .start()
+        .await
+        .unwrap();
+    let image = push_standard_fixtures(&registry)
+        .await
+        .unwrap()
+        .oci_index
+        .reference();
+    let host = registry.host();
+    let api = KubeApi::start().await.unwrap();
+    api.put(
+        Resource::ServiceAccounts,
+        "team",
+        service_account_json("team", "app", &[(ROLE, "puller")]),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    plugin(dir.path(), &host, "team", "app");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: web, namespace: team}}\nspec:\n  serviceAccountName: app\n  containers: [{{name: web, image: \"{image}\"}}]\n"
+        ),
+    )
+    .unwrap();
+    let none = dir.path().join("absent");
+    let args = |extra: &[&str], kubeconfig: &Path| -> Vec<String> {
+        let mut args = vec![
+            "explain".to_owned(),
+            "-f".to_owned(),
+            pod.display().to_string(),
+            "-o".to_owned(),
+            "json".to_owned(),
+            format!("--insecure-registries={host}"),
+            format!("--docker-config-path={}", none.display()),
+            format!("--containerd-config-path={}", none.display()),
+            format!(
+                "--image-credential-provider-bin-dir={}",
+                dir.path().join("bin").display()
+            ),
+            format!(
+                "--image-credential-provider-config={}",
+                dir.path().join("providers.yaml").display()
+            ),
+            format!("--kubeconfig={}", kubeconfig.display()),
+        ];
+        args.extend(extra.iter().map(|flag| (*flag).to_owned()));
+        args
+    };
+    let tokens = || {
+        api.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/serviceaccounts/app/token"))
+            .count()
+    };
+
+    let (code, stdout, stderr) =
+        run_noe(&args(&["--credential-provider-sa-tokens"], &kubeconfig)).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(tokens(), 1, "one TokenRequest");
+
+    let (code, stdout, stderr) = run_noe(&args(&[], &kubeconfig)).await;
+    assert_eq!(
+        code, 3,
+        "a failed lookup without the account: {stdout}\n{stderr}"
+    );
+    assert_eq!(tokens(), 1, "no cluster asked without the flag");
+
+    let (code, _, stderr) = run_noe(&args(&["--credential-provider-sa-tokens"], &none)).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("--credential-provider-sa-tokens needs the Kubernetes API"),
+        "{stderr}"
+    );
 }
