@@ -256,14 +256,18 @@ async fn cache_duration_zero_and_default_and_expiry() {
     source.candidates("reg.example.com/app:1").await;
     assert_eq!(fx.runs("p").len(), 2);
 
-    // A short duration expires.
+    // A short duration expires (on the source's clock, moved by hand).
     let fx = Fixture::new();
     fx.plugin("p", &response("Global", None, &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "300ms", "v1")]));
+    let clock = noe_core::clock::Clock::manual();
+    let source = fx
+        .source(&config(&[("p", "*.example.com", "300ms", "v1")]))
+        .with_clock(clock.clone());
     source.candidates("reg.example.com/app:1").await;
+    clock.advance(Duration::from_millis(299));
     source.candidates("reg.example.com/app:1").await;
     assert_eq!(fx.runs("p").len(), 1);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    clock.advance(Duration::from_millis(1));
     source.candidates("reg.example.com/app:1").await;
     assert_eq!(fx.runs("p").len(), 2);
 }

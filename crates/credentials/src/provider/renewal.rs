@@ -80,7 +80,8 @@ impl Renew for PluginRenewal {
                         provider.config.name
                     )
                 })?;
-            Ok(CredentialCandidate::new(&self.name, fresh.1.clone()).until(system_time(until)))
+            Ok(CredentialCandidate::new(&self.name, fresh.1.clone())
+                .until(system_time(until, self.source.clock.now())))
         })
     }
 }
