@@ -458,6 +458,10 @@ mod tests {
             .inc();
         metrics.shared_reads.with_label_values(&["hit"]).inc();
         metrics.shared_writes.with_label_values(&["ok"]).inc();
+        metrics
+            .credential_renewals
+            .with_label_values(&["ecr", "renewed"])
+            .inc();
         metrics.cache_responses.with_label_values(&["hit"]).inc();
         metrics
             .auth_cache_responses
