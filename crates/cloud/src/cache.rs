@@ -112,12 +112,29 @@ impl<V: Clone> Cache<V> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<(V, SystemTime), Error>>,
     {
+        self.get_or_renew(key, |_| false, fetch).await
+    }
+
+    /// [`Cache::get_or_fetch_until`], a cached value for which `refused` holds counting as
+    /// expired: a registry refused it. Callers that were refused the same value while a
+    /// renewal ran get the renewed one (the renewal runs once).
+    pub(crate) async fn get_or_renew<F, Fut>(
+        &self,
+        key: &str,
+        refused: impl Fn(&V) -> bool,
+        fetch: F,
+    ) -> Result<(V, SystemTime), Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<(V, SystemTime), Error>>,
+    {
         let slot = self.slot(key);
         let mut entry = slot.lock().await;
         let now = self.clock.now();
         if let Some(cached) = entry.as_ref() {
+            let refused = cached.value.as_ref().is_ok_and(&refused);
             // A clock that went backwards past the fetch makes the entry stale too.
-            if now < cached.until && now >= cached.fetched {
+            if now < cached.until && now >= cached.fetched && !refused {
                 self.metrics.cache(self.provider, true);
                 return cached.value.clone().map(|value| (value, cached.until));
             }
@@ -305,6 +322,31 @@ mod tests {
             assert_eq!(result.ok().and_then(Result::ok), Some("t".to_owned()));
         }
         assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_refused_value_is_renewed_once() {
+        let clock = Arc::new(ManualClock::new(at(0)));
+        let cache = cache(&clock);
+        let fetches = AtomicUsize::new(0);
+        let fetch = |token: &'static str| {
+            let fetches = &fetches;
+            move || async move {
+                fetches.fetch_add(1, Ordering::SeqCst);
+                Ok((token.to_owned(), at(3600)))
+            }
+        };
+        let refused = |v: &String| v == "one";
+        assert_eq!(
+            cache.get_or_fetch("k", fetch("one")).await,
+            Ok("one".into())
+        );
+        let renewed = cache.get_or_renew("k", refused, fetch("two")).await;
+        assert_eq!(renewed.map(|(v, _)| v), Ok("two".into()));
+        // A second caller refused "one" meanwhile gets "two" without another fetch.
+        let again = cache.get_or_renew("k", refused, fetch("three")).await;
+        assert_eq!(again.map(|(v, _)| v), Ok("two".into()));
+        assert_eq!(fetches.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

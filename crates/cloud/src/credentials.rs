@@ -245,20 +245,36 @@ impl CloudCredentials {
     /// provider owning it; `None` when no enabled provider owns it, so nothing is asked and no
     /// credential of one cloud ever goes to another's host.
     pub async fn credential_for(&self, host: &str) -> Option<Result<CloudCredential, Error>> {
+        self.credential_unless(host, None).await
+    }
+
+    /// A fresh credential for registry `host` after the registry refused the one whose password
+    /// is `refused`: the cached token is dropped if it is still that one and fetched again (one
+    /// refresh in flight; callers refused the same token meanwhile share it). `None` as for
+    /// [`CloudCredentials::credential_for`].
+    pub async fn renew(&self, host: &str, refused: &str) -> Option<Result<CloudCredential, Error>> {
+        self.credential_unless(host, Some(refused)).await
+    }
+
+    async fn credential_unless(
+        &self,
+        host: &str,
+        refused: Option<&str>,
+    ) -> Option<Result<CloudCredential, Error>> {
         let target = match_host(host)?;
         let inner = &*self.inner;
         match target {
             Target::Ecr { region, endpoint } => {
                 let ecr = inner.ecr.as_ref()?;
-                Some(self.ecr(ecr, &region, endpoint).await)
+                Some(self.ecr(ecr, &region, endpoint, refused).await)
             }
             Target::Gcp => {
                 let gcp = inner.gcp.as_ref()?;
-                Some(self.gcp(gcp).await)
+                Some(self.gcp(gcp, refused).await)
             }
             Target::Acr { cloud } => {
                 let acr = inner.acr.as_ref()?;
-                Some(self.acr(acr, host, cloud.scope()).await)
+                Some(self.acr(acr, host, cloud.scope(), refused).await)
             }
         }
     }
@@ -268,6 +284,7 @@ impl CloudCredentials {
         ecr: &Ecr,
         region: &str,
         endpoint: crate::hosts::EcrEndpoint,
+        refused: Option<&str>,
     ) -> Result<CloudCredential, Error> {
         let Inner {
             client,
@@ -281,28 +298,32 @@ impl CloudCredentials {
             .unwrap_or_else(|| endpoint.api_url(region));
         let (token, refresh_at) = ecr
             .tokens
-            .get_or_fetch_until(&url, || async {
-                let aws_key = ecr.identity.cache_key(region);
-                let credentials = ecr
-                    .aws
-                    .get_or_fetch(&aws_key, || {
-                        ecr.identity
-                            .fetch(client, *timeout, metrics, ecr.aws.now(), region)
-                    })
+            .get_or_renew(
+                &url,
+                |token| Some(token.password.as_str()) == refused,
+                || async {
+                    let aws_key = ecr.identity.cache_key(region);
+                    let credentials = ecr
+                        .aws
+                        .get_or_fetch(&aws_key, || {
+                            ecr.identity
+                                .fetch(client, *timeout, metrics, ecr.aws.now(), region)
+                        })
+                        .await?;
+                    let token = ecr::authorization_token(
+                        client,
+                        *timeout,
+                        metrics,
+                        &url,
+                        region,
+                        &credentials,
+                        ecr.tokens.now(),
+                    )
                     .await?;
-                let token = ecr::authorization_token(
-                    client,
-                    *timeout,
-                    metrics,
-                    &url,
-                    region,
-                    &credentials,
-                    ecr.tokens.now(),
-                )
-                .await?;
-                let expires_at = token.expires_at;
-                Ok((token, expires_at))
-            })
+                    let expires_at = token.expires_at;
+                    Ok((token, expires_at))
+                },
+            )
             .await?;
         Ok(CloudCredential {
             provider: Provider::Ecr,
@@ -313,7 +334,7 @@ impl CloudCredentials {
         })
     }
 
-    async fn gcp(&self, gcp: &Gcp) -> Result<CloudCredential, Error> {
+    async fn gcp(&self, gcp: &Gcp, refused: Option<&str>) -> Result<CloudCredential, Error> {
         let Inner {
             client,
             timeout,
@@ -322,9 +343,11 @@ impl CloudCredentials {
         } = &*self.inner;
         let (token, refresh_at) = gcp
             .tokens
-            .get_or_fetch_until("metadata", || {
-                gcp::access_token(client, *timeout, metrics, &gcp.url, gcp.tokens.now())
-            })
+            .get_or_renew(
+                "metadata",
+                |token| Some(token.as_str()) == refused,
+                || gcp::access_token(client, *timeout, metrics, &gcp.url, gcp.tokens.now()),
+            )
             .await?;
         Ok(CloudCredential {
             provider: Provider::Gcp,
@@ -335,7 +358,13 @@ impl CloudCredentials {
         })
     }
 
-    async fn acr(&self, acr: &Acr, host: &str, scope: &str) -> Result<CloudCredential, Error> {
+    async fn acr(
+        &self,
+        acr: &Acr,
+        host: &str,
+        scope: &str,
+        refused: Option<&str>,
+    ) -> Result<CloudCredential, Error> {
         let Inner {
             client,
             timeout,
@@ -344,25 +373,34 @@ impl CloudCredentials {
         } = &*self.inner;
         let (refresh_token, refresh_at) = acr
             .tokens
-            .get_or_fetch_until(host, || async {
-                let access_token = acr
-                    .entra
-                    .get_or_fetch(scope, || {
-                        acr.identity
-                            .entra_token(client, *timeout, metrics, scope, acr.entra.now())
-                    })
-                    .await?;
-                acr.identity
-                    .exchange(
-                        client,
-                        *timeout,
-                        metrics,
-                        host,
-                        &access_token,
-                        acr.tokens.now(),
-                    )
-                    .await
-            })
+            .get_or_renew(
+                host,
+                |token| Some(token.as_str()) == refused,
+                || async {
+                    let access_token = acr
+                        .entra
+                        .get_or_fetch(scope, || {
+                            acr.identity.entra_token(
+                                client,
+                                *timeout,
+                                metrics,
+                                scope,
+                                acr.entra.now(),
+                            )
+                        })
+                        .await?;
+                    acr.identity
+                        .exchange(
+                            client,
+                            *timeout,
+                            metrics,
+                            host,
+                            &access_token,
+                            acr.tokens.now(),
+                        )
+                        .await
+                },
+            )
             .await?;
         Ok(CloudCredential {
             provider: Provider::Acr,

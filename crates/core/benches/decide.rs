@@ -41,7 +41,7 @@ fn pod() -> Value {
     })
 }
 
-fn platforms(specs: &[&str]) -> Result<std::sync::Arc<[Platform]>, String> {
+fn platforms(specs: &[&str]) -> Result<std::sync::Arc<[Platform]>, noe_core::decide::LookupError> {
     Ok(specs
         .iter()
         .map(|s| {

@@ -52,7 +52,9 @@ pub use keys::{
     ARCH_LABEL, AUDIT_ANNOTATION, BETA_ARCH_LABEL, OS_LABEL, PLATFORMS_ANNOTATION, PREFERRED_LABEL,
     SKIP_LABEL, WINDOWS_BUILD_LABEL,
 };
-pub use outcome::{selector, Decision, DenyReason, Signal, SkipReason, Verdict, DENY_CODE};
+pub use outcome::{
+    selector, Decision, DenyReason, LookupError, LookupKind, Signal, SkipReason, Verdict, DENY_CODE,
+};
 pub use policy::{
     Mode, OnContradiction, OnLookupError, Policy, PolicyError, PreferenceMode, Weight,
 };

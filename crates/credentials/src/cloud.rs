@@ -2,8 +2,9 @@
 //! provider's registries only.
 
 use futures::future::BoxFuture;
-use noe_cloud::CloudCredentials;
+use noe_cloud::{CloudCredential, CloudCredentials};
 
+use crate::credential::{Renew, Renewal};
 use crate::source::{Request, Source};
 use crate::{Credential, CredentialCandidate};
 
@@ -19,21 +20,63 @@ impl Source for CloudCredentials {
 
     fn credentials<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Vec<CredentialCandidate>> {
         Box::pin(async move {
-            match self.credential_for(request.host()).await {
-                Some(Ok(found)) => vec![CredentialCandidate::new(
-                    found.source(),
-                    Credential::Basic {
-                        username: found.username.clone(),
-                        password: found.password().to_owned(),
-                    },
-                )
-                .until(found.refresh_at)],
+            let host = request.host();
+            match self.credential_for(host).await {
+                Some(Ok(found)) => vec![candidate(self, host, &found)],
                 // Logged once per failed refresh by the cloud crate; the other sources still count.
                 Some(Err(error)) => {
                     tracing::debug!(%error, "no cloud credential");
                     Vec::new()
                 }
                 None => Vec::new(),
+            }
+        })
+    }
+}
+
+/// `found` as a candidate for `host`, renewable when the registry refuses it.
+fn candidate(cloud: &CloudCredentials, host: &str, found: &CloudCredential) -> CredentialCandidate {
+    let renewal = Renewal::new(CloudRenewal {
+        cloud: cloud.clone(),
+        host: host.to_owned(),
+        provider: found.provider.as_str(),
+    });
+    CredentialCandidate::new(
+        found.source(),
+        Credential::Basic {
+            username: found.username.clone(),
+            password: found.password().to_owned(),
+        },
+    )
+    .until(found.refresh_at)
+    .renewable(renewal)
+}
+
+/// Renews the cloud token of one registry host.
+#[derive(Debug)]
+struct CloudRenewal {
+    cloud: CloudCredentials,
+    host: String,
+    provider: &'static str,
+}
+
+impl Renew for CloudRenewal {
+    fn provider(&self) -> &'static str {
+        self.provider
+    }
+
+    fn renew<'a>(
+        &'a self,
+        refused: &'a Credential,
+    ) -> BoxFuture<'a, Result<CredentialCandidate, String>> {
+        Box::pin(async move {
+            let Credential::Basic { password, .. } = refused else {
+                return Err(format!("{}: not a token of this provider", self.provider));
+            };
+            match self.cloud.renew(&self.host, password).await {
+                Some(Ok(found)) => Ok(candidate(&self.cloud, &self.host, &found)),
+                Some(Err(error)) => Err(error.to_string()),
+                None => Err(format!("{}: provider no longer enabled", self.provider)),
             }
         })
     }

@@ -2,7 +2,10 @@
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::SystemTime;
+
+use futures::future::BoxFuture;
 
 /// A secret credential for one registry. `Debug` never prints the secret.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -48,6 +51,45 @@ pub struct CredentialCandidate {
     /// Until when the source vouches for it (a cloud token's refresh time, a plugin answer's
     /// cache expiry); `None`: until the source's configuration changes.
     pub expires: Option<SystemTime>,
+    /// How to get a fresh credential when the registry refuses this one (a cached cloud token,
+    /// a cached plugin answer); `None`: the source has nothing fresher to give.
+    pub renewal: Option<Renewal>,
+}
+
+/// A credential source that can replace a credential a registry refused (a 401): its cached
+/// copy is dropped, if it is still the refused one, and fetched again.
+pub trait Renew: Send + Sync + fmt::Debug {
+    /// Who renews, for messages and the `provider` metric label (a fixed set: `ecr`, `gcp`,
+    /// `acr`, `credential-provider`).
+    fn provider(&self) -> &'static str;
+
+    /// A fresh candidate replacing `refused`. One refresh runs at a time; callers refused the
+    /// same credential meanwhile get the renewed one. The error is one secret-free line naming
+    /// the provider and the step (`ecr: GetAuthorizationToken: HTTP 500 ...`).
+    fn renew<'a>(
+        &'a self,
+        refused: &'a Credential,
+    ) -> BoxFuture<'a, Result<CredentialCandidate, String>>;
+}
+
+/// A shared [`Renew`] handle carried by a [`CredentialCandidate`].
+#[derive(Clone, Debug)]
+pub struct Renewal(Arc<dyn Renew>);
+
+impl Renewal {
+    pub fn new(renew: impl Renew + 'static) -> Self {
+        Self(Arc::new(renew))
+    }
+
+    /// See [`Renew::provider`].
+    pub fn provider(&self) -> &'static str {
+        self.0.provider()
+    }
+
+    /// See [`Renew::renew`].
+    pub async fn renew(&self, refused: &Credential) -> Result<CredentialCandidate, String> {
+        self.0.renew(refused).await
+    }
 }
 
 impl PartialEq for CredentialCandidate {
@@ -58,6 +100,7 @@ impl PartialEq for CredentialCandidate {
             mirror,
             scoped,
             expires: _,
+            renewal: _,
         } = self;
         *source == other.source
             && *credential == other.credential
@@ -76,6 +119,7 @@ impl Hash for CredentialCandidate {
             mirror,
             scoped,
             expires: _,
+            renewal: _,
         } = self;
         source.hash(state);
         credential.hash(state);
@@ -92,6 +136,7 @@ impl CredentialCandidate {
             mirror: None,
             scoped: false,
             expires: None,
+            renewal: None,
         }
     }
 
@@ -100,6 +145,13 @@ impl CredentialCandidate {
     #[must_use]
     pub fn until(mut self, at: SystemTime) -> Self {
         self.expires = Some(at);
+        self
+    }
+
+    /// The same credential, renewable by `renewal` when a registry refuses it.
+    #[must_use]
+    pub fn renewable(mut self, renewal: Renewal) -> Self {
+        self.renewal = Some(renewal);
         self
     }
 

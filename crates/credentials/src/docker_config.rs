@@ -419,6 +419,13 @@ impl DockerConfigSource {
         }
     }
 
+    /// Its reload interval measured on `clock` (tests move a manual one); nothing is loaded yet.
+    #[must_use]
+    pub fn with_clock(mut self, clock: noe_core::clock::Clock) -> Self {
+        self.loaded = Arc::new(self.loaded.on_clock(clock));
+        self
+    }
+
     /// Counts its changes in `generation` (shared with the other sources).
     #[must_use]
     pub fn with_generation(mut self, generation: Generation) -> Self {

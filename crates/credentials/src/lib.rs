@@ -28,7 +28,7 @@ pub use generation::Generation;
 pub use matching::image_matches;
 pub use reload::DEFAULT_RELOAD_INTERVAL;
 
-pub use credential::{Credential, CredentialCandidate};
+pub use credential::{Credential, CredentialCandidate, Renew, Renewal};
 pub use source::{
     PodIdentity, Request, ServiceAccountError, ServiceAccountInfo, ServiceAccountToken,
     ServiceAccounts, Source,

@@ -4,6 +4,7 @@
 
 mod account;
 mod config;
+mod renewal;
 mod response;
 
 use std::collections::{BTreeMap, HashMap};
@@ -132,6 +133,8 @@ pub struct ProviderSource {
     bin_dir: PathBuf,
     providers: Vec<Arc<Provider>>,
     limits: ExecLimits,
+    /// What answers' lifetimes are measured on (tests move a manual one).
+    clock: noe_core::clock::Clock,
 }
 
 impl std::fmt::Debug for ProviderSource {
@@ -207,7 +210,15 @@ impl ProviderSource {
                 })
                 .collect(),
             limits,
+            clock: noe_core::clock::Clock::system(),
         }
+    }
+
+    /// The same, answers' lifetimes measured on `clock` (tests move a manual one).
+    #[must_use]
+    pub fn with_clock(mut self, clock: noe_core::clock::Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Read the config file (YAML or JSON). An empty file configures no provider.
@@ -324,7 +335,7 @@ impl ProviderSource {
                     provider.config.name, account.pod.namespace, account.name
                 ),
             };
-            let expires = system_time(until);
+            let expires = system_time(until, self.clock.now());
             for (_, credential) in matched {
                 if !out
                     .iter()
@@ -335,7 +346,13 @@ impl ProviderSource {
                     out.push(if identity.account.is_some() {
                         candidate.in_scope()
                     } else {
-                        candidate
+                        let renewal = renewal::PluginRenewal {
+                            source: self.clone(),
+                            provider: Arc::clone(provider),
+                            image: image.to_owned(),
+                            name: source.clone(),
+                        };
+                        candidate.renewable(renewal.handle())
                     });
                 }
             }
@@ -343,8 +360,7 @@ impl ProviderSource {
         out
     }
 
-    fn cached(provider: &Provider, image: &str, identity: &str) -> Option<Answer> {
-        let now = Instant::now();
+    fn cached(provider: &Provider, image: &str, identity: &str, now: Instant) -> Option<Answer> {
         let cache = provider
             .cache
             .lock()
@@ -370,8 +386,8 @@ impl ProviderSource {
         identity: &str,
         ttl: Duration,
         auth: Auth,
+        now: Instant,
     ) -> Option<Instant> {
-        let now = Instant::now();
         let expires = now.checked_add(ttl)?;
         let mut cache = provider
             .cache
@@ -393,11 +409,11 @@ impl ProviderSource {
         image: &str,
         identity: &mut Identity<'_>,
     ) -> Result<Answer, RunError> {
-        if let Some(answer) = Self::cached(provider, image, &identity.key) {
+        if let Some(answer) = Self::cached(provider, image, &identity.key, self.clock.now()) {
             return Ok(answer);
         }
         let _running = provider.exec_lock.lock().await;
-        if let Some(answer) = Self::cached(provider, image, &identity.key) {
+        if let Some(answer) = Self::cached(provider, image, &identity.key, self.clock.now()) {
             return Ok(answer);
         }
         let name = provider.config.name.clone();
@@ -423,7 +439,8 @@ impl ProviderSource {
                         CacheKeyType::Registry => CacheKey::Registry(image_host(image).to_owned()),
                         CacheKeyType::Global => CacheKey::Global,
                     };
-                    until = Self::store(provider, key, &identity.key, ttl, Arc::clone(&auth));
+                    let now = self.clock.now();
+                    until = Self::store(provider, key, &identity.key, ttl, Arc::clone(&auth), now);
                 }
                 Ok((auth, until))
             }
@@ -435,6 +452,7 @@ impl ProviderSource {
                     &identity.key,
                     FAILURE_BACKOFF,
                     Arc::new(Vec::new()),
+                    self.clock.now(),
                 );
                 Err(match source {
                     RunFailure::Exec(source) => RunError::Exec { name, source },
@@ -557,11 +575,12 @@ async fn identity<'a>(
     }
 }
 
-/// The wall-clock time of `until` (`None`: now, the answer is good for this lookup only).
-fn system_time(until: Option<Instant>) -> SystemTime {
+/// The wall-clock time of `until` (`None`: now, the answer is good for this lookup only);
+/// `now_instant` is now by the source's clock.
+fn system_time(until: Option<Instant>, now_instant: Instant) -> SystemTime {
     let now = SystemTime::now();
     until
-        .and_then(|until| now.checked_add(until.saturating_duration_since(Instant::now())))
+        .and_then(|until| now.checked_add(until.saturating_duration_since(now_instant)))
         .unwrap_or(now)
 }
 

@@ -7,10 +7,10 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use noe_core::clock::Clock;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 /// How often configuration files are read again by default.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
@@ -25,6 +25,8 @@ pub struct Reloading<T> {
     waited: AtomicBool,
     every: Duration,
     first_wait: Duration,
+    /// What the interval is measured on (tests move a manual one).
+    clock: Clock,
 }
 
 /// Clears the `loading` flag when a load ends, however it ends.
@@ -45,7 +47,22 @@ impl<T: Default + Send + Sync + 'static> Reloading<T> {
             waited: AtomicBool::new(false),
             every,
             first_wait,
+            clock: Clock::system(),
         }
+    }
+
+    /// A new, empty one like this, its interval measured on `clock`.
+    #[must_use]
+    pub fn on_clock(&self, clock: Clock) -> Self {
+        Self {
+            clock,
+            ..Self::new(self.every, self.first_wait)
+        }
+    }
+
+    /// How long ago `at` was, by this clock.
+    fn age(&self, at: Instant) -> Duration {
+        self.clock.now().saturating_duration_since(at)
     }
 
     /// Starts with `value`, loaded now (read at start-up, where a file must be valid); the
@@ -54,7 +71,7 @@ impl<T: Default + Send + Sync + 'static> Reloading<T> {
         let reloading = Self::new(every, Duration::ZERO);
         reloading
             .current
-            .send_replace(Some((Instant::now(), Arc::new(value))));
+            .send_replace(Some((reloading.clock.now(), Arc::new(value))));
         reloading.waited.store(true, Ordering::Release);
         reloading
     }
@@ -73,7 +90,7 @@ impl<T: Default + Send + Sync + 'static> Reloading<T> {
         let current = self.current.borrow().clone();
         match current {
             Some((at, value)) => {
-                if at.elapsed() >= self.every {
+                if self.age(at) >= self.every {
                     self.reload(load);
                 }
                 value
@@ -105,7 +122,7 @@ impl<T: Default + Send + Sync + 'static> Reloading<T> {
         Fut: Future<Output = T> + Send + 'static,
     {
         let (at, value) = self.current.borrow().clone()?;
-        if at.elapsed() >= self.every {
+        if self.age(at) >= self.every {
             self.reload(load);
         }
         Some(value)
@@ -128,10 +145,11 @@ impl<T: Default + Send + Sync + 'static> Reloading<T> {
         let current = self.current.clone();
         let previous = current.borrow().as_ref().map(|(_, v)| Arc::clone(v));
         let future = load(previous);
+        let clock = self.clock.clone();
         runtime.spawn(async move {
             let _flag = flag;
             let value = future.await;
-            current.send_replace(Some((Instant::now(), Arc::new(value))));
+            current.send_replace(Some((clock.now(), Arc::new(value))));
         });
     }
 }
@@ -144,7 +162,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn reloads_in_the_background_once_per_interval() {
         let loads = Arc::new(AtomicUsize::new(0));
-        let value = Reloading::new(Duration::from_secs(10), Duration::from_secs(1));
+        let clock = Clock::manual();
+        let value =
+            Reloading::new(Duration::from_secs(10), Duration::from_secs(1)).on_clock(clock.clone());
         let load = |_previous| {
             let loads = Arc::clone(&loads);
             async move { loads.fetch_add(1, Ordering::SeqCst) + 1 }
@@ -155,7 +175,7 @@ mod tests {
             "the first read waits for its load"
         );
         assert_eq!(*value.get(load).await, 1);
-        tokio::time::advance(Duration::from_secs(11)).await;
+        clock.advance(Duration::from_secs(11));
         // Stale: the old value at once, the reload in the background.
         assert_eq!(*value.get(load).await, 1);
         tokio::task::yield_now().await;
@@ -165,7 +185,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn now_never_waits_and_reloads_when_due() {
-        let value = Reloading::new(Duration::from_secs(10), Duration::from_secs(1));
+        let clock = Clock::manual();
+        let value =
+            Reloading::new(Duration::from_secs(10), Duration::from_secs(1)).on_clock(clock.clone());
         let loads = Arc::new(AtomicUsize::new(0));
         let load = |_previous| {
             let loads = Arc::clone(&loads);
@@ -179,7 +201,7 @@ mod tests {
         );
         assert_eq!(*value.get(load).await, 1);
         assert_eq!(value.now(load).as_deref(), Some(&1));
-        tokio::time::advance(Duration::from_secs(11)).await;
+        clock.advance(Duration::from_secs(11));
         assert_eq!(
             value.now(load).as_deref(),
             Some(&1),

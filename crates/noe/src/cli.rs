@@ -228,12 +228,19 @@ impl Args {
                     controllers,
                 })
             }
-            Some(Command::Inspect(inspect)) => Run::Inspect(config::Inspect {
-                images: inspect.images.clone(),
-                output: inspect.output,
-                show: inspect.show()?,
-                registry: self.registry.settings()?,
-            }),
+            Some(Command::Inspect(inspect)) => {
+                let mut registry = self.registry.settings()?;
+                // Asking for an account's identity is asking for its tokens.
+                registry.sources.service_account_tokens |= inspect.service_account.is_some();
+                Run::Inspect(config::Inspect {
+                    images: inspect.images.clone(),
+                    output: inspect.output,
+                    show: inspect.show()?,
+                    registry,
+                    service_account: inspect.service_account.clone(),
+                    kube: self.kube.settings(),
+                })
+            }
             Some(Command::Explain(explain)) => Run::Explain(config::Explain {
                 file: explain.file.clone(),
                 output: explain.output,
@@ -241,6 +248,7 @@ impl Args {
                 nodes: explain.nodes.clone(),
                 decision: self.decision()?,
                 registry: self.registry.settings()?,
+                kube: self.kube.settings(),
             }),
             Some(Command::Untaint(_)) => Run::Untaint(config::Untaint {
                 kube: self.kube.settings(),
@@ -346,8 +354,14 @@ fn cert_dir_usable(cert: &config::CertSource) -> Result<(), ConfigError> {
 /// The flag groups the subcommand `name` accepts (every group for the server).
 fn groups_of(name: &str) -> &'static [&'static str] {
     match name {
-        "inspect" => &["RegistryArgs", "LogArgs"],
-        "explain" => &["PolicyArgs", "TaintArgs", "RegistryArgs", "LogArgs"],
+        "inspect" => &["KubeArgs", "RegistryArgs", "LogArgs"],
+        "explain" => &[
+            "KubeArgs",
+            "PolicyArgs",
+            "TaintArgs",
+            "RegistryArgs",
+            "LogArgs",
+        ],
         "untaint" => &["KubeArgs", "LogArgs"],
         "report" => &["KubeArgs", "RegistryArgs", "LogArgs"],
         "ungate" => &[

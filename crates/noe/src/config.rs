@@ -167,6 +167,9 @@ pub struct Inspect {
     pub output: Output,
     pub show: InspectShow,
     pub registry: RegistrySettings,
+    /// `--service-account NAMESPACE/NAME`: resolve as a pod running as it.
+    pub service_account: Option<(String, String)>,
+    pub kube: KubeSettings,
 }
 
 /// What `noe inspect` shows beyond an image's resolution.
@@ -201,6 +204,9 @@ pub struct Explain {
     pub nodes: Option<PathBuf>,
     pub decision: Decision,
     pub registry: RegistrySettings,
+    /// The API reached with `--credential-provider-sa-tokens`, for the pods' ServiceAccounts
+    /// (and their pull secrets).
+    pub kube: KubeSettings,
 }
 
 /// `noe report`.

@@ -20,6 +20,7 @@ mod noe {
     mod explain_hosts;
     mod fault_sigterm;
     mod harness;
+    mod inspect_account;
     mod inspect_tools;
     mod process;
     mod report;

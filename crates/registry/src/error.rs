@@ -39,6 +39,17 @@ pub enum Error {
         status: u16,
     },
 
+    /// A registry refused a credential, and again after its source renewed it, or the renewal
+    /// failed: `reason` starts with the provider and the step (`ecr: ...`).
+    #[error("{reason}")]
+    Renewal {
+        reference: String,
+        registry: String,
+        /// `ecr`, `gcp`, `acr`, `credential-provider`.
+        provider: &'static str,
+        reason: String,
+    },
+
     /// The registry needs credentials and none may be tried (private registry, no candidates).
     #[error("{reference}: no credentials for private registry {registry}")]
     NoCredentials { reference: String, registry: String },
@@ -300,6 +311,7 @@ impl Error {
             Self::Blocked { .. } => "blocked",
             Self::Unresolvable { .. } => "unresolvable",
             Self::Unauthorized { .. } => "unauthorized",
+            Self::Renewal { .. } => "renewal",
             Self::NoCredentials { .. } => "no_credentials",
             Self::Token { .. } => "token",
             Self::NotFound { .. } => "not_found",
@@ -328,6 +340,7 @@ impl Error {
             Self::InvalidReference { .. } | Self::Config { .. } => None,
             Self::Blocked { host, .. } | Self::Unresolvable { host } => Some(host),
             Self::Unauthorized { registry, .. }
+            | Self::Renewal { registry, .. }
             | Self::NoCredentials { registry, .. }
             | Self::Token { registry, .. }
             | Self::NotFound { registry, .. }

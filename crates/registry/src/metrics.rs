@@ -70,6 +70,10 @@ pub struct Metrics {
     pub shared_reads: IntCounterVec,
     /// Shared cache writes by `result`: `ok`, `error`, `bypassed`, `dropped` (too many at once).
     pub shared_writes: IntCounterVec,
+    /// Credentials renewed after a registry refused them, by `provider` (`ecr`, `gcp`, `acr`,
+    /// `credential-provider`) and `result`: `renewed` (the renewed one was accepted),
+    /// `refused` (refused again), `failed` (the renewal itself failed).
+    pub credential_renewals: IntCounterVec,
     labels: RegistryLabels,
 }
 
@@ -240,6 +244,12 @@ impl Metrics {
                 &["result"],
             )
             .map_err(config_error)?,
+            credential_renewals: counter_vec(
+                "noe_registry_credential_renewals_total",
+                "Credentials renewed after a registry refused them, by provider and result (renewed, refused, failed)",
+                &["provider", "result"],
+            )
+            .map_err(config_error)?,
             labels: RegistryLabels::new(config),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
@@ -260,6 +270,7 @@ impl Metrics {
             Box::new(metrics.circuit_opened.clone()),
             Box::new(metrics.shared_reads.clone()),
             Box::new(metrics.shared_writes.clone()),
+            Box::new(metrics.credential_renewals.clone()),
         ];
         for collector in collectors {
             registry.register(collector).map_err(config_error)?;
@@ -447,6 +458,10 @@ mod tests {
             .inc();
         metrics.shared_reads.with_label_values(&["hit"]).inc();
         metrics.shared_writes.with_label_values(&["ok"]).inc();
+        metrics
+            .credential_renewals
+            .with_label_values(&["ecr", "renewed"])
+            .inc();
         metrics.cache_responses.with_label_values(&["hit"]).inc();
         metrics
             .auth_cache_responses
@@ -483,6 +498,7 @@ mod tests {
             "noe_registry_circuit_opened_total",
             "noe_registry_shared_cache_reads_total",
             "noe_registry_shared_cache_writes_total",
+            "noe_registry_credential_renewals_total",
         ] {
             assert!(
                 names.iter().any(|n| n == name),

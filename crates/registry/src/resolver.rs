@@ -306,6 +306,7 @@ impl Resolver {
                     target: &target,
                     endpoints: &endpoints,
                     credentials,
+                    refused: lookup::Refused::default(),
                 };
                 self.lookup(&request, stale)
                     .await

@@ -256,14 +256,18 @@ async fn cache_duration_zero_and_default_and_expiry() {
     source.candidates("reg.example.com/app:1").await;
     assert_eq!(fx.runs("p").len(), 2);
 
-    // A short duration expires.
+    // A short duration expires (on the source's clock, moved by hand).
     let fx = Fixture::new();
     fx.plugin("p", &response("Global", None, &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "300ms", "v1")]));
+    let clock = noe_core::clock::Clock::manual();
+    let source = fx
+        .source(&config(&[("p", "*.example.com", "300ms", "v1")]))
+        .with_clock(clock.clone());
     source.candidates("reg.example.com/app:1").await;
+    clock.advance(Duration::from_millis(299));
     source.candidates("reg.example.com/app:1").await;
     assert_eq!(fx.runs("p").len(), 1);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    clock.advance(Duration::from_millis(1));
     source.candidates("reg.example.com/app:1").await;
     assert_eq!(fx.runs("p").len(), 2);
 }
@@ -706,4 +710,87 @@ async fn cache_type_token_keys_the_answer_by_token_and_without_the_flag_the_prov
     // Each lookup asked for a token first; a new token is a new cache key (the scripted API
     // hands out a new token each time; the webhook's caches one per account and audience).
     assert_eq!(fx.runs("ecr").len(), 2);
+}
+
+/// A cached plugin answer the registry refuses (a real htpasswd registry) is dropped and the
+/// plugin asked again, once: its second answer resolves the image. One always refused is an
+/// error naming the provider, after exactly one more run.
+#[tokio::test]
+async fn a_refused_plugin_answer_is_renewed_once() {
+    let registry = noe_test_support::Registry::builder()
+        .htpasswd("ci", "right")
+        .start()
+        .await
+        .unwrap();
+    let pusher = registry.pusher().unwrap();
+    noe_test_support::push_image(
+        &pusher,
+        "app",
+        Some("1"),
+        "linux/arm64",
+        noe_test_support::Flavor::Oci,
+    )
+    .await
+    .unwrap();
+    let host = registry.host();
+    let image = format!("{host}/app:1");
+    for (passwords, resolves) in [("stale right", true), ("stale stale", false)] {
+        let resolver = noe_registry::Resolver::new(
+            noe_registry::Config {
+                insecure_registries: vec![host.clone()],
+                ..noe_registry::Config::default()
+            },
+            &prometheus::Registry::new(),
+        )
+        .unwrap();
+        let fx = Fixture::new();
+        // The n-th run answers the n-th word of `passwords` (the last one after that).
+        fx.raw_plugin(
+            "p",
+            &format!(
+                r#"cat > /dev/null
+echo run >> "{log}"
+n=$(wc -l < "{log}")
+set -- {passwords}
+[ "$n" -gt 1 ] && shift
+cat <<EOF
+{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Registry","cacheDuration":"1h","auth":{{"{host}":{{"username":"ci","password":"$1"}}}}}}
+EOF"#,
+                log = fx.log("runs").display(),
+            ),
+        );
+        let source = fx.source(&config(&[("p", &host, "0s", "v1")]));
+        let candidates = source.candidates(&image).await;
+        assert_eq!(candidates.len(), 1, "{candidates:?}");
+        assert!(candidates[0].renewal.is_some());
+        let runs = || {
+            std::fs::read_to_string(fx.log("runs"))
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        let result = resolver.resolve(&image, &candidates).await;
+        assert_eq!(runs(), 2, "{passwords}: one renewal");
+        match result {
+            Ok(resolution) => {
+                assert!(resolves, "{resolution:?}");
+                assert_eq!(
+                    resolution.credential_source.as_deref(),
+                    Some("credential-provider:p")
+                );
+                // The renewed answer is the cached one now.
+                let now = source.candidates(&image).await;
+                assert_eq!(now[0].credential, basic("ci", "right"));
+                assert_eq!(runs(), 2);
+            }
+            Err(error) => {
+                assert!(!resolves, "{error}");
+                let message = error.to_string();
+                assert!(
+                    message.starts_with("credential-provider: registry login:"),
+                    "{message}"
+                );
+            }
+        }
+    }
 }

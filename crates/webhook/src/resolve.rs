@@ -26,7 +26,7 @@ use noe_registry::cache::Scope;
 use noe_registry::{CredentialCandidate, Platform};
 
 pub use credentials::{Anonymous, CredentialSource, Credentials, PodAccess, PodSecrets};
-use noe_core::decide::Lookups;
+use noe_core::decide::{LookupKind, Lookups};
 
 /// Why the platforms of one image are not known.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +49,8 @@ pub enum LookupError {
     /// The registry (or the way to it) failed; `message` is one line naming the cause.
     #[error("{message}")]
     Registry {
+        /// What kind of failure (from the registry crate's error).
+        kind: LookupKind,
         /// One line, from the registry crate's error and its sources.
         message: String,
         /// The bounded `registry` metric label of the image's registry.
@@ -64,6 +66,50 @@ impl LookupError {
             | Self::TooManyImages { registry, .. }
             | Self::Registry { registry, .. } => registry,
         }
+    }
+
+    /// What kind of failure it is.
+    pub fn kind(&self) -> LookupKind {
+        match self {
+            Self::Deadline { .. } => LookupKind::Deadline,
+            Self::TooManyImages { .. } => LookupKind::TooManyImages,
+            Self::Registry { kind, .. } => *kind,
+        }
+    }
+}
+
+impl From<LookupError> for noe_core::decide::LookupError {
+    /// The decision's view: the kind, the bounded registry label and the message users read.
+    fn from(error: LookupError) -> Self {
+        let message = error.to_string();
+        let kind = error.kind();
+        let registry = match error {
+            LookupError::Deadline { registry }
+            | LookupError::TooManyImages { registry, .. }
+            | LookupError::Registry { registry, .. } => registry,
+        };
+        Self::new(kind, registry, message)
+    }
+}
+
+/// The [`LookupKind`] of a registry crate error.
+pub fn kind_of(error: &noe_registry::Error) -> LookupKind {
+    use noe_registry::Error as E;
+    match error {
+        E::InvalidReference { .. } => LookupKind::InvalidReference,
+        E::NotFound { .. } => LookupKind::NotFound,
+        E::Unauthorized { .. }
+        | E::Renewal { .. }
+        | E::NoCredentials { .. }
+        | E::Token { .. }
+        | E::RedirectedChallenge { .. } => LookupKind::Unauthorized,
+        E::Timeout { .. } => LookupKind::Timeout,
+        E::Transport { .. }
+        | E::Blocked { .. }
+        | E::Unresolvable { .. }
+        | E::CircuitOpen { .. }
+        | E::RateLimited { .. } => LookupKind::Unavailable,
+        _ => LookupKind::Registry,
     }
 }
 
@@ -117,6 +163,7 @@ impl PlatformLookup for RegistryLookup {
                 .platforms(image, scope, credentials)
                 .await
                 .map_err(|error| LookupError::Registry {
+                    kind: kind_of(&error),
                     message: one_line(&error),
                     registry: self.resolver.error_label(&error),
                 })
@@ -389,7 +436,7 @@ impl Resolved {
     fn record(&mut self, image: &str, result: Result<Arc<[Platform]>, LookupError>) {
         let result = result.map_err(|error| {
             self.failed_registries.push(error.registry().to_owned());
-            error.to_string()
+            noe_core::decide::LookupError::from(error)
         });
         self.lookups.insert(image.to_owned(), result);
     }

@@ -74,7 +74,7 @@ fn check(images: &[&str], lookups: &Lookups, facts: &Facts, policy: &Policy) -> 
                 continue;
             }
             Some(Ok(_)) => NO_PLATFORM,
-            Some(Err(error)) => error.as_str(),
+            Some(Err(error)) => error.message.as_str(),
             None => NO_RESULT,
         };
         decision.signals.push(Signal::LookupFailed {

@@ -226,3 +226,76 @@ pub enum Signal {
         archs: Vec<String>,
     },
 }
+
+/// What kind of failure left an image's platforms unknown: a bounded set, for metric labels,
+/// warnings and the lookup endpoint's `error` field without reading the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LookupKind {
+    /// The admission's deadline passed before the lookup finished.
+    Deadline,
+    /// The pod names more uncached images than one admission looks up; not looked up.
+    TooManyImages,
+    /// The reference does not follow the reference grammar.
+    InvalidReference,
+    /// The manifest does not exist.
+    NotFound,
+    /// Every credential (and anonymous access) was refused, or none could be tried.
+    Unauthorized,
+    /// The registry did not answer within its timeout.
+    Timeout,
+    /// The registry could not be reached or is held back (rate limit, open circuit, blocked).
+    Unavailable,
+    /// Anything else the registry or its content did wrong.
+    Registry,
+}
+
+impl LookupKind {
+    /// The label value: `deadline`, `too_many_images`, `invalid_reference`, `not_found`,
+    /// `unauthorized`, `timeout`, `unavailable`, `registry`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deadline => "deadline",
+            Self::TooManyImages => "too_many_images",
+            Self::InvalidReference => "invalid_reference",
+            Self::NotFound => "not_found",
+            Self::Unauthorized => "unauthorized",
+            Self::Timeout => "timeout",
+            Self::Unavailable => "unavailable",
+            Self::Registry => "registry",
+        }
+    }
+}
+
+/// Why the platforms of one image are not known: its [`LookupKind`], the bounded `registry`
+/// metric label of its registry, and the one line users read (warnings, messages, `explain`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookupError {
+    pub kind: LookupKind,
+    /// A bounded label value (`other` when the registry is not known).
+    pub registry: String,
+    pub message: String,
+}
+
+impl LookupError {
+    pub fn new(kind: LookupKind, registry: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            registry: registry.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A failure known only by its message (kind [`LookupKind::Registry`], registry `other`).
+    pub fn message(message: impl Into<String>) -> Self {
+        Self::new(LookupKind::Registry, "other", message)
+    }
+}
+
+impl std::fmt::Display for LookupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for LookupError {}

@@ -15,8 +15,10 @@ use super::text;
 
 /// The platforms of each image (keyed by the reference as written in the pod), or why they could
 /// not be found. An image of [`Plan::images`] missing from the map counts as a failed lookup.
-pub type Lookups =
-    std::collections::BTreeMap<String, Result<std::sync::Arc<[crate::Platform]>, String>>;
+pub type Lookups = std::collections::BTreeMap<
+    String,
+    Result<std::sync::Arc<[crate::Platform]>, super::outcome::LookupError>,
+>;
 
 /// The error of a container image whose registry lists no platform: noe-rs never assumes amd64.
 pub(crate) const NO_PLATFORM: &str = "the registry lists no platform for it";
@@ -107,7 +109,7 @@ fn resolve<'a>(
                 });
                 continue;
             }
-            Some(Err(error)) => error.as_str(),
+            Some(Err(error)) => error.message.as_str(),
             None => NO_RESULT,
         };
         summary.push(ImageSummary::new(

@@ -160,7 +160,10 @@ fn run(pod: &Value, platforms_of: PlatformsOf<'_>, policy: &Policy) -> Verdict {
     let plan = plan(pod, policy);
     let lookups: Lookups = plan
         .images()
-        .map(|image| (image.to_owned(), platforms_of(image)))
+        .map(|image| {
+            let found = platforms_of(image).map_err(noe_core::decide::LookupError::message);
+            (image.to_owned(), found)
+        })
         .collect();
     decide(&plan, &lookups, &Facts::default(), policy).verdict
 }

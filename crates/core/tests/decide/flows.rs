@@ -520,7 +520,10 @@ fn warnings_are_bounded_for_pods_with_many_failing_images() {
     let pod = json!({"spec": {"containers": containers}});
     let failing: Lookups = images
         .iter()
-        .map(|i| (i.clone(), Err("e".repeat(500))))
+        .map(|i| {
+            let error = noe_core::decide::LookupError::message("e".repeat(500));
+            (i.clone(), Err(error))
+        })
         .collect();
     for policy in [
         Policy::default(),

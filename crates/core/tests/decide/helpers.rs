@@ -31,7 +31,7 @@ pub fn lookups(entries: &[(&str, Result<&[&str], &str>)]) -> Lookups {
         .map(|(image, result)| {
             let result = match result {
                 Ok(platforms) => Ok(platforms.iter().map(|p| platform(p)).collect()),
-                Err(error) => Err((*error).to_owned()),
+                Err(error) => Err(noe_core::decide::LookupError::message(*error)),
             };
             ((*image).to_owned(), result)
         })

@@ -349,11 +349,13 @@ async fn source_reads_files_in_order_with_helpers() {
 async fn files_are_read_again_after_the_interval() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.json");
+    let clock = noe_core::clock::Clock::manual();
     let source = DockerConfigSource::with_reload_interval(
         vec![file.clone()],
         helpers(dir.path()),
         Duration::from_millis(200),
-    );
+    )
+    .with_clock(clock.clone());
     // Missing at first: no credentials.
     assert!(source.candidates("ghcr.io/a:1").await.is_empty());
     std::fs::write(
@@ -366,7 +368,7 @@ async fn files_are_read_again_after_the_interval() {
     .unwrap();
     // Still the loaded view within the interval ...
     assert!(source.candidates("ghcr.io/a:1").await.is_empty());
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    clock.advance(Duration::from_millis(200));
     // ... then the first read after it starts a reload in the background and gets the old view
     // at once; the file's content follows.
     assert!(source.candidates("ghcr.io/a:1").await.is_empty());

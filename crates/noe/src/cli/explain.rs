@@ -25,6 +25,7 @@ use noe_core::explain::Explanation;
 use noe_core::workload;
 use noe_webhook::admission::Admission;
 use noe_webhook::resolve::one_line;
+use noe_webhook::resolve::pull_secrets::PullSecrets;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -156,6 +157,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
             admission_deadline,
         },
         registry,
+        kube,
     } = config;
     let nodes = nodes.map(|path| read_nodes(&path)).transpose()?;
     let name = file.display().to_string();
@@ -190,18 +192,33 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
             });
         }
     }
+    // With `--credential-provider-sa-tokens`, the cluster is asked for each pod's
+    // ServiceAccount (and its pull secrets), as the server does; otherwise nothing of it.
+    let pod_identity = registry.sources.service_account_tokens;
+    let pull_secrets = if pod_identity {
+        let client = crate::app::kube_client(&kube).await.map_err(|error| {
+            Error::Setup(format!(
+                "--credential-provider-sa-tokens needs the Kubernetes API: {}",
+                one_line(&error)
+            ))
+        })?;
+        Some(PullSecrets::new(client).with_service_account_tokens())
+    } else {
+        None
+    };
     let app = App::build(registry)
         .await
         .map_err(|error| Error::Setup(one_line(&error)))?;
     let facts = FileFacts::of(&objects);
-    // The same admission flow as the server, with node-level credentials only (no cluster),
-    // and the file's Namespaces and Nodes as the cluster's facts.
+    // The same admission flow as the server, with node-level credentials only (the pods' own
+    // with `--credential-provider-sa-tokens`), and the file's Namespaces and Nodes as the
+    // cluster's facts.
     let admission = app
         .admission(
             policy,
             admission_deadline,
             noe_webhook::metrics::DEFAULT_MAX_NAMESPACES,
-            None,
+            pull_secrets,
         )
         .map_err(|error| Error::Setup(one_line(&error)))?
         .with_facts(std::sync::Arc::new(facts.clone()));
@@ -221,6 +238,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
         facts: &facts,
         hosts: &hosts,
         deadline: admission_deadline,
+        pod_identity,
     };
     let mut tally = Tally::default();
     let progress = Progress::new(objects.len(), "documents");
@@ -315,6 +333,9 @@ pub struct Context<'a> {
     pub hosts: &'a Hosts,
     /// `--admission-deadline`: how long an image's lookup may take.
     pub deadline: std::time::Duration,
+    /// `--credential-provider-sa-tokens`: a pod running as a ServiceAccount is looked up as it,
+    /// by the admission itself.
+    pub pod_identity: bool,
 }
 
 /// Decides for a Pod or the pod template of a workload, as the webhook would for its pods
@@ -378,6 +399,14 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explanation {
 /// admission.
 async fn looked_up(context: &Context<'_>, pod: &Value) -> Lookups {
     let app = context.app;
+    let account = pod
+        .pointer("/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .is_some_and(|name| !name.is_empty());
+    if context.pod_identity && account {
+        // Its credentials are its account's: the admission looks its images up.
+        return Lookups::new();
+    }
     // What the admission looks up: containers, init containers and image volumes, each once.
     let images: Vec<&str> = pod
         .get("spec")

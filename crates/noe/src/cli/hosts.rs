@@ -4,10 +4,13 @@
 
 use std::collections::HashMap;
 
+use noe_core::decide::{LookupError, LookupKind};
 use noe_webhook::resolve::one_line;
 
 /// A lookup's failure when the admission deadline passed (the admission's own wording).
 const DEADLINE: &str = "deadline exceeded";
+/// The `registry` label of these failures: no metric counts them.
+const OTHER: &str = "other";
 
 /// Images of one registry host resolved at the same time: after a host's first timeout, the
 /// images of that host not yet started fail at once instead of each waiting the timeout.
@@ -71,28 +74,37 @@ impl Hosts {
         host: Option<&str>,
         deadline: std::time::Duration,
         lookup: impl std::future::Future<Output = Result<T, noe_registry::Error>>,
-    ) -> Result<T, String> {
+    ) -> Result<T, LookupError> {
+        use noe_webhook::resolve::kind_of;
         let lookup = async {
             match tokio::time::timeout(deadline, lookup).await {
                 Ok(Ok(answer)) => Ok(answer),
-                Ok(Err(error)) => Err((error.kind() == "timeout", one_line(&error))),
-                Err(_) => Err((true, DEADLINE.to_owned())),
+                Ok(Err(error)) => Err((
+                    error.kind() == "timeout",
+                    LookupError::new(kind_of(&error), OTHER, one_line(&error)),
+                )),
+                Err(_) => Err((
+                    true,
+                    LookupError::new(LookupKind::Deadline, OTHER, DEADLINE),
+                )),
             }
         };
         let Some(host) = host else {
-            return lookup.await.map_err(|(_, message)| message);
+            return lookup.await.map_err(|(_, error)| error);
         };
         if let Err(first) = self.enter(host).await {
-            return Err(format!(
-                "not tried: {host} timed out earlier in this run ({first})"
+            return Err(LookupError::new(
+                LookupKind::Timeout,
+                OTHER,
+                format!("not tried: {host} timed out earlier in this run ({first})"),
             ));
         }
         let answer = lookup.await;
         let timeout = match &answer {
-            Err((true, message)) => Some(message.as_str()),
+            Err((true, error)) => Some(error.message.as_str()),
             _ => None,
         };
         self.leave(host, timeout);
-        answer.map_err(|(_, message)| message)
+        answer.map_err(|(_, error)| error)
     }
 }

@@ -18,7 +18,8 @@ use clap::Args;
 use futures::StreamExt;
 use noe_registry::inspect::{Inspection, PlatformSpec, Want};
 use noe_registry::Resolution;
-use noe_webhook::resolve::one_line;
+use noe_webhook::resolve::pull_secrets::PullSecrets;
+use noe_webhook::resolve::{one_line, Credentials};
 
 use super::hosts::Hosts;
 use crate::app::{App, Overridden};
@@ -70,6 +71,38 @@ pub struct InspectArgs {
           require_equals = true, default_value = "false", default_missing_value = "true",
           value_parser = clap::builder::BoolishValueParser::new())]
     pub digest: bool,
+
+    /// Resolve as a pod running as this ServiceAccount would be (`NAMESPACE/NAME`): credential
+    /// provider plugins with `tokenAttributes` get a token of that account, as the server gives
+    /// them with `--credential-provider-sa-tokens` (which this implies). Needs the Kubernetes
+    /// API (`--kubeconfig`, as kubectl finds one): `create serviceaccounts/token` and `get
+    /// serviceaccounts` in that namespace.
+    #[arg(long, env = "NOE_SERVICE_ACCOUNT", value_name = "NAMESPACE/NAME",
+          value_parser = parse_service_account)]
+    pub service_account: Option<(String, String)>,
+}
+
+/// `NAMESPACE/NAME`: a DNS-1123 label and a DNS-1123 subdomain, as the API names them.
+fn parse_service_account(text: &str) -> Result<(String, String), String> {
+    let (namespace, name) = text
+        .split_once('/')
+        .ok_or_else(|| "expected NAMESPACE/NAME".to_owned())?;
+    if !dns_label(namespace) {
+        return Err(format!("{namespace:?} is not a namespace name"));
+    }
+    if name.len() > 253 || !name.split('.').all(dns_label) {
+        return Err(format!("{name:?} is not a service account name"));
+    }
+    Ok((namespace.to_owned(), name.to_owned()))
+}
+
+/// A DNS-1123 label: 1 to 63 of `a-z`, `0-9`, `-`, starting and ending alphanumeric.
+fn dns_label(text: &str) -> bool {
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let bytes = text.as_bytes();
+    matches!((bytes.first(), bytes.last()), (Some(&a), Some(&b)) if alnum(a) && alnum(b))
+        && bytes.len() <= 63
+        && bytes.iter().all(|&c| alnum(c) || c == b'-')
 }
 
 impl InspectArgs {
@@ -105,6 +138,8 @@ pub async fn run(config: config::Inspect) -> ExitCode {
         output,
         show,
         registry,
+        service_account,
+        kube,
     } = config;
     // With the server's shared cache, plain inspect resolves as a replica would.
     let fetch = show.asks_registry() || registry.resolver.shared_cache.is_none();
@@ -120,12 +155,29 @@ pub async fn run(config: config::Inspect) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let credentials = match &service_account {
+        None => app.credentials(None),
+        Some((namespace, name)) => match account_credentials(&app, &kube, namespace, name).await {
+            Ok(credentials) => credentials,
+            Err(reason) => {
+                eprintln!("noe: --service-account {namespace}/{name}: {reason}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let account = service_account
+        .as_ref()
+        .map(|(namespace, name)| (namespace.as_str(), name.as_str()));
     let hosts = Hosts::default();
     let progress = Progress::new(images.len(), "images");
     let mut answers = futures::stream::iter(&images)
         .map(|image| {
             let fetch = fetch.then_some(&want);
-            inspect(&app, &hosts, image, fetch, show.asks_registry())
+            let asking = Asking {
+                credentials: &credentials,
+                account,
+            };
+            inspect(&app, &hosts, asking, image, fetch, show.asks_registry())
         })
         .buffered(CONCURRENCY);
     let mut failed = false;
@@ -141,6 +193,49 @@ pub async fn run(config: config::Inspect) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// The credentials of a pod running as `namespace/name` (`--service-account`): the account is
+/// read first, so a missing API, account or permission is said at once.
+async fn account_credentials(
+    app: &App,
+    kube: &config::KubeSettings,
+    namespace: &str,
+    name: &str,
+) -> Result<Credentials, String> {
+    use noe_registry::credentials::ServiceAccounts as _;
+    let client = crate::app::kube_client(kube)
+        .await
+        .map_err(|error| format!("needs the Kubernetes API: {}", one_line(&error)))?;
+    let pull_secrets = PullSecrets::new(client).with_service_account_tokens();
+    if let Some(accounts) = pull_secrets.service_accounts() {
+        accounts
+            .get(namespace, name)
+            .await
+            .map_err(|error| one_line(&error))?;
+    }
+    Ok(app.credentials(Some(pull_secrets)))
+}
+
+/// Whose credentials an image is resolved with.
+#[derive(Clone, Copy)]
+struct Asking<'a> {
+    credentials: &'a Credentials,
+    /// `--service-account`: (namespace, name).
+    account: Option<(&'a str, &'a str)>,
+}
+
+impl Asking<'_> {
+    async fn candidates(&self, image: &str) -> Vec<noe_registry::CredentialCandidate> {
+        match self.account {
+            Some((namespace, name)) => {
+                self.credentials
+                    .candidates_as(image, None, namespace, Some(name))
+                    .await
+            }
+            None => self.credentials.candidates(image, None).await,
+        }
     }
 }
 
@@ -167,6 +262,7 @@ struct Failure {
 async fn inspect<'a>(
     app: &App,
     hosts: &Hosts,
+    asking: Asking<'_>,
     image: &'a str,
     fetch: Option<&Want>,
     registry_only: bool,
@@ -197,17 +293,20 @@ async fn inspect<'a>(
     };
     let answer = match fetch {
         Some(want) => {
-            let candidates = app.credentials(None).candidates(image, None).await;
+            let candidates = asking.candidates(image).await;
             match app.resolver.inspect(image, &candidates, want).await {
                 Ok(inspection) => show::picked(image, want, inspection).map(Found::Inspected),
                 Err(error) => Err(failure(error)),
             }
         }
-        None => app
-            .resolve(image)
-            .await
-            .map(Found::Resolved)
-            .map_err(failure),
+        None => {
+            let candidates = asking.candidates(image).await;
+            app.resolver
+                .resolve(image, &candidates)
+                .await
+                .map(Found::Resolved)
+                .map_err(failure)
+        }
     };
     if let Some(host) = &host {
         let timeout = match &answer {

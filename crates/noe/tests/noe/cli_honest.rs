@@ -234,16 +234,14 @@ fn each_subcommand_help_shows_only_the_flags_it_accepts() {
         "{about}"
     );
     assert!(inspect.contains("--insecure-registries") && inspect.contains("--log-format"));
-    for flag in [
-        "--preferred-arch",
-        "--webhook-addr",
-        "--kubeconfig",
-        "--leader-elect",
-    ] {
+    // The API only for a ServiceAccount's identity (`--service-account`).
+    assert!(inspect.contains("--kubeconfig") && inspect.contains("--service-account"));
+    for flag in ["--preferred-arch", "--webhook-addr", "--leader-elect"] {
         assert!(!inspect.contains(flag), "inspect --help shows {flag}");
     }
     assert!(explain.contains("--preferred-arch") && explain.contains("--allow-lookup-errors"));
-    assert!(!explain.contains("--webhook-addr") && !explain.contains("--kubeconfig"));
+    // The API only with `--credential-provider-sa-tokens`.
+    assert!(!explain.contains("--webhook-addr") && explain.contains("--kubeconfig"));
     assert!(untaint.contains("--kubeconfig") && !untaint.contains("--registry-timeout"));
     assert!(
         inspect.lines().count() * 3 < serve.lines().count(),

@@ -377,3 +377,72 @@ async fn ungate_decides_with_the_architectures_of_the_cluster_s_nodes() {
         "the nodes' architectures only: {written}"
     );
 }
+
+/// With `--credential-provider-sa-tokens`, a gated pod is looked up as its own ServiceAccount,
+/// as inline admission does: the plugin gets that account's token (the scripted API's
+/// TokenRequest) and its credential opens a real htpasswd registry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_pod_is_looked_up_as_its_service_account() {
+    let Setup { h, api, dir } = Setup::start().await;
+    let private = noe_test_support::Registry::builder()
+        .htpasswd("alice", "s3cret")
+        .start()
+        .await
+        .unwrap();
+    let image = noe_test_support::push_standard_fixtures(&private)
+        .await
+        .unwrap()
+        .oci_index
+        .reference();
+    super::inspect_account::plugin(dir.path(), &private.host(), "shop", "app");
+    api.put(
+        Resource::ServiceAccounts,
+        "shop",
+        noe_test_support::service_account_json(
+            "shop",
+            "app",
+            &[(super::inspect_account::ROLE, "puller")],
+        ),
+    );
+    let flags = [
+        "--lookup-mode=gate".to_owned(),
+        "--credential-provider-sa-tokens".to_owned(),
+        format!(
+            "--insecure-registries={},{}",
+            h.registry.host(),
+            private.host()
+        ),
+        format!(
+            "--image-credential-provider-bin-dir={}",
+            dir.path().join("bin").display()
+        ),
+        format!(
+            "--image-credential-provider-config={}",
+            dir.path().join("providers.yaml").display()
+        ),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let s = server(&h, &api, dir.path(), &flags).await;
+    let mut created = pod(&[&image]);
+    created["spec"]["serviceAccountName"] = json!("app");
+    let response = s.review(&created).await;
+    assert!(is_gated(&response), "{response}");
+    api.put_pod(stored("web", &created, &response));
+    eventually("released", || gates(&api, "web") == json!([])).await;
+    let web = api.get(Resource::Pods, "shop", "web").unwrap();
+    assert!(
+        web["metadata"]["annotations"]["arch.noe.adevinta.com/platforms"].is_string(),
+        "looked up with the account's credential: {web}"
+    );
+    let tokens = api
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.method == "POST"
+                && r.path
+                    .ends_with("/namespaces/shop/serviceaccounts/app/token")
+        })
+        .count();
+    assert!(tokens >= 1, "a TokenRequest for shop/app");
+    s.running.shutdown().await;
+}

@@ -80,6 +80,7 @@ impl Resolver {
             target: &target,
             endpoints: &endpoints,
             credentials,
+            refused: Default::default(),
         };
         let (found, _) = self
             .fetch(&request, &Compat { query })

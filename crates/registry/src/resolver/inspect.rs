@@ -49,6 +49,7 @@ impl Resolver {
             target: &target,
             endpoints: &endpoints,
             credentials,
+            refused: Default::default(),
         };
         let (inspection, _) = self
             .fetch(&request, &Inspect { want })

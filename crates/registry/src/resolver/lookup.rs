@@ -5,6 +5,7 @@
 //! compatibility artifact.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 use url::Url;
@@ -32,6 +33,32 @@ pub(super) struct Request<'a> {
     pub target: &'a str,
     pub endpoints: &'a [&'a Endpoint],
     pub credentials: &'a [CredentialCandidate],
+    /// The renewable credentials a registry refused on the way.
+    pub refused: Refused,
+}
+
+/// The most refused credentials remembered for renewal in one lookup.
+const MAX_REFUSED: usize = 8;
+
+/// Credentials a registry refused (401/403) after they were sent, whose source can renew them
+/// ([`CredentialCandidate::renewal`]): a lookup renews each once and tries again once.
+#[derive(Debug, Default)]
+pub(super) struct Refused(Mutex<Vec<CredentialCandidate>>);
+
+impl Refused {
+    fn push(&self, candidate: &CredentialCandidate) {
+        if candidate.renewal.is_none() {
+            return;
+        }
+        let mut refused = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if refused.len() < MAX_REFUSED && !refused.contains(candidate) {
+            refused.push(candidate.clone());
+        }
+    }
+
+    fn take(&self) -> Vec<CredentialCandidate> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
 }
 
 /// Where a [`Step`] fetches: one credential (the session's) at one endpoint.
@@ -104,9 +131,117 @@ impl Resolver {
         let walk = Walk {
             known: known.as_ref(),
         };
-        let (loaded, credential) = self.fetch(request, &walk).await?;
+        let (loaded, credential) = match self.fetch(request, &walk).await {
+            Err(error) if error.is_auth() => return self.renewed(request, &walk, error).await,
+            other => other?,
+        };
         self.share(request, &loaded, credential);
         Ok(loaded)
+    }
+
+    /// After every credential was refused (`error`): the refused credentials whose source can
+    /// renew them (a cached cloud token, a cached plugin answer) are renewed once each and the
+    /// lookup runs once more with them. A renewed credential refused again, or a renewal that
+    /// fails, is an [`Error::Renewal`] naming the provider and the step; never a loop.
+    async fn renewed(
+        &self,
+        request: &Request<'_>,
+        walk: &Walk<'_>,
+        error: Error,
+    ) -> Result<Loaded, Error> {
+        let refused = request.refused.take();
+        if refused.is_empty() {
+            return Err(error);
+        }
+        let counter = &self.inner.metrics.credential_renewals;
+        let registry = error
+            .registry()
+            .unwrap_or(&request.resolved.registry)
+            .to_owned();
+        let renewal_error = |provider: &'static str, reason: String| Error::Renewal {
+            reference: request.reference.to_string(),
+            registry: registry.clone(),
+            provider,
+            reason,
+        };
+        let mut credentials = request.credentials.to_vec();
+        let mut renewed = Vec::new();
+        let mut failed = None;
+        for stale in &refused {
+            let Some(renewal) = &stale.renewal else {
+                continue;
+            };
+            match renewal.renew(&stale.credential).await {
+                Ok(mut fresh) => {
+                    fresh.mirror.clone_from(&stale.mirror);
+                    fresh.scoped = stale.scoped;
+                    if fresh.renewal.is_none() {
+                        // Marks it for the error if it is refused too.
+                        fresh.renewal.clone_from(&stale.renewal);
+                    }
+                    for slot in credentials.iter_mut().filter(|c| *c == stale) {
+                        slot.clone_from(&fresh);
+                    }
+                    renewed.push(renewal.provider());
+                }
+                Err(reason) => {
+                    tracing::warn!(provider = renewal.provider(), error = %reason, "renewing a refused credential failed");
+                    counter
+                        .with_label_values(&[renewal.provider(), "failed"])
+                        .inc();
+                    failed.get_or_insert((renewal.provider(), reason));
+                }
+            }
+        }
+        if renewed.is_empty() {
+            return Err(match failed {
+                Some((provider, reason)) => renewal_error(provider, reason),
+                None => error,
+            });
+        }
+        let retry = Request {
+            reference: request.reference,
+            resolved: request.resolved,
+            target: request.target,
+            endpoints: request.endpoints,
+            credentials: &credentials,
+            refused: Refused::default(),
+        };
+        match self.fetch(&retry, walk).await {
+            Ok((loaded, credential)) => {
+                for provider in renewed {
+                    counter.with_label_values(&[provider, "renewed"]).inc();
+                }
+                self.share(&retry, &loaded, credential);
+                Ok(loaded)
+            }
+            Err(error) if error.is_auth() => {
+                let again = retry.refused.take();
+                let Some(provider) = again
+                    .iter()
+                    .find_map(|c| c.renewal.as_ref().map(|r| r.provider()))
+                else {
+                    return Err(error);
+                };
+                for provider in again.iter().filter_map(|c| c.renewal.as_ref()) {
+                    counter
+                        .with_label_values(&[provider.provider(), "refused"])
+                        .inc();
+                }
+                let status = match &error {
+                    Error::Unauthorized { status, .. } | Error::Token { status, .. } => *status,
+                    _ => 401,
+                };
+                Err(renewal_error(
+                    provider,
+                    format!(
+                        "{provider}: registry login: {registry} refused the renewed credential too (HTTP {status}) for {}",
+                        request.reference
+                    ),
+                ))
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// Tries the endpoints in order (mirrors, then the server); a mirror that fails in any way
@@ -210,6 +345,9 @@ impl Resolver {
                 Ok(output) => return Ok((output, used(&session))),
                 Err(error) if error.is_auth() => {
                     tracing::debug!(%error, source = candidate.map(|c| c.source.as_str()), "credential refused, trying the next");
+                    if let Some(sent) = used(&session) {
+                        request.refused.push(sent);
+                    }
                     last_error = Some(error);
                 }
                 Err(error) => return Err(error),

@@ -82,22 +82,16 @@ impl ImageSource for RegistryImages {
     }
 }
 
-/// The class of a registry error.
+/// The class of a registry error (its [`LookupKind`](noe_core::decide::LookupKind), in the
+/// endpoint's words).
 pub fn classify(error: &noe_registry::Error) -> &'static str {
-    use noe_registry::Error as E;
-    match error {
-        E::InvalidReference { .. } => class::INVALID,
-        E::NotFound { .. } => class::NOT_FOUND,
-        E::Unauthorized { .. }
-        | E::NoCredentials { .. }
-        | E::Token { .. }
-        | E::RedirectedChallenge { .. } => class::AUTH,
-        E::Timeout { .. } => class::TIMEOUT,
-        E::Transport { .. }
-        | E::Blocked { .. }
-        | E::Unresolvable { .. }
-        | E::CircuitOpen { .. }
-        | E::RateLimited { .. } => class::UNAVAILABLE,
+    use noe_core::decide::LookupKind as K;
+    match crate::resolve::kind_of(error) {
+        K::InvalidReference => class::INVALID,
+        K::NotFound => class::NOT_FOUND,
+        K::Unauthorized => class::AUTH,
+        K::Timeout | K::Deadline => class::TIMEOUT,
+        K::Unavailable => class::UNAVAILABLE,
         _ => class::REGISTRY,
     }
 }

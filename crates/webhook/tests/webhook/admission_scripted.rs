@@ -21,6 +21,7 @@ type Answer = Result<Platforms, LookupError>;
 
 fn refused(message: &str) -> LookupError {
     LookupError::Registry {
+        kind: noe_core::decide::LookupKind::Registry,
         message: message.to_owned(),
         registry: "other".to_owned(),
     }

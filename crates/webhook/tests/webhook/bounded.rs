@@ -130,7 +130,8 @@ async fn a_pod_of_many_hosts_is_bounded_and_does_not_hold_up_another() {
         .lookups
         .values()
         .filter(|result| {
-            matches!(result, Err(message) if message.contains("--max-images-per-admission"))
+            matches!(result, Err(error) if error.kind == noe_core::decide::LookupKind::TooManyImages
+                && error.message.contains("--max-images-per-admission"))
         })
         .count();
     assert_eq!(too_many, images.len() - limits.max_images);

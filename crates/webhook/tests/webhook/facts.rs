@@ -230,6 +230,7 @@ impl PlatformLookup for Platforms {
                 .get(image)
                 .map(|p| Arc::from(p.clone()))
                 .ok_or_else(|| LookupError::Registry {
+                    kind: noe_core::decide::LookupKind::Registry,
                     message: "not found".into(),
                     registry: "other".into(),
                 })

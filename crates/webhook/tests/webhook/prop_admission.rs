@@ -32,6 +32,7 @@ impl PlatformLookup for NameLookup {
             let linux = |arch: &str| Platform::new("linux", arch, None);
             let platforms: Vec<Platform> = if image.contains("fail") {
                 return Err(LookupError::Registry {
+                    kind: noe_core::decide::LookupKind::Registry,
                     message: format!("{image}: registry said no"),
                     registry: "other".into(),
                 });

@@ -127,7 +127,11 @@ async fn a_private_answer_is_served_only_in_the_scope_that_found_it() {
             .platforms(namespace, secrets, std::slice::from_ref(&private_image))
             .await;
         let error = resolved.lookups[&private_image].as_ref().unwrap_err();
-        assert!(error.contains("access denied"), "{namespace}: {error}");
+        assert!(
+            error.message.contains("access denied"),
+            "{namespace}: {error}"
+        );
+        assert_eq!(error.kind, noe_core::decide::LookupKind::Unauthorized);
         assert!(
             private.request_count() >= 1,
             "{namespace}: asked the registry"

@@ -56,7 +56,7 @@ impl PodPlatforms for ResolverPlatforms {
 /// arch-neutral artifact, an override's `*` runs anywhere).
 pub fn support(
     image: &str,
-    lookup: Option<&Result<Arc<[noe_registry::Platform]>, String>>,
+    lookup: Option<&Result<Arc<[noe_registry::Platform]>, noe_core::decide::LookupError>>,
 ) -> Result<Support, LookupError> {
     let failed = |reason: &str| LookupError {
         image: image.to_owned(),
@@ -65,7 +65,7 @@ pub fn support(
     match lookup {
         Some(Ok(platforms)) => Support::of(platforms)
             .ok_or_else(|| failed("the registry lists no architecture for it")),
-        Some(Err(reason)) => Err(failed(reason)),
+        Some(Err(error)) => Err(failed(&error.message)),
         None => Err(failed("no lookup result")),
     }
 }
@@ -108,7 +108,11 @@ mod tests {
             support("artifact:1", Some(&Ok(Arc::from(Vec::new())))),
             Ok(Support::Any)
         );
-        let error = support("private:1", Some(&Err("unauthorized".to_owned()))).unwrap_err();
+        let error = support(
+            "private:1",
+            Some(&Err(noe_core::decide::LookupError::message("unauthorized"))),
+        )
+        .unwrap_err();
         assert_eq!(error.to_string(), "private:1: unauthorized");
         assert_eq!(
             support("lost:1", None).unwrap_err().reason,

@@ -279,6 +279,39 @@ fn contradictions_name_the_flags() {
 }
 
 #[test]
+fn inspect_takes_the_kubeconfig_for_a_service_account() {
+    let argv = [
+        "noe",
+        "inspect",
+        "a:1",
+        "--kubeconfig=/k",
+        "--service-account=team/app",
+    ];
+    let Ok(Run::Inspect(inspect)) = parse(&argv).to_run() else {
+        panic!("not inspect");
+    };
+    assert_eq!(
+        inspect.kube.kubeconfig.as_deref(),
+        Some(std::path::Path::new("/k"))
+    );
+    assert_eq!(
+        inspect.service_account,
+        Some(("team".to_owned(), "app".to_owned()))
+    );
+    assert!(
+        inspect.registry.sources.service_account_tokens,
+        "an account's identity is its tokens"
+    );
+    for bad in ["team", "Team/app", "team/", "/app", "team/a_b"] {
+        let argv = ["noe", "inspect", "a:1", &format!("--service-account={bad}")];
+        assert!(
+            Args::try_parse_normalized(argv.iter().map(OsString::from)).is_err(),
+            "{bad} is not NAMESPACE/NAME"
+        );
+    }
+}
+
+#[test]
 fn untaint_takes_the_kubeconfig_and_nothing_of_the_server() {
     let Ok(Run::Untaint(untaint)) = parse(&["noe", "untaint", "--kubeconfig=/k"]).to_run() else {
         panic!("not untaint")
@@ -295,10 +328,6 @@ fn untaint_takes_the_kubeconfig_and_nothing_of_the_server() {
         (
             &["noe", "--taint-arches=arm64", "untaint"],
             "--taint-arches does not apply to `noe untaint`",
-        ),
-        (
-            &["noe", "inspect", "a:1", "--kubeconfig=/k"],
-            "--kubeconfig does not apply to `noe inspect`",
         ),
         (
             &["noe", "explain", "-f", "pod.yaml", "--remediate=report"],

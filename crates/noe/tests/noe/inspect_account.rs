@@ -1,0 +1,212 @@
+//! A pod's identity on the command line: `noe inspect --service-account NAMESPACE/NAME` and
+//! `noe explain --credential-provider-sa-tokens`. A credential provider plugin with
+//! `tokenAttributes` gets a token of that account from the scripted API's TokenRequest and
+//! the account's annotations, and its credential opens a real htpasswd registry; without a
+//! cluster, or for an account that does not exist, inspect refuses clearly.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use noe_test_support::{push_standard_fixtures, service_account_json, KubeApi, Registry, Resource};
+
+use super::harness::run_noe;
+
+const AUDIENCE: &str = "registry.example";
+pub(super) const ROLE: &str = "example.com/registry-role";
+
+/// A plugin that answers the registry's password only when its request carries a token of
+/// `namespace/account` for the audience and the account's role annotation (`bin/` and
+/// `providers.yaml` under `dir`). Shared with the gate's end-to-end test.
+pub(super) fn plugin(dir: &Path, host: &str, namespace: &str, account: &str) {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        r#"#!/bin/sh
+req=$(cat)
+printf '%s' "$req" | grep -q '"serviceAccountToken":"sa-token\.{namespace}\.{account}\.{AUDIENCE}\.' || {{ echo "no token of {namespace}/{account} for the audience" >&2; exit 3; }}
+printf '%s' "$req" | grep -qF '"serviceAccountAnnotations":{{"{ROLE}":"puller"}}' || {{ echo "no role annotation" >&2; exit 4; }}
+printf '{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Registry","cacheDuration":"5m","auth":{{"{host}":{{"username":"alice","password":"s3cret"}}}}}}'
+"#
+    );
+    let path = bin.join("registry-login");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        dir.join("providers.yaml"),
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n  - name: registry-login\n    matchImages: [\"{host}\"]\n    defaultCacheDuration: 1m\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n    tokenAttributes:\n      serviceAccountTokenAudience: {AUDIENCE}\n      requireServiceAccount: true\n      requiredServiceAccountAnnotationKeys: [{ROLE}]\n      cacheType: ServiceAccount\n"
+        ),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn inspect_resolves_as_a_service_account() {
+    let registry = Registry::builder()
+        .htpasswd("alice", "s3cret")
+        .start()
+        .await
+        .unwrap();
+    let image = push_standard_fixtures(&registry)
+        .await
+        .unwrap()
+        .oci_index
+        .reference();
+    let host = registry.host();
+    let api = KubeApi::start().await.unwrap();
+    api.put(
+        Resource::ServiceAccounts,
+        "team",
+        service_account_json("team", "app", &[(ROLE, "puller")]),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    plugin(dir.path(), &host, "team", "app");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+    let none = dir.path().join("absent");
+    let args = |account: &str, kubeconfig: &Path| -> Vec<String> {
+        let mut args = vec![
+            "inspect".to_owned(),
+            format!("--insecure-registries={host}"),
+            format!("--docker-config-path={}", none.display()),
+            format!("--containerd-config-path={}", none.display()),
+            format!(
+                "--image-credential-provider-bin-dir={}",
+                dir.path().join("bin").display()
+            ),
+            format!(
+                "--image-credential-provider-config={}",
+                dir.path().join("providers.yaml").display()
+            ),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "-o".to_owned(),
+            "json".to_owned(),
+        ];
+        if !account.is_empty() {
+            args.push(format!("--service-account={account}"));
+        }
+        args.push(image.clone());
+        args
+    };
+
+    let (code, stdout, stderr) = run_noe(&args("team/app", &kubeconfig)).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let found: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        found["credentialSource"], "credential-provider:registry-login as serviceaccount team/app",
+        "{found}"
+    );
+    let tokens = api
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/serviceaccounts/app/token"))
+        .count();
+    assert_eq!(tokens, 1, "one TokenRequest");
+
+    // Without the account, the plugin is not run (it requires one): the registry refuses.
+    let (code, _, stderr) = run_noe(&args("", &kubeconfig)).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("access denied"), "{stderr}");
+
+    // An account that does not exist, and no cluster at all: refused before any lookup.
+    let (code, _, stderr) = run_noe(&args("team/ghost", &kubeconfig)).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--service-account team/ghost: service account team/ghost: not found"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run_noe(&args("team/app", &none)).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--service-account team/app: needs the Kubernetes API"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run_noe(&args("team", &kubeconfig)).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("NAMESPACE/NAME"), "{stderr}");
+}
+
+/// `noe explain --credential-provider-sa-tokens` asks the cluster for each pod's ServiceAccount
+/// as the server does: the pod's image is looked up with its account's credential. Without the
+/// flag, the plugin (which requires an account) gives nothing and the lookup fails (exit 3).
+#[tokio::test]
+async fn explain_looks_a_pod_up_as_its_service_account() {
+    let registry = Registry::builder()
+        .htpasswd("alice", "s3cret")
+        .start()
+        .await
+        .unwrap();
+    let image = push_standard_fixtures(&registry)
+        .await
+        .unwrap()
+        .oci_index
+        .reference();
+    let host = registry.host();
+    let api = KubeApi::start().await.unwrap();
+    api.put(
+        Resource::ServiceAccounts,
+        "team",
+        service_account_json("team", "app", &[(ROLE, "puller")]),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    plugin(dir.path(), &host, "team", "app");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: web, namespace: team}}\nspec:\n  serviceAccountName: app\n  containers: [{{name: web, image: \"{image}\"}}]\n"
+        ),
+    )
+    .unwrap();
+    let none = dir.path().join("absent");
+    let args = |extra: &[&str], kubeconfig: &Path| -> Vec<String> {
+        let mut args = vec![
+            "explain".to_owned(),
+            "-f".to_owned(),
+            pod.display().to_string(),
+            "-o".to_owned(),
+            "json".to_owned(),
+            format!("--insecure-registries={host}"),
+            format!("--docker-config-path={}", none.display()),
+            format!("--containerd-config-path={}", none.display()),
+            format!(
+                "--image-credential-provider-bin-dir={}",
+                dir.path().join("bin").display()
+            ),
+            format!(
+                "--image-credential-provider-config={}",
+                dir.path().join("providers.yaml").display()
+            ),
+            format!("--kubeconfig={}", kubeconfig.display()),
+        ];
+        args.extend(extra.iter().map(|flag| (*flag).to_owned()));
+        args
+    };
+    let tokens = || {
+        api.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/serviceaccounts/app/token"))
+            .count()
+    };
+
+    let (code, stdout, stderr) =
+        run_noe(&args(&["--credential-provider-sa-tokens"], &kubeconfig)).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(tokens(), 1, "one TokenRequest");
+
+    let (code, stdout, stderr) = run_noe(&args(&[], &kubeconfig)).await;
+    assert_eq!(
+        code, 3,
+        "a failed lookup without the account: {stdout}\n{stderr}"
+    );
+    assert_eq!(tokens(), 1, "no cluster asked without the flag");
+
+    let (code, _, stderr) = run_noe(&args(&["--credential-provider-sa-tokens"], &none)).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("--credential-provider-sa-tokens needs the Kubernetes API"),
+        "{stderr}"
+    );
+}
