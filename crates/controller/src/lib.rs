@@ -38,6 +38,7 @@ mod nodes;
 pub mod objects;
 mod pace;
 mod platforms;
+mod queue;
 pub mod remediate;
 mod runtime;
 mod shutdown;
