@@ -106,14 +106,16 @@ impl Admission {
     async fn answer(&self, request: review::Request) -> (Bytes, &'static str) {
         let decision = if let Some(pod) = request.pod_creation() {
             let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
+            // The paths most admissions do not take are boxed: inline, their state would make
+            // every admission's future larger, and that future is moved into a box per request.
             let decision = match &self.selection {
-                Some(selection) => self.select_then_decide(selection, pod, &scope).await,
+                Some(selection) => Box::pin(self.select_then_decide(selection, pod, &scope)).await,
                 None => self.decide_or_gate(pod, &scope).await,
             };
             Some((scope, decision))
         } else if let Some((pod, old)) = request.ephemeral_update() {
             let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
-            let decision = self.debug_containers(pod, old, &scope).await;
+            let decision = Box::pin(self.debug_containers(pod, old, &scope)).await;
             Some((scope, decision))
         } else {
             None

@@ -167,9 +167,17 @@ pub fn gated(pod: &Value) -> Decision {
 impl Admission {
     /// The decision of a pod being created: inline, or gated (`--lookup-mode`).
     pub(super) async fn decide_or_gate(&self, pod: &Value, scope: &Scope<'_>) -> Decision {
-        let Some(gate) = &self.gate else {
-            return self.decide(pod, scope).await;
-        };
+        match &self.gate {
+            None => self.decide(pod, scope).await,
+            // Boxed: its state (the background lookups, the namespace selector's read) would
+            // otherwise make the future of every admission, gated or not, that much larger, and
+            // that future is moved into a box per request.
+            Some(gate) => Box::pin(self.gate_or_decide(gate, pod, scope)).await,
+        }
+    }
+
+    /// [`Admission::decide_or_gate`] with a gate.
+    async fn gate_or_decide(&self, gate: &Gate, pod: &Value, scope: &Scope<'_>) -> Decision {
         let (images, exempt) = {
             let plan = decide::plan(pod, &self.policy);
             let images: Vec<String> = plan.images().map(str::to_owned).collect();
