@@ -236,6 +236,11 @@ impl Running {
         ));
     }
 
+    /// The `NodeFeature` reflector's view, once [`Running::start_node_features`] started it.
+    pub fn node_feature_view(&self) -> Option<crate::NodeFeatureView> {
+        self.features.view.clone()
+    }
+
     /// Starts the reflector of NFD's `NodeFeature` objects (`--watch-node-features`; RBAC
     /// `list/watch nodefeatures.nfd.k8s-sigs.io`) and returns its view; a second call returns
     /// the same view. Serving never waits for it: until it has listed, no node has features.

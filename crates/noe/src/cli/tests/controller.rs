@@ -236,6 +236,11 @@ fn contradictions_name_the_flags() {
             "--image-compatibility-all-namespaces needs --image-selection",
         ),
         (
+            &["noe", "--watch-nodes", "--watch-node-features"],
+            POD,
+            "--watch-node-features needs --image-selection",
+        ),
+        (
             &["noe", "--remediate=report", "--leader-elect"],
             &[("POD_NAMESPACE", "noe")],
             "--leader-elect needs this replica's identity: set POD_NAME (the chart sets it) or --leader-elect-identity",
