@@ -153,6 +153,9 @@ args:
 {{- if .Values.imageSelection.allNamespaces }}
 - "--image-compatibility-all-namespaces=true"
 {{- end }}
+{{- if .Values.imageSelection.watchNodeFeatures }}
+- "--watch-node-features=true"
+{{- end }}
 {{- end }}
 {{- if ne $ctl.remediate "off" }}
 - {{ printf "--remediate=%s" $ctl.remediate | quote }}
