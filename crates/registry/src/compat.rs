@@ -33,6 +33,9 @@ pub const MAX_REFERRERS: usize = 256;
 /// Artifact manifests fetched per subject before giving up (a referrer whose `subject` is not
 /// the image is skipped).
 pub const MAX_ATTEMPTS: usize = 3;
+/// Platform manifests of an index asked for referrers when the index itself has none (an
+/// artifact may be attached to one platform's manifest rather than to the index).
+pub const MAX_PLATFORM_SUBJECTS: usize = 8;
 /// Registries remembered as lacking the referrers API.
 const MAX_REMEMBERED: usize = 1024;
 /// How long an answer (or the absence of an artifact) is kept.
@@ -56,6 +59,9 @@ pub struct Fetched {
     pub media_type: String,
     /// The spec.
     pub spec: Bytes,
+    /// `(os, architecture)` when the artifact is attached to that platform's manifest of a
+    /// multi-platform image rather than to the image itself: its sets hold only there.
+    pub platform: Option<(String, String)>,
 }
 
 /// The fallback tag of a digest: `<alg>-<hex>`, the algorithm truncated to 32 characters and
@@ -252,6 +258,9 @@ pub enum Query {
         media_type: &'static str,
         /// The registry is known to lack the referrers API: the fallback tag at once.
         skip_api: bool,
+        /// The subject is an index: when it has no artifact, its platform manifests (at most
+        /// [`MAX_PLATFORM_SUBJECTS`]) are asked too.
+        index: bool,
     },
 }
 
@@ -268,7 +277,7 @@ pub struct Learned {
 #[derive(Clone)]
 pub struct Artifacts {
     resolver: Resolver,
-    cache: moka::future::Cache<String, Option<Arc<Fetched>>>,
+    cache: moka::future::Cache<String, Arc<[Fetched]>>,
     no_api: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -324,27 +333,34 @@ impl Artifacts {
             .cache
             .try_get_with(key, async {
                 let (fetched, _) = self.resolver.compat(reference, credentials, &query).await?;
-                Ok::<_, Error>(fetched.map(Arc::new))
+                Ok::<_, Error>(Arc::from(fetched))
             })
             .await
             .map_err(|e| (*e).clone())?;
-        loaded.ok_or_else(|| Error::NotFound {
-            reference: reference.to_owned(),
-            registry: String::new(),
-        })
+        loaded
+            .first()
+            .map(|f| Arc::new(f.clone()))
+            .ok_or_else(|| Error::NotFound {
+                reference: reference.to_owned(),
+                registry: String::new(),
+            })
     }
 
     /// The newest referrer of `image`'s `subject` digest of `artifact_type`, its layer of
-    /// `media_type` (else its first); `None` when the image has none.
+    /// `media_type` (else its first); when `subject` is an index (`index`) without one, the
+    /// newest of each of its platform manifests (each [`Fetched::platform`]). Empty when the
+    /// image has none.
+    #[allow(clippy::too_many_arguments)]
     pub async fn discovered(
         &self,
         image: &str,
         subject: &str,
+        index: bool,
         artifact_type: &'static str,
         media_type: &'static str,
         credentials: &[CredentialCandidate],
         scope: Option<Scope>,
-    ) -> Result<Option<Arc<Fetched>>, Error> {
+    ) -> Result<Arc<[Fetched]>, Error> {
         let registry = self.resolver.target(image)?.registry;
         let key = format!("referrers\0{image}\0{subject}\0{artifact_type}\0{scope:?}");
         self.cache
@@ -354,12 +370,13 @@ impl Artifacts {
                     artifact_type,
                     media_type,
                     skip_api: self.lacks_api(&registry),
+                    index,
                 };
                 let (fetched, learned) = self.resolver.compat(image, credentials, &query).await?;
                 if learned.no_referrers_api {
                     self.remember_no_api(&registry);
                 }
-                Ok::<_, Error>(fetched.map(Arc::new))
+                Ok::<_, Error>(Arc::from(fetched))
             })
             .await
             .map_err(|e| (*e).clone())
