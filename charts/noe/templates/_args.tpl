@@ -156,6 +156,7 @@ args:
 {{- if .Values.imageSelection.watchNodeFeatures }}
 - "--watch-node-features=true"
 {{- end }}
+- {{ printf "--image-compatibility-negative-ttl=%s" .Values.imageSelection.negativeTtl | quote }}
 {{- end }}
 {{- if ne $ctl.remediate "off" }}
 - {{ printf "--remediate=%s" $ctl.remediate | quote }}

@@ -21,6 +21,7 @@ import check_platform
 # Every flag of the `noe` binary (docs/configuration.md). An arg the chart passes must be one of them.
 KNOWN_FLAGS = {
     "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
+    "image-compatibility-negative-ttl",
     "preferred-arch", "cluster-schedulable-archs", "system-os", "registry-proxies",
     "match-node-labels", "private-registries", "image-credential-provider-bin-dir",
     "image-credential-provider-config", "docker-config-path", "containerd-config-path",
@@ -49,6 +50,7 @@ KNOWN_FLAGS = {
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
     "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
+    "image-compatibility-negative-ttl",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
@@ -603,7 +605,7 @@ def scenario_full(r, release, namespace):
         "admission-deadline": ["13s"], "leader-elect": ["true"], "log-level": ["debug"],
         "log-format": ["text"], "dev-self-signed-cert": ["false"], "shutdown-delay": ["7s"],
         "metrics-max-namespaces": ["500"], "watch-nodes": ["true"], "remediate": ["evict"],
-        "watch-node-features": ["true"],
+        "watch-node-features": ["true"], "image-compatibility-negative-ttl": ["30s"],
         "remediate-rate": ["20"], "remediate-exempt-namespaces": ["kube-system,ops"],
         "taint-arches": ["arm64"],
         "leader-elect-resource-name": [release],
@@ -955,6 +957,7 @@ NOT_UNGATE_FLAGS = {
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
     "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
+    "image-compatibility-negative-ttl",
 }
 
 

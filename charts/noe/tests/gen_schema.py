@@ -139,7 +139,9 @@ schema = {
                            "grants list/watch nodefeatures.nfd.k8s-sigs.io)",
             "properties": {"enabled": {"type": "boolean"},
                            "allNamespaces": {"type": "boolean"},
-                           "watchNodeFeatures": {"type": "boolean"}},
+                           "watchNodeFeatures": {"type": "boolean"},
+                           "negativeTtl": dict(DURATION, description=(
+                               "--image-compatibility-negative-ttl (at most 1h)"))},
         },
         "ephemeralContainers": {
             "type": "object",

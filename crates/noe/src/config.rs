@@ -99,6 +99,9 @@ pub struct ImageSelection {
     /// `--watch-node-features`: NFD's `NodeFeature` objects give the features that are no
     /// node labels.
     pub node_features: bool,
+    /// `--image-compatibility-negative-ttl`: how long an image's lack of an NFD artifact is
+    /// remembered.
+    pub negative_ttl: Duration,
 }
 
 /// What the admission reads from the Kubernetes API about a pod's surroundings; each part

@@ -38,8 +38,13 @@ pub const MAX_ATTEMPTS: usize = 3;
 pub const MAX_PLATFORM_SUBJECTS: usize = 8;
 /// Registries remembered as lacking the referrers API.
 const MAX_REMEMBERED: usize = 1024;
-/// How long an answer (or the absence of an artifact) is kept.
+/// How long an artifact found is kept.
 pub const TTL: Duration = Duration::from_secs(60);
+/// How long the absence of an artifact is kept by default (shorter than [`TTL`]: an artifact
+/// attached since is seen sooner); `--image-compatibility-negative-ttl`.
+pub const NEGATIVE_TTL: Duration = Duration::from_secs(10);
+/// The longest negative TTL accepted.
+pub const MAX_NEGATIVE_TTL: Duration = Duration::from_secs(3600);
 /// Answers kept.
 const MAX_ENTRIES: u64 = 10_000;
 
@@ -271,7 +276,24 @@ pub struct Learned {
     pub no_referrers_api: bool,
 }
 
-/// Compatibility artifacts, cached (answers and absences, [`TTL`]) and coalesced per
+/// How long an entry lives: [`TTL`] for artifacts found, the negative TTL for absences.
+struct Lifetimes {
+    negative: Duration,
+}
+
+impl moka::Expiry<String, Arc<[Fetched]>> for Lifetimes {
+    fn expire_after_create(
+        &self,
+        _key: &String,
+        value: &Arc<[Fetched]>,
+        _created_at: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(if value.is_empty() { self.negative } else { TTL })
+    }
+}
+
+/// Compatibility artifacts, cached (answers [`TTL`], absences [`NEGATIVE_TTL`] unless set
+/// otherwise) and coalesced per
 /// (kind, image, subject, credential scope); registries found without the referrers API are
 /// remembered, so later subjects there cost one request less.
 #[derive(Clone)]
@@ -290,13 +312,21 @@ impl std::fmt::Debug for Artifacts {
 }
 
 impl Artifacts {
-    /// Artifacts fetched with `resolver`.
+    /// Artifacts fetched with `resolver`, absences kept [`NEGATIVE_TTL`].
     pub fn new(resolver: Resolver) -> Self {
+        Self::with_negative_ttl(resolver, NEGATIVE_TTL)
+    }
+
+    /// Artifacts fetched with `resolver`, absences kept `negative_ttl` (at most
+    /// [`MAX_NEGATIVE_TTL`]; zero: not kept).
+    pub fn with_negative_ttl(resolver: Resolver, negative_ttl: Duration) -> Self {
         Self {
             resolver,
             cache: moka::future::Cache::builder()
                 .max_capacity(MAX_ENTRIES)
-                .time_to_live(TTL)
+                .expire_after(Lifetimes {
+                    negative: negative_ttl.min(MAX_NEGATIVE_TTL),
+                })
                 .build(),
             no_api: Arc::new(Mutex::new(HashSet::new())),
         }

@@ -632,3 +632,39 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
     assert_eq!(found[0].platform, None);
     assert_eq!(registry.request_count(), 4, "{:?}", summary(&registry));
 }
+
+/// The absence of an artifact is kept for the negative TTL only (zero here: not at all), so an
+/// artifact attached later is seen at once; an artifact found is still kept.
+#[tokio::test]
+async fn absences_are_kept_for_the_negative_ttl_only() {
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let app = push_image(&pusher, "late", Some("1"), "linux/arm64", Flavor::Oci)
+        .await
+        .unwrap();
+    let resolver = resolver(&registry.host());
+    let image = registry.reference("late", "1");
+    resolver.resolve(&image, &[]).await.unwrap();
+    let artifacts = Artifacts::with_negative_ttl(resolver, std::time::Duration::ZERO);
+    let ask = || {
+        artifacts.discovered(
+            &image,
+            &app.digest,
+            false,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+    };
+    assert!(ask().await.unwrap().is_empty());
+    let late = attached(&app, "late", None);
+    attach(&pusher, "late", &app.digest, &late, &[])
+        .await
+        .unwrap();
+    let found = ask().await.unwrap();
+    assert_eq!(found.first().unwrap().digest, late.digest);
+    registry.reset_requests();
+    assert_eq!(ask().await.unwrap().len(), 1);
+    assert_eq!(registry.request_count(), 0, "{:?}", summary(&registry));
+}

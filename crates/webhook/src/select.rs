@@ -134,6 +134,14 @@ impl Selection {
         }
     }
 
+    /// Absences of NFD artifacts are kept `ttl` rather than
+    /// [`noe_registry::compat::NEGATIVE_TTL`] (`--image-compatibility-negative-ttl`).
+    #[must_use]
+    pub fn with_negative_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.artifacts = Artifacts::with_negative_ttl(self.resolver.clone(), ttl);
+        self
+    }
+
     /// What to do for `pod`, being created in `namespace`. The caller bounds the time.
     pub async fn select(&self, pod: &Value, namespace: &str) -> Selected {
         if label(pod, SKIP_LABEL) == Some("true") || already_selected(pod) {

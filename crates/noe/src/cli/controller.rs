@@ -202,6 +202,13 @@ pub struct ControllerArgs {
           num_args = 0..=1, require_equals = true, default_value = "false",
           default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub watch_node_features: bool,
+
+    /// With --image-selection: how long the absence of an NFD artifact on an image is
+    /// remembered (Go duration, at most 1h; 0s: not remembered). Shorter than the 60s an
+    /// artifact found is kept, so one attached since is seen sooner.
+    #[arg(long, global = true, env = "NOE_IMAGE_COMPATIBILITY_NEGATIVE_TTL", default_value = "10s",
+          value_parser = super::parse::duration)]
+    pub image_compatibility_negative_ttl: Duration,
 }
 
 fn parse_selector(text: &str) -> Result<Selector, String> {
@@ -304,6 +311,9 @@ impl ControllerArgs {
         if self.watch_node_features && !self.image_selection {
             return contradiction("--watch-node-features needs --image-selection");
         }
+        if self.image_compatibility_negative_ttl > noe_registry::compat::MAX_NEGATIVE_TTL {
+            return contradiction("--image-compatibility-negative-ttl must be at most 1h");
+        }
         let taint_arches = taints.arches()?;
         let remediate = Remediate::from(self.remediate);
         let lookup_mode = LookupMode::from(self.lookup_mode);
@@ -364,6 +374,7 @@ impl ControllerArgs {
                 .then_some(crate::config::ImageSelection {
                     all_namespaces: self.image_compatibility_all_namespaces,
                     node_features: self.watch_node_features,
+                    negative_ttl: self.image_compatibility_negative_ttl,
                 }),
         })
     }

@@ -239,12 +239,15 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             )),
             (false, None) => noe_webhook::select::Discovery::Off,
         };
-        admission = admission.with_selection(noe_webhook::select::Selection::new(
-            app.resolver.clone(),
-            Arc::new(app.credentials(pull_secrets.clone())),
-            Arc::new(select::NodeViewNodes { view, features }),
-            discovery,
-        ));
+        admission = admission.with_selection(
+            noe_webhook::select::Selection::new(
+                app.resolver.clone(),
+                Arc::new(app.credentials(pull_secrets.clone())),
+                Arc::new(select::NodeViewNodes { view, features }),
+                discovery,
+            )
+            .with_negative_ttl(settings.negative_ttl),
+        );
     }
     if gating {
         let exempt = ExemptNamespaces::default();
