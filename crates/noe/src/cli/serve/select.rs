@@ -19,17 +19,19 @@ impl NodeSource for NodeViewNodes {
         if !self.view.is_ready() {
             return None;
         }
-        Some(
-            self.view
-                .nodes()
-                .iter()
-                .map(|node| NodeFacts {
-                    name: node.name().to_owned(),
-                    labels: node.labels.clone(),
-                    features: self.features.as_ref().and_then(|f| f.features(node.name())),
-                    schedulable: node.ready && !node.unschedulable,
-                })
-                .collect(),
-        )
+        let mut nodes: Vec<NodeFacts> = self
+            .view
+            .nodes()
+            .iter()
+            .map(|node| NodeFacts {
+                name: node.name().to_owned(),
+                labels: node.labels.clone(),
+                features: self.features.as_ref().and_then(|f| f.features(node.name())),
+                schedulable: node.ready && !node.unschedulable,
+            })
+            .collect();
+        // By name: the store's order is not stable, and a pin by name is written in this order.
+        nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        Some(nodes)
     }
 }
