@@ -1,6 +1,9 @@
 //! The floor: the least an HTTPS admission server on our TLS stack can do. Same stack as `noe`
 //! (hyper 1 auto builder, HTTP/1.1 header-read timeout, tokio-rustls with ring, ALPN h2 and
-//! http/1.1, TCP_NODELAY), parses the request body as JSON, answers a constant AdmissionReview.
+//! http/1.1, TCP_NODELAY), parses the request body as JSON, answers a constant AdmissionReview;
+//! for the lookup endpoint, a constant body given as a file (`--response`): the endpoint's own
+//! answer to the benchmark's request, so both send the same bytes and the comparison measures
+//! the work between them, not the size of the answer.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -40,8 +43,18 @@ pub fn server_config(cert_dir: &Path) -> anyhow::Result<rustls::ServerConfig> {
     Ok(config)
 }
 
-/// Serves until the process is killed.
-pub async fn serve(addr: SocketAddr, cert_dir: &Path) -> anyhow::Result<()> {
+/// Serves until the process is killed, answering `response`'s bytes (default [`RESPONSE`]).
+pub async fn serve(
+    addr: SocketAddr,
+    cert_dir: &Path,
+    response: Option<&Path>,
+) -> anyhow::Result<()> {
+    let response = match response {
+        Some(path) => {
+            Bytes::from(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => Bytes::from_static(RESPONSE.as_bytes()),
+    };
     let acceptor = TlsAcceptor::from(Arc::new(server_config(cert_dir)?));
     let listener = TcpListener::bind(addr)
         .await
@@ -61,19 +74,24 @@ pub async fn serve(addr: SocketAddr, cert_dir: &Path) -> anyhow::Result<()> {
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let builder = builder.clone();
+        let response = response.clone();
         tokio::spawn(async move {
             let Ok(Ok(tls)) =
                 tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
             else {
                 return;
             };
-            let service = hyper::service::service_fn(answer);
+            let service =
+                hyper::service::service_fn(move |request| answer(request, response.clone()));
             let _ = builder.serve_connection(TokioIo::new(tls), service).await;
         });
     }
 }
 
-async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn answer(
+    request: Request<Incoming>,
+    response_body: Bytes,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let status = match Limited::new(request.into_body(), MAX_BODY).collect().await {
         Ok(body) => match serde_json::from_slice::<serde_json::Value>(&body.to_bytes()) {
             Ok(_) => StatusCode::OK,
@@ -81,7 +99,7 @@ async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Inf
         },
         Err(_) => StatusCode::PAYLOAD_TOO_LARGE,
     };
-    let mut response = Response::new(Full::new(Bytes::from_static(RESPONSE.as_bytes())));
+    let mut response = Response::new(Full::new(response_body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

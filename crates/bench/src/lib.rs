@@ -64,6 +64,10 @@ enum Command {
         /// Directory holding tls.crt and tls.key.
         #[arg(long)]
         cert_dir: PathBuf,
+        /// Answer this file's bytes instead of the constant AdmissionReview (the lookup
+        /// endpoint's floor answers a body as long as the endpoint's).
+        #[arg(long)]
+        response: Option<PathBuf>,
     },
     /// Run every measurement and print markdown tables.
     All(Options),
@@ -186,7 +190,11 @@ impl Cli {
         };
         let result = runtime.block_on(async {
             match self.command {
-                Command::Floor { addr, cert_dir } => floor::serve(addr, &cert_dir).await,
+                Command::Floor {
+                    addr,
+                    cert_dir,
+                    response,
+                } => floor::serve(addr, &cert_dir, response.as_deref()).await,
                 Command::All(options) => {
                     startup::run(&options).await?;
                     requests::run(&options).await?;

@@ -1,6 +1,7 @@
 //! The lookup endpoint's warm path: `noe --lookup-addr` answering Gatekeeper `ProviderRequest`s
 //! of 1 and of 64 keys (every image cached) against the floor on the same TLS stack, driven by
-//! wrk side by side (alternating rounds in one run), each server sent the same body. wrk has no
+//! wrk side by side (alternating rounds in one run), each server sent the same body; the floor
+//! answers noe's own answer to it, read once, as a constant (the same bytes on the wire). wrk has no
 //! client certificates, so callers present a Bearer token (the scripted API's TokenReview; the
 //! verdict is cached, so the rounds measure the cache, as a steady Kyverno would).
 
@@ -8,7 +9,7 @@ use anyhow::{bail, Context as _};
 use noe_test_support::{KubeApi, Registry};
 
 use crate::images::{references, tags, Children};
-use crate::noe::{start_floor, start_noe, Process, Tls};
+use crate::noe::{start_floor_answering, start_noe, Process, Tls};
 use crate::wrk::{self, Report};
 use crate::Options;
 
@@ -42,9 +43,13 @@ fn provider_request(keys: &[String]) -> String {
 }
 
 /// Asks the lookup endpoint once (warming the cache and the token verdict); every key must
-/// come back with platforms.
-async fn warm_up(client: &reqwest::Client, lookup: &str, keys: &[String]) -> anyhow::Result<()> {
-    let answer: serde_json::Value = client
+/// come back with platforms. The answer's bytes, for the floor to send.
+async fn warm_up(
+    client: &reqwest::Client,
+    lookup: &str,
+    keys: &[String],
+) -> anyhow::Result<bytes::Bytes> {
+    let body = client
         .post(format!("{lookup}{PATH}"))
         .bearer_auth(TOKEN)
         .header("content-type", "application/json")
@@ -52,15 +57,16 @@ async fn warm_up(client: &reqwest::Client, lookup: &str, keys: &[String]) -> any
         .send()
         .await?
         .error_for_status()?
-        .json()
+        .bytes()
         .await?;
+    let answer: serde_json::Value = serde_json::from_slice(&body)?;
     let items = answer["response"]["items"]
         .as_array()
         .context("no items in the ProviderResponse")?;
     if items.len() != keys.len() || items.iter().any(|item| item["value"].is_null()) {
         bail!("the warm-up lookup did not answer every key: {answer}");
     }
-    Ok(())
+    Ok(body)
 }
 
 pub async fn run(options: &Options) -> anyhow::Result<()> {
@@ -86,7 +92,6 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         ],
     )
     .await?;
-    let floor = start_floor(&tls).await?;
     let client = tls.client()?;
     let lookup_url = format!("https://localhost:{}", lookup_addr.port());
     warm_up(&client, &lookup_url, &images).await?;
@@ -94,7 +99,7 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     println!("## Lookup endpoint (warm)");
     println!();
     println!(
-        "wrk -t{} -c{} -d{}s --latency, POST of a Gatekeeper ProviderRequest to {PATH} with a Bearer token (TokenReview verdict cached), every image cached; the floor answers the same body on the same TLS stack; {} alternating rounds.",
+        "wrk -t{} -c{} -d{}s --latency, POST of a Gatekeeper ProviderRequest to {PATH} with a Bearer token (TokenReview verdict cached), every image cached; the floor, on the same TLS stack, is sent the same body, parses it as JSON and answers a constant body: noe's own answer to that request, byte for byte (so both write as much, and the ratio measures noe's work, not the answer's size); {} alternating rounds.",
         options.threads,
         options.connections,
         options.duration.as_secs(),
@@ -106,10 +111,15 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         process: &noe,
     };
     for keys in [1usize, 64] {
-        let body = provider_request(images.get(..keys).unwrap_or_default());
+        let asked = images.get(..keys).unwrap_or_default();
+        let body = provider_request(asked);
         let script = script(tls.dir.path(), &format!("lookup-{keys}"), &body)?;
+        let answer = warm_up(&client, &lookup_url, asked).await?;
+        let answer_file = tls.dir.path().join(format!("lookup-{keys}-answer.json"));
+        std::fs::write(&answer_file, &answer)?;
+        let floor = start_floor_answering(&tls, Some(&answer_file)).await?;
         let (floors, ours) = rounds(options, &floor, &target, &script).await?;
-        table(keys, body.len(), &floors, &ours);
+        table(keys, body.len(), answer.len(), &floors, &ours);
     }
     let reviews = api
         .requests()
@@ -158,8 +168,8 @@ async fn rounds(
     Ok((floors, ours))
 }
 
-fn table(keys: usize, bytes: usize, floors: &[Report], ours: &[Report]) {
-    println!("### {keys} key(s) ({bytes}-byte request)");
+fn table(keys: usize, bytes: usize, answer: usize, floors: &[Report], ours: &[Report]) {
+    println!("### {keys} key(s) ({bytes}-byte request, {answer}-byte answer from both)");
     println!();
     println!("| round | server | requests/s | p50 ms | p99 ms | errors | server CPU µs/request |");
     println!("|---|---|---:|---:|---:|---:|---:|");

@@ -186,13 +186,26 @@ pub async fn start_noe(bin: &Path, tls: &Tls, extra: &[String]) -> anyhow::Resul
 
 /// Starts the floor server (this binary's `floor` command) and waits until it accepts.
 pub async fn start_floor(tls: &Tls) -> anyhow::Result<Process> {
+    start_floor_answering(tls, None).await
+}
+
+/// Starts the floor answering the bytes of `response` (default: its constant AdmissionReview).
+pub async fn start_floor_answering(
+    tls: &Tls,
+    response: Option<&std::path::Path>,
+) -> anyhow::Result<Process> {
     let addr = free_addr()?;
     let (log, file) = log_file(tls.dir.path(), "floor")?;
     let started = Instant::now();
-    let child = Command::new(std::env::current_exe()?)
+    let mut command = Command::new(std::env::current_exe()?);
+    command
         .arg("floor")
         .arg(format!("--addr={addr}"))
-        .arg(format!("--cert-dir={}", tls.dir.path().display()))
+        .arg(format!("--cert-dir={}", tls.dir.path().display()));
+    if let Some(response) = response {
+        command.arg(format!("--response={}", response.display()));
+    }
+    let child = command
         .stdin(Stdio::null())
         .stdout(file.try_clone()?)
         .stderr(file)

@@ -6,6 +6,11 @@
 //! one merge patch conditional on its `resourceVersion`, written by noe-core's one release
 //! writer ([`noe_core::patch::release`], KEP-3838's form).
 //!
+//! The watch feeds a de-duplicating work queue keyed by pod ([`crate::queue`]) that
+//! [`WORKERS`] workers drain: a pod is never released by two workers at once, an update while
+//! it is in flight runs it once more with the version the watch brought, a relist after a watch
+//! restart queues every gated pod again, and retries wait in the queue until they are due.
+//!
 //! Failed lookups are retried with exponential backoff and jitter (`backoff_min` doubled up to
 //! `backoff_max`); after `max_attempts` the planner decides with `--on-lookup-error` (which may
 //! keep the pod gated: then it is retried at the cap). Every failure is a Warning Event and the
@@ -18,12 +23,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::{reflector, watcher, Controller as KController, WatchStreamExt as _};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{reflector, watcher, WatchStreamExt as _};
 use kube::Api;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -32,6 +37,7 @@ use noe_core::patch::release::{self, Extra, ReleaseError};
 use noe_core::patch::Op;
 
 use crate::leader::Leadership;
+use crate::queue::{Added, WorkQueue};
 use crate::{Error, GateConfig, Metrics};
 
 pub use noe_core::patch::release::{
@@ -51,7 +57,7 @@ pub mod reason {
 }
 /// The stages of `noe_gate_stage_seconds`.
 pub mod stage {
-    /// From the watch event's arrival to a worker taking the pod.
+    /// From the watch event's arrival (or a retry's time) to a worker taking the pod.
     pub const QUEUE: &str = "queue";
     /// The images' platforms (the admission's early lookup, when done, is a cache hit) and
     /// the decision.
@@ -59,10 +65,16 @@ pub mod stage {
     /// The release write's round trip.
     pub const WRITE: &str = "write";
 }
-/// Pods released at once.
-const CONCURRENCY: u16 = 16;
+/// Pods released at once (workers).
+const WORKERS: usize = 16;
 /// Pods whose attempts are remembered (then forgotten: the worst case is a retry too early).
 const MEMO: usize = 100_000;
+/// Gated pods the work queue holds at most (beyond: picked up by the resync).
+const MAX_QUEUED: usize = 100_000;
+/// How often gated pods the queue does not hold are queued again.
+const RESYNC: Duration = Duration::from_secs(60);
+/// How long releases in flight may finish once the controller stops.
+const GRACE: Duration = Duration::from_secs(10);
 
 /// What the decision makes of a gated pod.
 #[derive(Clone, Debug, PartialEq)]
@@ -100,7 +112,7 @@ pub trait GatePlanner: Send + Sync + 'static {
     fn plan<'a>(&'a self, pod: &'a Value, last_attempt: bool) -> BoxFuture<'a, Plan>;
 }
 
-/// The controller's state across reconciles.
+/// The controller's state across releases.
 struct State {
     client: kube::Client,
     recorder: Recorder,
@@ -110,34 +122,6 @@ struct State {
     planner: Arc<dyn GatePlanner>,
     /// UID → failed attempts and when the next may run.
     attempts: Mutex<HashMap<String, (u32, Instant)>>,
-    /// UID → when the watch brought the pod's first event not yet taken by a worker.
-    arrivals: Arc<Arrivals>,
-}
-
-/// When gated pods' events arrived from the watch, for the queue stage of
-/// `noe_gate_stage_seconds`: the earliest event a worker has not taken yet, per UID.
-#[derive(Debug, Default)]
-struct Arrivals(Mutex<HashMap<String, Instant>>);
-
-impl Arrivals {
-    fn stamp(&self, pod: &Pod) {
-        let Some(uid) = pod.metadata.uid.as_deref() else {
-            return;
-        };
-        let mut arrivals = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if arrivals.len() >= MEMO && !arrivals.contains_key(uid) {
-            // Pods deleted before a worker took them: forgotten (their wait goes unmeasured).
-            arrivals.clear();
-        }
-        arrivals.entry(uid.to_owned()).or_insert_with(Instant::now);
-    }
-
-    fn take(&self, uid: &str) -> Option<Instant> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uid)
-    }
 }
 
 /// The delay before attempt `failures + 1`: `min * 2^failures` capped at `max`, minus up to a
@@ -216,7 +200,6 @@ pub(crate) async fn run_leading(
         config,
         planner,
         attempts: Mutex::default(),
-        arrivals: Arc::default(),
     });
     let mut leading = leadership;
     loop {
@@ -248,56 +231,154 @@ pub fn watch_config() -> watcher::Config {
         .fields("status.phase=Pending")
 }
 
+/// The gated pods known from the watch (what a worker reads when it takes a pod's key).
+type Pods = reflector::Store<Pod>;
+
+/// Watches gated pods into the work queue and runs [`WORKERS`] workers releasing them, until
+/// `stop` fires (this replica stops leading, or shuts down).
 async fn run(state: Arc<State>, stop: crate::context::Stop) {
     let api: Api<Pod> = Api::all(state.client.clone());
     let (store, writer) = reflector::store();
-    let arrivals = state.arrivals.clone();
-    // kube's own watch, reflector and trigger (Controller::new), with each event stamped as it
-    // arrives.
-    let pods = watcher(api, watch_config())
-        .map_ok(move |event| {
-            if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = &event {
-                arrivals.stamp(pod);
+    let queue = Arc::new(WorkQueue::new(MAX_QUEUED));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..WORKERS {
+        workers.spawn(work(state.clone(), queue.clone(), store.clone()));
+    }
+    let events = watcher(api, watch_config())
+        .default_backoff()
+        .reflect(writer);
+    let feed = feed(events, &queue, &state);
+    let gauges = gauges(&store, &queue, &state.metrics);
+    tokio::select! {
+        () = feed => {}
+        () = gauges => {}
+        () = stop => {}
+    }
+    queue.close();
+    // Releases in flight finish (each checks the leadership right before its write), within
+    // a bound; the rest are dropped and picked up by the next term's relist.
+    let drained = tokio::time::timeout(GRACE, async {
+        while workers.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            controller = "gate",
+            "releases still in flight at stop: abandoned"
+        );
+    }
+    state.metrics.gated_pods.set(0);
+    state.metrics.gate_oldest.set(0.0);
+}
+
+/// Queues the key of every gated pod the watch brings: at once for an event, at the end of a
+/// (re)list for the pods listed (the store holds them only then), and forgets deleted pods.
+async fn feed(
+    events: impl futures::Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
+    queue: &WorkQueue<ObjectRef<Pod>>,
+    state: &State,
+) {
+    let mut events = std::pin::pin!(events);
+    let mut listed: Vec<ObjectRef<Pod>> = Vec::new();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(pod)) => {
+                if has_our_gate(&pod) {
+                    queued(queue.add(ObjectRef::from_obj(&pod)));
+                }
             }
-            event
-        })
-        .reflect(writer)
-        .applied_objects();
-    let kcontroller = KController::for_stream(pods, store.clone())
-        .with_config(controller::Config::default().concurrency(CONCURRENCY));
-    let metrics = state.metrics.clone();
-    let gauges = {
-        let metrics = metrics.clone();
-        async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tick.tick().await;
-                let pods = store.state();
-                let gated: Vec<&Arc<Pod>> = pods.iter().filter(|p| has_our_gate(p)).collect();
-                metrics
-                    .gated_pods
-                    .set(i64::try_from(gated.len()).unwrap_or(i64::MAX));
-                let oldest = gated.iter().map(|p| age(p)).fold(0.0, f64::max);
-                metrics.gate_oldest.set(oldest);
+            Ok(watcher::Event::Delete(pod)) => {
+                queue.forget(&ObjectRef::from_obj(&pod));
+                if let Some(uid) = pod.metadata.uid.as_deref() {
+                    state.forget(uid);
+                }
             }
-        }
-    };
-    let controller = kcontroller
-        .graceful_shutdown_on(stop)
-        .run(reconcile, error_policy, state)
-        .for_each(|result| {
-            if let Err(controller::Error::QueueError(error)) = result {
-                metrics.watch_errors.with_label_values(&["pods"]).inc();
+            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::InitApply(pod)) => {
+                if has_our_gate(&pod) && listed.len() < MAX_QUEUED {
+                    listed.push(ObjectRef::from_obj(&pod));
+                }
+            }
+            Ok(watcher::Event::InitDone) => {
+                // A relist after a watch restart: every gated pod queued, retries kept at
+                // their time.
+                for key in listed.drain(..) {
+                    queued(queue.add_if_absent(key));
+                }
+            }
+            Err(error) => {
+                state
+                    .metrics
+                    .watch_errors
+                    .with_label_values(&["pods"])
+                    .inc();
                 tracing::warn!(%error, "gated pod watch failed; retrying with backoff");
             }
-            std::future::ready(())
-        });
-    tokio::select! {
-        () = controller => {}
-        () = gauges => {}
+        }
     }
-    metrics.gated_pods.set(0);
-    metrics.gate_oldest.set(0.0);
+}
+
+fn queued(added: Added) {
+    if added == Added::Full {
+        // Picked up by the resync once the queue has room.
+        tracing::warn!(
+            capacity = MAX_QUEUED,
+            "gate work queue full: a gated pod waits for the resync"
+        );
+    }
+}
+
+/// The gauges, every second from the store; every [`RESYNC`] the gated pods the queue does not
+/// hold are queued (none, unless the queue was full).
+async fn gauges(store: &Pods, queue: &WorkQueue<ObjectRef<Pod>>, metrics: &Metrics) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut last_resync = Instant::now();
+    loop {
+        tick.tick().await;
+        let pods = store.state();
+        let gated: Vec<&Arc<Pod>> = pods.iter().filter(|p| has_our_gate(p)).collect();
+        metrics
+            .gated_pods
+            .set(i64::try_from(gated.len()).unwrap_or(i64::MAX));
+        let oldest = gated.iter().map(|p| age(p)).fold(0.0, f64::max);
+        metrics.gate_oldest.set(oldest);
+        if last_resync.elapsed() >= RESYNC {
+            last_resync = Instant::now();
+            for pod in gated {
+                queued(queue.add_if_absent(ObjectRef::from_obj(pod.as_ref())));
+            }
+        }
+    }
+}
+
+/// One worker: takes a pod's key, releases the pod as the store holds it now, and schedules
+/// the retry the attempt asks for (an update meanwhile runs it again at once instead).
+async fn work(state: Arc<State>, queue: Arc<WorkQueue<ObjectRef<Pod>>>, store: Pods) {
+    while let Some((key, waited)) = queue.next().await {
+        state
+            .metrics
+            .gate_stages
+            .with_label_values(&[stage::QUEUE])
+            .observe(waited.as_secs_f64());
+        // Not in the store: deleted, released or no longer pending since it was queued.
+        let retry = match store.get(&key) {
+            None => None,
+            Some(pod) => match release_once(&state, &pod, false).await {
+                Ok(Released::Done(_) | Released::Gone) => None,
+                Ok(Released::Later(delay)) => Some(delay),
+                Err(error) => {
+                    let (namespace, name) = names(&pod);
+                    tracing::warn!(%error, kind = error.kind(), namespace, pod = name, "gate release failed; retrying");
+                    let uid = pod.metadata.uid.clone().unwrap_or_default();
+                    Some(state.failed(&uid))
+                }
+            },
+        };
+        queue.done(&key);
+        if let Some(delay) = retry {
+            queued(queue.add_after(key, delay));
+        }
+    }
 }
 
 impl State {
@@ -327,6 +408,16 @@ impl State {
             (failures.saturating_add(1), Instant::now() + delay),
         );
         delay
+    }
+
+    /// The retry of a pod that did not fail (a conflict): the first backoff, jittered.
+    fn soon(&self, uid: &str) -> Duration {
+        backoff(
+            0,
+            self.config.backoff_min,
+            self.config.backoff_max,
+            seed(uid, u32::MAX),
+        )
     }
 
     fn observe(&self, stage: &str, since: Instant) {
@@ -415,21 +506,6 @@ pub mod outcome {
     pub const FORCED: &str = "forced";
 }
 
-async fn reconcile(pod: Arc<Pod>, state: Arc<State>) -> Result<Action, Error> {
-    if let Some(arrived) = pod
-        .metadata
-        .uid
-        .as_deref()
-        .and_then(|uid| state.arrivals.take(uid))
-    {
-        state.observe(stage::QUEUE, arrived);
-    }
-    match release_once(&state, &pod, false).await? {
-        Released::Done(_) | Released::Gone => Ok(Action::await_change()),
-        Released::Later(delay) => Ok(Action::requeue(delay)),
-    }
-}
-
 /// One attempt at releasing `pod`: look up, decide, write. `force`: release without lookups.
 async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released, Error> {
     if !has_our_gate(pod) {
@@ -446,17 +522,17 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
     }
     let failures = failures.map_or(0, |(n, _)| n);
     let last_attempt = failures.saturating_add(1) >= state.config.max_attempts;
+    // The pod as JSON once: the decision reads it, the release is written against it.
+    let raw = serde_json::to_value(pod)
+        .map_err(|_| Error::Incomplete(format!("pod {}", names(pod).1)))?;
     let plan = if force {
         Plan::Unconstrained { note: None }
     } else {
-        let raw = serde_json::to_value(pod)
-            .map_err(|_| Error::Incomplete(format!("pod {}", names(pod).1)))?;
         let started = Instant::now();
         let plan = state.planner.plan(&raw, last_attempt).await;
         state.observe(stage::LOOKUP, started);
         plan
     };
-    let raw = serde_json::to_value(pod).unwrap_or(Value::Null);
     let (ops, extra, outcome): (&[Op], Extra, &'static str) = match &plan {
         Plan::LookupFailed { message } => {
             let delay = state.failed(&uid);
@@ -494,8 +570,9 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
     };
     let patch = match release::release(&raw, ops, &extra) {
         Ok(patch) => patch,
-        // Changed since the decision: the watch brings the new version.
-        Err(ReleaseError::Stale(_)) => return Ok(Released::Later(state.config.backoff_min)),
+        // Changed since the decision: the watch brings the new version (which runs the pod
+        // again at once); the retry is for a version that never comes.
+        Err(ReleaseError::Stale(_)) => return Ok(Released::Later(state.soon(&uid))),
         Err(error) => {
             let delay = state.failed(&uid);
             let note = format!("the release of this pod cannot be written: {error}");
@@ -531,9 +608,10 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
             state.forget(&uid);
             Ok(Released::Gone)
         }
-        // Changed since read: the watch brings the new version.
+        // Changed since read: the watch brings the new version, which runs the pod again at
+        // once (re-read from the store); the retry is for a version that never comes.
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            Ok(Released::Later(state.config.backoff_min))
+            Ok(Released::Later(state.soon(&uid)))
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 400 | 403 | 422) => {
             let delay = state.failed(&uid);
@@ -547,13 +625,6 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
         }
         Err(source) => Err(Error::kube(action(), source)),
     }
-}
-
-fn error_policy(pod: Arc<Pod>, error: &Error, state: Arc<State>) -> Action {
-    let (namespace, name) = names(&pod);
-    tracing::warn!(%error, kind = error.kind(), namespace, pod = name, "gate release failed; retrying");
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    Action::requeue(state.failed(&uid))
 }
 
 /// What `noe ungate` did.
@@ -590,7 +661,6 @@ pub async fn ungate(
         config,
         planner,
         attempts: Mutex::default(),
-        arrivals: Arc::default(),
     };
     let api: Api<Pod> = match namespace {
         Some(namespace) => Api::namespaced(client, namespace),

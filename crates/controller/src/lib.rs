@@ -39,6 +39,7 @@ mod nodes;
 pub mod objects;
 mod pace;
 mod platforms;
+mod queue;
 pub mod remediate;
 mod runtime;
 mod shutdown;

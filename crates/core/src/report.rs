@@ -91,6 +91,7 @@ impl ImageEntry {
 /// One workload of the report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Item {
+    /// The workload, its `images` moved into [`Item::images`].
     pub workload: Workload,
     pub images: Vec<ImageEntry>,
     /// The `os/arch` every image supports, for the pod's OS (`*` when every image is
@@ -109,14 +110,15 @@ pub struct Item {
 
 impl Item {
     /// The item for `workload`, whose images' answers are `answers`, in the same order.
-    pub fn new(workload: Workload, answers: Vec<Answer>, targets: &[String]) -> Self {
-        let images: Vec<ImageEntry> = workload
-            .images
-            .iter()
+    /// The workload's image list moves into [`Item::images`] (`workload.images` is left
+    /// empty): each reference is held once.
+    pub fn new(mut workload: Workload, answers: Vec<Answer>, targets: &[String]) -> Self {
+        let images: Vec<ImageEntry> = std::mem::take(&mut workload.images)
+            .into_iter()
             .zip(answers)
             .map(|((image, kind), answer)| ImageEntry {
-                image: image.clone(),
-                kind: *kind,
+                image,
+                kind,
                 answer,
             })
             .collect();

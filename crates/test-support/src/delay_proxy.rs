@@ -2,6 +2,10 @@
 //! held for half the round trip in each direction, in order, without slowing the throughput
 //! (chunks in flight overlap, as on a long link). Connecting is not delayed: the measurements
 //! that use it count HTTP round trips (docs/benchmarks.md, Cold path).
+//!
+//! The hold is exact to the scheduler's wake-up: tokio's timer fires on whole milliseconds,
+//! rounded up (up to 1 ms late on each way, a fifth of a 5 ms round trip), so the last
+//! millisecond is slept on a blocking thread, whose sleep is precise.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,6 +23,8 @@ use tokio::time::Instant;
 const IN_FLIGHT: usize = 64;
 /// Connections forwarded at the same time at most.
 const MAX_CONNECTIONS: usize = 1024;
+/// tokio's timer resolution: what is left of a hold after its timer is slept precisely.
+const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// A running delaying proxy; stops (and drops every connection) on drop.
 ///
@@ -127,7 +133,7 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duration) 
     };
     let writer = async move {
         while let Some((at, chunk)) = receiver.recv().await {
-            tokio::time::sleep_until(at).await;
+            sleep_until(at).await;
             if to.write_all(&chunk).await.is_err() {
                 return;
             }
@@ -135,4 +141,22 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duration) 
         let _ = to.shutdown().await;
     };
     tokio::join!(reader, writer);
+}
+
+/// Sleeps until `at`: on tokio's timer up to its last tick before, then precisely.
+async fn sleep_until(at: Instant) {
+    if let Some(coarse) = at.checked_sub(TIMER_TICK) {
+        tokio::time::sleep_until(coarse).await;
+    }
+    let rest = at.saturating_duration_since(Instant::now());
+    if rest.is_zero() {
+        return;
+    }
+    if tokio::task::spawn_blocking(move || std::thread::sleep(rest))
+        .await
+        .is_err()
+    {
+        // No blocking thread (the runtime is shutting down): the timer, rounded up.
+        tokio::time::sleep_until(at).await;
+    }
 }

@@ -82,6 +82,10 @@ async fn accept_loop(
         let Ok(local) = stream.local_addr() else {
             continue;
         };
+        // As Go servers (the apiserver, registries, token services) do by default: a small
+        // write (a watch event, an answer's last part) is sent at once, not held by Nagle's
+        // algorithm until the peer acknowledges the previous one.
+        let _ = stream.set_nodelay(true);
         let handler = handler.clone();
         let acceptor = acceptor.clone();
         connections.spawn(async move {

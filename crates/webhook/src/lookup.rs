@@ -15,12 +15,13 @@
 //! and [`server_config`]'s client authentication.
 
 pub mod auth;
+pub mod client_ca;
 pub mod images;
 pub mod metrics;
 pub mod wire;
 
 use std::convert::Infallible;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -28,9 +29,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
-use rustls::server::WebPkiClientVerifier;
-use rustls_pki_types::pem::PemObject as _;
-use rustls_pki_types::CertificateDer;
 use tower::Service;
 
 use crate::server::post::{self, PostFuture};
@@ -38,6 +36,7 @@ use crate::server::router::{Answer, NotFound, Route, Router};
 use crate::server::tls::{provider, Reloadable};
 use crate::server::{BodyLimits, ClientCertificate};
 pub use auth::{Auth, Caller, KubeTokenReviews, Refused, TokenAuth, TokenReviewer};
+pub use client_ca::ClientCa;
 pub use images::{ImageSource, RegistryImages};
 pub use metrics::{Engine, Metrics, Outcome};
 pub use wire::KeyAnswer;
@@ -68,39 +67,19 @@ pub enum Error {
 }
 
 /// The listener's TLS configuration: the webhook's serving certificate (`tls`, reloaded), TLS
-/// 1.3 and 1.2, and with `client_ca` (`--lookup-client-ca`, PEM) client certificates asked for
-/// and verified against it (a client without one may still present a Bearer token).
+/// 1.3 and 1.2, and with `client_ca` (`--lookup-client-ca`, reloaded: [`ClientCa`]) client
+/// certificates asked for and verified against it (a client without one may still present a
+/// Bearer token).
 pub fn server_config(
     tls: &Arc<Reloadable>,
-    client_ca: Option<&Path>,
+    client_ca: Option<&Arc<ClientCa>>,
 ) -> Result<rustls::ServerConfig, Error> {
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(Error::Config)?;
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
-        Some(path) => {
-            let pem = std::fs::read(path).map_err(|source| Error::ReadClientCa {
-                path: path.to_owned(),
-                source,
-            })?;
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok) {
-                let _ = roots.add(cert);
-            }
-            if roots.is_empty() {
-                return Err(Error::ClientCa {
-                    path: path.to_owned(),
-                });
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-                .allow_unauthenticated()
-                .build()
-                .map_err(|_| Error::ClientCa {
-                    path: path.to_owned(),
-                })?;
-            builder.with_client_cert_verifier(verifier)
-        }
+        Some(ca) => builder.with_client_cert_verifier(ca.clone()),
     };
     let mut config = builder.with_cert_resolver(tls.clone());
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -218,11 +197,11 @@ impl Lookup {
         let answers = images::answer(&self.images, &self.in_flight, &keys, deadline).await;
         let outcome = match answers.failed {
             0 => Outcome::Ok,
-            n if n == answers.by_key.len() => Outcome::Failed,
+            n if n == answers.distinct() => Outcome::Failed,
             _ => Outcome::Partial,
         };
         tracing::debug!(caller = engine.label(), who = ?caller, keys = keys.len(), failed = answers.failed, "Lookup answered");
-        let find = |key: &str| answers.by_key.get(key);
+        let find = |i: usize| answers.at(i);
         let body = match engine {
             Engine::Gatekeeper => wire::gatekeeper_response(&keys, find),
             Engine::Kyverno => wire::kyverno_response(&keys, find),

@@ -129,10 +129,19 @@ fn start(
     planner: Arc<dyn GatePlanner>,
     lease: Option<LeaseConfig>,
 ) -> (Running, prometheus::Registry) {
+    start_with(api, planner, lease, fast_gate())
+}
+
+fn start_with(
+    api: &KubeApi,
+    planner: Arc<dyn GatePlanner>,
+    lease: Option<LeaseConfig>,
+    gate: GateConfig,
+) -> (Running, prometheus::Registry) {
     let registry = prometheus::Registry::new();
     let metrics = Metrics::new(&registry, 10).unwrap();
     let config = Config {
-        gate: Some(fast_gate()),
+        gate: Some(gate),
         leader_election: lease,
         ..Config::default()
     };
@@ -403,6 +412,106 @@ async fn a_replica_that_lost_the_lease_mid_release_does_not_write() {
     let patches = pod_patches(&api, "web");
     assert_eq!(patches.len(), 1, "the lost term wrote nothing");
     assert_eq!(patches[0].status, 200);
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_conflict_is_retried_with_the_pod_read_again() {
+    let api = KubeApi::start().await.unwrap();
+    api.fault(Fault::new("PATCH", "/api/v1/namespaces/shop/pods/web", 409).times(1));
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    let (running, _registry) = start(&api, Scripted::new(0, Answer::Arm), None);
+    eventually("released", || !gated(&api, "web")).await;
+    let statuses: Vec<u16> = pod_patches(&api, "web").iter().map(|p| p.status).collect();
+    assert_eq!(statuses, [409, 200]);
+    assert!(event_reasons(&api).is_empty(), "a conflict is no failure");
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_update_while_in_flight_runs_the_pod_once_more_with_the_new_version() {
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    let hold = Arc::new(tokio::sync::Semaphore::new(0));
+    let planner = Arc::new(Scripted {
+        failures: AtomicU32::new(0),
+        calls: AtomicU32::new(0),
+        answer: Answer::Arm,
+        hold: Some(hold.clone()),
+    });
+    // Retries far beyond the test's patience: only the watch's update can run it again.
+    let slow = GateConfig {
+        backoff_min: Duration::from_secs(600),
+        backoff_max: Duration::from_secs(600),
+        ..fast_gate()
+    };
+    let (running, _registry) = start_with(&api, planner.clone(), None, slow);
+    eventually("a release in flight", || {
+        planner.calls.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    // Updated while its release is in flight: that release meets a conflict, and the update
+    // (whether its event comes before or after) runs the pod again.
+    let mut pod = api.get(Resource::Pods, "shop", "web").unwrap();
+    pod["metadata"]["labels"]["tier"] = json!("front");
+    api.put_pod(pod);
+    hold.add_permits(100);
+    eventually("released", || !gated(&api, "web")).await;
+    let patches = pod_patches(&api, "web");
+    let statuses: Vec<u16> = patches.iter().map(|p| p.status).collect();
+    assert_eq!(statuses, [409, 200]);
+    let version = api.get(Resource::Pods, "shop", "web").unwrap();
+    assert_eq!(version["metadata"]["labels"]["tier"], "front");
+    assert_eq!(planner.calls.load(Ordering::SeqCst), 2);
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn many_gated_pods_are_each_released_by_one_write() {
+    let api = KubeApi::start().await.unwrap();
+    let names: Vec<String> = (0..120).map(|i| format!("p{i:03}")).collect();
+    let (before, after) = names.split_at(60);
+    for name in before {
+        api.put_pod(gated_pod_json("shop", name, &["app:1"]));
+    }
+    let planner = Scripted::new(0, Answer::Arm);
+    let (running, _registry) = start(&api, planner.clone(), None);
+    for name in after {
+        api.put_pod(gated_pod_json("shop", name, &["app:1"]));
+    }
+    eventually("all released", || {
+        names.iter().all(|name| !gated(&api, name))
+    })
+    .await;
+    for name in &names {
+        let statuses: Vec<u16> = pod_patches(&api, name).iter().map(|p| p.status).collect();
+        assert_eq!(statuses, [200], "{name}");
+    }
+    assert_eq!(planner.calls.load(Ordering::SeqCst), 120);
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn gated_pods_are_not_lost_when_the_watch_restarts() {
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(gated_pod_json("shop", "first", &["app:1"]));
+    let (running, _registry) = start(&api, Scripted::new(0, Answer::Arm), None);
+    eventually("first released", || !gated(&api, "first")).await;
+    let lists = || {
+        api.requests()
+            .iter()
+            .filter(|r| {
+                r.method == "GET" && r.path == "/api/v1/pods" && r.query_param("watch").is_none()
+            })
+            .count()
+    };
+    let listed = lists();
+    // The history is gone and every watch ends: the controller must relist.
+    api.compact();
+    api.put_pod(gated_pod_json("shop", "second", &["app:1"]));
+    eventually("second released", || !gated(&api, "second")).await;
+    eventually("listed again", || lists() > listed).await;
+    assert_eq!(pod_patches(&api, "second").len(), 1);
     running.shutdown().await;
 }
 

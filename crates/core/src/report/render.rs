@@ -1,119 +1,15 @@
-//! The report's renderings: JSON (the `report.noe.adevinta.com/v1` `ReadinessReport` contract),
-//! an aligned table, CSV (RFC 4180, its header built from the same columns as its rows) and
+//! The report's renderings: JSON (the `report.noe.adevinta.com/v1` `ReadinessReport` contract,
+//! streamed: [`json`](mod@json)), an aligned table, CSV (RFC 4180, its header built from the same columns as its rows) and
 //! Markdown. Strings from a cluster or a file are hostile: control characters are escaped in
 //! the text renderings, CSV fields are quoted, Markdown cells have `|` escaped.
 
 use std::fmt::Write as _;
 
-use serde_json::{json, Map, Value};
+use super::{Item, Report, Tally};
 
-use super::{ArchSummary, Item, Report, Requests, Tally};
-
-fn requests_json(requests: &Requests) -> Value {
-    json!({"cpu": requests.cpu.to_string(), "memory": requests.memory.to_string()})
-}
-
-fn tally_json(tally: &Tally) -> Value {
-    json!({
-        "workloads": {
-            "ready": tally.workloads.ready,
-            "blocked": tally.workloads.blocked,
-            "unknown": tally.workloads.unknown,
-        },
-        "movable": requests_json(&tally.movable),
-    })
-}
-
-fn item_json(item: &Item, include_pods: bool) -> Value {
-    let w = &item.workload;
-    let images: Vec<Value> = item
-        .images
-        .iter()
-        .map(|entry| match &entry.answer {
-            Ok(platforms) => json!({
-                "image": entry.image,
-                "platforms": platforms.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "error": null,
-            }),
-            Err(failure) => json!({
-                "image": entry.image,
-                "platforms": null,
-                "error": {"kind": failure.kind, "message": failure.message},
-            }),
-        })
-        .collect();
-    let verdicts: Map<String, Value> = item
-        .verdicts
-        .iter()
-        .map(|(arch, verdict)| (arch.clone(), json!(verdict.as_str())))
-        .collect();
-    let blocking: Map<String, Value> = item
-        .blocking
-        .iter()
-        .map(|(arch, images)| (arch.clone(), json!(images)))
-        .collect();
-    let mut out = json!({
-        "kind": w.kind,
-        "namespace": w.namespace,
-        "name": w.name,
-        "replicas": w.replicas,
-        "images": images,
-        "platforms": item.common,
-        "verdicts": verdicts,
-        "blocking": blocking,
-        "requests": requests_json(&w.requests),
-        "totalRequests": item.total.as_ref().map(requests_json),
-    });
-    if include_pods {
-        out["runningOn"] = json!(item.running_on.clone().unwrap_or_default());
-    }
-    out
-}
-
-fn summary_json(summary: &ArchSummary) -> Value {
-    let mut out = tally_json(&summary.all);
-    out["blockingImages"] = summary
-        .blocking_images
-        .iter()
-        .map(|(image, workloads)| json!({"image": image, "workloads": workloads}))
-        .collect();
-    out["namespaces"] = summary
-        .namespaces
-        .iter()
-        .map(|(namespace, tally)| (namespace.clone(), tally_json(tally)))
-        .collect::<Map<String, Value>>()
-        .into();
-    out
-}
+mod json;
 
 impl Report {
-    /// The `ReadinessReport` (docs/configuration.md, "noe report").
-    pub fn json(&self) -> Value {
-        let summary: Map<String, Value> = self
-            .summary
-            .iter()
-            .map(|(arch, summary)| (arch.clone(), summary_json(summary)))
-            .collect();
-        json!({
-            "apiVersion": super::API_VERSION,
-            "kind": super::KIND,
-            "targetArchs": self.targets,
-            "items": self.items.iter().map(|i| item_json(i, self.include_pods)).collect::<Vec<_>>(),
-            "summary": summary,
-            "errors": {
-                "images": self.image_errors.iter().map(|e| json!({
-                    "image": e.image,
-                    "error": {"kind": e.failure.kind, "message": e.failure.message},
-                    "workloads": e.workloads,
-                })).collect::<Vec<_>>(),
-                "sources": self.source_errors.iter().map(|e| json!({
-                    "source": e.source,
-                    "message": e.message,
-                })).collect::<Vec<_>>(),
-            },
-        })
-    }
-
     /// The columns of the table, CSV and Markdown renderings: `(heading, csv header)`.
     fn columns(&self) -> Vec<(String, String)> {
         let mut columns: Vec<(String, String)> = [

@@ -401,3 +401,67 @@ fn csv_header_matches_rows_and_hostile_strings_are_contained() {
     assert!(markdown.contains("we,b\"x\\u{1b}[31m\\|"), "{markdown}");
     assert_eq!(markdown.lines().next().unwrap().matches('|').count(), 12);
 }
+
+/// Keeps what is written, and the largest single write.
+#[derive(Default)]
+struct Recorder {
+    bytes: Vec<u8>,
+    largest: usize,
+}
+
+impl std::io::Write for Recorder {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.largest = self.largest.max(buf.len());
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The JSON is written part by part (never a tree or a string of the whole document), with the
+/// bytes of the document as a tree renders it: keys sorted at every level.
+#[test]
+fn json_is_streamed_with_the_bytes_of_the_document() {
+    let targets = vec!["arm64".to_owned(), "amd64".to_owned()];
+    let items: Vec<Item> = (0..2000u64)
+        .map(|i| {
+            let containers = json!([{"image": format!("img-{}:1", i % 7)}, {"image": "gone:1"}]);
+            let w = workload(deployment(
+                &format!("app-{i}"),
+                1 + i % 3,
+                containers,
+                json!([]),
+            ));
+            let first = if i % 2 == 0 {
+                platforms(&["linux/amd64", "linux/arm64/v8"])
+            } else {
+                platforms(&["linux/amd64"])
+            };
+            Item::new(w, vec![first, failed("not_found")], &targets)
+        })
+        .collect();
+    let errors = vec![SourceError {
+        source: "Deployment team/\"odd\"".to_owned(),
+        message: "not valid\n".to_owned(),
+    }];
+    let report = Report::new(targets, items, Some(&Placement::default()), errors);
+    let mut out = Recorder::default();
+    report.write_json(&mut out).unwrap();
+    let tree = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&report.json()).unwrap()
+    );
+    assert!(out.bytes.len() > 1 << 20, "{} bytes", out.bytes.len());
+    assert!(out.largest <= 256, "a write of {} bytes", out.largest);
+    assert!(
+        String::from_utf8(out.bytes).unwrap() == tree,
+        "not the tree's bytes"
+    );
+    let json = report.json();
+    assert_eq!(json["items"][0]["runningOn"], json!({}));
+    assert_eq!(json["items"][0]["images"][1]["platforms"], Value::Null);
+    assert_eq!(json["errors"]["sources"][0]["message"], "not valid\n");
+}

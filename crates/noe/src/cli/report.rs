@@ -254,20 +254,16 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         .collect();
     let placement = settings.include_pods.then_some(&placement);
     let report = Report::new(settings.targets.clone(), items, placement, errors);
-    let text = match settings.format {
-        ReportFormat::Json => {
-            let mut text = serde_json::to_string_pretty(&report.json())
-                .map_err(|error| format!("cannot write the report: {error}"))?;
-            text.push('\n');
-            text
-        }
-        ReportFormat::Table => report.table(),
-        ReportFormat::Csv => report.csv(),
-        ReportFormat::Markdown => report.markdown(),
+    let stdout = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout);
+    let written = match settings.format {
+        ReportFormat::Json => report.write_json(&mut out),
+        ReportFormat::Table => out.write_all(report.table().as_bytes()),
+        ReportFormat::Csv => out.write_all(report.csv().as_bytes()),
+        ReportFormat::Markdown => out.write_all(report.markdown().as_bytes()),
     };
-    std::io::stdout()
-        .lock()
-        .write_all(text.as_bytes())
+    written
+        .and_then(|()| out.flush())
         .map_err(|error| format!("cannot write the report: {error}"))?;
     Ok(if report.any(&settings.fail_on) {
         Exit::FailOn

@@ -112,50 +112,122 @@ pub fn failed(class: &str, message: &str) -> KeyAnswer {
     KeyAnswer::Failed(format!("{class}: {message}"))
 }
 
-/// What is known of each distinct key, and how many of them failed.
+/// Keys checked for repeats by comparing them with the keys before them, below this many; a
+/// map above.
+const LINEAR_DEDUP: usize = 8;
+
+/// What is known of each key: one answer per distinct key (a repeated key shares the first
+/// one's), and how many distinct keys failed.
 #[derive(Debug, Default)]
 pub struct Answers<'a> {
-    pub by_key: HashMap<&'a str, KeyAnswer>,
+    keys: &'a [String],
+    /// For each key, in order, the index of its answer in `distinct`.
+    slots: Vec<usize>,
+    distinct: Vec<KeyAnswer>,
     pub failed: usize,
 }
 
-/// Looks `keys` up: the cache first, the misses at once under `in_flight` (the endpoint's
-/// permits), each ending at `deadline`.
+impl<'a> Answers<'a> {
+    /// The answer for the `i`th key.
+    pub fn at(&self, i: usize) -> Option<&KeyAnswer> {
+        self.distinct.get(*self.slots.get(i)?)
+    }
+
+    /// The answer for `key` (its first occurrence).
+    pub fn of(&self, key: &str) -> Option<&KeyAnswer> {
+        self.at(self.keys.iter().position(|k| k == key)?)
+    }
+
+    /// Distinct keys.
+    pub fn distinct(&self) -> usize {
+        self.distinct.len()
+    }
+}
+
+/// For each key, the index of the first key equal to it among the distinct ones, and how many
+/// are distinct: one hash per key (none for a few keys).
+fn slots(keys: &[String]) -> (Vec<usize>, Vec<bool>) {
+    let mut slots = Vec::with_capacity(keys.len());
+    let mut first = Vec::with_capacity(keys.len());
+    let mut distinct = 0usize;
+    if keys.len() <= LINEAR_DEDUP {
+        for (i, key) in keys.iter().enumerate() {
+            let earlier = keys
+                .get(..i)
+                .unwrap_or_default()
+                .iter()
+                .position(|k| k == key)
+                .and_then(|j| slots.get(j).copied());
+            match earlier {
+                Some(slot) => {
+                    slots.push(slot);
+                    first.push(false);
+                }
+                None => {
+                    slots.push(distinct);
+                    first.push(true);
+                    distinct = distinct.saturating_add(1);
+                }
+            }
+        }
+    } else {
+        let mut seen: HashMap<&str, usize> = HashMap::with_capacity(keys.len());
+        for key in keys {
+            match seen.entry(key.as_str()) {
+                std::collections::hash_map::Entry::Occupied(slot) => {
+                    slots.push(*slot.get());
+                    first.push(false);
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(distinct);
+                    slots.push(distinct);
+                    first.push(true);
+                    distinct = distinct.saturating_add(1);
+                }
+            }
+        }
+    }
+    (slots, first)
+}
+
+/// Looks `keys` up: the cache first (one probe per distinct key), the misses at once under
+/// `in_flight` (the endpoint's permits), each ending at `deadline`.
 pub async fn answer<'a>(
     source: &Arc<dyn ImageSource>,
     in_flight: &Arc<Semaphore>,
     keys: &'a [String],
     deadline: Instant,
 ) -> Answers<'a> {
-    let mut by_key: HashMap<&'a str, KeyAnswer> = HashMap::with_capacity(keys.len());
-    let mut missed: Vec<&'a str> = Vec::new();
-    for key in keys {
+    let (slots, first) = slots(keys);
+    let mut distinct: Vec<KeyAnswer> = Vec::with_capacity(keys.len());
+    // Cache misses: their slot and key.
+    let mut missed: Vec<(usize, &'a str)> = Vec::new();
+    for (key, _) in keys.iter().zip(&first).filter(|(_, first)| **first) {
         let key = key.as_str();
-        if by_key.contains_key(key) || missed.contains(&key) {
-            continue;
-        }
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
             let why = if key.is_empty() {
                 "empty image reference".to_owned()
             } else {
                 format!("image reference longer than {MAX_KEY_BYTES} bytes")
             };
-            by_key.insert(key, failed(class::INVALID, &why));
+            distinct.push(failed(class::INVALID, &why));
             continue;
         }
         match source.cached(key) {
-            Some(found) => {
-                by_key.insert(key, found);
+            Some(found) => distinct.push(found),
+            None => {
+                missed.push((distinct.len(), key));
+                // Replaced by the lookup's answer below (an empty string does not allocate).
+                distinct.push(KeyAnswer::Failed(String::new()));
             }
-            None => missed.push(key),
         }
     }
     if !missed.is_empty() {
         let share = Arc::new(Semaphore::new(PER_REQUEST));
         let share = &share;
-        let lookups = missed.into_iter().map(|image| async move {
+        let lookups = missed.into_iter().map(|(slot, image)| async move {
             let answer = tokio::time::timeout_at(deadline, async {
-                let (Ok(share), Ok(slot)) = (
+                let (Ok(share), Ok(permit)) = (
                     share.clone().acquire_owned().await,
                     in_flight.clone().acquire_owned().await,
                 ) else {
@@ -165,7 +237,7 @@ pub async fn answer<'a>(
                 let owned = image.to_owned();
                 let lookup = tokio::spawn(async move {
                     let answer = source.lookup(&owned).await;
-                    drop((share, slot));
+                    drop((share, permit));
                     answer
                 });
                 lookup
@@ -179,17 +251,24 @@ pub async fn answer<'a>(
                     "not answered within the request's deadline (cache miss still being looked up)",
                 )
             });
-            (image, answer)
+            (slot, answer)
         });
-        for (image, answer) in futures::future::join_all(lookups).await {
-            by_key.insert(image, answer);
+        for (slot, answer) in futures::future::join_all(lookups).await {
+            if let Some(place) = distinct.get_mut(slot) {
+                *place = answer;
+            }
         }
     }
-    let failed = by_key
-        .values()
+    let failed = distinct
+        .iter()
         .filter(|answer| matches!(answer, KeyAnswer::Failed(_)))
         .count();
-    Answers { by_key, failed }
+    Answers {
+        keys,
+        slots,
+        distinct,
+        failed,
+    }
 }
 
 #[cfg(test)]
@@ -249,9 +328,11 @@ mod tests {
         )
         .await;
         assert_eq!(started.elapsed(), Duration::from_millis(700));
-        assert_eq!(answers.by_key["warm"], found("sha256:warm"));
-        assert_eq!(answers.by_key["cold"], found("sha256:cold"));
-        let error = |key: &str| match &answers.by_key[key] {
+        assert_eq!(answers.of("warm"), Some(&found("sha256:warm")));
+        assert_eq!(answers.of("cold"), Some(&found("sha256:cold")));
+        assert_eq!(answers.at(3), Some(&found("sha256:cold")), "a repeat");
+        assert_eq!(answers.distinct(), 5);
+        let error = |key: &str| match answers.of(key).unwrap() {
             KeyAnswer::Failed(error) => error.clone(),
             other => panic!("{other:?}"),
         };

@@ -148,12 +148,6 @@ pub enum KeyAnswer {
     Failed(String),
 }
 
-#[derive(Serialize)]
-struct Value<'a> {
-    platforms: Shown<'a>,
-    digest: &'a str,
-}
-
 /// Platforms serialized as their strings (`linux/arm64/v8`), written straight into the answer.
 #[derive(Clone, Copy)]
 struct Shown<'a>(&'a [Platform]);
@@ -182,58 +176,138 @@ struct ProviderResponse<'a> {
 #[serde(rename_all = "camelCase")]
 struct ResponseBody<'a> {
     idempotent: bool,
-    items: Vec<Item<'a>>,
+    /// A whole-request failure has no item.
+    items: [(); 0],
     #[serde(skip_serializing_if = "str::is_empty")]
     system_error: &'a str,
 }
 
-#[derive(Serialize)]
-struct Item<'a> {
-    key: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    value: Option<Value<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
-}
+/// Bytes of an answer item besides its strings (`{"key":…,"value":{"platforms":[…],
+/// "digest":…}}`), to size the answer once.
+const ITEM_OVERHEAD: usize = 48;
+/// Bytes of one platform string besides its text (quotes, separators).
+const PLATFORM_OVERHEAD: usize = 6;
 
 /// The `ProviderResponse` for `keys` (as sent, repeats included) and `answer` (what is known
-/// of each).
+/// of the `i`th key), written straight into one buffer: the keys, platforms, digests and errors
+/// escaped as JSON strings, no intermediate structure per key.
 pub fn gatekeeper_response<'a>(
-    keys: &'a [String],
-    answer: impl Fn(&str) -> Option<&'a KeyAnswer>,
+    keys: &[String],
+    answer: impl Fn(usize) -> Option<&'a KeyAnswer>,
 ) -> Bytes {
-    let items = keys
+    const HEAD: &[u8] = br#"{"apiVersion":"externaldata.gatekeeper.sh/v1beta1","kind":"ProviderResponse","response":{"idempotent":true,"items":["#;
+    const NOT_ANSWERED: &str = "internal: not answered";
+    let answers: Vec<Option<&KeyAnswer>> = (0..keys.len()).map(answer).collect();
+    let size = keys
         .iter()
-        .map(|key| match answer(key) {
-            Some(KeyAnswer::Found { platforms, digest }) => Item {
-                key,
-                value: Some(Value {
-                    platforms: Shown(platforms),
-                    digest,
-                }),
-                error: None,
-            },
-            Some(KeyAnswer::Failed(error)) => Item {
-                key,
-                value: None,
-                error: Some(error),
-            },
-            None => Item {
-                key,
-                value: None,
-                error: Some("internal: not answered"),
-            },
+        .zip(&answers)
+        .map(|(key, answer)| {
+            let value = match answer {
+                Some(KeyAnswer::Found { platforms, digest }) => platforms
+                    .iter()
+                    .map(|p| {
+                        p.os.len()
+                            .saturating_add(p.architecture.len())
+                            .saturating_add(p.variant.as_ref().map_or(0, String::len))
+                            .saturating_add(PLATFORM_OVERHEAD)
+                    })
+                    .fold(digest.len(), usize::saturating_add),
+                Some(KeyAnswer::Failed(error)) => error.len(),
+                None => NOT_ANSWERED.len(),
+            };
+            key.len()
+                .saturating_add(value)
+                .saturating_add(ITEM_OVERHEAD)
         })
-        .collect();
-    to_json(&ProviderResponse {
-        api_version: GATEKEEPER_API_VERSION,
-        kind: "ProviderResponse",
-        response: ResponseBody {
-            idempotent: true,
-            items,
-            system_error: "",
-        },
-    })
+        .fold(HEAD.len().saturating_add(4), usize::saturating_add);
+    let mut out: Vec<u8> = Vec::with_capacity(size);
+    out.extend_from_slice(HEAD);
+    for (i, (key, answer)) in keys.iter().zip(&answers).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#"{"key":"#);
+        push_string(&mut out, key);
+        match answer {
+            Some(KeyAnswer::Found { platforms, digest }) => {
+                out.extend_from_slice(br#","value":{"platforms":["#);
+                for (j, platform) in platforms.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    push_platform(&mut out, platform);
+                }
+                out.extend_from_slice(br#"],"digest":"#);
+                push_string(&mut out, digest);
+                out.extend_from_slice(b"}}");
+            }
+            Some(KeyAnswer::Failed(error)) => {
+                out.extend_from_slice(br#","error":"#);
+                push_string(&mut out, error);
+                out.push(b'}');
+            }
+            None => {
+                out.extend_from_slice(br#","error":"#);
+                push_string(&mut out, NOT_ANSWERED);
+                out.push(b'}');
+            }
+        }
+    }
+    out.extend_from_slice(b"]}}");
+    Bytes::from(out)
+}
+
+/// Appends `text` as a JSON string, escaped as `serde_json` escapes it.
+fn push_string(out: &mut Vec<u8>, text: &str) {
+    out.push(b'"');
+    push_escaped(out, text);
+    out.push(b'"');
+}
+
+/// Appends a platform's displayed form (`os/arch/variant`) as a JSON string.
+fn push_platform(out: &mut Vec<u8>, platform: &Platform) {
+    out.push(b'"');
+    if !platform.os.is_empty() {
+        push_escaped(out, &platform.os);
+        out.push(b'/');
+    }
+    push_escaped(out, &platform.architecture);
+    if let Some(variant) = &platform.variant {
+        out.push(b'/');
+        push_escaped(out, variant);
+    }
+    out.push(b'"');
+}
+
+/// Appends `text`'s characters, escaped for a JSON string: `"`, `\` and control characters
+/// (short forms where JSON has them, `\u00XX` otherwise); everything else as it is.
+fn push_escaped(out: &mut Vec<u8>, text: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = text.as_bytes();
+    if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    for &b in bytes {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            0..=0x1f => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX.get(usize::from(b >> 4)).copied().unwrap_or(b'0'),
+                HEX.get(usize::from(b & 0xf)).copied().unwrap_or(b'0'),
+            ]),
+            _ => out.push(b),
+        }
+    }
 }
 
 /// A `ProviderResponse` whose whole request failed: no item, `systemError` set.
@@ -243,7 +317,7 @@ pub fn gatekeeper_system_error(error: &str) -> Bytes {
         kind: "ProviderResponse",
         response: ResponseBody {
             idempotent: true,
-            items: Vec::new(),
+            items: [],
             system_error: error,
         },
     })
@@ -269,13 +343,13 @@ struct KyvernoImage<'a> {
 /// whether every lookup did.
 pub fn kyverno_response<'a>(
     keys: &'a [String],
-    answer: impl Fn(&str) -> Option<&'a KeyAnswer>,
+    answer: impl Fn(usize) -> Option<&'a KeyAnswer>,
 ) -> Bytes {
     let mut images = BTreeMap::new();
     let mut found: Vec<&[Platform]> = Vec::new();
     let mut complete = true;
-    for key in keys {
-        let image = match answer(key) {
+    for (i, key) in keys.iter().enumerate() {
+        let image = match answer(i) {
             Some(KeyAnswer::Found { platforms, digest }) => {
                 found.push(platforms);
                 KyvernoImage {
@@ -416,7 +490,7 @@ mod tests {
         };
         let failed = KeyAnswer::Failed("notfound: gone".to_owned());
         let keys = vec!["a".to_owned(), "b".to_owned(), "a".to_owned()];
-        let body = gatekeeper_response(&keys, |key| match key {
+        let body = gatekeeper_response(&keys, |i| match keys[i].as_str() {
             "a" => Some(&found),
             _ => Some(&failed),
         });
@@ -442,6 +516,54 @@ mod tests {
         assert_eq!(system["response"]["items"], serde_json::json!([]));
     }
 
+    /// The answer is written by hand: its strings are escaped exactly as `serde_json` escapes
+    /// them, hostile ones included, and it parses as the structure it stands for.
+    #[test]
+    fn hand_written_answers_escape_like_serde_json() {
+        let hostile = [
+            "",
+            "nginx:1.27",
+            "quote\"back\\slash",
+            "controls \u{0}\u{8}\u{9}\u{a}\u{c}\u{d}\u{1b}\u{1f}\u{7f}",
+            "é ✓ \u{2028} 🦀",
+        ];
+        for text in hostile {
+            let mut out = Vec::new();
+            push_string(&mut out, text);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(text).unwrap(),
+                "{text:?}"
+            );
+        }
+        let odd = Platform::new("li\"nux", "arm\n64", Some("v\u{1}8"));
+        let mut out = Vec::new();
+        push_platform(&mut out, &odd);
+        assert_eq!(out, serde_json::to_vec(&odd.to_string()).unwrap());
+        let mut out = Vec::new();
+        push_platform(&mut out, &Platform::new("", "amd64", None));
+        assert_eq!(out, br#""amd64""#);
+
+        let found = KeyAnswer::Found {
+            platforms: Arc::from(vec![odd.clone(), platform("linux/amd64")]),
+            digest: "sha256:\"d".to_owned(),
+        };
+        let keys: Vec<String> = hostile.iter().map(|k| (*k).to_owned()).collect();
+        let body = gatekeeper_response(&keys, |i| (!keys[i].is_empty()).then_some(&found));
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let items = json["response"]["items"].as_array().unwrap();
+        assert_eq!(items.len(), hostile.len());
+        for (item, key) in items.iter().zip(hostile) {
+            assert_eq!(item["key"], key);
+        }
+        assert_eq!(items[0]["error"], "internal: not answered");
+        assert_eq!(
+            items[1]["value"],
+            serde_json::json!({"platforms": [odd.to_string(), "linux/amd64"], "digest": "sha256:\"d"})
+        );
+        assert!(json["response"].get("systemError").is_none());
+    }
+
     #[test]
     fn kyverno_answers_and_common_platforms() {
         let a = KeyAnswer::Found {
@@ -465,7 +587,7 @@ mod tests {
             _ => Some(&failed),
         };
         let json: serde_json::Value =
-            serde_json::from_slice(&kyverno_response(&keys, lookup)).unwrap();
+            serde_json::from_slice(&kyverno_response(&keys, |i| lookup(&keys[i]))).unwrap();
         assert_eq!(json["common"], serde_json::json!(["linux/arm64"]));
         assert_eq!(json["architectures"], serde_json::json!(["arm64"]));
         assert_eq!(json["complete"], true);
@@ -474,7 +596,7 @@ mod tests {
 
         let keys: Vec<String> = ["a", "x"].iter().map(|k| (*k).to_owned()).collect();
         let json: serde_json::Value =
-            serde_json::from_slice(&kyverno_response(&keys, lookup)).unwrap();
+            serde_json::from_slice(&kyverno_response(&keys, |i| lookup(&keys[i]))).unwrap();
         assert_eq!(json["complete"], false);
         assert_eq!(json["images"]["x"]["error"], "auth: denied");
         assert_eq!(json["images"]["x"]["platforms"], serde_json::json!([]));

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use noe_webhook::lookup::{
-    self, Auth, KubeTokenReviews, Lookup, Metrics, RegistryImages, TokenAuth,
+    self, Auth, ClientCa, KubeTokenReviews, Lookup, Metrics, RegistryImages, TokenAuth,
 };
 use noe_webhook::server::tls::Reloadable;
+use noe_webhook::server::CERT_POLL_INTERVAL;
 
 use crate::app::App;
 use crate::config::LookupSettings;
@@ -24,7 +25,7 @@ pub struct Endpoint {
     pub routes: lookup::Routes,
 }
 
-/// Builds the endpoint; fails when no caller could ever be admitted, when the client CA is
+/// Builds the endpoint (within the runtime: the client CA's watch is spawned); fails when no caller could ever be admitted, when the client CA is
 /// unusable, or when token checks are asked for without Kubernetes API access.
 pub fn build(
     settings: LookupSettings,
@@ -57,7 +58,12 @@ pub fn build(
         certificates: client_ca.is_some(),
         tokens,
     };
-    let config = lookup::server_config(tls, client_ca.as_deref())?;
+    let client_ca = client_ca.as_deref().map(ClientCa::load).transpose()?;
+    if let Some(ca) = &client_ca {
+        // Re-read like the serving certificate: a rotated CA Secret needs no restart.
+        tokio::spawn(ca.clone().watch(CERT_POLL_INTERVAL));
+    }
+    let config = lookup::server_config(tls, client_ca.as_ref())?;
     let images = RegistryImages::new(app.resolver.clone(), Arc::new(app.credentials(None)));
     let metrics =
         Metrics::register(&app.metrics).context("cannot register the lookup endpoint metrics")?;
