@@ -153,6 +153,10 @@ args:
 {{- if .Values.imageSelection.allNamespaces }}
 - "--image-compatibility-all-namespaces=true"
 {{- end }}
+{{- if .Values.imageSelection.watchNodeFeatures }}
+- "--watch-node-features=true"
+{{- end }}
+- {{ printf "--image-compatibility-negative-ttl=%s" .Values.imageSelection.negativeTtl | quote }}
 {{- end }}
 {{- if ne $ctl.remediate "off" }}
 - {{ printf "--remediate=%s" $ctl.remediate | quote }}

@@ -20,7 +20,8 @@ import check_platform
 
 # Every flag of the `noe` binary (docs/configuration.md). An arg the chart passes must be one of them.
 KNOWN_FLAGS = {
-    "image-selection", "image-compatibility-all-namespaces",
+    "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
+    "image-compatibility-negative-ttl",
     "preferred-arch", "cluster-schedulable-archs", "system-os", "registry-proxies",
     "match-node-labels", "private-registries", "image-credential-provider-bin-dir",
     "image-credential-provider-config", "docker-config-path", "containerd-config-path",
@@ -48,7 +49,8 @@ KNOWN_FLAGS = {
     # The policy engines' lookup endpoint.
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
-    "image-selection", "image-compatibility-all-namespaces",
+    "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
+    "image-compatibility-negative-ttl",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
@@ -471,6 +473,9 @@ def expected_cluster_rules(f, webhook_configuration=None):
         verbs.append("patch")
     if verbs:
         rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": verbs})
+    if f.get("image-selection") == ["true"] and f.get("watch-node-features") == ["true"]:
+        rules.append({"apiGroups": ["nfd.k8s-sigs.io"], "resources": ["nodefeatures"],
+                      "verbs": ["list", "watch"]})
     if remediate != "off":
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]})
         rules.append({"apiGroups": ["events.k8s.io"], "resources": ["events"],
@@ -600,6 +605,7 @@ def scenario_full(r, release, namespace):
         "admission-deadline": ["13s"], "leader-elect": ["true"], "log-level": ["debug"],
         "log-format": ["text"], "dev-self-signed-cert": ["false"], "shutdown-delay": ["7s"],
         "metrics-max-namespaces": ["500"], "watch-nodes": ["true"], "remediate": ["evict"],
+        "watch-node-features": ["true"], "image-compatibility-negative-ttl": ["30s"],
         "remediate-rate": ["20"], "remediate-exempt-namespaces": ["kube-system,ops"],
         "taint-arches": ["arm64"],
         "leader-elect-resource-name": [release],
@@ -631,6 +637,7 @@ def scenario_full(r, release, namespace):
         (("",), ("serviceaccounts/token",)): ["create"],
         (("",), ("namespaces",)): ["get"],
         (("",), ("nodes",)): ["get", "list", "watch", "patch"],
+        (("nfd.k8s-sigs.io",), ("nodefeatures",)): ["list", "watch"],
         (("",), ("pods",)): ["list", "watch"],
         (("events.k8s.io",), ("events",)): ["create", "patch"],
         (("",), ("pods/eviction",)): ["create"]}, str(rules))
@@ -949,7 +956,8 @@ NOT_UNGATE_FLAGS = {
     "gate-object-selector", "leader-elect", "leader-elect-resource-name", "dev-self-signed-cert",
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
-    "image-selection", "image-compatibility-all-namespaces",
+    "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
+    "image-compatibility-negative-ttl",
 }
 
 

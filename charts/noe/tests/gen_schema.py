@@ -135,9 +135,13 @@ schema = {
             "type": "object",
             "additionalProperties": False,
             "description": "--image-selection (needs controller.watchNodes; grants get namespaces "
-                           "unless allNamespaces)",
+                           "unless allNamespaces; watchNodeFeatures: --watch-node-features, "
+                           "grants list/watch nodefeatures.nfd.k8s-sigs.io)",
             "properties": {"enabled": {"type": "boolean"},
-                           "allNamespaces": {"type": "boolean"}},
+                           "allNamespaces": {"type": "boolean"},
+                           "watchNodeFeatures": {"type": "boolean"},
+                           "negativeTtl": dict(DURATION, description=(
+                               "--image-compatibility-negative-ttl (at most 1h)"))},
         },
         "ephemeralContainers": {
             "type": "object",

@@ -34,6 +34,7 @@ pub mod gate;
 mod jitter;
 mod leader;
 mod metrics;
+mod node_features;
 mod nodes;
 pub mod objects;
 mod pace;
@@ -48,6 +49,7 @@ pub use config::{Config, GateConfig, LeaseConfig, Remediate, Timings, KUBE_SYSTE
 pub use error::Error;
 pub use leader::Leadership;
 pub use metrics::{Metrics, OTHER_NAMESPACE};
+pub use node_features::NodeFeatureView;
 pub use nodes::NodeView;
 pub use platforms::{ImageLookup, LookupError, Platform, PodImages, PodPlatforms, Support};
 pub use runtime::{Controllers, Deps, Running};

@@ -37,9 +37,11 @@ use resource;
 
 mod meta;
 mod node;
+mod node_feature;
 mod pod;
 
 pub use node::{NodeRecord, Taint};
+pub use node_feature::{NodeFeatureRecord, NODE_NAME_LABEL};
 pub use pod::{Owner, Phase, PodRecord, MAX_IMAGES};
 
 /// Label keys the node record keeps.

@@ -41,6 +41,15 @@ pub struct Running {
     tasks: JoinSet<()>,
     /// What [`Running::start_gate`] needs.
     gate: Option<GateStart>,
+    /// What [`Running::start_node_features`] needs, and what it started.
+    features: FeatureStart,
+}
+
+/// The node-feature reflector's part of the runtime.
+struct FeatureStart {
+    client: kube::Client,
+    metrics: Metrics,
+    view: Option<crate::NodeFeatureView>,
 }
 
 /// The gate controller's part of the configuration and runtime.
@@ -103,6 +112,11 @@ impl Controllers {
             reporter: reporter.clone(),
             metrics: metrics.clone(),
         });
+        let features = FeatureStart {
+            client: client.clone(),
+            metrics: metrics.clone(),
+            view: None,
+        };
         if !config.needs_nodes() {
             return Ok(Running {
                 nodes: None,
@@ -110,6 +124,7 @@ impl Controllers {
                 stop,
                 tasks,
                 gate,
+                features,
             });
         }
         let (nodes, reflect) = nodes::reflector(client.clone(), metrics.clone(), shutdown.clone());
@@ -142,6 +157,7 @@ impl Controllers {
             stop,
             tasks,
             gate,
+            features,
         })
     }
 }
@@ -218,6 +234,28 @@ impl Running {
             planner,
             shutdown,
         ));
+    }
+
+    /// The `NodeFeature` reflector's view, once [`Running::start_node_features`] started it.
+    pub fn node_feature_view(&self) -> Option<crate::NodeFeatureView> {
+        self.features.view.clone()
+    }
+
+    /// Starts the reflector of NFD's `NodeFeature` objects (`--watch-node-features`; RBAC
+    /// `list/watch nodefeatures.nfd.k8s-sigs.io`) and returns its view; a second call returns
+    /// the same view. Serving never waits for it: until it has listed, no node has features.
+    pub fn start_node_features(&mut self) -> crate::NodeFeatureView {
+        if let Some(view) = &self.features.view {
+            return view.clone();
+        }
+        let (view, task) = crate::node_features::reflector(
+            self.features.client.clone(),
+            self.features.metrics.clone(),
+            Shutdown(self.stop.subscribe()),
+        );
+        self.tasks.spawn(task);
+        self.features.view = Some(view.clone());
+        view
     }
 
     /// Stops every controller and reflector, releases a held lease, and waits for them.

@@ -6,6 +6,7 @@ mod controller {
     mod e2e;
     mod gate;
     mod limits;
+    mod node_features;
     mod support;
     mod tables;
 }

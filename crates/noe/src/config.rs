@@ -96,6 +96,12 @@ pub struct ImageSelection {
     /// `--image-compatibility-all-namespaces`: NFD artifacts are looked for in every
     /// namespace, not only the labelled ones.
     pub all_namespaces: bool,
+    /// `--watch-node-features`: NFD's `NodeFeature` objects give the features that are no
+    /// node labels.
+    pub node_features: bool,
+    /// `--image-compatibility-negative-ttl`: how long an image's lack of an NFD artifact is
+    /// remembered.
+    pub negative_ttl: Duration,
 }
 
 /// What the admission reads from the Kubernetes API about a pod's surroundings; each part

@@ -33,10 +33,18 @@ pub const MAX_REFERRERS: usize = 256;
 /// Artifact manifests fetched per subject before giving up (a referrer whose `subject` is not
 /// the image is skipped).
 pub const MAX_ATTEMPTS: usize = 3;
+/// Platform manifests of an index asked for referrers when the index itself has none (an
+/// artifact may be attached to one platform's manifest rather than to the index).
+pub const MAX_PLATFORM_SUBJECTS: usize = 8;
 /// Registries remembered as lacking the referrers API.
 const MAX_REMEMBERED: usize = 1024;
-/// How long an answer (or the absence of an artifact) is kept.
+/// How long an artifact found is kept.
 pub const TTL: Duration = Duration::from_secs(60);
+/// How long the absence of an artifact is kept by default (shorter than [`TTL`]: an artifact
+/// attached since is seen sooner); `--image-compatibility-negative-ttl`.
+pub const NEGATIVE_TTL: Duration = Duration::from_secs(10);
+/// The longest negative TTL accepted.
+pub const MAX_NEGATIVE_TTL: Duration = Duration::from_secs(3600);
 /// Answers kept.
 const MAX_ENTRIES: u64 = 10_000;
 
@@ -56,6 +64,9 @@ pub struct Fetched {
     pub media_type: String,
     /// The spec.
     pub spec: Bytes,
+    /// `(os, architecture)` when the artifact is attached to that platform's manifest of a
+    /// multi-platform image rather than to the image itself: its sets hold only there.
+    pub platform: Option<(String, String)>,
 }
 
 /// The fallback tag of a digest: `<alg>-<hex>`, the algorithm truncated to 32 characters and
@@ -252,6 +263,9 @@ pub enum Query {
         media_type: &'static str,
         /// The registry is known to lack the referrers API: the fallback tag at once.
         skip_api: bool,
+        /// The subject is an index: when it has no artifact, its platform manifests (at most
+        /// [`MAX_PLATFORM_SUBJECTS`]) are asked too.
+        index: bool,
     },
 }
 
@@ -262,13 +276,30 @@ pub struct Learned {
     pub no_referrers_api: bool,
 }
 
-/// Compatibility artifacts, cached (answers and absences, [`TTL`]) and coalesced per
+/// How long an entry lives: [`TTL`] for artifacts found, the negative TTL for absences.
+struct Lifetimes {
+    negative: Duration,
+}
+
+impl moka::Expiry<String, Arc<[Fetched]>> for Lifetimes {
+    fn expire_after_create(
+        &self,
+        _key: &String,
+        value: &Arc<[Fetched]>,
+        _created_at: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(if value.is_empty() { self.negative } else { TTL })
+    }
+}
+
+/// Compatibility artifacts, cached (answers [`TTL`], absences [`NEGATIVE_TTL`] unless set
+/// otherwise) and coalesced per
 /// (kind, image, subject, credential scope); registries found without the referrers API are
 /// remembered, so later subjects there cost one request less.
 #[derive(Clone)]
 pub struct Artifacts {
     resolver: Resolver,
-    cache: moka::future::Cache<String, Option<Arc<Fetched>>>,
+    cache: moka::future::Cache<String, Arc<[Fetched]>>,
     no_api: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -281,13 +312,21 @@ impl std::fmt::Debug for Artifacts {
 }
 
 impl Artifacts {
-    /// Artifacts fetched with `resolver`.
+    /// Artifacts fetched with `resolver`, absences kept [`NEGATIVE_TTL`].
     pub fn new(resolver: Resolver) -> Self {
+        Self::with_negative_ttl(resolver, NEGATIVE_TTL)
+    }
+
+    /// Artifacts fetched with `resolver`, absences kept `negative_ttl` (at most
+    /// [`MAX_NEGATIVE_TTL`]; zero: not kept).
+    pub fn with_negative_ttl(resolver: Resolver, negative_ttl: Duration) -> Self {
         Self {
             resolver,
             cache: moka::future::Cache::builder()
                 .max_capacity(MAX_ENTRIES)
-                .time_to_live(TTL)
+                .expire_after(Lifetimes {
+                    negative: negative_ttl.min(MAX_NEGATIVE_TTL),
+                })
                 .build(),
             no_api: Arc::new(Mutex::new(HashSet::new())),
         }
@@ -324,27 +363,34 @@ impl Artifacts {
             .cache
             .try_get_with(key, async {
                 let (fetched, _) = self.resolver.compat(reference, credentials, &query).await?;
-                Ok::<_, Error>(fetched.map(Arc::new))
+                Ok::<_, Error>(Arc::from(fetched))
             })
             .await
             .map_err(|e| (*e).clone())?;
-        loaded.ok_or_else(|| Error::NotFound {
-            reference: reference.to_owned(),
-            registry: String::new(),
-        })
+        loaded
+            .first()
+            .map(|f| Arc::new(f.clone()))
+            .ok_or_else(|| Error::NotFound {
+                reference: reference.to_owned(),
+                registry: String::new(),
+            })
     }
 
     /// The newest referrer of `image`'s `subject` digest of `artifact_type`, its layer of
-    /// `media_type` (else its first); `None` when the image has none.
+    /// `media_type` (else its first); when `subject` is an index (`index`) without one, the
+    /// newest of each of its platform manifests (each [`Fetched::platform`]). Empty when the
+    /// image has none.
+    #[allow(clippy::too_many_arguments)]
     pub async fn discovered(
         &self,
         image: &str,
         subject: &str,
+        index: bool,
         artifact_type: &'static str,
         media_type: &'static str,
         credentials: &[CredentialCandidate],
         scope: Option<Scope>,
-    ) -> Result<Option<Arc<Fetched>>, Error> {
+    ) -> Result<Arc<[Fetched]>, Error> {
         let registry = self.resolver.target(image)?.registry;
         let key = format!("referrers\0{image}\0{subject}\0{artifact_type}\0{scope:?}");
         self.cache
@@ -354,12 +400,13 @@ impl Artifacts {
                     artifact_type,
                     media_type,
                     skip_api: self.lacks_api(&registry),
+                    index,
                 };
                 let (fetched, learned) = self.resolver.compat(image, credentials, &query).await?;
                 if learned.no_referrers_api {
                     self.remember_no_api(&registry);
                 }
-                Ok::<_, Error>(fetched.map(Arc::new))
+                Ok::<_, Error>(Arc::from(fetched))
             })
             .await
             .map_err(|e| (*e).clone())

@@ -100,6 +100,7 @@ async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none
         .discovered(
             &image,
             &app.digest,
+            false,
             NFD_ARTIFACT_TYPE,
             NFD_MEDIA_TYPE,
             &[],
@@ -107,6 +108,8 @@ async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none
         )
         .await
         .unwrap()
+        .first()
+        .cloned()
         .expect("an artifact");
     assert_eq!(found.digest, new.digest);
     assert_eq!(&found.spec[..], &nfd_spec("new")[..]);
@@ -132,6 +135,7 @@ async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none
         .discovered(
             &other_image,
             &other.digest,
+            false,
             NFD_ARTIFACT_TYPE,
             NFD_MEDIA_TYPE,
             &[],
@@ -139,6 +143,8 @@ async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none
         )
         .await
         .unwrap()
+        .first()
+        .cloned()
         .expect("an artifact");
     assert_eq!(found.digest, theirs.digest);
     assert_eq!(registry.request_count(), 3, "{:?}", summary(&registry));
@@ -150,6 +156,7 @@ async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none
             .discovered(
                 &image,
                 &app.digest,
+                false,
                 NFD_ARTIFACT_TYPE,
                 NFD_MEDIA_TYPE,
                 &[],
@@ -157,6 +164,8 @@ async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none
             )
             .await
             .unwrap()
+            .first()
+            .cloned()
             .expect("cached");
     }
     assert_eq!(registry.request_count(), 0, "{:?}", summary(&registry));
@@ -178,6 +187,7 @@ async fn an_image_without_artifacts_has_none_and_that_is_cached() {
         .discovered(
             &image,
             &app.digest,
+            false,
             NFD_ARTIFACT_TYPE,
             NFD_MEDIA_TYPE,
             &[],
@@ -185,13 +195,14 @@ async fn an_image_without_artifacts_has_none_and_that_is_cached() {
         )
         .await
         .unwrap();
-    assert!(found.is_none());
+    assert!(found.is_empty());
     assert_eq!(registry.request_count(), 2, "{:?}", summary(&registry));
     registry.reset_requests();
     let again = artifacts
         .discovered(
             &image,
             &app.digest,
+            false,
             NFD_ARTIFACT_TYPE,
             NFD_MEDIA_TYPE,
             &[],
@@ -199,7 +210,7 @@ async fn an_image_without_artifacts_has_none_and_that_is_cached() {
         )
         .await
         .unwrap();
-    assert!(again.is_none());
+    assert!(again.is_empty());
     assert_eq!(registry.request_count(), 0);
 }
 
@@ -337,6 +348,7 @@ async fn referrers_api_pages_and_filters_on_the_fake() {
             .discovered(
                 &format!("{}/app:1", fake.host()),
                 &digest,
+                false,
                 NFD_ARTIFACT_TYPE,
                 NFD_MEDIA_TYPE,
                 &[],
@@ -344,6 +356,8 @@ async fn referrers_api_pages_and_filters_on_the_fake() {
             )
             .await
             .unwrap()
+            .first()
+            .cloned()
             .expect("an artifact");
         assert_eq!(found.digest, newer.digest, "filtered: {filtered}");
     }
@@ -382,6 +396,7 @@ async fn a_fallback_tag_resolving_to_the_subject_is_no_index_of_referrers() {
         .discovered(
             &format!("{}/app:1", fake.host()),
             &digest,
+            false,
             NFD_ARTIFACT_TYPE,
             NFD_MEDIA_TYPE,
             &[],
@@ -389,7 +404,7 @@ async fn a_fallback_tag_resolving_to_the_subject_is_no_index_of_referrers() {
         )
         .await
         .unwrap();
-    assert!(found.is_none());
+    assert!(found.is_empty());
     assert_eq!(
         fake.requests_to(&format!("/v2/app/referrers/{digest}"))
             .len(),
@@ -430,6 +445,7 @@ async fn a_referrer_naming_another_subject_is_skipped_and_sizes_are_bounded() {
         .discovered(
             &image,
             &digest,
+            false,
             NFD_ARTIFACT_TYPE,
             NFD_MEDIA_TYPE,
             &[],
@@ -437,6 +453,8 @@ async fn a_referrer_naming_another_subject_is_skipped_and_sizes_are_bounded() {
         )
         .await
         .unwrap()
+        .first()
+        .cloned()
         .expect("the honest one");
     assert_eq!(found.digest, honest.digest);
 
@@ -465,6 +483,7 @@ async fn a_referrer_naming_another_subject_is_skipped_and_sizes_are_bounded() {
         .discovered(
             &format!("{}/big:1", fake.host()),
             &digest2,
+            false,
             NFD_ARTIFACT_TYPE,
             NFD_MEDIA_TYPE,
             &[],
@@ -477,4 +496,175 @@ async fn a_referrer_naming_another_subject_is_skipped_and_sizes_are_bounded() {
         .requests()
         .iter()
         .all(|r| !r.path.ends_with(&noe_test_support::sha256_digest(b"x"))));
+}
+
+/// An artifact attached to one platform's manifest rather than to the index: when the index has
+/// none, its runnable platform manifests are asked too (the index read once more, then one
+/// fallback tag per platform once the registry is known to lack the referrers API); the spec
+/// comes back marked with its platform. An artifact on the index itself costs nothing more.
+#[tokio::test]
+async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
+    use noe_test_support::{push_index, IndexEntry};
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let amd = push_image(&pusher, "multi", None, "linux/amd64", Flavor::Oci)
+        .await
+        .unwrap();
+    let arm = push_image(&pusher, "multi", None, "linux/arm64", Flavor::Oci)
+        .await
+        .unwrap();
+    let index = push_index(
+        &pusher,
+        "multi",
+        Some("1"),
+        Flavor::Oci,
+        &[
+            IndexEntry::new(&amd, Some("linux/amd64")),
+            IndexEntry::new(&arm, Some("linux/arm64")),
+        ],
+    )
+    .await
+    .unwrap();
+    let on_arm = attached(&arm, "arm", None);
+    attach(&pusher, "multi", &arm.digest, &on_arm, &[])
+        .await
+        .unwrap();
+
+    let resolver = resolver(&registry.host());
+    let image = registry.reference("multi", "1");
+    let resolved = resolver.resolve(&image, &[]).await.unwrap();
+    assert_eq!(resolved.digest, index.digest);
+    let artifacts = Artifacts::new(resolver.clone());
+    registry.reset_requests();
+    let found = artifacts
+        .discovered(
+            &image,
+            &index.digest,
+            true,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].digest, on_arm.digest);
+    assert_eq!(
+        found[0].platform,
+        Some(("linux".to_owned(), "arm64".to_owned()))
+    );
+    assert_eq!(
+        summary(&registry),
+        vec![
+            format!("GET /v2/multi/referrers/{} 404", index.digest),
+            format!(
+                "GET /v2/multi/manifests/{} 404",
+                fallback_tag(&index.digest)
+            ),
+            format!("GET /v2/multi/manifests/{} 200", index.digest),
+            format!("GET /v2/multi/manifests/{} 404", fallback_tag(&amd.digest)),
+            format!("GET /v2/multi/manifests/{} 200", fallback_tag(&arm.digest)),
+            format!("GET /v2/multi/manifests/{} 200", on_arm.digest),
+            format!(
+                "GET /v2/multi/blobs/{} 200",
+                noe_test_support::sha256_digest(&nfd_spec("arm"))
+            ),
+        ],
+    );
+    // The spec holds only on arm64 nodes.
+    let spec = Spec::parse_nfd(&found[0].spec)
+        .unwrap()
+        .on_platform("linux", "arm64")
+        .unwrap();
+    let node = |arch: &str| NodeFacts {
+        name: arch.to_owned(),
+        labels: [
+            ("kubernetes.io/os", "linux"),
+            ("kubernetes.io/arch", arch),
+            ("feature.node.kubernetes.io/kernel-version.major", "6"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+        features: None,
+        schedulable: true,
+    };
+    let nodes = [node("amd64"), node("arm64")];
+    let pod = json!({"spec": {"containers": [{"name": "c", "image": "x"}]}});
+    let choice = choose(&pod, &spec, &candidates(&pod, &nodes)).unwrap();
+    assert_eq!(choice.fitting, ["arm64"]);
+
+    // Warm: none. An index carrying the artifact itself is not looked through.
+    registry.reset_requests();
+    artifacts
+        .discovered(
+            &image,
+            &index.digest,
+            true,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(registry.request_count(), 0, "{:?}", summary(&registry));
+    let on_index = attached(&index, "index", None);
+    attach(&pusher, "multi", &index.digest, &on_index, &[])
+        .await
+        .unwrap();
+    let fresh = Artifacts::new(resolver);
+    registry.reset_requests();
+    let found = fresh
+        .discovered(
+            &image,
+            &index.digest,
+            true,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].platform, None);
+    assert_eq!(registry.request_count(), 4, "{:?}", summary(&registry));
+}
+
+/// The absence of an artifact is kept for the negative TTL only (zero here: not at all), so an
+/// artifact attached later is seen at once; an artifact found is still kept.
+#[tokio::test]
+async fn absences_are_kept_for_the_negative_ttl_only() {
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let app = push_image(&pusher, "late", Some("1"), "linux/arm64", Flavor::Oci)
+        .await
+        .unwrap();
+    let resolver = resolver(&registry.host());
+    let image = registry.reference("late", "1");
+    resolver.resolve(&image, &[]).await.unwrap();
+    let artifacts = Artifacts::with_negative_ttl(resolver, std::time::Duration::ZERO);
+    let ask = || {
+        artifacts.discovered(
+            &image,
+            &app.digest,
+            false,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+    };
+    assert!(ask().await.unwrap().is_empty());
+    let late = attached(&app, "late", None);
+    attach(&pusher, "late", &app.digest, &late, &[])
+        .await
+        .unwrap();
+    let found = ask().await.unwrap();
+    assert_eq!(found.first().unwrap().digest, late.digest);
+    registry.reset_requests();
+    assert_eq!(ask().await.unwrap().len(), 1);
+    assert_eq!(registry.request_count(), 0, "{:?}", summary(&registry));
 }

@@ -3,7 +3,7 @@
 //! uses, answering JSON written from the Kubernetes API reference:
 //!
 //! - `v1` nodes, pods and namespaces, `coordination.k8s.io/v1` leases, `events.k8s.io/v1`
-//!   events; the workloads (`apps/v1` deployments, statefulsets, daemonsets, replicasets,
+//!   events, node-feature-discovery's `nfd.k8s-sigs.io/v1alpha1` nodefeatures; the workloads (`apps/v1` deployments, statefulsets, daemonsets, replicasets,
 //!   `batch/v1` jobs and cronjobs, `v1` replicationcontrollers), `v1` secrets and
 //!   serviceaccounts, stored and listed as put (no validation);
 //! - list with `limit`/`continue` pages and the list `resourceVersion`; field selectors on
@@ -58,8 +58,8 @@ use crate::TestCa;
 pub use fault::{Fault, RecordedRequest};
 use handler::{lock, Shared};
 pub use objects::{
-    gated_pod_json, lease_json, namespace_json, node_json, pod_json, service_account_json,
-    PodFixture, NOE_GATE, NOE_GATE_LABEL,
+    gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
+    service_account_json, PodFixture, NFD_NAMESPACE, NOE_GATE, NOE_GATE_LABEL,
 };
 use store::Inner;
 pub use store::Resource;
@@ -138,6 +138,16 @@ impl KubeApi {
     /// Creates or replaces a Node; watches see `ADDED` or `MODIFIED`.
     pub fn put_node(&self, node: Value) {
         self.put(Resource::Nodes, "", node);
+    }
+
+    /// Creates or replaces an NFD `NodeFeature` in `metadata.namespace`; watches see `ADDED` or
+    /// `MODIFIED`.
+    pub fn put_node_feature(&self, object: Value) {
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or(NFD_NAMESPACE)
+            .to_owned();
+        self.put(Resource::NodeFeatures, &namespace, object);
     }
 
     /// Creates or replaces a Pod in `metadata.namespace` (default `default`).

@@ -134,6 +134,14 @@ impl Selection {
         }
     }
 
+    /// Absences of NFD artifacts are kept `ttl` rather than
+    /// [`noe_registry::compat::NEGATIVE_TTL`] (`--image-compatibility-negative-ttl`).
+    #[must_use]
+    pub fn with_negative_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.artifacts = Artifacts::with_negative_ttl(self.resolver.clone(), ttl);
+        self
+    }
+
     /// What to do for `pod`, being created in `namespace`. The caller bounds the time.
     pub async fn select(&self, pod: &Value, namespace: &str) -> Selected {
         if label(pod, SKIP_LABEL) == Some("true") || already_selected(pod) {
@@ -247,13 +255,14 @@ impl Selection {
                     .discovered(
                         image,
                         &resolution.digest,
+                        noe_registry::manifest::is_index(&resolution.media_type),
                         NFD_ARTIFACT_TYPE,
                         NFD_MEDIA_TYPE,
                         &credentials,
                         pod_secrets.scope,
                     )
                     .await
-                    .map(|found| (*image, found))
+                    .map(|found| (*image, Some(found)))
             }
         });
         let results = futures::future::join_all(lookups).await;
@@ -262,10 +271,11 @@ impl Selection {
         for result in results {
             match result {
                 Ok((_, None)) => {}
-                Ok((image, Some(fetched))) => match Spec::parse_nfd(&fetched.spec) {
+                Ok((_, Some(found))) if found.is_empty() => {}
+                Ok((image, Some(found))) => match image_spec(&found) {
                     Ok(spec) => {
                         specs.push(spec);
-                        digests.push(fetched.digest.clone());
+                        digests.extend(found.iter().map(|f| f.digest.clone()));
                     }
                     Err(error) => return failed(format!("{image}: {error}")),
                 },
@@ -297,6 +307,22 @@ impl Selection {
     }
 }
 
+/// One image's spec from its artifacts: the image's own, or one per platform manifest (each
+/// set then holding only on that platform's nodes).
+fn image_spec(found: &[noe_registry::compat::Fetched]) -> Result<Spec, CompatError> {
+    let specs = found
+        .iter()
+        .map(|fetched| {
+            let spec = Spec::parse_nfd(&fetched.spec)?;
+            match &fetched.platform {
+                Some((os, arch)) => spec.on_platform(os, arch),
+                None => Ok(spec),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Spec::union(specs)
+}
+
 /// The images of containers and init containers, each once.
 fn compat_images(spec: &Value) -> Vec<&str> {
     let mut images: Vec<&str> = noe_core::images::of_spec(spec)
@@ -307,4 +333,62 @@ fn compat_images(spec: &Value) -> Vec<&str> {
     images.sort_unstable();
     images.dedup();
     images
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use noe_core::compat::Tri;
+    use noe_registry::compat::Fetched;
+
+    use super::*;
+
+    fn fetched(major: &str, platform: Option<(&str, &str)>) -> Fetched {
+        let spec = format!(
+            "version: v1alpha1\ncompatibilities:\n- rules:\n  - name: r\n    matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        major: {{op: In, value: [\"{major}\"]}}\n"
+        );
+        Fetched {
+            digest: format!("sha256:{}", major.repeat(64)),
+            media_type: NFD_MEDIA_TYPE.into(),
+            spec: spec.into_bytes().into(),
+            platform: platform.map(|(os, arch)| (os.to_owned(), arch.to_owned())),
+        }
+    }
+
+    fn node(arch: &str, major: &str) -> NodeFacts {
+        NodeFacts {
+            name: arch.into(),
+            labels: [
+                ("kubernetes.io/os", "linux"),
+                ("kubernetes.io/arch", arch),
+                ("feature.node.kubernetes.io/kernel-version.major", major),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+            features: None,
+            schedulable: true,
+        }
+    }
+
+    /// Artifacts of an image's platform manifests: each set holds only on its platform's nodes.
+    #[test]
+    fn platform_artifacts_hold_on_their_platform_only() {
+        let spec = image_spec(&[
+            fetched("5", Some(("linux", "amd64"))),
+            fetched("6", Some(("linux", "arm64"))),
+        ])
+        .unwrap();
+        let holds = |n: &NodeFacts| spec.sets.iter().any(|s| s.rule.eval(n) == Tri::True);
+        assert!(holds(&node("amd64", "5")));
+        assert!(holds(&node("arm64", "6")));
+        assert!(
+            !holds(&node("amd64", "6")),
+            "the arm64 set on an amd64 node"
+        );
+        assert!(!holds(&node("arm64", "5")));
+        // The image's own artifact holds on any platform.
+        let own = image_spec(&[fetched("5", None)]).unwrap();
+        assert_eq!(own.sets[0].rule.eval(&node("arm64", "5")), Tri::True);
+    }
 }

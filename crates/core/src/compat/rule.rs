@@ -453,11 +453,17 @@ impl Rule {
                 out
             }
             Self::Label(req) => Tri::from_bool(req.holds(&node.labels)),
-            Self::Feature(term) => match (&node.features, &term.labels) {
-                (Some(features), _) => Tri::from_bool(term.holds(features)),
-                (None, Some(labels)) => labels.eval(node),
-                (None, None) => Tri::Unknown,
-            },
+            Self::Feature(term) => {
+                let features = node
+                    .features
+                    .as_deref()
+                    .filter(|f| !f.is_truncated(&term.feature));
+                match (features, &term.labels) {
+                    (Some(features), _) => Tri::from_bool(term.holds(features)),
+                    (None, Some(labels)) => labels.eval(node),
+                    (None, None) => Tri::Unknown,
+                }
+            }
         }
     }
 

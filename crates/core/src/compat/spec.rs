@@ -227,6 +227,41 @@ fn ocifit_op(op: &str) -> Option<LabelOp> {
 }
 
 impl Spec {
+    /// The spec of an artifact attached to one platform manifest of a multi-platform image:
+    /// each set holds only on nodes of that platform (`kubernetes.io/os` and
+    /// `kubernetes.io/arch` ANDed into its rule).
+    pub fn on_platform(self, os: &str, arch: &str) -> Result<Self, CompatError> {
+        let os = LabelReq::new("kubernetes.io/os", LabelOp::In, vec![os.to_owned()])?;
+        let arch = LabelReq::new("kubernetes.io/arch", LabelOp::In, vec![arch.to_owned()])?;
+        let sets = self
+            .sets
+            .into_iter()
+            .map(|set| CompatSet {
+                rule: Rule::All(vec![
+                    Rule::Label(os.clone()),
+                    Rule::Label(arch.clone()),
+                    set.rule,
+                ]),
+                ..set
+            })
+            .collect();
+        Ok(Self { sets, ..self })
+    }
+
+    /// One image's specs (one per platform manifest) as one: its sets in order, at most
+    /// [`limits::SETS`].
+    pub fn union(specs: Vec<Self>) -> Result<Self, CompatError> {
+        let format = specs.first().map_or(Format::Nfd, |s| s.format);
+        let sets: Vec<CompatSet> = specs.into_iter().flat_map(|s| s.sets).collect();
+        if sets.len() > limits::SETS {
+            return Err(CompatError::TooMany {
+                what: "compatibility sets over the image's platforms",
+                limit: limits::SETS,
+            });
+        }
+        Ok(Self { format, sets })
+    }
+
     /// Reads ocifit-k8s's compatibilities JSON.
     pub fn parse_ocifit(bytes: &[u8]) -> Result<Self, CompatError> {
         size_check(bytes)?;

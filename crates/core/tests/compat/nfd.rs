@@ -301,6 +301,48 @@ compatibilities:
     assert_eq!(spec.sets[0].rule.eval(&node("n", &[])), Tri::False);
 }
 
+/// A `NodeFeature` past the bounds: the features not kept are unknown (or told by their labels),
+/// never false; long values are cut, and what fits is still evaluated exactly.
+#[test]
+fn node_features_past_the_bounds_are_unknown_not_false() {
+    use noe_core::compat::nodes::{MAX_FEATURE_ITEMS, MAX_VALUE_BYTES};
+    use noe_core::compat::NodeFeatures;
+    let big = || {
+        let mut features = x86_features();
+        let many: serde_json::Map<String, serde_json::Value> = (0..=MAX_FEATURE_ITEMS)
+            .map(|i| (format!("CONFIG_{i}"), json!("y")))
+            .collect();
+        features["attributes"]["kernel.config"] = json!({"elements": many});
+        features["attributes"]["system.name"] =
+            json!({"elements": {"nodename": "x".repeat(MAX_VALUE_BYTES + 100)}});
+        features
+    };
+    let parsed = NodeFeatures::from_spec_features(&big()).unwrap();
+    assert!(parsed.is_truncated("kernel.config"));
+    assert!(!parsed.attributes.contains_key("kernel.config"));
+    assert_eq!(
+        parsed.attributes["system.name"]["nodename"].len(),
+        MAX_VALUE_BYTES
+    );
+    let n = featured("n", &[], big());
+    let config = json!({"feature": "kernel.config",
+        "matchExpressions": {"CONFIG_1": {"op": "In", "value": ["y"]}}});
+    assert_eq!(eval_term(config, &n), Tri::Unknown);
+    // A labelled option of the truncated feature is still told by its label.
+    let labelled = featured(
+        "n",
+        &[("feature.node.kubernetes.io/kernel-config.NO_HZ", "true")],
+        big(),
+    );
+    let no_hz =
+        json!({"feature": "kernel.config", "matchExpressions": {"NO_HZ": {"op": "Exists"}}});
+    assert_eq!(eval_term(no_hz, &labelled), Tri::True);
+    // What fits is exact: a missing feature is false.
+    let missing = json!({"feature": "memory.hugepages",
+        "matchExpressions": {"enabled": {"op": "Exists"}}});
+    assert_eq!(eval_term(missing, &n), Tri::False);
+}
+
 #[test]
 fn label_translation_keeps_nfd_semantics() {
     let label = |feature: &str, exprs: serde_json::Value, labels: &[(&str, &str)]| {

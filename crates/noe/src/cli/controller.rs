@@ -194,6 +194,21 @@ pub struct ControllerArgs {
           num_args = 0..=1, require_equals = true, default_value = "false",
           default_missing_value = "true", value_parser = BoolishValueParser::new())]
     pub image_compatibility_all_namespaces: bool,
+
+    /// With --image-selection: watch node-feature-discovery's `NodeFeature` objects
+    /// (`list/watch nodefeatures.nfd.k8s-sigs.io`), so the node features that never become
+    /// labels are evaluated too (else they are unknown, and a set needing them fits no node).
+    #[arg(long, global = true, env = "NOE_WATCH_NODE_FEATURES", action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value = "false",
+          default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    pub watch_node_features: bool,
+
+    /// With --image-selection: how long the absence of an NFD artifact on an image is
+    /// remembered (Go duration, at most 1h; 0s: not remembered). Shorter than the 60s an
+    /// artifact found is kept, so one attached since is seen sooner.
+    #[arg(long, global = true, env = "NOE_IMAGE_COMPATIBILITY_NEGATIVE_TTL", default_value = "10s",
+          value_parser = super::parse::duration)]
+    pub image_compatibility_negative_ttl: Duration,
 }
 
 fn parse_selector(text: &str) -> Result<Selector, String> {
@@ -293,6 +308,12 @@ impl ControllerArgs {
         if self.image_compatibility_all_namespaces && !self.image_selection {
             return contradiction("--image-compatibility-all-namespaces needs --image-selection");
         }
+        if self.watch_node_features && !self.image_selection {
+            return contradiction("--watch-node-features needs --image-selection");
+        }
+        if self.image_compatibility_negative_ttl > noe_registry::compat::MAX_NEGATIVE_TTL {
+            return contradiction("--image-compatibility-negative-ttl must be at most 1h");
+        }
         let taint_arches = taints.arches()?;
         let remediate = Remediate::from(self.remediate);
         let lookup_mode = LookupMode::from(self.lookup_mode);
@@ -352,6 +373,8 @@ impl ControllerArgs {
                 .image_selection
                 .then_some(crate::config::ImageSelection {
                     all_namespaces: self.image_compatibility_all_namespaces,
+                    node_features: self.watch_node_features,
+                    negative_ttl: self.image_compatibility_negative_ttl,
                 }),
         })
     }

@@ -83,6 +83,13 @@ impl Serving {
         self.controllers.as_ref().and_then(|c| c.node_view())
     }
 
+    /// The `NodeFeature` reflector's view (`--watch-node-features`).
+    pub fn node_feature_view(&self) -> Option<noe_controller::NodeFeatureView> {
+        self.controllers
+            .as_ref()
+            .and_then(|c| c.node_feature_view())
+    }
+
     /// Whether this replica may run the writing controllers now (`None`: no controller runs).
     pub fn leadership(&self) -> Option<Leadership> {
         self.controllers.as_ref().map(|c| c.leadership())
@@ -221,6 +228,10 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         let Some(view) = running.as_ref().and_then(|r| r.node_view()) else {
             anyhow::bail!("--image-selection needs --watch-nodes and Kubernetes API access");
         };
+        let features = running
+            .as_mut()
+            .filter(|_| settings.node_features)
+            .map(|r| r.start_node_features());
         let discovery = match (settings.all_namespaces, &client_for_gate) {
             (true, _) => noe_webhook::select::Discovery::Everywhere,
             (false, Some(client)) => noe_webhook::select::Discovery::Labelled(Arc::new(
@@ -228,12 +239,15 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             )),
             (false, None) => noe_webhook::select::Discovery::Off,
         };
-        admission = admission.with_selection(noe_webhook::select::Selection::new(
-            app.resolver.clone(),
-            Arc::new(app.credentials(pull_secrets.clone())),
-            Arc::new(select::NodeViewNodes(view)),
-            discovery,
-        ));
+        admission = admission.with_selection(
+            noe_webhook::select::Selection::new(
+                app.resolver.clone(),
+                Arc::new(app.credentials(pull_secrets.clone())),
+                Arc::new(select::NodeViewNodes { view, features }),
+                discovery,
+            )
+            .with_negative_ttl(settings.negative_ttl),
+        );
     }
     if gating {
         let exempt = ExemptNamespaces::default();

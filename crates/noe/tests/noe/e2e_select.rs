@@ -7,13 +7,16 @@
 //!   strawberry; the same pod gets the debian, then the ubuntu, then the rockylinux variant
 //!   (here: fixture images of this registry), then the normal decision on the new image;
 //! - what ocifit-k8s denies, we deny with the cause; `.../model` is refused;
-//! - an NFD artifact attached to an image constrains the pod to the nodes that fit it.
+//! - an NFD artifact attached to an image constrains the pod to the nodes that fit it;
+//! - with `--watch-node-features`, a feature only NFD's `NodeFeature` objects carry (no label)
+//!   pins the pod to the nodes that have it by name; when none has it, a warning (or a denial
+//!   with the pod's `require`).
 
 use std::time::Duration;
 
 use noe_test_support::{
-    attach, compat_artifact, node_json, push_artifact, KubeApi, NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE,
-    OCIFIT_SPEC_TYPE, ORAS_DEFAULT_ARTIFACT_TYPE,
+    attach, compat_artifact, node_feature_json, node_json, push_artifact, KubeApi,
+    NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, OCIFIT_SPEC_TYPE, ORAS_DEFAULT_ARTIFACT_TYPE,
 };
 use serde_json::{json, Value};
 
@@ -288,6 +291,166 @@ async fn an_attached_nfd_artifact_constrains_the_pod() {
         .get("arch.noe.adevinta.com/compatibility-artifact")
         .is_none());
     assert!(response.get("warnings").is_none(), "{response}");
+}
+
+/// Attaches an NFD artifact needing the loaded kernel module `module` (a feature nfd-worker
+/// never labels) to `image` (repository, media type, digest); returns the artifact's digest.
+async fn attach_module_artifact(
+    h: &Harness,
+    (repository, media_type, digest): (&str, &str, &str),
+    module: &str,
+) -> String {
+    let spec = format!(
+        "version: v1alpha1\ncompatibilities:\n- rules:\n  - name: {module}\n    matchFeatures:\n    - feature: kernel.loadedmodule\n      matchExpressions:\n        {module}: {{op: Exists}}\n"
+    );
+    let artifact = compat_artifact(
+        NFD_ARTIFACT_TYPE,
+        NFD_SPEC_TYPE,
+        spec.as_bytes(),
+        Some((media_type, digest, 0usize)),
+        None,
+    );
+    let pusher = h.registry.pusher().unwrap();
+    attach(&pusher, repository, digest, &artifact, &[])
+        .await
+        .unwrap();
+    artifact.digest
+}
+
+fn loaded_modules(modules: &[&str]) -> Value {
+    let elements: serde_json::Map<String, Value> = modules
+        .iter()
+        .map(|m| ((*m).to_owned(), json!({})))
+        .collect();
+    json!({"flags": {"kernel.loadedmodule": {"elements": elements}},
+        "attributes": {"kernel.version": {"elements": {"major": "6", "minor": "1"}}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_features_that_are_no_labels_pin_the_pod_by_name() {
+    let h = Harness::start().await;
+    let f = &h.fixtures;
+    let kvm_artifact = attach_module_artifact(
+        &h,
+        (
+            &f.oci_index.repository,
+            &f.oci_index.media_type,
+            &f.oci_index.digest,
+        ),
+        "kvm",
+    )
+    .await;
+    attach_module_artifact(
+        &h,
+        (
+            &f.oci_single.repository,
+            &f.oci_single.media_type,
+            &f.oci_single.digest,
+        ),
+        "nvidia",
+    )
+    .await;
+
+    let api = KubeApi::start().await.unwrap();
+    api.put_node(node("kvm1", "amd64", &[]));
+    api.put_node(node("plain", "arm64", &[]));
+    api.put_node(node("unreported", "arm64", &[]));
+    api.put_node_feature(node_feature_json(
+        "kvm1",
+        loaded_modules(&["kvm", "kvm_intel"]),
+    ));
+    api.put_node_feature(node_feature_json("plain", loaded_modules(&["overlay"])));
+    let server = server(
+        &h,
+        &api,
+        &[
+            "--image-compatibility-all-namespaces",
+            "--watch-node-features",
+        ],
+    )
+    .await;
+    let features = server.running.node_feature_view().expect("a feature view");
+    for _ in 0..1500 {
+        if features.is_ready() && features.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        features.len(),
+        2,
+        "the NodeFeature objects were never listed"
+    );
+
+    // Only kvm1 reports the module; "unreported" has no NodeFeature (unknown: not a fit).
+    let p = pod(&[&f.oci_index.reference()]);
+    let response = server.review(&p).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let (patched, _) = apply(&p, &response);
+    let terms = &patched["spec"]["affinity"]["nodeAffinity"]
+        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    assert!(
+        terms.as_array().unwrap().iter().all(|t| t["matchFields"]
+            == json!([{"key": "metadata.name", "operator": "In", "values": ["kvm1"]}])),
+        "{patched}"
+    );
+    let annotations = &patched["metadata"]["annotations"];
+    assert_eq!(
+        annotations["arch.noe.adevinta.com/compatibility-artifact"],
+        json!(kvm_artifact)
+    );
+    assert!(
+        annotations["arch.noe.adevinta.com/compatibility-pinned"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 nodes by name"),
+        "{patched}"
+    );
+
+    // The module appears on "plain": the next pod may run on both.
+    api.put_node_feature(node_feature_json("plain", loaded_modules(&["kvm"])));
+    for _ in 0..3000 {
+        if features
+            .features("plain")
+            .is_some_and(|f| f.flags["kernel.loadedmodule"].contains("kvm"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let response = server.review(&p).await;
+    let (patched, _) = apply(&p, &response);
+    let both = &patched["spec"]["affinity"]["nodeAffinity"]
+        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchFields"]
+        [0]["values"];
+    assert_eq!(both, &json!(["kvm1", "plain"]), "{response}");
+
+    // No node has the module the other image needs: a warning, the pod not constrained by it;
+    // with the pod's `require`, a denial.
+    let p = pod(&[&f.oci_single.reference()]);
+    let response = server.review(&p).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let warnings = response["warnings"].to_string();
+    assert!(
+        warnings.contains("no compatibility set fits any of the 3 candidate nodes"),
+        "{response}"
+    );
+    let (patched, _) = apply(&p, &response);
+    assert!(patched["metadata"]["annotations"]
+        .get("arch.noe.adevinta.com/compatibility-artifact")
+        .is_none());
+    let mut required = p.clone();
+    required["metadata"]["annotations"] =
+        json!({"arch.noe.adevinta.com/image-compatibility": "require"});
+    let denied = server.review(&required).await;
+    assert_eq!(denied["allowed"], false, "{denied}");
+    assert!(
+        denied["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no compatibility set fits"),
+        "{denied}"
+    );
 }
 
 /// `noe explain --nodes`: the choice offline, from a `kubectl get nodes -o yaml` dump.

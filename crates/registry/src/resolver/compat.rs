@@ -12,7 +12,7 @@ use super::Resolver;
 use crate::compat::{
     fallback_tag, filter_applied, newest_first, next_page, referrers, ArtifactManifest, Fetched,
     Layer, Learned, Query, Referrer, INDEX_MEDIA_TYPE, MAX_ATTEMPTS, MAX_MANIFEST_BYTES, MAX_PAGES,
-    MAX_REFERRERS, MAX_SPEC_BYTES,
+    MAX_PLATFORM_SUBJECTS, MAX_REFERRERS, MAX_SPEC_BYTES,
 };
 use crate::manifest;
 use crate::metrics::Kind;
@@ -25,7 +25,7 @@ struct Compat<'q> {
 }
 
 impl<'a> Step<'a> for Compat<'_> {
-    type Output = (Option<Fetched>, Learned);
+    type Output = (Vec<Fetched>, Learned);
 
     fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>> {
         Box::pin(async move {
@@ -34,13 +34,14 @@ impl<'a> Step<'a> for Compat<'_> {
                 Query::Explicit { media_type } => {
                     explicit(&fetcher, at.request.resolved, media_type)
                         .await
-                        .map(|f| (Some(f), Learned::default()))
+                        .map(|f| (vec![f], Learned::default()))
                 }
                 Query::Referrers {
                     subject,
                     artifact_type,
                     media_type,
                     skip_api,
+                    index,
                 } => {
                     let ask = Ask {
                         subject,
@@ -48,7 +49,7 @@ impl<'a> Step<'a> for Compat<'_> {
                         media_type,
                         skip_api: *skip_api,
                     };
-                    discovered(&fetcher, &ask).await
+                    discovered(&fetcher, &ask, *index).await
                 }
             }
         })
@@ -57,7 +58,7 @@ impl<'a> Step<'a> for Compat<'_> {
 
 impl Resolver {
     /// Fetches the compatibility artifact `query` asks for, of `image` (explicit: the artifact
-    /// itself; referrers: the image they refer to). `None`: the image has no such referrer.
+    /// itself; referrers: the image they refer to). Empty: the image has no such referrer.
     /// The lookup's own endpoint and credential loop ([`Resolver::fetch`]), mirrors left out
     /// for referrers.
     pub async fn compat(
@@ -65,7 +66,7 @@ impl Resolver {
         image: &str,
         credentials: &[CredentialCandidate],
         query: &Query,
-    ) -> Result<(Option<Fetched>, Learned), Error> {
+    ) -> Result<(Vec<Fetched>, Learned), Error> {
         let (reference, resolved, hosts) = self.hosts_of(image).await?;
         let referrers = matches!(query, Query::Referrers { .. });
         let endpoints: Vec<_> = hosts
@@ -128,6 +129,7 @@ async fn layer(fetcher: &Fetcher<'_>, layer: &Layer) -> Result<Fetched, Error> {
         digest: String::new(),
         media_type: layer.media_type.clone(),
         spec,
+        platform: None,
     })
 }
 
@@ -230,12 +232,53 @@ async fn list(fetcher: &Fetcher<'_>, ask: &Ask<'_>) -> Result<(Vec<Referrer>, Le
     Ok((found, learned))
 }
 
-/// NFD's discovered artifact: the newest referrer whose manifest names the subject, its layer
-/// of `media_type` (else its first, as NFD's client reads it).
+/// NFD's discovered artifacts: the subject's own (below); when the subject is an `index` with
+/// none, the newest of each of its runnable platform manifests (at most
+/// [`MAX_PLATFORM_SUBJECTS`], attestations left out), each marked with its platform. The
+/// index's body is read for that (one more request), and every platform manifest costs its
+/// referrers lookup; an image whose index carries the artifact costs nothing more.
 async fn discovered(
     fetcher: &Fetcher<'_>,
     ask: &Ask<'_>,
-) -> Result<(Option<Fetched>, Learned), Error> {
+    index: bool,
+) -> Result<(Vec<Fetched>, Learned), Error> {
+    let (found, mut learned) = newest(fetcher, ask).await?;
+    if found.is_some() || !index {
+        return Ok((found.into_iter().collect(), learned));
+    }
+    let response = fetcher.manifest(ask.subject).await?;
+    let entries = match manifest::parse(response.content_type(), &response.body) {
+        Ok((_, manifest::Parsed::Index(entries))) => entries,
+        _ => return Ok((Vec::new(), learned)),
+    };
+    let mut out = Vec::new();
+    let runnable = entries
+        .iter()
+        .filter(|e| !e.is_attestation())
+        .filter(|e| crate::reference::validate_digest(&e.digest).is_ok())
+        .filter_map(|e| Some((e, e.platform().ok()??)))
+        .take(MAX_PLATFORM_SUBJECTS);
+    for (entry, platform) in runnable {
+        let ask = Ask {
+            subject: &entry.digest,
+            skip_api: ask.skip_api || learned.no_referrers_api,
+            ..*ask
+        };
+        let (found, more) = newest(fetcher, &ask).await?;
+        learned.no_referrers_api |= more.no_referrers_api;
+        if let Some(found) = found {
+            out.push(Fetched {
+                platform: Some((platform.os.clone(), platform.architecture.clone())),
+                ..found
+            });
+        }
+    }
+    Ok((out, learned))
+}
+
+/// The newest referrer whose manifest names the subject, its layer of `media_type` (else its
+/// first, as NFD's client reads it).
+async fn newest(fetcher: &Fetcher<'_>, ask: &Ask<'_>) -> Result<(Option<Fetched>, Learned), Error> {
     let (mut found, learned) = list(fetcher, ask).await?;
     newest_first(&mut found);
     for referrer in found.iter().take(MAX_ATTEMPTS) {

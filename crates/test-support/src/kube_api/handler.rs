@@ -46,6 +46,7 @@ fn parse_path(path: &str) -> Option<Target> {
     let (group, rest) = match parts.as_slice() {
         ["api", "v1", rest @ ..] => ("", rest),
         ["apis", group, "v1", rest @ ..] => (*group, rest),
+        ["apis", group @ "nfd.k8s-sigs.io", "v1alpha1", rest @ ..] => (*group, rest),
         _ => return None,
     };
     let (namespace, rest) = match rest {
@@ -75,6 +76,7 @@ fn parse_path(path: &str) -> Option<Target> {
         ("batch", "cronjobs") => Resource::CronJobs,
         ("", "secrets") => Resource::Secrets,
         ("", "serviceaccounts") => Resource::ServiceAccounts,
+        ("nfd.k8s-sigs.io", "nodefeatures") => Resource::NodeFeatures,
         _ => return None,
     };
     if resource.namespaced() == namespace.is_none() && name.is_some() {

@@ -368,3 +368,25 @@ pub fn service_account_json(namespace: &str, name: &str, annotations: &[(&str, &
         "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
     })
 }
+
+/// The namespace nfd-worker writes its `NodeFeature` objects to in a default install.
+pub const NFD_NAMESPACE: &str = "node-feature-discovery";
+
+/// An NFD `NodeFeature` (`nfd.k8s-sigs.io/v1alpha1`) as nfd-worker writes it for `node`: in
+/// [`NFD_NAMESPACE`], named after the node, labelled `nfd.node.kubernetes.io/node-name`, with
+/// `features` as `spec.features` (`{flags, attributes, instances}`) and no `spec.labels`.
+pub fn node_feature_json(node: &str, features: Value) -> Value {
+    json!({
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeature",
+        "metadata": {
+            "name": node,
+            "namespace": NFD_NAMESPACE,
+            "labels": {"nfd.node.kubernetes.io/node-name": node},
+            "annotations": {"nfd.node.kubernetes.io/worker.version": "v0.17.3"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": format!("nfd-worker-{node}"),
+                "uid": format!("uid-nfd-worker-{node}")}],
+        },
+        "spec": {"features": features, "labels": {}},
+    })
+}

@@ -47,6 +47,8 @@ pub enum Resource {
     Secrets,
     /// `v1` ServiceAccount (and its `token` subresource, the TokenRequest API).
     ServiceAccounts,
+    /// `nfd.k8s-sigs.io/v1alpha1` NodeFeature (node-feature-discovery's CRD).
+    NodeFeatures,
 }
 
 impl Resource {
@@ -66,6 +68,7 @@ impl Resource {
             Self::CronJobs => "CronJob",
             Self::Secrets => "Secret",
             Self::ServiceAccounts => "ServiceAccount",
+            Self::NodeFeatures => "NodeFeature",
         }
     }
 
@@ -83,6 +86,7 @@ impl Resource {
             Self::Jobs | Self::CronJobs => "batch/v1",
             Self::Leases => "coordination.k8s.io/v1",
             Self::Events => "events.k8s.io/v1",
+            Self::NodeFeatures => "nfd.k8s-sigs.io/v1alpha1",
         }
     }
 

@@ -217,6 +217,30 @@ fn taints_are_tolerated_by_the_server_and_by_explain() {
 }
 
 #[test]
+fn image_selection_settings() {
+    let on = settings(&["noe", "--watch-nodes", "--image-selection"], POD).unwrap();
+    assert_eq!(
+        on.image_selection,
+        Some(crate::config::ImageSelection {
+            all_namespaces: false,
+            node_features: false,
+            negative_ttl: Duration::from_secs(10),
+        })
+    );
+    let argv = [
+        "noe",
+        "--watch-nodes",
+        "--image-selection",
+        "--watch-node-features",
+        "--image-compatibility-negative-ttl=0s",
+    ];
+    let set = settings(&argv, POD).unwrap().image_selection.unwrap();
+    assert!(set.node_features);
+    assert_eq!(set.negative_ttl, Duration::ZERO);
+    assert_eq!(settings(&["noe"], POD).unwrap().image_selection, None);
+}
+
+#[test]
 fn contradictions_name_the_flags() {
     type Env<'a> = &'a [(&'a str, &'a str)];
     let cases: &[(&[&str], Env, &str)] = &[
@@ -234,6 +258,21 @@ fn contradictions_name_the_flags() {
             &["noe", "--watch-nodes", "--image-compatibility-all-namespaces"],
             POD,
             "--image-compatibility-all-namespaces needs --image-selection",
+        ),
+        (
+            &["noe", "--watch-nodes", "--watch-node-features"],
+            POD,
+            "--watch-node-features needs --image-selection",
+        ),
+        (
+            &[
+                "noe",
+                "--watch-nodes",
+                "--image-selection",
+                "--image-compatibility-negative-ttl=2h",
+            ],
+            POD,
+            "--image-compatibility-negative-ttl must be at most 1h",
         ),
         (
             &["noe", "--remediate=report", "--leader-elect"],

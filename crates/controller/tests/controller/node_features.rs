@@ -1,0 +1,85 @@
+//! The `NodeFeature` reflector (`--watch-node-features`) against the scripted API: objects
+//! listed and watched in every namespace, keyed by their node-name label; a missing CRD (`404`)
+//! counted and retried with backoff, then listed once it is served.
+
+use std::time::Duration;
+
+use noe_controller::{Config, Controllers, Deps, Metrics};
+use noe_test_support::{node_feature_json, Fault, KubeApi, Resource, NFD_NAMESPACE};
+use serde_json::json;
+
+use super::support::{metric, poll};
+
+fn modules(names: &[&str]) -> serde_json::Value {
+    let elements: serde_json::Map<String, serde_json::Value> =
+        names.iter().map(|n| ((*n).to_owned(), json!({}))).collect();
+    json!({"flags": {"kernel.loadedmodule": {"elements": elements}},
+        "attributes": {"kernel.version": {"elements": {"major": "6", "minor": "1"}}}})
+}
+
+#[tokio::test]
+async fn node_features_are_listed_watched_and_a_missing_crd_is_retried() {
+    let api = KubeApi::start().await.unwrap();
+    // The CRD is not served for the first lists: the apiserver's 404 for an unknown resource.
+    api.fault(Fault::new("GET", "/apis/nfd.k8s-sigs.io/v1alpha1/nodefeatures", 404).times(2));
+    api.put_node_feature(node_feature_json("n1", modules(&["kvm"])));
+    let mut gpu = node_feature_json("n1", modules(&["nvidia"]));
+    gpu["metadata"]["name"] = json!("n1-gpu");
+    gpu["metadata"]["namespace"] = json!("gpu-operator");
+    gpu["spec"]["features"] =
+        json!({"flags": {"kernel.enabledmodule": {"elements": {"nvidia": {}}}}});
+    api.put_node_feature(gpu);
+    let mut unlabelled = node_feature_json("n9", modules(&["kvm"]));
+    unlabelled["metadata"]["labels"] = json!({});
+    api.put_node_feature(unlabelled);
+
+    let registry = prometheus::Registry::new();
+    let metrics = Metrics::new(&registry, 10).unwrap();
+    let mut running = Controllers::start(
+        api.client().unwrap(),
+        Config::default(),
+        Deps::default(),
+        metrics,
+    )
+    .unwrap();
+    let view = running.start_node_features();
+    poll("listed after the CRD appeared", 1500, || view.is_ready()).await;
+    assert_eq!(
+        metric(
+            &registry,
+            "noe_controller_watch_errors_total",
+            &[("resource", "nodefeatures")]
+        ),
+        2.0
+    );
+    let n1 = view.features("n1").unwrap();
+    assert!(n1.flags["kernel.loadedmodule"].contains("kvm"));
+    assert!(
+        n1.flags["kernel.enabledmodule"].contains("nvidia"),
+        "merged"
+    );
+    assert_eq!(n1.attributes["kernel.version"]["major"], "6");
+    assert!(view.features("n9").is_none(), "no node-name label");
+    assert_eq!(view.len(), 1);
+
+    // Watched: a new node's object, a changed one, a deleted one.
+    api.put_node_feature(node_feature_json("n2", modules(&["vfio_pci"])));
+    poll("n2 seen", 1000, || view.features("n2").is_some()).await;
+    api.put_node_feature(node_feature_json("n1", modules(&["kvm", "vhost_net"])));
+    poll("n1 changed", 1000, || {
+        view.features("n1")
+            .is_some_and(|f| f.flags["kernel.loadedmodule"].contains("vhost_net"))
+    })
+    .await;
+    assert!(api.delete(Resource::NodeFeatures, NFD_NAMESPACE, "n2"));
+    poll("n2 gone", 1000, || view.features("n2").is_none()).await;
+    let lists = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/apis/nfd.k8s-sigs.io/v1alpha1/nodefeatures")
+        .count();
+    assert!(lists >= 3, "two refused lists, then a list and a watch");
+    tokio::time::timeout(Duration::from_secs(10), running.shutdown())
+        .await
+        .unwrap();
+}
