@@ -260,11 +260,13 @@ async fn explicit_artifacts_as_oras_pushes_them_by_tag_and_digest() {
         let spec = Spec::parse_ocifit(&fetched.spec).unwrap();
         let nodes = [NodeFacts {
             name: "w1".into(),
-            labels: [(
-                "feature.node.ocifit-k8s.flavor".to_owned(),
-                "chocolate".to_owned(),
-            )]
-            .into(),
+            labels: std::sync::Arc::new(
+                [(
+                    "feature.node.ocifit-k8s.flavor".to_owned(),
+                    "chocolate".to_owned(),
+                )]
+                .into(),
+            ),
             features: None,
             schedulable: true,
         }];
@@ -586,7 +588,8 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect(),
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .into(),
         features: None,
         schedulable: true,
     };

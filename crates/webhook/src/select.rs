@@ -365,7 +365,8 @@ mod tests {
             ]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into(),
             features: None,
             schedulable: true,
         }

@@ -44,8 +44,9 @@ pub struct NodeRecord {
     pub ready: bool,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
-    /// `metadata.labels` (at most [`MAX_LABELS`], values bounded), for image selection.
-    pub labels: std::collections::BTreeMap<String, String>,
+    /// `metadata.labels` (at most [`MAX_LABELS`], values bounded), for image selection; shared
+    /// with the nodes selection evaluates, so an admission copies none of them.
+    pub labels: std::sync::Arc<std::collections::BTreeMap<String, String>>,
 }
 
 impl NodeRecord {
@@ -77,10 +78,12 @@ impl NodeRecord {
             taints,
             ready: true,
             unschedulable: false,
-            labels: [(ARCH_LABEL, arch), (OS_LABEL, os)]
-                .into_iter()
-                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
-                .collect(),
+            labels: std::sync::Arc::new(
+                [(ARCH_LABEL, arch), (OS_LABEL, os)]
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+                    .collect(),
+            ),
         }
     }
 }
@@ -133,13 +136,14 @@ impl From<RawNode> for NodeRecord {
                 .iter()
                 .any(|c| c.kind == "Ready" && c.status == "True"),
             unschedulable: raw.spec.unschedulable,
-            labels: raw
-                .metadata
-                .labels
-                .iter()
-                .take(MAX_LABELS)
-                .map(|(k, v)| (bounded(k), bounded(v)))
-                .collect(),
+            labels: std::sync::Arc::new(
+                raw.metadata
+                    .labels
+                    .iter()
+                    .take(MAX_LABELS)
+                    .map(|(k, v)| (bounded(k), bounded(v)))
+                    .collect(),
+            ),
             metadata: raw.metadata.identity(),
             taints,
         }

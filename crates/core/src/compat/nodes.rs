@@ -33,8 +33,9 @@ pub const MAX_VALUE_BYTES: usize = 256;
 pub struct NodeFacts {
     /// `metadata.name`.
     pub name: String,
-    /// `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
+    /// `metadata.labels`; shared, as the node reflector holds them (image selection reads every
+    /// node per admission).
+    pub labels: Arc<BTreeMap<String, String>>,
     /// NFD's `NodeFeature` of the node, when known (`--watch-node-features`); shared, as the
     /// reflector holds it.
     pub features: Option<Arc<NodeFeatures>>,
@@ -218,7 +219,7 @@ impl NodeFacts {
     /// cordoned or its `Ready` condition is other than `True` (no conditions: schedulable).
     pub fn from_node(node: &Value) -> Option<Self> {
         let name = node.pointer("/metadata/name")?.as_str()?.to_owned();
-        let labels = string_map(node.pointer("/metadata/labels"));
+        let labels = Arc::new(string_map(node.pointer("/metadata/labels")));
         let cordoned = node
             .pointer("/spec/unschedulable")
             .and_then(Value::as_bool)

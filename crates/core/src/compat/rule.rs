@@ -494,7 +494,7 @@ impl Rule {
         }
         let mut observed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for node in nodes {
-            for (k, v) in &node.labels {
+            for (k, v) in node.labels.iter() {
                 observed.entry(k.clone()).or_default().insert(v.clone());
             }
         }

@@ -9,10 +9,12 @@ use serde_json::{json, Value};
 pub fn node(name: &str, labels: &[(&str, &str)]) -> NodeFacts {
     NodeFacts {
         name: name.to_owned(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect::<BTreeMap<_, _>>(),
+        labels: std::sync::Arc::new(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<BTreeMap<_, _>>(),
+        ),
         features: None,
         schedulable: true,
     }
