@@ -40,29 +40,62 @@ printf '{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"Credential
     .unwrap();
 }
 
+/// What both tests run against: a real htpasswd registry holding the standard fixtures, the
+/// scripted API with the ServiceAccount `team/app` (its role annotation set), the plugin and its
+/// config, and a kubeconfig for the API, under `dir`.
+struct World {
+    registry: Registry,
+    image: String,
+    host: String,
+    api: KubeApi,
+    dir: tempfile::TempDir,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl World {
+    async fn start() -> Self {
+        let registry = Registry::builder()
+            .htpasswd("alice", "s3cret")
+            .start()
+            .await
+            .unwrap();
+        let image = push_standard_fixtures(&registry)
+            .await
+            .unwrap()
+            .oci_index
+            .reference();
+        let host = registry.host();
+        let api = KubeApi::start().await.unwrap();
+        api.put(
+            Resource::ServiceAccounts,
+            "team",
+            service_account_json("team", "app", &[(ROLE, "puller")]),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        plugin(dir.path(), &host, "team", "app");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+        Self {
+            registry,
+            image,
+            host,
+            api,
+            dir,
+            kubeconfig,
+        }
+    }
+}
+
 #[tokio::test]
 async fn inspect_resolves_as_a_service_account() {
-    let registry = Registry::builder()
-        .htpasswd("alice", "s3cret")
-        .start()
-        .await
-        .unwrap();
-    let image = push_standard_fixtures(&registry)
-        .await
-        .unwrap()
-        .oci_index
-        .reference();
-    let host = registry.host();
-    let api = KubeApi::start().await.unwrap();
-    api.put(
-        Resource::ServiceAccounts,
-        "team",
-        service_account_json("team", "app", &[(ROLE, "puller")]),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    plugin(dir.path(), &host, "team", "app");
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+    let World {
+        registry: _registry,
+        image,
+        host,
+        api,
+        dir,
+        kubeconfig,
+    } = World::start().await;
     let none = dir.path().join("absent");
     let args = |account: &str, kubeconfig: &Path| -> Vec<String> {
         let mut args = vec![
@@ -131,27 +164,14 @@ async fn inspect_resolves_as_a_service_account() {
 /// flag, the plugin (which requires an account) gives nothing and the lookup fails (exit 3).
 #[tokio::test]
 async fn explain_looks_a_pod_up_as_its_service_account() {
-    let registry = Registry::builder()
-        .htpasswd("alice", "s3cret")
-        .start()
-        .await
-        .unwrap();
-    let image = push_standard_fixtures(&registry)
-        .await
-        .unwrap()
-        .oci_index
-        .reference();
-    let host = registry.host();
-    let api = KubeApi::start().await.unwrap();
-    api.put(
-        Resource::ServiceAccounts,
-        "team",
-        service_account_json("team", "app", &[(ROLE, "puller")]),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    plugin(dir.path(), &host, "team", "app");
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
+    let World {
+        registry: _registry,
+        image,
+        host,
+        api,
+        dir,
+        kubeconfig,
+    } = World::start().await;
     let pod = dir.path().join("pod.yaml");
     std::fs::write(
         &pod,
