@@ -372,6 +372,9 @@ async fn files_are_read_again_after_the_interval() {
     // ... then the first read after it starts a reload in the background and gets the old view
     // at once; the file's content follows.
     assert!(source.candidates("ghcr.io/a:1").await.is_empty());
+    // The clock keeps moving while we wait, as a real one would: the first load (of the
+    // missing file) may still have been running when the clock was advanced above, and it
+    // stamps its answer when it ends; without time passing, that stale answer would stand.
     let mut seen = Vec::new();
     for _ in 0..200 {
         seen = creds_of(&source.candidates("ghcr.io/a:1").await);
@@ -379,6 +382,7 @@ async fn files_are_read_again_after_the_interval() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
+        clock.advance(Duration::from_millis(200));
     }
     assert_eq!(seen, vec![basic_cred("new", "pw")]);
 }
