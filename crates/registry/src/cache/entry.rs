@@ -80,7 +80,16 @@ impl Entry {
     /// The manifest digest (`sha256:...`).
     pub fn digest(&self) -> String {
         match &self.digest {
-            Digest::Sha256(bytes) => format!("sha256:{}", hex::encode(bytes)),
+            Digest::Sha256(bytes) => {
+                // One allocation of the exact size (the lookup endpoint asks per cached key).
+                let mut hex = [0u8; 64];
+                let mut text = String::with_capacity(71);
+                text.push_str("sha256:");
+                if hex::encode_to_slice(bytes, &mut hex).is_ok() {
+                    text.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+                }
+                text
+            }
             Digest::Other(digest) => digest.to_string(),
         }
     }

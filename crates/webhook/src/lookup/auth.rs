@@ -29,8 +29,8 @@ pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 pub enum Caller {
     /// A client certificate verified against `--lookup-client-ca`.
     Certificate,
-    /// A token the API accepted; the username it names.
-    Token(String),
+    /// A token the API accepted; the username it names (shared with the cached verdict).
+    Token(Arc<str>),
 }
 
 /// Why a caller is refused.
@@ -51,7 +51,7 @@ pub enum Refused {
 /// The TokenReview verdict on a token.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    Authenticated { username: String },
+    Authenticated { username: Arc<str> },
     Rejected,
 }
 
@@ -119,7 +119,9 @@ impl TokenReviewer for KubeTokenReviews {
             // apiserver that ignores audiences answers none, and is not trusted for ours.
             if status.authenticated == Some(true) && audiences.iter().any(|a| a == audience) {
                 let username = status.user.and_then(|u| u.username).unwrap_or_default();
-                Ok(Verdict::Authenticated { username })
+                Ok(Verdict::Authenticated {
+                    username: username.into(),
+                })
             } else {
                 Ok(Verdict::Rejected)
             }
@@ -240,7 +242,7 @@ mod tests {
             Box::pin(async move {
                 match (token, audience) {
                     ("good", "aud") => Ok(Verdict::Authenticated {
-                        username: "system:serviceaccount:kyverno:kyverno".to_owned(),
+                        username: "system:serviceaccount:kyverno:kyverno".into(),
                     }),
                     ("down", _) => Err("the Kubernetes API failed".to_owned()),
                     _ => Ok(Verdict::Rejected),
@@ -286,7 +288,7 @@ mod tests {
         assert_eq!(
             both.caller(false, &headers(Some("Bearer good"))).await,
             Ok(Caller::Token(
-                "system:serviceaccount:kyverno:kyverno".to_owned()
+                "system:serviceaccount:kyverno:kyverno".into()
             ))
         );
         assert_eq!(

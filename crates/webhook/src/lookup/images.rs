@@ -113,15 +113,15 @@ const LINEAR_DEDUP: usize = 8;
 /// What is known of each key: one answer per distinct key (a repeated key shares the first
 /// one's), and how many distinct keys failed.
 #[derive(Debug, Default)]
-pub struct Answers<'a> {
-    keys: &'a [String],
+pub struct Answers<'a, K> {
+    keys: &'a [K],
     /// For each key, in order, the index of its answer in `distinct`.
     slots: Vec<usize>,
     distinct: Vec<KeyAnswer>,
     pub failed: usize,
 }
 
-impl<'a> Answers<'a> {
+impl<K: AsRef<str>> Answers<'_, K> {
     /// The answer for the `i`th key.
     pub fn at(&self, i: usize) -> Option<&KeyAnswer> {
         self.distinct.get(*self.slots.get(i)?)
@@ -129,7 +129,7 @@ impl<'a> Answers<'a> {
 
     /// The answer for `key` (its first occurrence).
     pub fn of(&self, key: &str) -> Option<&KeyAnswer> {
-        self.at(self.keys.iter().position(|k| k == key)?)
+        self.at(self.keys.iter().position(|k| k.as_ref() == key)?)
     }
 
     /// Distinct keys.
@@ -140,7 +140,7 @@ impl<'a> Answers<'a> {
 
 /// For each key, the index of the first key equal to it among the distinct ones, and how many
 /// are distinct: one hash per key (none for a few keys).
-fn slots(keys: &[String]) -> (Vec<usize>, Vec<bool>) {
+fn slots(keys: &[impl AsRef<str>]) -> (Vec<usize>, Vec<bool>) {
     let mut slots = Vec::with_capacity(keys.len());
     let mut first = Vec::with_capacity(keys.len());
     let mut distinct = 0usize;
@@ -150,7 +150,7 @@ fn slots(keys: &[String]) -> (Vec<usize>, Vec<bool>) {
                 .get(..i)
                 .unwrap_or_default()
                 .iter()
-                .position(|k| k == key)
+                .position(|k| k.as_ref() == key.as_ref())
                 .and_then(|j| slots.get(j).copied());
             match earlier {
                 Some(slot) => {
@@ -165,9 +165,11 @@ fn slots(keys: &[String]) -> (Vec<usize>, Vec<bool>) {
             }
         }
     } else {
-        let mut seen: HashMap<&str, usize> = HashMap::with_capacity(keys.len());
+        // Seeded per process; at most MAX_KEYS keys, so even chosen collisions stay cheap.
+        let mut seen: HashMap<&str, usize, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(keys.len(), foldhash::fast::RandomState::default());
         for key in keys {
-            match seen.entry(key.as_str()) {
+            match seen.entry(key.as_ref()) {
                 std::collections::hash_map::Entry::Occupied(slot) => {
                     slots.push(*slot.get());
                     first.push(false);
@@ -186,18 +188,18 @@ fn slots(keys: &[String]) -> (Vec<usize>, Vec<bool>) {
 
 /// Looks `keys` up: the cache first (one probe per distinct key), the misses at once under
 /// `in_flight` (the endpoint's permits), each ending at `deadline`.
-pub async fn answer<'a>(
+pub async fn answer<'a, K: AsRef<str> + Sync>(
     source: &Arc<dyn ImageSource>,
     in_flight: &Arc<Semaphore>,
-    keys: &'a [String],
+    keys: &'a [K],
     deadline: Instant,
-) -> Answers<'a> {
+) -> Answers<'a, K> {
     let (slots, first) = slots(keys);
     let mut distinct: Vec<KeyAnswer> = Vec::with_capacity(keys.len());
     // Cache misses: their slot and key.
     let mut missed: Vec<(usize, &'a str)> = Vec::new();
     for (key, _) in keys.iter().zip(&first).filter(|(_, first)| **first) {
-        let key = key.as_str();
+        let key = key.as_ref();
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
             let why = if key.is_empty() {
                 "empty image reference".to_owned()

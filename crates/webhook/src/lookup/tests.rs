@@ -48,7 +48,7 @@ impl TokenReviewer for Reviewer {
         Box::pin(async move {
             Ok(if token == "good" {
                 Verdict::Authenticated {
-                    username: "kyverno".to_owned(),
+                    username: "kyverno".into(),
                 }
             } else {
                 Verdict::Rejected

@@ -11,6 +11,7 @@
 //!   "complete":bool}` (`architectures`: those of `common`, for policies that compare a pod's
 //!   `kubernetes.io/arch` without parsing platform strings).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -41,50 +42,83 @@ pub enum Invalid {
     TooManyKeys { count: usize },
 }
 
+/// A key as sent: borrowed from the request body, owned only when the body escaped one of its
+/// characters.
+pub type Key<'a> = Cow<'a, str>;
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ProviderRequest {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    request: ProviderRequestBody,
+struct ProviderRequest<'a> {
+    #[serde(default, borrow)]
+    api_version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    request: ProviderRequestBody<'a>,
 }
 
 #[derive(Deserialize)]
-struct ProviderRequestBody {
-    #[serde(default)]
-    keys: Bounded,
+struct ProviderRequestBody<'a> {
+    #[serde(default, borrow)]
+    keys: Bounded<'a>,
 }
 
 #[derive(Deserialize)]
-struct KyvernoRequest {
-    #[serde(default)]
-    images: Bounded,
+struct KyvernoRequest<'a> {
+    #[serde(default, borrow)]
+    images: Bounded<'a>,
 }
 
 /// A list of strings that stops collecting past [`MAX_KEYS`] (a 1 MiB body of short strings
 /// holds many more), remembering how many there were.
 #[derive(Default)]
-struct Bounded {
-    keys: Vec<String>,
+struct Bounded<'a> {
+    keys: Vec<Key<'a>>,
     count: usize,
 }
 
-impl<'de> Deserialize<'de> for Bounded {
+/// One string of a [`Bounded`] list, borrowed from the body when it holds no escape.
+struct Borrowed<'a>(Key<'a>);
+
+impl<'de> Deserialize<'de> for Borrowed<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Visitor;
         impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Bounded;
+            type Value = Borrowed<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                v: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(Borrowed(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Borrowed(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Borrowed(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Bounded<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Bounded<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a list of strings")
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
                 mut seq: A,
-            ) -> Result<Bounded, A::Error> {
+            ) -> Result<Bounded<'a>, A::Error> {
                 let mut bounded = Bounded::default();
-                while let Some(key) = seq.next_element::<String>()? {
+                while let Some(Borrowed(key)) = seq.next_element::<Borrowed<'de>>()? {
                     bounded.count = bounded.count.saturating_add(1);
                     if bounded.keys.len() < MAX_KEYS {
                         bounded.keys.push(key);
@@ -93,12 +127,12 @@ impl<'de> Deserialize<'de> for Bounded {
                 Ok(bounded)
             }
         }
-        deserializer.deserialize_seq(Visitor)
+        deserializer.deserialize_seq(Visitor(std::marker::PhantomData))
     }
 }
 
-impl Bounded {
-    fn keys(self) -> Result<Vec<String>, Invalid> {
+impl<'a> Bounded<'a> {
+    fn keys(self) -> Result<Vec<Key<'a>>, Invalid> {
         if self.count > MAX_KEYS {
             return Err(Invalid::TooManyKeys { count: self.count });
         }
@@ -107,7 +141,7 @@ impl Bounded {
 }
 
 /// The keys of a Gatekeeper `ProviderRequest`, as sent.
-pub fn gatekeeper_keys(body: &[u8]) -> Result<Vec<String>, Invalid> {
+pub fn gatekeeper_keys(body: &[u8]) -> Result<Vec<Key<'_>>, Invalid> {
     let request: ProviderRequest =
         serde_json::from_slice(body).map_err(|error| Invalid::Malformed {
             expected: "ProviderRequest",
@@ -127,7 +161,7 @@ pub fn gatekeeper_keys(body: &[u8]) -> Result<Vec<String>, Invalid> {
 }
 
 /// The images of a Kyverno request, as sent.
-pub fn kyverno_keys(body: &[u8]) -> Result<Vec<String>, Invalid> {
+pub fn kyverno_keys(body: &[u8]) -> Result<Vec<Key<'_>>, Invalid> {
     let request: KyvernoRequest =
         serde_json::from_slice(body).map_err(|error| Invalid::Malformed {
             expected: r#"{"images": [...]} object"#,
@@ -192,7 +226,7 @@ const PLATFORM_OVERHEAD: usize = 6;
 /// of the `i`th key), written straight into one buffer: the keys, platforms, digests and errors
 /// escaped as JSON strings, no intermediate structure per key.
 pub fn gatekeeper_response<'a>(
-    keys: &[String],
+    keys: &[impl AsRef<str>],
     answer: impl Fn(usize) -> Option<&'a KeyAnswer>,
 ) -> Bytes {
     const HEAD: &[u8] = br#"{"apiVersion":"externaldata.gatekeeper.sh/v1beta1","kind":"ProviderResponse","response":{"idempotent":true,"items":["#;
@@ -202,6 +236,7 @@ pub fn gatekeeper_response<'a>(
         .iter()
         .zip(&answers)
         .map(|(key, answer)| {
+            let key = key.as_ref();
             let value = match answer {
                 Some(KeyAnswer::Found { platforms, digest }) => platforms
                     .iter()
@@ -227,7 +262,7 @@ pub fn gatekeeper_response<'a>(
             out.push(b',');
         }
         out.extend_from_slice(br#"{"key":"#);
-        push_string(&mut out, key);
+        push_string(&mut out, key.as_ref());
         match answer {
             Some(KeyAnswer::Found { platforms, digest }) => {
                 out.extend_from_slice(br#","value":{"platforms":["#);
@@ -342,7 +377,7 @@ struct KyvernoImage<'a> {
 /// lists when unknown), the platforms common to every image whose lookup succeeded, and
 /// whether every lookup did.
 pub fn kyverno_response<'a>(
-    keys: &'a [String],
+    keys: &'a [impl AsRef<str>],
     answer: impl Fn(usize) -> Option<&'a KeyAnswer>,
 ) -> Bytes {
     let mut images = BTreeMap::new();
@@ -375,7 +410,7 @@ pub fn kyverno_response<'a>(
                 }
             }
         };
-        images.insert(key.as_str(), image);
+        images.insert(key.as_ref(), image);
     }
     let common = common(&found);
     let mut architectures: Vec<&str> = Vec::new();
@@ -452,6 +487,11 @@ mod tests {
     fn gatekeeper_requests() {
         let ok = br#"{"apiVersion":"externaldata.gatekeeper.sh/v1beta1","kind":"ProviderRequest","request":{"keys":["nginx","nginx"," x "]}}"#;
         assert_eq!(gatekeeper_keys(ok).unwrap(), ["nginx", "nginx", " x "]);
+        // Keys are borrowed from the body, decoded when escaped.
+        let escaped = br#"{"apiVersion":"externaldata.gatekeeper.sh/v1beta1","kind":"ProviderRequest","request":{"keys":["plain","a\"b\u00e9"]}}"#;
+        let keys = gatekeeper_keys(escaped).unwrap();
+        assert!(matches!(keys[0], Cow::Borrowed("plain")), "{keys:?}");
+        assert_eq!(keys[1], "a\"b\u{e9}");
         let empty = br#"{"apiVersion":"externaldata.gatekeeper.sh/v1beta1","kind":"ProviderRequest","request":{}}"#;
         assert!(gatekeeper_keys(empty).unwrap().is_empty());
         let cases: &[(&[u8], &str)] = &[
