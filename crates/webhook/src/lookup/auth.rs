@@ -4,9 +4,10 @@
 //! sends its projected token). A caller with neither gets nothing: 401 without credentials,
 //! 403 with a token the API rejects, 503 when the API cannot say.
 //!
-//! Verdicts are cached by the token's SHA-256 (never the token itself) for [`VERDICT_TTL`], at
-//! most [`MAX_VERDICTS`] of them; concurrent checks of one token share one TokenReview, and at
-//! most [`MAX_REVIEWS`] reviews are in flight.
+//! Verdicts are cached by the token's SHA-256 (never the token itself) for [`VERDICT_TTL`] after
+//! their review, at most [`MAX_VERDICTS`] of them; a cached verdict is read without waiting (the
+//! warm path of every request), concurrent checks of one token share one TokenReview, and at most
+//! [`MAX_REVIEWS`] reviews are in flight.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use http::HeaderMap;
 use sha2::{Digest as _, Sha256};
+use tokio::time::Instant;
 
 /// How long a TokenReview's verdict is reused: a revoked token keeps access at most this long.
 pub const VERDICT_TTL: Duration = Duration::from_secs(60);
@@ -133,7 +135,11 @@ impl TokenReviewer for KubeTokenReviews {
 pub struct TokenAuth {
     reviewer: Arc<dyn TokenReviewer>,
     audience: String,
-    verdicts: moka::future::Cache<[u8; 32], Verdict>,
+    /// Verdicts and when they stop being used, read with one table probe.
+    known: quick_cache::sync::Cache<[u8; 32], (Verdict, Instant)>,
+    /// Where checks of a token not known share its one TokenReview: the verdict and when it was
+    /// given.
+    reviewed: moka::future::Cache<[u8; 32], (Verdict, Instant)>,
     reviews: tokio::sync::Semaphore,
 }
 
@@ -150,7 +156,10 @@ impl TokenAuth {
         Self {
             reviewer,
             audience: audience.into(),
-            verdicts: moka::future::Cache::builder()
+            known: quick_cache::sync::Cache::new(
+                usize::try_from(MAX_VERDICTS).unwrap_or(usize::MAX),
+            ),
+            reviewed: moka::future::Cache::builder()
                 .max_capacity(MAX_VERDICTS)
                 .time_to_live(VERDICT_TTL)
                 .build(),
@@ -162,17 +171,37 @@ impl TokenAuth {
     /// Failures to ask are not cached.
     pub async fn check(&self, token: &str) -> Result<Verdict, String> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        self.verdicts
-            .try_get_with(key, async {
-                let _slot = self
-                    .reviews
-                    .acquire()
-                    .await
-                    .map_err(|_| "shutting down".to_owned())?;
-                self.reviewer.review(token, &self.audience).await
-            })
-            .await
-            .map_err(|error: Arc<String>| (*error).clone())
+        let now = Instant::now();
+        if let Some((verdict, until)) = self.known.get(&key) {
+            if until > now {
+                return Ok(verdict);
+            }
+        }
+        // Used for VERDICT_TTL from its review, whichever cache it is read from: one the shared
+        // cache still holds past that is dropped and the token reviewed again.
+        for _ in 0..2 {
+            let (verdict, reviewed) = self
+                .reviewed
+                .try_get_with(key, async {
+                    let _slot = self
+                        .reviews
+                        .acquire()
+                        .await
+                        .map_err(|_| "shutting down".to_owned())?;
+                    let verdict = self.reviewer.review(token, &self.audience).await?;
+                    Ok((verdict, Instant::now()))
+                })
+                .await
+                .map_err(|error: Arc<String>| (*error).clone())?;
+            match reviewed.checked_add(VERDICT_TTL) {
+                Some(until) if until > now => {
+                    self.known.insert(key, (verdict.clone(), until));
+                    return Ok(verdict);
+                }
+                _ => self.reviewed.invalidate(&key).await,
+            }
+        }
+        Err("the token's verdict expired while it was reviewed".to_owned())
     }
 }
 
@@ -268,6 +297,26 @@ mod tests {
         }
         let long = format!("Bearer {}", "a".repeat(MAX_TOKEN_BYTES));
         assert_eq!(bearer(&headers(Some(&long))), None);
+    }
+
+    /// Time is paused: a verdict is used for VERDICT_TTL after its review, then the token is
+    /// reviewed again.
+    #[tokio::test(start_paused = true)]
+    async fn verdicts_expire() {
+        let script = Arc::new(Script::default());
+        let tokens = TokenAuth::new(script.clone(), "aud");
+        let good = Verdict::Authenticated {
+            username: "system:serviceaccount:kyverno:kyverno".into(),
+        };
+        assert_eq!(tokens.check("good").await, Ok(good.clone()));
+        tokio::time::advance(VERDICT_TTL - Duration::from_secs(1)).await;
+        assert_eq!(tokens.check("good").await, Ok(good.clone()));
+        assert_eq!(script.reviews.load(Ordering::SeqCst), 1);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(tokens.check("good").await, Ok(good.clone()));
+        assert_eq!(script.reviews.load(Ordering::SeqCst), 2);
+        assert_eq!(tokens.check("good").await, Ok(good));
+        assert_eq!(script.reviews.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

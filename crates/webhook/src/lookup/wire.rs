@@ -221,6 +221,8 @@ struct ResponseBody<'a> {
 const ITEM_OVERHEAD: usize = 48;
 /// Bytes of one platform string besides its text (quotes, separators).
 const PLATFORM_OVERHEAD: usize = 6;
+/// Distinct platform lists one answer remembers having written (images mostly share a few).
+const MAX_LISTS_REUSED: usize = 8;
 
 /// The `ProviderResponse` for `keys` (as sent, repeats included) and `answer` (what is known
 /// of the `i`th key), written straight into one buffer: the keys, platforms, digests and errors
@@ -257,6 +259,9 @@ pub fn gatekeeper_response<'a>(
         .fold(HEAD.len().saturating_add(4), usize::saturating_add);
     let mut out: Vec<u8> = Vec::with_capacity(size);
     out.extend_from_slice(HEAD);
+    // Platform lists already written (the cache shares one list among the images that have it):
+    // copied from where they were written rather than escaped again.
+    let mut written: Vec<(&std::sync::Arc<[Platform]>, std::ops::Range<usize>)> = Vec::new();
     for (i, (key, answer)) in keys.iter().zip(&answers).enumerate() {
         if i > 0 {
             out.push(b',');
@@ -265,14 +270,28 @@ pub fn gatekeeper_response<'a>(
         push_string(&mut out, key.as_ref());
         match answer {
             Some(KeyAnswer::Found { platforms, digest }) => {
-                out.extend_from_slice(br#","value":{"platforms":["#);
-                for (j, platform) in platforms.iter().enumerate() {
-                    if j > 0 {
-                        out.push(b',');
+                out.extend_from_slice(br#","value":{"platforms":"#);
+                match written
+                    .iter()
+                    .find(|(list, _)| std::sync::Arc::ptr_eq(list, platforms))
+                {
+                    Some((_, range)) => out.extend_from_within(range.clone()),
+                    None => {
+                        let start = out.len();
+                        out.push(b'[');
+                        for (j, platform) in platforms.iter().enumerate() {
+                            if j > 0 {
+                                out.push(b',');
+                            }
+                            push_platform(&mut out, platform);
+                        }
+                        out.push(b']');
+                        if written.len() < MAX_LISTS_REUSED {
+                            written.push((platforms, start..out.len()));
+                        }
                     }
-                    push_platform(&mut out, platform);
                 }
-                out.extend_from_slice(br#"],"digest":"#);
+                out.extend_from_slice(br#","digest":"#);
                 push_string(&mut out, digest);
                 out.extend_from_slice(b"}}");
             }
@@ -529,9 +548,23 @@ mod tests {
             digest: "sha256:abc".to_owned(),
         };
         let failed = KeyAnswer::Failed("notfound: gone".to_owned());
-        let keys = vec!["a".to_owned(), "b".to_owned(), "a".to_owned()];
+        // Another image with the same (shared) platform list: the list is copied, its digest not.
+        let sharing = match &found {
+            KeyAnswer::Found { platforms, .. } => KeyAnswer::Found {
+                platforms: platforms.clone(),
+                digest: "sha256:c".to_owned(),
+            },
+            KeyAnswer::Failed(_) => unreachable!(),
+        };
+        let keys = vec![
+            "a".to_owned(),
+            "b".to_owned(),
+            "a".to_owned(),
+            "c".to_owned(),
+        ];
         let body = gatekeeper_response(&keys, |i| match keys[i].as_str() {
             "a" => Some(&found),
+            "c" => Some(&sharing),
             _ => Some(&failed),
         });
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -546,6 +579,7 @@ mod tests {
                         {"key": "a", "value": {"platforms": ["linux/amd64", "linux/arm64/v8"], "digest": "sha256:abc"}},
                         {"key": "b", "error": "notfound: gone"},
                         {"key": "a", "value": {"platforms": ["linux/amd64", "linux/arm64/v8"], "digest": "sha256:abc"}},
+                        {"key": "c", "value": {"platforms": ["linux/amd64", "linux/arm64/v8"], "digest": "sha256:c"}},
                     ]
                 }
             })
