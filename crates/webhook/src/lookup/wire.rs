@@ -338,7 +338,11 @@ fn push_platform(out: &mut Vec<u8>, platform: &Platform) {
 fn push_escaped(out: &mut Vec<u8>, text: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = text.as_bytes();
-    if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+    // Without an early exit, so the check runs on whole vectors (keys and digests are short).
+    let plain = !bytes.iter().fold(false, |seen, &b| {
+        seen | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if plain {
         out.extend_from_slice(bytes);
         return;
     }
