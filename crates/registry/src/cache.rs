@@ -145,6 +145,42 @@ struct Cached {
     generation: Option<u64>,
 }
 
+/// The table's hash of a [`Key`]: the key is already a keyed hash, so its bits are used as they
+/// are rather than hashed again.
+#[derive(Clone, Copy, Debug, Default)]
+struct KeyHashing;
+
+impl std::hash::BuildHasher for KeyHashing {
+    type Hasher = KeyHasher;
+
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(0)
+    }
+}
+
+/// See [`KeyHashing`]: folds what it is given (a `u128`) into 64 bits.
+#[derive(Clone, Copy, Debug)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word.iter_mut().zip(chunk).for_each(|(w, b)| *w = *b);
+            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+        }
+    }
+
+    fn write_u128(&mut self, value: u128) {
+        // The high half xored in: both halves are uniform and secret.
+        self.0 = self.0.rotate_left(5) ^ (value as u64) ^ ((value >> 64) as u64);
+    }
+}
+
 /// Weighs a cached entry by the units computed when it was stored.
 #[derive(Clone, Copy, Debug)]
 struct Units;
@@ -157,7 +193,7 @@ impl quick_cache::Weighter<Key, Cached> for Units {
 
 /// Successful lookups and recent failures.
 pub struct PlatformCache {
-    ok: quick_cache::sync::Cache<Key, Cached, Units>,
+    ok: quick_cache::sync::Cache<Key, Cached, Units, KeyHashing>,
     /// Bytes one weight unit stands for.
     unit_bytes: u64,
     ttl: Duration,
@@ -190,10 +226,12 @@ impl PlatformCache {
     pub fn new(config: &Config, metrics: Metrics) -> Self {
         let max = config.cache_max_entries.max(1);
         Self {
-            ok: quick_cache::sync::Cache::with_weighter(
+            ok: quick_cache::sync::Cache::with(
                 usize::try_from(max).unwrap_or(usize::MAX),
                 max,
                 Units,
+                KeyHashing,
+                quick_cache::sync::DefaultLifecycle::default(),
             ),
             unit_bytes: (CACHE_MAX_BYTES / max).max(1),
             ttl: config.cache_ttl,
