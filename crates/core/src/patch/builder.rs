@@ -1,5 +1,6 @@
 //! Collects writes against a raw document and emits minimal, non-overlapping operations.
 
+use json_patch::jsonptr::PointerBuf;
 use serde_json::{Map, Value};
 
 use super::{add, pointer, remove, replace, Op};
@@ -10,8 +11,8 @@ enum Entry {
     /// An operation whose target's parents all exist.
     Direct(Op),
     /// An `add` of a value at `path`, which is absent or null in the document; later writes below
-    /// `path` are merged into `value`.
-    Create { path: Vec<String>, value: Value },
+    /// `path` are merged into `value`. The path is kept encoded, as the operation will carry it.
+    Create { path: PointerBuf, value: Value },
 }
 
 /// Records writes against `doc` (the raw object, never modified) and builds the patch.
@@ -76,7 +77,16 @@ impl<'a> PatchBuilder<'a> {
 
     /// The shortest prefix of `path` that is absent or null in the document.
     fn missing_prefix(&self, path: &[&str]) -> Option<usize> {
-        (1..=path.len()).find(|&len| !present(lookup(self.doc, &path[..len])))
+        // One walk down the document (looking each prefix up from the root again would make a
+        // path of n segments cost n² map probes).
+        let mut current = self.doc;
+        for (index, segment) in path.iter().enumerate() {
+            match lookup(current, std::slice::from_ref(segment)) {
+                Some(next) if present(Some(next)) => current = next,
+                _ => return Some(index.saturating_add(1)),
+            }
+        }
+        None
     }
 
     /// Merges `write` (applied to the value at `rel` below the created path) into the pending
@@ -85,12 +95,12 @@ impl<'a> PatchBuilder<'a> {
         let position = self
             .entries
             .iter()
-            .position(|e| matches!(e, Entry::Create { path, .. } if path.iter().eq(anchor)));
+            .position(|e| matches!(e, Entry::Create { path, .. } if same_path(path, anchor)));
         let index = match position {
             Some(index) => index,
             None => {
                 self.entries.push(Entry::Create {
-                    path: anchor.iter().map(|s| (*s).to_owned()).collect(),
+                    path: pointer(anchor),
                     value: Value::Null,
                 });
                 self.entries.len() - 1
@@ -161,10 +171,19 @@ impl<'a> PatchBuilder<'a> {
             .into_iter()
             .map(|entry| match entry {
                 Entry::Direct(op) => op,
-                Entry::Create { path, value } => add(pointer(&path), value),
+                Entry::Create { path, value } => add(path, value),
             })
             .collect()
     }
+}
+
+/// Whether `pointer` addresses the unescaped `segments`.
+fn same_path(pointer: &PointerBuf, segments: &[&str]) -> bool {
+    pointer.count() == segments.len()
+        && pointer
+            .tokens()
+            .zip(segments)
+            .all(|(token, segment)| token.decoded() == *segment)
 }
 
 /// Applies `write` to the slot at `rel` inside `root` (objects created on the way).

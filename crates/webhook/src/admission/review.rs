@@ -12,7 +12,8 @@
 //! `AdmissionResponse` serializes the patch as an array of numbers, where the API documents
 //! base64 (and the array is four times larger).
 
-use base64::Engine;
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -35,22 +36,23 @@ pub enum Operation {
     Connect,
 }
 
-/// The parts of a request the webhook reads; the object is raw JSON.
+/// The parts of a request the webhook reads; the object is raw JSON. Its strings borrow the
+/// body where they need no unescaping (they almost never do), so reading them allocates nothing.
 #[derive(Debug)]
-pub struct Request {
+pub struct Request<'b> {
     pub api_version: &'static str,
-    pub uid: String,
-    pub kind: String,
-    pub group: String,
+    pub uid: Cow<'b, str>,
+    pub kind: Cow<'b, str>,
+    pub group: Cow<'b, str>,
     pub operation: Operation,
-    pub sub_resource: Option<String>,
-    pub namespace: String,
+    pub sub_resource: Option<Cow<'b, str>>,
+    pub namespace: Cow<'b, str>,
     pub object: Option<Value>,
     /// The object before an update (`oldObject`), raw.
     pub old_object: Option<Value>,
 }
 
-impl Request {
+impl Request<'_> {
     /// The pod of a pod creation (`Pod` in the core group, `CREATE`, no subresource).
     pub fn pod_creation(&self) -> Option<&Value> {
         let is_creation = self.kind == "Pod"
@@ -118,28 +120,31 @@ pub fn pod_name(object: &Value) -> &str {
 /// The review as read: the envelope's required members, the request's when there is one.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Envelope {
-    api_version: String,
+struct Envelope<'b> {
+    #[serde(borrow)]
+    api_version: Cow<'b, str>,
     /// Required, as by kube's `TypeMeta`; never read.
     #[serde(rename = "kind")]
-    _kind: String,
-    #[serde(default)]
-    request: Option<WireRequest>,
+    _kind: IgnoredString,
+    #[serde(default, borrow)]
+    request: Option<WireRequest<'b>>,
 }
 
 /// `request`: what kube's `AdmissionRequest` requires is required; what the webhook never reads
 /// is skipped unbuilt.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireRequest {
-    uid: String,
-    kind: Gvk,
+struct WireRequest<'b> {
+    #[serde(borrow)]
+    uid: Cow<'b, str>,
+    #[serde(borrow)]
+    kind: Gvk<'b>,
     #[serde(rename = "resource")]
     _resource: Gvr,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
+    #[serde(default, borrow)]
+    sub_resource: Option<Cow<'b, str>>,
+    #[serde(default, borrow)]
+    namespace: Option<Cow<'b, str>>,
     operation: Operation,
     #[serde(rename = "userInfo")]
     _user_info: IgnoredAny,
@@ -150,11 +155,13 @@ struct WireRequest {
 }
 
 #[derive(Deserialize)]
-struct Gvk {
-    group: String,
+struct Gvk<'b> {
+    #[serde(borrow)]
+    group: Cow<'b, str>,
     #[serde(rename = "version")]
     _version: IgnoredString,
-    kind: String,
+    #[serde(borrow)]
+    kind: Cow<'b, str>,
 }
 
 #[derive(Deserialize)]
@@ -187,10 +194,10 @@ impl<'de> Deserialize<'de> for IgnoredString {
 }
 
 /// Reads an AdmissionReview request.
-pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
+pub fn parse(body: &[u8]) -> Result<Request<'_>, Invalid> {
     let review: Envelope =
         serde_json::from_slice(body).map_err(|error| Invalid::NotAReview(error.to_string()))?;
-    let api_version = match review.api_version.as_str() {
+    let api_version = match &*review.api_version {
         V1 => V1,
         V1BETA1 => V1BETA1,
         other => return Err(Invalid::Version(other.to_owned())),
@@ -207,9 +214,10 @@ pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
         .or_else(|| {
             object
                 .as_ref()
-                .and_then(|o| o.pointer("/metadata/namespace"))
+                .and_then(|o| o.get("metadata"))
+                .and_then(|m| m.get("namespace"))
                 .and_then(Value::as_str)
-                .map(str::to_owned)
+                .map(|namespace| Cow::Owned(namespace.to_owned()))
         })
         .unwrap_or_default();
     Ok(Request {
@@ -292,31 +300,33 @@ impl Answer {
 
 /// The serialized response AdmissionReview, in `api_version`, for `uid`:
 /// `{"apiVersion","kind","response":{"allowed","patch","patchType","status","uid","warnings"}}`
-/// (absent members left out). Written directly into one buffer: the patch is base64-encoded in
-/// place, and its base64 text (which never needs JSON escaping) is not scanned again, which a
-/// serializer of a struct holding the base64 `String` would do (docs/benchmarks.md, "The
-/// admission envelope").
+/// (absent members left out). Written directly into one buffer: the patch's JSON is serialized
+/// through a base64 encoder into it, and its base64 text (which never needs JSON escaping) is not
+/// scanned again, which a serializer of a struct holding the base64 `String` would do
+/// (docs/benchmarks.md, "The admission envelope").
 pub fn respond(api_version: &str, uid: &str, answer: Answer) -> Bytes {
     // Writing into a Vec cannot fail; the fallback is never taken.
     Bytes::from(write(api_version, uid, &answer).unwrap_or_else(|_| b"{}".to_vec()))
 }
 
 fn write(api_version: &str, uid: &str, answer: &Answer) -> Result<Vec<u8>, serde_json::Error> {
-    let mut out = Vec::with_capacity(512);
+    let mut out = Vec::with_capacity(1024);
     out.extend_from_slice(b"{\"apiVersion\":");
     serde_json::to_writer(&mut out, api_version)?;
     out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"allowed\":");
     out.extend_from_slice(if answer.allowed { b"true" } else { b"false" });
     if let Some(ops) = answer.patch.as_deref().filter(|ops| !ops.is_empty()) {
-        let json = serde_json::to_vec(ops)?;
         out.extend_from_slice(b",\"patch\":\"");
-        let start = out.len();
-        let encoded = base64::encoded_len(json.len(), true).unwrap_or(0);
-        out.resize(start + encoded, 0);
-        let written = base64::engine::general_purpose::STANDARD
-            .encode_slice(&json, &mut out[start..])
-            .unwrap_or(0);
-        out.truncate(start + written);
+        // The patch's JSON goes through the base64 encoder straight into the answer: no
+        // intermediate buffer.
+        {
+            let mut encoder = base64::write::EncoderWriter::new(
+                &mut out,
+                &base64::engine::general_purpose::STANDARD,
+            );
+            serde_json::to_writer(&mut encoder, ops)?;
+            encoder.finish().map_err(serde_json::Error::io)?;
+        }
         out.extend_from_slice(b"\",\"patchType\":\"JSONPatch\"");
     }
     if let Some((code, message)) = &answer.status {
@@ -383,7 +393,12 @@ mod tests {
 
     #[test]
     fn parse_table() {
-        let request = parse(&review(V1BETA1, "CREATE", "", pod_kind())).unwrap();
+        let body = review(V1BETA1, "CREATE", "", pod_kind());
+        let request = parse(&body).unwrap();
+        assert!(
+            matches!(request.uid, Cow::Borrowed("u1")),
+            "borrowed from the body"
+        );
         assert_eq!(request.api_version, V1BETA1);
         assert_eq!(request.uid, "u1");
         assert_eq!(request.namespace, "ns");
@@ -399,8 +414,19 @@ mod tests {
             serde_json::from_slice(&review(V1, "CREATE", "", pod_kind())).unwrap();
         body["request"]["namespace"] = json!(null);
         body["request"]["object"]["metadata"]["namespace"] = json!("n2");
-        let request = parse(&serde_json::to_vec(&body).unwrap()).unwrap();
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let request = parse(&bytes).unwrap();
         assert_eq!(request.namespace, "n2");
+
+        // Strings with escapes are unescaped into owned ones.
+        let escaped = String::from_utf8(review(V1, "CREATE", "", pod_kind()))
+            .unwrap()
+            .replace(r#""uid":"u1""#, r#""uid":"u\u0031""#)
+            .replace(r#""namespace":"ns""#, r#""namespace":"n\"s""#);
+        let request = parse(escaped.as_bytes()).unwrap();
+        assert_eq!(request.uid, "u1");
+        assert_eq!(request.namespace, "n\"s");
+        assert!(request.pod_creation().is_some());
 
         assert!(matches!(parse(b"[]"), Err(Invalid::NotAReview(_))));
         assert!(matches!(parse(b"not json"), Err(Invalid::NotAReview(_))));
@@ -422,11 +448,14 @@ mod tests {
     /// gets an empty `metadata` when it has none; what the webhook does not read is not checked.
     #[test]
     fn the_envelope_refuses_what_kube_refused() {
+        fn refused(body: Vec<u8>) -> bool {
+            matches!(parse(&body), Err(Invalid::NotAReview(message)) if !message.is_empty())
+        }
         let base: Value = serde_json::from_slice(&review(V1, "CREATE", "", pod_kind())).unwrap();
         let with = |pointer: &str, value: Value| {
             let mut body = base.clone();
             *body.pointer_mut(pointer).unwrap() = value;
-            parse(&serde_json::to_vec(&body).unwrap())
+            serde_json::to_vec(&body).unwrap()
         };
         let without = |parent: &str, member: &str| {
             let mut body = base.clone();
@@ -435,9 +464,8 @@ mod tests {
                 .as_object_mut()
                 .unwrap()
                 .remove(member);
-            parse(&serde_json::to_vec(&body).unwrap())
+            serde_json::to_vec(&body).unwrap()
         };
-        let refused = |result: Result<Request, Invalid>| matches!(result, Err(Invalid::NotAReview(message)) if !message.is_empty());
         for member in ["uid", "kind", "resource", "operation", "userInfo"] {
             assert!(refused(without("/request", member)), "{member}");
         }
@@ -465,19 +493,19 @@ mod tests {
         )));
 
         // Accepted: a null object, null labels, an object without metadata, unknown members.
-        assert!(with("/request/object", json!(null))
-            .unwrap()
-            .pod_creation()
-            .is_none());
-        let request = with("/request/object/metadata/labels", json!(null)).unwrap();
+        let body = with("/request/object", json!(null));
+        assert!(parse(&body).unwrap().pod_creation().is_none());
+        let body = with("/request/object/metadata/labels", json!(null));
+        let request = parse(&body).unwrap();
         assert_eq!(
             request.pod_creation().unwrap()["metadata"]["labels"],
             json!(null)
         );
-        let request = without("/request/object", "metadata").unwrap();
+        let body = without("/request/object", "metadata");
+        let request = parse(&body).unwrap();
         assert_eq!(request.pod_creation().unwrap()["metadata"], json!({}));
-        let request = with("/request/userInfo", json!({"username": "u", "future": [1]})).unwrap();
-        assert_eq!(request.uid, "u1");
+        let body = with("/request/userInfo", json!({"username": "u", "future": [1]}));
+        assert_eq!(parse(&body).unwrap().uid, "u1");
     }
 
     #[test]
@@ -518,7 +546,8 @@ mod tests {
                 .unwrap();
         body["request"]["oldObject"] = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p"}, "spec": {"containers": []}});
-        let request = parse(&serde_json::to_vec(&body).unwrap()).unwrap();
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let request = parse(&bytes).unwrap();
         assert!(request.pod_creation().is_none());
         let (pod, old) = request.ephemeral_update().unwrap();
         assert_eq!(pod["spec"]["futureField"], 1);
@@ -529,7 +558,8 @@ mod tests {
             ("UPDATE", "status"),
             ("CREATE", "ephemeralcontainers"),
         ] {
-            let request = parse(&review(V1, operation, sub_resource, pod_kind())).unwrap();
+            let body = review(V1, operation, sub_resource, pod_kind());
+            let request = parse(&body).unwrap();
             assert!(
                 request.ephemeral_update().is_none(),
                 "{operation} {sub_resource}"
@@ -544,6 +574,37 @@ mod tests {
             salvage(br#"{"apiVersion": "admission.k8s.io/v1beta1", "request": {"uid": "u"}}"#),
             (V1BETA1, "u".to_owned())
         );
+    }
+
+    /// A patch far larger than the encoder's chunks decodes to the operations' JSON, byte for
+    /// byte, whatever its length modulo 3.
+    #[test]
+    fn large_patches_are_encoded_whole() {
+        for count in [1usize, 2, 3, 100, 101, 102] {
+            let ops: Vec<noe_core::patch::Op> = (0..count)
+                .map(|i| {
+                    noe_core::patch::add(
+                        noe_core::patch::pointer(&["metadata", "annotations", &format!("k{i}")]),
+                        json!("v".repeat(i % 7)),
+                    )
+                })
+                .collect();
+            let expected = serde_json::to_vec(&ops).unwrap();
+            let patched = answered(
+                V1,
+                "u",
+                Answer {
+                    patch: Some(ops),
+                    ..Answer::allow()
+                },
+            );
+            let decoded = base64::Engine::decode(
+                &base64::engine::general_purpose::STANDARD,
+                patched["response"]["patch"].as_str().unwrap(),
+            )
+            .unwrap();
+            assert_eq!(decoded, expected, "{count} operations");
+        }
     }
 
     #[test]
@@ -565,9 +626,11 @@ mod tests {
         assert_eq!(patched["kind"], "AdmissionReview");
         assert_eq!(patched["response"]["uid"], "u");
         assert_eq!(patched["response"]["patchType"], "JSONPatch");
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(patched["response"]["patch"].as_str().unwrap())
-            .unwrap();
+        let decoded = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            patched["response"]["patch"].as_str().unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             serde_json::from_slice::<Value>(&decoded).unwrap(),
             json!([{"op": "add", "path": "/a", "value": 1}])
