@@ -24,10 +24,10 @@ struct Compat<'q> {
     query: &'q Query,
 }
 
-impl<'a> Step<'a> for Compat<'_> {
+impl Step for Compat<'_> {
     type Output = (Vec<Fetched>, Learned);
 
-    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>> {
+    fn fetch<'s, 'a>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>> {
         Box::pin(async move {
             let fetcher = at.fetcher();
             match self.query {

@@ -21,10 +21,10 @@ struct Inspect<'w> {
     want: &'w Want,
 }
 
-impl<'a> Step<'a> for Inspect<'_> {
+impl Step for Inspect<'_> {
     type Output = Inspection;
 
-    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Inspection, Error>> {
+    fn fetch<'s, 'a>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Inspection, Error>> {
         Box::pin(at.resolver.inspect_as(at, self.want))
     }
 }
