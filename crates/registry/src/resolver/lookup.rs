@@ -35,7 +35,7 @@ pub(super) struct Request<'a> {
     pub resolved: &'a Reference,
     /// `resolved` as text.
     pub target: &'a str,
-    pub endpoints: &'a [&'a Endpoint],
+    pub endpoints: Vec<&'a Endpoint>,
     pub credentials: &'a [CredentialCandidate],
     /// The renewable credentials a registry refused on the way.
     pub refused: Refused,
@@ -217,7 +217,7 @@ impl Resolver {
             reference: request.reference,
             resolved: request.resolved,
             target: request.target,
-            endpoints: request.endpoints,
+            endpoints: request.endpoints.clone(),
             credentials: &credentials,
             refused: Refused::default(),
         };
@@ -266,7 +266,7 @@ impl Resolver {
     ) -> Result<Found<'a, S::Output>, Error> {
         let mut last_error = None;
         let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
-        for &endpoint in request.endpoints {
+        for &endpoint in &request.endpoints {
             match self.fetch_at(request, endpoint, step, &budget).await {
                 Err(error) if endpoint.mirror => {
                     tracing::debug!(%error, mirror = %endpoint.url, "mirror failed, trying the next host");
