@@ -21,7 +21,6 @@ mod noe {
     mod fault_sigterm;
     mod harness;
     mod inspect_account;
-    mod inspect_renewal;
     mod inspect_tools;
     mod process;
     mod report;

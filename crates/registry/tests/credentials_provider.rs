@@ -712,102 +712,20 @@ async fn cache_type_token_keys_the_answer_by_token_and_without_the_flag_the_prov
     assert_eq!(fx.runs("ecr").len(), 2);
 }
 
-/// A cached plugin answer the registry refuses (a real htpasswd registry) is dropped and the
-/// plugin asked again, once: its second answer resolves the image. One always refused is an
-/// error naming the provider, after exactly one more run.
-#[tokio::test]
-async fn a_refused_plugin_answer_is_renewed_once() {
-    let registry = noe_test_support::Registry::builder()
-        .htpasswd("ci", "right")
-        .start()
-        .await
-        .unwrap();
-    let pusher = registry.pusher().unwrap();
-    noe_test_support::push_image(
-        &pusher,
-        "app",
-        Some("1"),
-        "linux/arm64",
-        noe_test_support::Flavor::Oci,
-    )
-    .await
-    .unwrap();
-    let host = registry.host();
-    let image = format!("{host}/app:1");
-    for (passwords, resolves) in [("stale right", true), ("stale stale", false)] {
-        let resolver = noe_registry::Resolver::new(
-            noe_registry::Config {
-                insecure_registries: vec![host.clone()],
-                ..noe_registry::Config::default()
-            },
-            &prometheus::Registry::new(),
-        )
-        .unwrap();
-        let fx = Fixture::new();
-        // The n-th run answers the n-th word of `passwords` (the last one after that).
-        fx.raw_plugin(
-            "p",
-            &format!(
-                r#"cat > /dev/null
-echo run >> "{log}"
-n=$(wc -l < "{log}")
-set -- {passwords}
-[ "$n" -gt 1 ] && shift
-cat <<EOF
-{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Registry","cacheDuration":"1h","auth":{{"{host}":{{"username":"ci","password":"$1"}}}}}}
-EOF"#,
-                log = fx.log("runs").display(),
-            ),
-        );
-        let source = fx.source(&config(&[("p", &host, "0s", "v1")]));
-        let candidates = source.candidates(&image).await;
-        assert_eq!(candidates.len(), 1, "{candidates:?}");
-        assert!(candidates[0].renewal.is_some());
-        let runs = || {
-            std::fs::read_to_string(fx.log("runs"))
-                .unwrap_or_default()
-                .lines()
-                .count()
-        };
-        let result = resolver.resolve(&image, &candidates).await;
-        assert_eq!(runs(), 2, "{passwords}: one renewal");
-        match result {
-            Ok(resolution) => {
-                assert!(resolves, "{resolution:?}");
-                assert_eq!(
-                    resolution.credential_source.as_deref(),
-                    Some("credential-provider:p")
-                );
-                // The renewed answer is the cached one now.
-                let now = source.candidates(&image).await;
-                assert_eq!(now[0].credential, basic("ci", "right"));
-                assert_eq!(runs(), 2);
-            }
-            Err(error) => {
-                assert!(!resolves, "{error}");
-                let message = error.to_string();
-                assert!(
-                    message.starts_with("credential-provider: registry login:"),
-                    "{message}"
-                );
-            }
-        }
-    }
-}
-
-/// What runs [`a_refused_plugin_answer_is_renewed_once_by_every_fetch`] checks, beside the
-/// lookup: `noe inspect`'s fetch and image selection's artifact fetch.
+/// The fetches that walk a lookup's credentials, each renewing a refused one.
 #[derive(Clone, Copy, Debug)]
 enum Fetch {
+    Lookup,
     Inspect,
     Artifact,
 }
 
-/// `noe inspect` and image selection's artifact fetch walk the lookup's credentials, so they
-/// renew a refused plugin answer as a lookup does: once, then the fetch succeeds with the
-/// renewed answer, or (refused again) fails naming the provider after exactly one more run.
+/// A cached plugin answer the registry refuses (a real htpasswd registry) is dropped and the
+/// plugin asked again, once: its second answer serves the fetch. One always refused is an
+/// error naming the provider, after exactly one more run. A lookup, `noe inspect`'s fetch and
+/// image selection's artifact fetch each renew.
 #[tokio::test]
-async fn a_refused_plugin_answer_is_renewed_once_by_every_fetch() {
+async fn a_refused_plugin_answer_is_renewed_once() {
     let registry = noe_test_support::Registry::builder()
         .htpasswd("ci", "right")
         .start()
@@ -834,22 +752,25 @@ async fn a_refused_plugin_answer_is_renewed_once_by_every_fetch() {
         .await
         .unwrap();
     let host = registry.host();
-    for fetch in [Fetch::Inspect, Fetch::Artifact] {
-        for (passwords, resolves) in [("stale right", true), ("stale stale", false)] {
-            let resolver = noe_registry::Resolver::new(
-                noe_registry::Config {
-                    insecure_registries: vec![host.clone()],
-                    ..noe_registry::Config::default()
-                },
-                &prometheus::Registry::new(),
-            )
-            .unwrap();
-            let fx = Fixture::new();
-            // The n-th run answers the n-th word of `passwords` (the last one after that).
-            fx.raw_plugin(
-                "p",
-                &format!(
-                    r#"cat > /dev/null
+    let fetches = [Fetch::Lookup, Fetch::Inspect, Fetch::Artifact];
+    for (fetch, (passwords, resolves)) in fetches
+        .into_iter()
+        .flat_map(|f| [(f, ("stale right", true)), (f, ("stale stale", false))])
+    {
+        let resolver = noe_registry::Resolver::new(
+            noe_registry::Config {
+                insecure_registries: vec![host.clone()],
+                ..noe_registry::Config::default()
+            },
+            &prometheus::Registry::new(),
+        )
+        .unwrap();
+        let fx = Fixture::new();
+        // The n-th run answers the n-th word of `passwords` (the last one after that).
+        fx.raw_plugin(
+            "p",
+            &format!(
+                r#"cat > /dev/null
 echo run >> "{log}"
 n=$(wc -l < "{log}")
 set -- {passwords}
@@ -857,58 +778,75 @@ set -- {passwords}
 cat <<EOF
 {{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Registry","cacheDuration":"1h","auth":{{"{host}":{{"username":"ci","password":"$1"}}}}}}
 EOF"#,
-                    log = fx.log("runs").display(),
-                ),
-            );
-            let source = fx.source(&config(&[("p", &host, "0s", "v1")]));
-            let image = match fetch {
-                Fetch::Inspect => format!("{host}/app:1"),
-                Fetch::Artifact => format!("{host}/compat:1"),
-            };
-            let candidates = source.candidates(&image).await;
-            assert_eq!(candidates.len(), 1, "{candidates:?}");
-            assert!(candidates[0].renewal.is_some());
-            let result = match fetch {
-                Fetch::Inspect => resolver
-                    .inspect(&image, &candidates, &noe_registry::inspect::Want::default())
-                    .await
-                    .map(|inspection| {
-                        assert_eq!(
-                            inspection.resolution.credential_source.as_deref(),
-                            Some("credential-provider:p")
-                        );
-                        assert_eq!(inspection.resolution.platforms.len(), 1);
-                    }),
-                Fetch::Artifact => noe_registry::compat::Artifacts::new(resolver)
-                    .explicit(
-                        &image,
-                        noe_core::compat::OCIFIT_MEDIA_TYPE,
-                        &candidates,
-                        None,
-                    )
-                    .await
-                    .map(|fetched| assert_eq!(fetched.digest, artifact.digest)),
-            };
-            let runs = std::fs::read_to_string(fx.log("runs"))
+                log = fx.log("runs").display(),
+            ),
+        );
+        let source = fx.source(&config(&[("p", &host, "0s", "v1")]));
+        let image = match fetch {
+            Fetch::Lookup | Fetch::Inspect => format!("{host}/app:1"),
+            Fetch::Artifact => format!("{host}/compat:1"),
+        };
+        let candidates = source.candidates(&image).await;
+        assert_eq!(candidates.len(), 1, "{candidates:?}");
+        assert!(candidates[0].renewal.is_some());
+        let runs = || {
+            std::fs::read_to_string(fx.log("runs"))
                 .unwrap_or_default()
                 .lines()
-                .count();
-            assert_eq!(runs, 2, "{fetch:?} {passwords}: one renewal");
-            match result {
-                Ok(()) => assert!(resolves, "{fetch:?} {passwords}"),
-                Err(error) => {
-                    assert!(!resolves, "{fetch:?} {passwords}: {error}");
-                    assert!(
-                        matches!(
-                            error,
-                            noe_registry::Error::Renewal {
-                                provider: "credential-provider",
-                                ..
-                            }
-                        ),
-                        "{fetch:?}: {error:?}"
-                    );
-                }
+                .count()
+        };
+        let result = match fetch {
+            Fetch::Lookup => resolver
+                .resolve(&image, &candidates)
+                .await
+                .map(|resolution| resolution.credential_source.clone()),
+            Fetch::Inspect => resolver
+                .inspect(&image, &candidates, &noe_registry::inspect::Want::default())
+                .await
+                .map(|inspection| {
+                    assert_eq!(inspection.resolution.platforms.len(), 1);
+                    inspection.resolution.credential_source
+                }),
+            Fetch::Artifact => noe_registry::compat::Artifacts::new(resolver)
+                .explicit(
+                    &image,
+                    noe_core::compat::OCIFIT_MEDIA_TYPE,
+                    &candidates,
+                    None,
+                )
+                .await
+                .map(|fetched| {
+                    assert_eq!(fetched.digest, artifact.digest);
+                    Some("credential-provider:p".to_owned())
+                }),
+        };
+        assert_eq!(runs(), 2, "{fetch:?} {passwords}: one renewal");
+        match result {
+            Ok(source_used) => {
+                assert!(resolves, "{fetch:?} {passwords}");
+                assert_eq!(source_used.as_deref(), Some("credential-provider:p"));
+                // The renewed answer is the cached one now.
+                let now = source.candidates(&image).await;
+                assert_eq!(now[0].credential, basic("ci", "right"));
+                assert_eq!(runs(), 2);
+            }
+            Err(error) => {
+                assert!(!resolves, "{fetch:?} {passwords}: {error}");
+                let message = error.to_string();
+                assert!(
+                    message.starts_with("credential-provider: registry login:"),
+                    "{fetch:?}: {message}"
+                );
+                assert!(
+                    matches!(
+                        error,
+                        noe_registry::Error::Renewal {
+                            provider: "credential-provider",
+                            ..
+                        }
+                    ),
+                    "{fetch:?}: {error:?}"
+                );
             }
         }
     }
