@@ -103,7 +103,7 @@ impl Admission {
         reply
     }
 
-    async fn answer(&self, request: review::Request) -> (Bytes, &'static str) {
+    async fn answer(&self, request: review::Request<'_>) -> (Bytes, &'static str) {
         let decision = if let Some(pod) = request.pod_creation() {
             let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
             // The paths most admissions do not take are boxed: inline, their state would make
@@ -121,7 +121,7 @@ impl Admission {
             None
         };
         let Some((scope, decision)) = decision else {
-            tracing::debug!(uid = request.uid, kind = request.kind, operation = ?request.operation, "Not a pod creation: allowed");
+            tracing::debug!(uid = %request.uid, kind = %request.kind, operation = ?request.operation, "Not a pod creation: allowed");
             let reply = review::respond(request.api_version, &request.uid, Answer::allow());
             return (reply, outcome::ALLOWED);
         };
@@ -189,7 +189,8 @@ impl Admission {
             .instrument(scope.span().clone())
             .await;
         let explicit = pod
-            .pointer("/metadata/labels")
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
             .and_then(|l| l.get(noe_core::compat::ENABLED_LABEL))
             .and_then(Value::as_str)
             == Some("true");
@@ -311,8 +312,10 @@ impl Admission {
         let span = || scope.span().clone();
         let access = PodAccess {
             pull_secrets: &secrets,
+            // `get` twice, not `pointer`: `Value::pointer` allocates a string per segment.
             service_account: pod
-                .pointer("/spec/serviceAccountName")
+                .get("spec")
+                .and_then(|spec| spec.get("serviceAccountName"))
                 .and_then(Value::as_str)
                 .filter(|name| !name.is_empty()),
         };
@@ -341,7 +344,8 @@ impl Admission {
         use tracing::Instrument as _;
         let images = decide::ephemeral_images(pod, old);
         let node_name = pod
-            .pointer("/spec/nodeName")
+            .get("spec")
+            .and_then(|spec| spec.get("nodeName"))
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty());
         let source = self.facts.as_ref().filter(|source| source.knows_nodes());

@@ -43,24 +43,20 @@ struct Namespaces {
 
 impl Namespaces {
     fn label<'a>(&self, namespace: &'a str) -> &'a str {
-        let known = match self.seen.read() {
-            Ok(seen) => seen.contains(namespace) || seen.len() >= self.max,
-            Err(_) => true,
-        };
-        if known {
-            return self.bounded(namespace);
-        }
-        if let Ok(mut seen) = self.seen.write() {
-            if seen.len() < self.max {
-                seen.insert(namespace.into());
-            }
-        }
-        self.bounded(namespace)
-    }
-
-    fn bounded<'a>(&self, namespace: &'a str) -> &'a str {
+        // One read lock and one probe for a namespace seen before (every admission but the
+        // first of each namespace).
         match self.seen.read() {
+            Ok(seen) if seen.contains(namespace) => return namespace,
+            Ok(seen) if seen.len() >= self.max => return OTHER_NAMESPACES,
+            Ok(_) => {}
+            Err(_) => return OTHER_NAMESPACES,
+        }
+        match self.seen.write() {
             Ok(seen) if seen.contains(namespace) => namespace,
+            Ok(mut seen) if seen.len() < self.max => {
+                seen.insert(namespace.into());
+                namespace
+            }
             _ => OTHER_NAMESPACES,
         }
     }

@@ -76,7 +76,16 @@ impl<'a> PatchBuilder<'a> {
 
     /// The shortest prefix of `path` that is absent or null in the document.
     fn missing_prefix(&self, path: &[&str]) -> Option<usize> {
-        (1..=path.len()).find(|&len| !present(lookup(self.doc, &path[..len])))
+        // One walk down the document (looking each prefix up from the root again would make a
+        // path of n segments cost n² map probes).
+        let mut current = self.doc;
+        for (index, segment) in path.iter().enumerate() {
+            match lookup(current, std::slice::from_ref(segment)) {
+                Some(next) if present(Some(next)) => current = next,
+                _ => return Some(index.saturating_add(1)),
+            }
+        }
+        None
     }
 
     /// Merges `write` (applied to the value at `rel` below the created path) into the pending

@@ -12,6 +12,8 @@
 //! `AdmissionResponse` serializes the patch as an array of numbers, where the API documents
 //! base64 (and the array is four times larger).
 
+use std::borrow::Cow;
+
 use base64::Engine;
 use bytes::Bytes;
 use serde::de::IgnoredAny;
@@ -35,22 +37,23 @@ pub enum Operation {
     Connect,
 }
 
-/// The parts of a request the webhook reads; the object is raw JSON.
+/// The parts of a request the webhook reads; the object is raw JSON. Its strings borrow the
+/// body where they need no unescaping (they almost never do), so reading them allocates nothing.
 #[derive(Debug)]
-pub struct Request {
+pub struct Request<'b> {
     pub api_version: &'static str,
-    pub uid: String,
-    pub kind: String,
-    pub group: String,
+    pub uid: Cow<'b, str>,
+    pub kind: Cow<'b, str>,
+    pub group: Cow<'b, str>,
     pub operation: Operation,
-    pub sub_resource: Option<String>,
-    pub namespace: String,
+    pub sub_resource: Option<Cow<'b, str>>,
+    pub namespace: Cow<'b, str>,
     pub object: Option<Value>,
     /// The object before an update (`oldObject`), raw.
     pub old_object: Option<Value>,
 }
 
-impl Request {
+impl Request<'_> {
     /// The pod of a pod creation (`Pod` in the core group, `CREATE`, no subresource).
     pub fn pod_creation(&self) -> Option<&Value> {
         let is_creation = self.kind == "Pod"
@@ -118,28 +121,31 @@ pub fn pod_name(object: &Value) -> &str {
 /// The review as read: the envelope's required members, the request's when there is one.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Envelope {
-    api_version: String,
+struct Envelope<'b> {
+    #[serde(borrow)]
+    api_version: Cow<'b, str>,
     /// Required, as by kube's `TypeMeta`; never read.
     #[serde(rename = "kind")]
-    _kind: String,
-    #[serde(default)]
-    request: Option<WireRequest>,
+    _kind: IgnoredString,
+    #[serde(default, borrow)]
+    request: Option<WireRequest<'b>>,
 }
 
 /// `request`: what kube's `AdmissionRequest` requires is required; what the webhook never reads
 /// is skipped unbuilt.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireRequest {
-    uid: String,
-    kind: Gvk,
+struct WireRequest<'b> {
+    #[serde(borrow)]
+    uid: Cow<'b, str>,
+    #[serde(borrow)]
+    kind: Gvk<'b>,
     #[serde(rename = "resource")]
     _resource: Gvr,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
+    #[serde(default, borrow)]
+    sub_resource: Option<Cow<'b, str>>,
+    #[serde(default, borrow)]
+    namespace: Option<Cow<'b, str>>,
     operation: Operation,
     #[serde(rename = "userInfo")]
     _user_info: IgnoredAny,
@@ -150,11 +156,13 @@ struct WireRequest {
 }
 
 #[derive(Deserialize)]
-struct Gvk {
-    group: String,
+struct Gvk<'b> {
+    #[serde(borrow)]
+    group: Cow<'b, str>,
     #[serde(rename = "version")]
     _version: IgnoredString,
-    kind: String,
+    #[serde(borrow)]
+    kind: Cow<'b, str>,
 }
 
 #[derive(Deserialize)]
@@ -187,10 +195,10 @@ impl<'de> Deserialize<'de> for IgnoredString {
 }
 
 /// Reads an AdmissionReview request.
-pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
+pub fn parse(body: &[u8]) -> Result<Request<'_>, Invalid> {
     let review: Envelope =
         serde_json::from_slice(body).map_err(|error| Invalid::NotAReview(error.to_string()))?;
-    let api_version = match review.api_version.as_str() {
+    let api_version = match &*review.api_version {
         V1 => V1,
         V1BETA1 => V1BETA1,
         other => return Err(Invalid::Version(other.to_owned())),
@@ -207,9 +215,10 @@ pub fn parse(body: &[u8]) -> Result<Request, Invalid> {
         .or_else(|| {
             object
                 .as_ref()
-                .and_then(|o| o.pointer("/metadata/namespace"))
+                .and_then(|o| o.get("metadata"))
+                .and_then(|m| m.get("namespace"))
                 .and_then(Value::as_str)
-                .map(str::to_owned)
+                .map(|namespace| Cow::Owned(namespace.to_owned()))
         })
         .unwrap_or_default();
     Ok(Request {
@@ -383,7 +392,12 @@ mod tests {
 
     #[test]
     fn parse_table() {
-        let request = parse(&review(V1BETA1, "CREATE", "", pod_kind())).unwrap();
+        let body = review(V1BETA1, "CREATE", "", pod_kind());
+        let request = parse(&body).unwrap();
+        assert!(
+            matches!(request.uid, Cow::Borrowed("u1")),
+            "borrowed from the body"
+        );
         assert_eq!(request.api_version, V1BETA1);
         assert_eq!(request.uid, "u1");
         assert_eq!(request.namespace, "ns");
@@ -399,8 +413,19 @@ mod tests {
             serde_json::from_slice(&review(V1, "CREATE", "", pod_kind())).unwrap();
         body["request"]["namespace"] = json!(null);
         body["request"]["object"]["metadata"]["namespace"] = json!("n2");
-        let request = parse(&serde_json::to_vec(&body).unwrap()).unwrap();
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let request = parse(&bytes).unwrap();
         assert_eq!(request.namespace, "n2");
+
+        // Strings with escapes are unescaped into owned ones.
+        let escaped = String::from_utf8(review(V1, "CREATE", "", pod_kind()))
+            .unwrap()
+            .replace(r#""uid":"u1""#, r#""uid":"u\u0031""#)
+            .replace(r#""namespace":"ns""#, r#""namespace":"n\"s""#);
+        let request = parse(escaped.as_bytes()).unwrap();
+        assert_eq!(request.uid, "u1");
+        assert_eq!(request.namespace, "n\"s");
+        assert!(request.pod_creation().is_some());
 
         assert!(matches!(parse(b"[]"), Err(Invalid::NotAReview(_))));
         assert!(matches!(parse(b"not json"), Err(Invalid::NotAReview(_))));
@@ -422,11 +447,14 @@ mod tests {
     /// gets an empty `metadata` when it has none; what the webhook does not read is not checked.
     #[test]
     fn the_envelope_refuses_what_kube_refused() {
+        fn refused(body: Vec<u8>) -> bool {
+            matches!(parse(&body), Err(Invalid::NotAReview(message)) if !message.is_empty())
+        }
         let base: Value = serde_json::from_slice(&review(V1, "CREATE", "", pod_kind())).unwrap();
         let with = |pointer: &str, value: Value| {
             let mut body = base.clone();
             *body.pointer_mut(pointer).unwrap() = value;
-            parse(&serde_json::to_vec(&body).unwrap())
+            serde_json::to_vec(&body).unwrap()
         };
         let without = |parent: &str, member: &str| {
             let mut body = base.clone();
@@ -435,9 +463,8 @@ mod tests {
                 .as_object_mut()
                 .unwrap()
                 .remove(member);
-            parse(&serde_json::to_vec(&body).unwrap())
+            serde_json::to_vec(&body).unwrap()
         };
-        let refused = |result: Result<Request, Invalid>| matches!(result, Err(Invalid::NotAReview(message)) if !message.is_empty());
         for member in ["uid", "kind", "resource", "operation", "userInfo"] {
             assert!(refused(without("/request", member)), "{member}");
         }
@@ -465,19 +492,19 @@ mod tests {
         )));
 
         // Accepted: a null object, null labels, an object without metadata, unknown members.
-        assert!(with("/request/object", json!(null))
-            .unwrap()
-            .pod_creation()
-            .is_none());
-        let request = with("/request/object/metadata/labels", json!(null)).unwrap();
+        let body = with("/request/object", json!(null));
+        assert!(parse(&body).unwrap().pod_creation().is_none());
+        let body = with("/request/object/metadata/labels", json!(null));
+        let request = parse(&body).unwrap();
         assert_eq!(
             request.pod_creation().unwrap()["metadata"]["labels"],
             json!(null)
         );
-        let request = without("/request/object", "metadata").unwrap();
+        let body = without("/request/object", "metadata");
+        let request = parse(&body).unwrap();
         assert_eq!(request.pod_creation().unwrap()["metadata"], json!({}));
-        let request = with("/request/userInfo", json!({"username": "u", "future": [1]})).unwrap();
-        assert_eq!(request.uid, "u1");
+        let body = with("/request/userInfo", json!({"username": "u", "future": [1]}));
+        assert_eq!(parse(&body).unwrap().uid, "u1");
     }
 
     #[test]
@@ -518,7 +545,8 @@ mod tests {
                 .unwrap();
         body["request"]["oldObject"] = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p"}, "spec": {"containers": []}});
-        let request = parse(&serde_json::to_vec(&body).unwrap()).unwrap();
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let request = parse(&bytes).unwrap();
         assert!(request.pod_creation().is_none());
         let (pod, old) = request.ephemeral_update().unwrap();
         assert_eq!(pod["spec"]["futureField"], 1);
@@ -529,7 +557,8 @@ mod tests {
             ("UPDATE", "status"),
             ("CREATE", "ephemeralcontainers"),
         ] {
-            let request = parse(&review(V1, operation, sub_resource, pod_kind())).unwrap();
+            let body = review(V1, operation, sub_resource, pod_kind());
+            let request = parse(&body).unwrap();
             assert!(
                 request.ephemeral_update().is_none(),
                 "{operation} {sub_resource}"

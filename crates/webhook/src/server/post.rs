@@ -156,8 +156,14 @@ where
     if declared.is_some_and(|len| len > limits.max_bytes as u64) {
         return Err(too_large());
     }
-    let body = Limited::new(request.into_body(), limits.max_bytes).collect();
-    match tokio::time::timeout(limits.read_timeout, body).await {
+    let mut body = std::pin::pin!(Limited::new(request.into_body(), limits.max_bytes).collect());
+    // A small body usually came in with the headers: polled once, it is complete, and no
+    // timer is armed (arming and dropping one takes the timer wheel's lock for every request).
+    let polled = match futures::poll!(body.as_mut()) {
+        Poll::Ready(collected) => Ok(collected),
+        Poll::Pending => tokio::time::timeout(limits.read_timeout, body).await,
+    };
+    match polled {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(error)) if error.is::<LengthLimitError>() => Err(too_large()),
         Ok(Err(_)) => Err(text(
