@@ -29,7 +29,13 @@ pub(crate) fn finish(
         }
         Placement::Ours { common, .. } => common,
     };
-    let value = common.iter().copied().collect::<Vec<_>>().join(",");
+    let mut value = String::new();
+    for (index, arch) in common.iter().enumerate() {
+        if index > 0 {
+            value.push(',');
+        }
+        value.push_str(arch);
+    }
     if plan.view.annotation(PLATFORMS_ANNOTATION) != Some(value.as_str()) {
         patch.set(
             &["metadata", "annotations", PLATFORMS_ANNOTATION],

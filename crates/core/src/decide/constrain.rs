@@ -110,7 +110,12 @@ pub(crate) fn write<'a, 'p>(
     };
     let mut changed = terms::write(patch, &analysis.terms, &groups);
 
-    let preferences_path = path(&[&NODE_AFFINITY, &[PREFERRED]]);
+    let preferences_path = [
+        NODE_AFFINITY[0],
+        NODE_AFFINITY[1],
+        NODE_AFFINITY[2],
+        PREFERRED,
+    ];
     let existing = plan.view.preferred_terms();
     let keep = analysis
         .our_preferences

@@ -33,6 +33,15 @@ pub(crate) enum TermKind {
     },
 }
 
+/// `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`.
+const TERMS_PATH: [&str; 5] = [
+    NODE_AFFINITY[0],
+    NODE_AFFINITY[1],
+    NODE_AFFINITY[2],
+    REQUIRED,
+    "nodeSelectorTerms",
+];
+
 /// The expressions ANDed into a term: `kubernetes.io/arch In [archs]`, then `extra`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Group {
@@ -255,7 +264,7 @@ pub(crate) fn has_user_windows_build(term: &Value, kind: &TermKind) -> bool {
 /// others as copies appended); creates the term list when the pod has none. Returns whether
 /// anything changed.
 pub(crate) fn write(patch: &mut PatchBuilder<'_>, kinds: &[TermKind], groups: &[Group]) -> bool {
-    let terms_path: Vec<&str> = [&NODE_AFFINITY[..], &[REQUIRED, "nodeSelectorTerms"]].concat();
+    let terms_path = TERMS_PATH;
     let Some(terms) = pod::PodView::new(patch.doc()).required_terms() else {
         for group in groups {
             let term = json!({"matchExpressions": group.expressions().collect::<Vec<_>>()});

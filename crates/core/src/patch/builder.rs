@@ -1,5 +1,6 @@
 //! Collects writes against a raw document and emits minimal, non-overlapping operations.
 
+use json_patch::jsonptr::PointerBuf;
 use serde_json::{Map, Value};
 
 use super::{add, pointer, remove, replace, Op};
@@ -10,8 +11,8 @@ enum Entry {
     /// An operation whose target's parents all exist.
     Direct(Op),
     /// An `add` of a value at `path`, which is absent or null in the document; later writes below
-    /// `path` are merged into `value`.
-    Create { path: Vec<String>, value: Value },
+    /// `path` are merged into `value`. The path is kept encoded, as the operation will carry it.
+    Create { path: PointerBuf, value: Value },
 }
 
 /// Records writes against `doc` (the raw object, never modified) and builds the patch.
@@ -94,12 +95,12 @@ impl<'a> PatchBuilder<'a> {
         let position = self
             .entries
             .iter()
-            .position(|e| matches!(e, Entry::Create { path, .. } if path.iter().eq(anchor)));
+            .position(|e| matches!(e, Entry::Create { path, .. } if same_path(path, anchor)));
         let index = match position {
             Some(index) => index,
             None => {
                 self.entries.push(Entry::Create {
-                    path: anchor.iter().map(|s| (*s).to_owned()).collect(),
+                    path: pointer(anchor),
                     value: Value::Null,
                 });
                 self.entries.len() - 1
@@ -170,10 +171,19 @@ impl<'a> PatchBuilder<'a> {
             .into_iter()
             .map(|entry| match entry {
                 Entry::Direct(op) => op,
-                Entry::Create { path, value } => add(pointer(&path), value),
+                Entry::Create { path, value } => add(path, value),
             })
             .collect()
     }
+}
+
+/// Whether `pointer` addresses the unescaped `segments`.
+fn same_path(pointer: &PointerBuf, segments: &[&str]) -> bool {
+    pointer.count() == segments.len()
+        && pointer
+            .tokens()
+            .zip(segments)
+            .all(|(token, segment)| token.decoded() == *segment)
 }
 
 /// Applies `write` to the slot at `rel` inside `root` (objects created on the way).
