@@ -93,6 +93,15 @@ enum Command {
     Lookup(Options),
 }
 
+/// What the warm path's floor answers (see [`Options::floor_answer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FloorAnswer {
+    /// noe's own answer to the bench's review, byte for byte.
+    Noe,
+    /// A constant AdmissionReview without a patch.
+    Constant,
+}
+
 /// Shared options.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Options {
@@ -111,6 +120,12 @@ pub struct Options {
     /// probes, resources, status: about 3.7 KiB) instead of the minimal one (about 500 bytes).
     #[arg(long)]
     pub deployment_pod: bool,
+    /// `warm`: what the floor answers: `noe` (the default) sends noe's own answer to the bench's
+    /// review, byte for byte (a constant response as long as noe's, its patch included, as the
+    /// lookup endpoint's floor does); `constant` sends a constant AdmissionReview without a patch
+    /// (134 bytes, the floor's answer before).
+    #[arg(long, value_enum, default_value_t = FloorAnswer::Noe)]
+    pub floor_answer: FloorAnswer,
     /// wrk run length per round.
     #[arg(long, default_value = "10s", value_parser = parse_seconds)]
     pub duration: Duration,

@@ -13,10 +13,32 @@ use noe_test_support::{
 };
 
 use crate::cluster::populate_with;
-use crate::noe::{admit, start_floor, start_noe, Process, Tls};
+use crate::noe::{admit, start_floor, start_floor_answering, start_noe, Process, Tls};
 use crate::wrk::{self, Report};
-use crate::Options;
+use crate::{FloorAnswer, Options};
 use noe_test_support::{deployment_pod_review, pod_review};
+
+/// noe's answer to `body`, as sent (the floor answers these bytes).
+async fn admit_bytes(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    body: &str,
+) -> anyhow::Result<bytes::Bytes> {
+    let answer = client
+        .post(format!("https://{addr}/mutate"))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await?
+        .error_for_status()?
+        .bytes()
+        .await?;
+    let parsed: serde_json::Value = serde_json::from_slice(&answer)?;
+    if parsed["response"]["patch"].is_null() {
+        bail!("noe's answer for the floor holds no patch: {parsed}");
+    }
+    Ok(answer)
+}
 
 /// The simulated cluster and the `noe` that runs controllers over it.
 struct Cluster {
@@ -123,7 +145,6 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     } else {
         None
     };
-    let floor = start_floor(&tls).await?;
     let review = if options.deployment_pod {
         deployment_pod_review
     } else {
@@ -156,6 +177,15 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         }
     }
     let body = serde_json::to_string(&review)?;
+    let floor = match options.floor_answer {
+        FloorAnswer::Constant => start_floor(&tls).await?,
+        FloorAnswer::Noe => {
+            let answer = admit_bytes(&client, noe.addr, &body).await?;
+            let answer_file = tls.dir.path().join("warm-answer.json");
+            std::fs::write(&answer_file, &answer)?;
+            start_floor_answering(&tls, Some(&answer_file)).await?
+        }
+    };
     let script = wrk::script(tls.dir.path(), &body)?;
     registry.reset_requests();
 
@@ -199,12 +229,16 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         println!();
     }
     println!(
-        "wrk -t{} -c{} -d{}s --latency, POST of a {}-byte pod AdmissionReview (platforms cached); {} alternating rounds.",
+        "wrk -t{} -c{} -d{}s --latency, POST of a {}-byte pod AdmissionReview (platforms cached); {} alternating rounds. {}",
         options.threads,
         options.connections,
         options.duration.as_secs(),
         body.len(),
-        options.rounds
+        options.rounds,
+        match options.floor_answer {
+            FloorAnswer::Noe => "The floor, on the same TLS stack, parses the body as JSON and answers a constant body: noe's own answer to that review, byte for byte (so both write as much; `--floor-answer constant` answers a 134-byte AdmissionReview without a patch instead).",
+            FloorAnswer::Constant => "The floor, on the same TLS stack, parses the body as JSON and answers a constant 134-byte AdmissionReview without a patch (`--floor-answer noe` answers noe's own bytes instead).",
+        }
     );
     println!();
     println!("| round | server | requests/s | p50 ms | p99 ms | errors | server CPU µs/request |");

@@ -124,15 +124,13 @@ struct State {
     attempts: Mutex<HashMap<String, (u32, Instant)>>,
 }
 
-/// The delay before attempt `failures + 1`: `min * 2^failures` capped at `max`, minus up to a
-/// quarter of jitter derived from `seed` (so pods failing together spread out).
+/// The delay before attempt `failures + 1`: `min * 2^failures` capped at `max`, its last
+/// quarter jitter derived from `seed` ([`crate::jitter::up`]), so pods failing together spread
+/// out and the cap is never passed.
 pub fn backoff(failures: u32, min: Duration, max: Duration, seed: u64) -> Duration {
     let factor = 1u32.checked_shl(failures.min(20)).unwrap_or(u32::MAX);
     let base = min.saturating_mul(factor).min(max);
-    let quarter = base / 4;
-    let nanos = u64::try_from(quarter.as_nanos()).unwrap_or(u64::MAX);
-    let jitter = if nanos == 0 { 0 } else { seed % nanos };
-    base.saturating_sub(Duration::from_nanos(jitter))
+    crate::jitter::up(base.saturating_sub(base / 4), 1.0 / 3.0, seed).min(base)
 }
 
 /// `text` cut to [`MAX_ERROR_CHARS`] characters.
@@ -727,12 +725,20 @@ mod tests {
         ];
         for (failures, seconds) in table {
             let base = Duration::from_secs(seconds);
-            assert_eq!(backoff(failures, min, max, 0), base, "{failures}");
+            let least = base - base / 4;
+            assert_eq!(backoff(failures, min, max, 0), least, "{failures}");
             let jittered = backoff(failures, min, max, u64::MAX);
             assert!(
-                jittered <= base && jittered >= base - base / 4,
+                jittered <= base && jittered > base - base / 100,
                 "{failures}: {jittered:?}"
             );
+            for seed in [1 << 62, 1 << 63, 12_345_678_901_234_567] {
+                let jittered = backoff(failures, min, max, seed);
+                assert!(
+                    jittered >= least && jittered <= base,
+                    "{failures}: {jittered:?}"
+                );
+            }
         }
     }
 

@@ -75,6 +75,44 @@ pub struct Route {
     pub endpoints: Vec<Endpoint>,
 }
 
+/// An image routed for a fetch: [`Resolver::routed`].
+struct Routed {
+    /// As parsed from what the caller wrote.
+    reference: Reference,
+    /// After proxies.
+    resolved: Reference,
+    /// `resolved` as text.
+    target: String,
+    /// The host configuration of `resolved`'s registry.
+    hosts: Arc<HostsConfig>,
+}
+
+impl Routed {
+    /// The request of one fetch with `credentials`: the endpoints that may serve it (by tag
+    /// `resolve`-capable ones, by digest `pull`-capable ones), the registry's server alone
+    /// without `mirrors` (referrers are asked of the registry itself).
+    fn request<'a>(
+        &'a self,
+        credentials: &'a [CredentialCandidate],
+        mirrors: bool,
+    ) -> lookup::Request<'a> {
+        let endpoints = self
+            .hosts
+            .endpoints_for(self.resolved.digest.is_some() || !mirrors)
+            .into_iter()
+            .filter(|endpoint| mirrors || !endpoint.mirror)
+            .collect();
+        lookup::Request {
+            reference: &self.reference,
+            resolved: &self.resolved,
+            target: &self.target,
+            endpoints,
+            credentials,
+            refused: lookup::Refused::default(),
+        }
+    }
+}
+
 /// How long a registry's host configuration is reused before the provider is asked again.
 const HOSTS_TTL: Duration = Duration::from_secs(10);
 const HOSTS_CACHE_MAX: u64 = 4096;
@@ -292,43 +330,36 @@ impl Resolver {
         scope: Option<Scope>,
         credentials: &[CredentialCandidate],
     ) -> Result<(Entry, Answered, Reference, String), Error> {
-        let (reference, resolved, hosts) = self.hosts_of(image).await?;
-        let endpoints = hosts.endpoints_for(resolved.digest.is_some());
-        let target = resolved.to_string();
-        let immutable = resolved.digest.is_some();
+        let routed = self.routed(image).await?;
+        let immutable = routed.resolved.digest.is_some();
         let (entry, answered) = self
             .inner
             .cache
             .get_or_load(image, scope, immutable, |stale| async {
-                let request = lookup::Request {
-                    reference: &reference,
-                    resolved: &resolved,
-                    target: &target,
-                    endpoints: &endpoints,
-                    credentials,
-                    refused: lookup::Refused::default(),
-                };
+                let request = routed.request(credentials, true);
                 self.lookup(&request, stale)
                     .await
                     .inspect_err(|e| self.count_error(e))
             })
             .await?;
-        Ok((entry, answered, reference, target))
+        Ok((entry, answered, routed.reference, routed.target))
     }
 
-    /// `image` parsed, after proxies, and the host configuration of its registry (an error is
-    /// counted).
-    async fn hosts_of(
-        &self,
-        image: &str,
-    ) -> Result<(Reference, Reference, Arc<HostsConfig>), Error> {
+    /// `image` parsed, after proxies, with the host configuration of its registry (an error is
+    /// counted): what a lookup, `noe inspect` and an artifact fetch build their request from.
+    async fn routed(&self, image: &str) -> Result<Routed, Error> {
         let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
         let resolved = proxies::apply(&self.inner.config.proxies, &reference);
         let hosts = self
             .hosts(&resolved)
             .await
             .inspect_err(|e| self.count_error(e))?;
-        Ok((reference, resolved, hosts))
+        Ok(Routed {
+            target: resolved.to_string(),
+            reference,
+            resolved,
+            hosts,
+        })
     }
 
     /// The host configuration of `target`'s registry: the provider's, else the default server.

@@ -712,9 +712,18 @@ async fn cache_type_token_keys_the_answer_by_token_and_without_the_flag_the_prov
     assert_eq!(fx.runs("ecr").len(), 2);
 }
 
+/// The fetches that walk a lookup's credentials, each renewing a refused one.
+#[derive(Clone, Copy, Debug)]
+enum Fetch {
+    Lookup,
+    Inspect,
+    Artifact,
+}
+
 /// A cached plugin answer the registry refuses (a real htpasswd registry) is dropped and the
-/// plugin asked again, once: its second answer resolves the image. One always refused is an
-/// error naming the provider, after exactly one more run.
+/// plugin asked again, once: its second answer serves the fetch. One always refused is an
+/// error naming the provider, after exactly one more run. A lookup, `noe inspect`'s fetch and
+/// image selection's artifact fetch each renew.
 #[tokio::test]
 async fn a_refused_plugin_answer_is_renewed_once() {
     let registry = noe_test_support::Registry::builder()
@@ -732,9 +741,22 @@ async fn a_refused_plugin_answer_is_renewed_once() {
     )
     .await
     .unwrap();
+    let artifact = noe_test_support::compat_artifact(
+        noe_test_support::ORAS_DEFAULT_ARTIFACT_TYPE,
+        noe_core::compat::OCIFIT_MEDIA_TYPE,
+        b"{}",
+        None,
+        None,
+    );
+    noe_test_support::push_artifact(&pusher, "compat", &artifact, Some("1"))
+        .await
+        .unwrap();
     let host = registry.host();
-    let image = format!("{host}/app:1");
-    for (passwords, resolves) in [("stale right", true), ("stale stale", false)] {
+    let fetches = [Fetch::Lookup, Fetch::Inspect, Fetch::Artifact];
+    for (fetch, (passwords, resolves)) in fetches
+        .into_iter()
+        .flat_map(|f| [(f, ("stale right", true)), (f, ("stale stale", false))])
+    {
         let resolver = noe_registry::Resolver::new(
             noe_registry::Config {
                 insecure_registries: vec![host.clone()],
@@ -760,6 +782,10 @@ EOF"#,
             ),
         );
         let source = fx.source(&config(&[("p", &host, "0s", "v1")]));
+        let image = match fetch {
+            Fetch::Lookup | Fetch::Inspect => format!("{host}/app:1"),
+            Fetch::Artifact => format!("{host}/compat:1"),
+        };
         let candidates = source.candidates(&image).await;
         assert_eq!(candidates.len(), 1, "{candidates:?}");
         assert!(candidates[0].renewal.is_some());
@@ -769,26 +795,57 @@ EOF"#,
                 .lines()
                 .count()
         };
-        let result = resolver.resolve(&image, &candidates).await;
-        assert_eq!(runs(), 2, "{passwords}: one renewal");
+        let result = match fetch {
+            Fetch::Lookup => resolver
+                .resolve(&image, &candidates)
+                .await
+                .map(|resolution| resolution.credential_source.clone()),
+            Fetch::Inspect => resolver
+                .inspect(&image, &candidates, &noe_registry::inspect::Want::default())
+                .await
+                .map(|inspection| {
+                    assert_eq!(inspection.resolution.platforms.len(), 1);
+                    inspection.resolution.credential_source
+                }),
+            Fetch::Artifact => noe_registry::compat::Artifacts::new(resolver)
+                .explicit(
+                    &image,
+                    noe_core::compat::OCIFIT_MEDIA_TYPE,
+                    &candidates,
+                    None,
+                )
+                .await
+                .map(|fetched| {
+                    assert_eq!(fetched.digest, artifact.digest);
+                    Some("credential-provider:p".to_owned())
+                }),
+        };
+        assert_eq!(runs(), 2, "{fetch:?} {passwords}: one renewal");
         match result {
-            Ok(resolution) => {
-                assert!(resolves, "{resolution:?}");
-                assert_eq!(
-                    resolution.credential_source.as_deref(),
-                    Some("credential-provider:p")
-                );
+            Ok(source_used) => {
+                assert!(resolves, "{fetch:?} {passwords}");
+                assert_eq!(source_used.as_deref(), Some("credential-provider:p"));
                 // The renewed answer is the cached one now.
                 let now = source.candidates(&image).await;
                 assert_eq!(now[0].credential, basic("ci", "right"));
                 assert_eq!(runs(), 2);
             }
             Err(error) => {
-                assert!(!resolves, "{error}");
+                assert!(!resolves, "{fetch:?} {passwords}: {error}");
                 let message = error.to_string();
                 assert!(
                     message.starts_with("credential-provider: registry login:"),
-                    "{message}"
+                    "{fetch:?}: {message}"
+                );
+                assert!(
+                    matches!(
+                        error,
+                        noe_registry::Error::Renewal {
+                            provider: "credential-provider",
+                            ..
+                        }
+                    ),
+                    "{fetch:?}: {error:?}"
                 );
             }
         }

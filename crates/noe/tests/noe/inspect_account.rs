@@ -2,7 +2,8 @@
 //! `noe explain --credential-provider-sa-tokens`. A credential provider plugin with
 //! `tokenAttributes` gets a token of that account from the scripted API's TokenRequest and
 //! the account's annotations, and its credential opens a real htpasswd registry; without a
-//! cluster, or for an account that does not exist, inspect refuses clearly.
+//! cluster, or for an account that does not exist, inspect refuses clearly. A plugin answer the
+//! registry refuses is renewed once, as a lookup renews it.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -157,6 +158,42 @@ async fn inspect_resolves_as_a_service_account() {
     let (code, _, stderr) = run_noe(&args("team", &kubeconfig)).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("NAMESPACE/NAME"), "{stderr}");
+
+    // A plugin whose first answer the registry refuses: inspect renews it once, as a lookup
+    // does, and the second answer opens the registry.
+    let log = dir.path().join("runs.log");
+    let plugin = dir.path().join("bin").join("registry-login");
+    std::fs::write(
+        &plugin,
+        format!(
+            r#"#!/bin/sh
+cat > /dev/null
+echo run >> "{log}"
+password=s3cret
+[ "$(wc -l < "{log}")" -eq 1 ] && password=stale
+printf '{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Registry","cacheDuration":"5m","auth":{{"{host}":{{"username":"alice","password":"%s"}}}}}}' "$password"
+"#,
+            log = log.display(),
+        ),
+    )
+    .unwrap();
+    // Without `tokenAttributes`: an answer bound to an account is not renewed (it is the
+    // account's, asked again with a new token on the next lookup).
+    std::fs::write(
+        dir.path().join("providers.yaml"),
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n  - name: registry-login\n    matchImages: [\"{host}\"]\n    defaultCacheDuration: 1m\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_noe(&args("", &kubeconfig)).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("credential-provider:registry-login"),
+        "{stdout}"
+    );
+    let runs = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert_eq!(runs, 2, "one renewal");
 }
 
 /// `noe explain --credential-provider-sa-tokens` asks the cluster for each pod's ServiceAccount

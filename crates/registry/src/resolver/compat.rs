@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use super::lookup::{At, Request, Step};
+use super::lookup::{At, Step};
 use super::Resolver;
 use crate::compat::{
     fallback_tag, filter_applied, newest_first, next_page, referrers, ArtifactManifest, Fetched,
@@ -24,10 +24,10 @@ struct Compat<'q> {
     query: &'q Query,
 }
 
-impl<'a> Step<'a> for Compat<'_> {
+impl Step for Compat<'_> {
     type Output = (Vec<Fetched>, Learned);
 
-    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>> {
+    fn fetch<'s, 'a>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>> {
         Box::pin(async move {
             let fetcher = at.fetcher();
             match self.query {
@@ -67,22 +67,9 @@ impl Resolver {
         credentials: &[CredentialCandidate],
         query: &Query,
     ) -> Result<(Vec<Fetched>, Learned), Error> {
-        let (reference, resolved, hosts) = self.hosts_of(image).await?;
+        let routed = self.routed(image).await?;
         let referrers = matches!(query, Query::Referrers { .. });
-        let endpoints: Vec<_> = hosts
-            .endpoints_for(resolved.digest.is_some() || referrers)
-            .into_iter()
-            .filter(|endpoint| !(referrers && endpoint.mirror))
-            .collect();
-        let target = resolved.to_string();
-        let request = Request {
-            reference: &reference,
-            resolved: &resolved,
-            target: &target,
-            endpoints: &endpoints,
-            credentials,
-            refused: Default::default(),
-        };
+        let request = routed.request(credentials, !referrers);
         let (found, _) = self
             .fetch(&request, &Compat { query })
             .await

@@ -7,7 +7,7 @@
 
 use futures::future::BoxFuture;
 
-use super::lookup::{used, At, Request, Step};
+use super::lookup::{used, At, Step};
 use super::Resolver;
 use crate::auth::Session;
 use crate::cache::Answered;
@@ -21,10 +21,10 @@ struct Inspect<'w> {
     want: &'w Want,
 }
 
-impl<'a> Step<'a> for Inspect<'_> {
+impl Step for Inspect<'_> {
     type Output = Inspection;
 
-    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Inspection, Error>> {
+    fn fetch<'s, 'a>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Inspection, Error>> {
         Box::pin(at.resolver.inspect_as(at, self.want))
     }
 }
@@ -40,17 +40,8 @@ impl Resolver {
         credentials: &[CredentialCandidate],
         want: &Want,
     ) -> Result<Inspection, Error> {
-        let (reference, resolved, hosts) = self.hosts_of(image).await?;
-        let endpoints = hosts.endpoints_for(resolved.digest.is_some());
-        let target = resolved.to_string();
-        let request = Request {
-            reference: &reference,
-            resolved: &resolved,
-            target: &target,
-            endpoints: &endpoints,
-            credentials,
-            refused: Default::default(),
-        };
+        let routed = self.routed(image).await?;
+        let request = routed.request(credentials, true);
         let (inspection, _) = self
             .fetch(&request, &Inspect { want })
             .await

@@ -2,8 +2,11 @@
 //! candidates in order then anonymous access, and with one of them a [`Step`]: a lookup's is
 //! either a HEAD that confirms a known digest (no GET) or the manifest walk; `noe inspect`'s
 //! (`inspect.rs`) fetches the manifest as served; image selection's (`compat.rs`) fetches a
-//! compatibility artifact.
+//! compatibility artifact. When every credential was refused, the refused ones whose source can
+//! renew them are renewed once and the step runs once more ([`Resolver::fetch`]), whichever
+//! step it is.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -20,8 +23,9 @@ use crate::shared::{DigestValue, Learned, SharedCache};
 use crate::walk::Fetcher;
 use crate::{manifest, CredentialCandidate, Error, Reference, Resolution};
 
-/// What one credential found, and which credential it was (`None`: anonymous access).
-type Found<'a, T> = (T, Option<&'a CredentialCandidate>);
+/// What one credential found, and which credential it was (`None`: anonymous access): one of
+/// the request's, or (owned) one renewed after the request's was refused.
+type Found<'a, T> = (T, Option<Cow<'a, CredentialCandidate>>);
 
 /// One image to look up.
 pub(super) struct Request<'a> {
@@ -31,7 +35,7 @@ pub(super) struct Request<'a> {
     pub resolved: &'a Reference,
     /// `resolved` as text.
     pub target: &'a str,
-    pub endpoints: &'a [&'a Endpoint],
+    pub endpoints: Vec<&'a Endpoint>,
     pub credentials: &'a [CredentialCandidate],
     /// The renewable credentials a registry refused on the way.
     pub refused: Refused,
@@ -84,12 +88,13 @@ impl<'s, 'a> At<'s, 'a> {
 /// What is fetched with one credential at one endpoint (a lookup's platforms, `noe inspect`'s
 /// manifest); [`Resolver::fetch`] tries the endpoints and credentials in order. A 401/403
 /// ([`Error::is_auth`]) passes to the next credential, any error at a mirror to the next
-/// endpoint. Boxed: the server's lookups run in spawned tasks, and an unboxed trait future
-/// cannot be proven `Send` there.
-pub(super) trait Step<'a>: Sync {
+/// endpoint. Generic over the request's lifetime `'a` for every `'a`: a retry after a renewal
+/// runs the same step on a request that holds the renewed credentials. Boxed: the server's
+/// lookups run in spawned tasks, and an unboxed trait future cannot be proven `Send` there.
+pub(super) trait Step: Sync {
     type Output: Send;
 
-    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>>;
+    fn fetch<'s, 'a>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>>;
 }
 
 /// A lookup's step: a HEAD that confirms `known`'s digest, else the manifest walk.
@@ -98,10 +103,10 @@ struct Walk<'k> {
     known: Option<&'k Entry>,
 }
 
-impl<'a> Step<'a> for Walk<'_> {
+impl Step for Walk<'_> {
     type Output = Loaded;
 
-    fn fetch<'s>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Loaded, Error>> {
+    fn fetch<'s, 'a>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Loaded, Error>> {
         Box::pin(at.resolver.lookup_as(at, self.known))
     }
 }
@@ -131,24 +136,33 @@ impl Resolver {
         let walk = Walk {
             known: known.as_ref(),
         };
-        let (loaded, credential) = match self.fetch(request, &walk).await {
-            Err(error) if error.is_auth() => return self.renewed(request, &walk, error).await,
-            other => other?,
-        };
-        self.share(request, &loaded, credential);
+        let (loaded, credential) = self.fetch(request, &walk).await?;
+        self.share(request, &loaded, credential.as_deref());
         Ok(loaded)
+    }
+
+    /// [`Resolver::fetch_once`], and when every credential was refused, [`Resolver::renewed`].
+    pub(super) async fn fetch<'a, S: Step>(
+        &self,
+        request: &Request<'a>,
+        step: &S,
+    ) -> Result<Found<'a, S::Output>, Error> {
+        match self.fetch_once(request, step).await {
+            Err(error) if error.is_auth() => self.renewed(request, step, error).await,
+            other => other,
+        }
     }
 
     /// After every credential was refused (`error`): the refused credentials whose source can
     /// renew them (a cached cloud token, a cached plugin answer) are renewed once each and the
-    /// lookup runs once more with them. A renewed credential refused again, or a renewal that
+    /// step runs once more with them. A renewed credential refused again, or a renewal that
     /// fails, is an [`Error::Renewal`] naming the provider and the step; never a loop.
-    async fn renewed(
+    async fn renewed<'a, S: Step>(
         &self,
-        request: &Request<'_>,
-        walk: &Walk<'_>,
+        request: &Request<'a>,
+        step: &S,
         error: Error,
-    ) -> Result<Loaded, Error> {
+    ) -> Result<Found<'a, S::Output>, Error> {
         let refused = request.refused.take();
         if refused.is_empty() {
             return Err(error);
@@ -203,17 +217,16 @@ impl Resolver {
             reference: request.reference,
             resolved: request.resolved,
             target: request.target,
-            endpoints: request.endpoints,
+            endpoints: request.endpoints.clone(),
             credentials: &credentials,
             refused: Refused::default(),
         };
-        match self.fetch(&retry, walk).await {
-            Ok((loaded, credential)) => {
+        match self.fetch_once(&retry, step).await {
+            Ok((output, credential)) => {
                 for provider in renewed {
                     counter.with_label_values(&[provider, "renewed"]).inc();
                 }
-                self.share(&retry, &loaded, credential);
-                Ok(loaded)
+                Ok((output, credential.map(|c| Cow::Owned(c.into_owned()))))
             }
             Err(error) if error.is_auth() => {
                 let again = retry.refused.take();
@@ -246,14 +259,14 @@ impl Resolver {
 
     /// Tries the endpoints in order (mirrors, then the server); a mirror that fails in any way
     /// passes to the next. The error of the server (else of the last endpoint) is returned.
-    pub(super) async fn fetch<'a, S: Step<'a>>(
+    async fn fetch_once<'a, S: Step>(
         &self,
         request: &Request<'a>,
         step: &S,
     ) -> Result<Found<'a, S::Output>, Error> {
         let mut last_error = None;
         let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
-        for &endpoint in request.endpoints {
+        for &endpoint in &request.endpoints {
             match self.fetch_at(request, endpoint, step, &budget).await {
                 Err(error) if endpoint.mirror => {
                     tracing::debug!(%error, mirror = %endpoint.url, "mirror failed, trying the next host");
@@ -272,7 +285,7 @@ impl Resolver {
 
     /// One endpoint: its credential candidates in order, then anonymous access unless private;
     /// a 401/403 moves to the next.
-    async fn fetch_at<'a, S: Step<'a>>(
+    async fn fetch_at<'a, S: Step>(
         &self,
         request: &Request<'a>,
         endpoint: &Endpoint,
@@ -342,7 +355,7 @@ impl Resolver {
                 endpoint,
             };
             match step.fetch(at).await {
-                Ok(output) => return Ok((output, used(&session))),
+                Ok(output) => return Ok((output, used(&session).map(Cow::Borrowed))),
                 Err(error) if error.is_auth() => {
                     tracing::debug!(%error, source = candidate.map(|c| c.source.as_str()), "credential refused, trying the next");
                     if let Some(sent) = used(&session) {

@@ -29,10 +29,22 @@ pub struct NamespacePreferences {
     gets: CachedGets<Option<Arc<str>>>,
 }
 
+/// Cached GETs of Namespaces with the default lifetimes and timeout, each answer turned into a
+/// `V`: the preferred architecture's, and image selection's opt-in (`crate::select::namespaces`).
+pub(crate) fn gets<V: Clone + Send + Sync + 'static>(client: kube::Client) -> CachedGets<V> {
+    CachedGets::new(
+        client,
+        fact::NAMESPACE,
+        DEFAULT_TTL,
+        DEFAULT_FAILURE_TTL,
+        DEFAULT_TIMEOUT,
+    )
+}
+
 impl NamespacePreferences {
     /// With the default lifetimes and timeout.
     pub fn new(client: kube::Client) -> Self {
-        Self::with_limits(client, DEFAULT_TTL, DEFAULT_FAILURE_TTL, DEFAULT_TIMEOUT)
+        Self { gets: gets(client) }
     }
 
     pub fn with_limits(

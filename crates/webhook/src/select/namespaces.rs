@@ -2,16 +2,13 @@
 //! `arch.noe.adevinta.com/image-compatibility: enabled`), read with a cached GET of the
 //! Namespace as the namespace's preferred arch is (`crate::facts::namespaces`).
 
-use std::time::Duration;
-
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Namespace;
 use noe_core::compat::{DISCOVERY_ENABLED, DISCOVERY_KEY};
 
 use super::NamespaceOptIn;
 use crate::facts::gets::CachedGets;
-use crate::facts::namespaces::{DEFAULT_FAILURE_TTL, DEFAULT_TIMEOUT, DEFAULT_TTL};
-use crate::metrics::fact;
+use crate::facts::namespaces;
 
 /// Reads the opt-in label through the Kubernetes API. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -22,18 +19,8 @@ pub struct LabelledNamespaces {
 impl LabelledNamespaces {
     /// With the namespace facts' lifetimes and timeout.
     pub fn new(client: kube::Client) -> Self {
-        Self::with_limits(client, DEFAULT_TTL, DEFAULT_FAILURE_TTL, DEFAULT_TIMEOUT)
-    }
-
-    /// With these lifetimes and timeout.
-    pub fn with_limits(
-        client: kube::Client,
-        ttl: Duration,
-        failure_ttl: Duration,
-        timeout: Duration,
-    ) -> Self {
         Self {
-            gets: CachedGets::new(client, fact::NAMESPACE, ttl, failure_ttl, timeout),
+            gets: namespaces::gets(client),
         }
     }
 }

@@ -23,9 +23,10 @@ impl Report {
         out.flush()
     }
 
-    /// The `ReadinessReport` as a JSON tree (for tests and callers that inspect it; the command
-    /// line streams it with [`Report::write_json`]).
-    pub fn json(&self) -> serde_json::Value {
+    /// The `ReadinessReport` as a JSON tree, serialized from the same structures as
+    /// [`Report::write_json`] streams (the tests hold the stream against it).
+    #[cfg(test)]
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::to_value(Document(self)).unwrap_or_default()
     }
 }

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# User-space instructions per warm admission, counted by valgrind (callgrind), for one or more
+# `noe` binaries and the floor (`noe-bench floor`). Unlike requests per second, the count does
+# not move with the load of a shared machine, so two builds can be compared at any time. Each
+# server runs alone under callgrind on loopback, is sent the minimal pod review over TLS by wrk
+# (4 keep-alive connections) and is counted from after its warm-up to the end of the run; the
+# image's platforms come from a --platform-overrides entry (no registry involved).
+#
+# usage: scripts/instructions-per-admission.sh NOE_BENCH_BIN NOE_BIN [NOE_BIN...]
+# needs: valgrind (callgrind_control), wrk, openssl, curl
+set -euo pipefail
+
+bench=${1:?usage: $0 NOE_BENCH_BIN NOE_BIN [NOE_BIN...]}
+shift
+seconds=${SECONDS_PER_SERVER:-15}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+  -keyout "$dir/tls.key" -out "$dir/tls.crt" -days 1 -subj /CN=localhost \
+  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+image=127.0.0.1:5000/fixtures/oci-index:v1
+printf -- '- images: ["%s"]\n  platforms: [linux/amd64, linux/arm64]\n' "$image" >"$dir/overrides.yaml"
+body='{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"0b4a3a5e-8f3c-4c8e-9d6e-2f1a7c3b5d9e","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"bench","operation":"CREATE","userInfo":{"username":"system:serviceaccount:kube-system:replicaset-controller"},"object":{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"web-5d8c7b9f6-","namespace":"bench","labels":{"app":"web","pod-template-hash":"5d8c7b9f6"}},"spec":{"containers":[{"name":"c0","image":"'"$image"'","resources":{}}],"restartPolicy":"Always","serviceAccountName":"default"}}}}'
+printf 'wrk.method="POST"\nwrk.headers["Content-Type"]="application/json"\nwrk.body=[[%s]]\n' "$body" >"$dir/review.lua"
+
+# Runs "$@" under callgrind, serving on 127.0.0.1:$port; prints instructions per request.
+count() {
+  local name=$1 port=$2 ready=$3
+  shift 3
+  valgrind --tool=callgrind --callgrind-out-file="$dir/cg.$name" "$@" >"$dir/$name.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 240); do
+    eval "$ready" && break
+    sleep 0.5
+  done
+  wrk -t1 -c1 -d3s -s "$dir/review.lua" "https://127.0.0.1:$port/mutate" >/dev/null
+  callgrind_control -z "$pid" >/dev/null
+  local requests
+  requests=$(wrk -t1 -c4 -d"${seconds}s" -s "$dir/review.lua" "https://127.0.0.1:$port/mutate" |
+    awk '/requests in/ {print $1}')
+  callgrind_control -d "$pid" >/dev/null
+  sleep 1
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  local total
+  total=$(awk '/^(summary|totals):/ {print $2; exit}' "$dir/cg.$name".*1)
+  echo "$name: $requests requests, $((total / requests)) instructions per request"
+}
+
+# The container image's allocator settings (noe_webhook::ALLOCATOR_ENV); the floor runs on
+# glibc malloc and ignores them. No Kubernetes API.
+export MIMALLOC_PURGE_DELAY=0 MIMALLOC_ARENA_EAGER_COMMIT=0 KUBECONFIG=/nonexistent
+unset KUBERNETES_SERVICE_HOST
+
+# The floor answers its constant AdmissionReview (without a patch).
+count floor 18450 "curl -sk -o /dev/null https://127.0.0.1:18450/" \
+  "$bench" floor --addr 127.0.0.1:18450 --cert-dir "$dir"
+n=0
+for noe in "$@"; do
+  n=$((n + 1))
+  count "noe-$n-$(basename "$noe")" 18451 "curl -sf -o /dev/null http://127.0.0.1:18453/readyz" \
+    "$noe" --cert-dir="$dir" --webhook-addr=127.0.0.1:18451 --metrics-addr=127.0.0.1:18452 \
+    --health-probe-addr=127.0.0.1:18453 --platform-overrides="$dir/overrides.yaml"
+done
