@@ -575,6 +575,34 @@ mod tests {
         );
     }
 
+    /// A patch of any length (modulo 3 included) decodes to the operations' JSON, byte for byte.
+    #[test]
+    fn patches_of_any_length_are_encoded_whole() {
+        for count in [1usize, 2, 3, 100, 101, 102] {
+            let ops: Vec<noe_core::patch::Op> = (0..count)
+                .map(|i| {
+                    noe_core::patch::add(
+                        noe_core::patch::pointer(&["metadata", "annotations", &format!("k{i}")]),
+                        json!("v".repeat(i % 7)),
+                    )
+                })
+                .collect();
+            let expected = serde_json::to_vec(&ops).unwrap();
+            let patched = answered(
+                V1,
+                "u",
+                Answer {
+                    patch: Some(ops),
+                    ..Answer::allow()
+                },
+            );
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(patched["response"]["patch"].as_str().unwrap())
+                .unwrap();
+            assert_eq!(decoded, expected, "{count} operations");
+        }
+    }
+
     #[test]
     fn responses() {
         let patched = answered(
