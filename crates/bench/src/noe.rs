@@ -227,19 +227,30 @@ pub async fn start_floor_answering(
     })
 }
 
-/// POSTs a review to `addr`'s `/mutate`; returns the JSON answer.
+/// POSTs `review` to `/mutate`; noe's answer, parsed.
 pub async fn admit(
     client: &reqwest::Client,
     addr: SocketAddr,
     review: &serde_json::Value,
 ) -> anyhow::Result<serde_json::Value> {
+    let answer = admit_bytes(client, addr, &serde_json::to_string(review)?).await?;
+    Ok(serde_json::from_slice(&answer)?)
+}
+
+/// POSTs the review `body` to `/mutate`; noe's answer as sent.
+pub async fn admit_bytes(
+    client: &reqwest::Client,
+    addr: SocketAddr,
+    body: &str,
+) -> anyhow::Result<bytes::Bytes> {
     let response = client
         .post(format!("https://{addr}/mutate"))
-        .json(review)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
         .send()
         .await?;
     if !response.status().is_success() {
         bail!("/mutate answered {}", response.status());
     }
-    Ok(response.json().await?)
+    Ok(response.bytes().await?)
 }

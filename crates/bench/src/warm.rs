@@ -13,32 +13,10 @@ use noe_test_support::{
 };
 
 use crate::cluster::populate_with;
-use crate::noe::{admit, start_floor, start_floor_answering, start_noe, Process, Tls};
+use crate::noe::{admit, admit_bytes, start_floor, start_floor_answering, start_noe, Process, Tls};
 use crate::wrk::{self, Report};
 use crate::{FloorAnswer, Options};
 use noe_test_support::{deployment_pod_review, pod_review};
-
-/// noe's answer to `body`, as sent (the floor answers these bytes).
-async fn admit_bytes(
-    client: &reqwest::Client,
-    addr: std::net::SocketAddr,
-    body: &str,
-) -> anyhow::Result<bytes::Bytes> {
-    let answer = client
-        .post(format!("https://{addr}/mutate"))
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
-        .await?
-        .error_for_status()?
-        .bytes()
-        .await?;
-    let parsed: serde_json::Value = serde_json::from_slice(&answer)?;
-    if parsed["response"]["patch"].is_null() {
-        bail!("noe's answer for the floor holds no patch: {parsed}");
-    }
-    Ok(answer)
-}
 
 /// The simulated cluster and the `noe` that runs controllers over it.
 struct Cluster {
@@ -181,6 +159,10 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         FloorAnswer::Constant => start_floor(&tls).await?,
         FloorAnswer::Noe => {
             let answer = admit_bytes(&client, noe.addr, &body).await?;
+            let parsed: serde_json::Value = serde_json::from_slice(&answer)?;
+            if parsed["response"]["patch"].is_null() {
+                bail!("noe's answer for the floor holds no patch: {parsed}");
+            }
             let answer_file = tls.dir.path().join("warm-answer.json");
             std::fs::write(&answer_file, &answer)?;
             start_floor_answering(&tls, Some(&answer_file)).await?
