@@ -11,23 +11,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use noe_core::clock::Clock;
+
 use crate::metrics::Metrics;
 use crate::{Error, Provider};
-
-/// The source of "now" (a seam: tests move time by hand instead of sleeping).
-pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
-    fn now(&self) -> SystemTime;
-}
-
-/// The system clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-}
 
 /// The shortest time a token is used, even when its expiry is already past by our clock.
 pub const MIN_LIFETIME: Duration = Duration::from_secs(60);
@@ -63,7 +50,7 @@ type Slot<V> = Arc<tokio::sync::Mutex<Option<Entry<V>>>>;
 /// A keyed token cache with single-flight refresh.
 pub(crate) struct Cache<V> {
     provider: Provider,
-    clock: Arc<dyn Clock>,
+    clock: Clock,
     metrics: Metrics,
     slots: Mutex<HashMap<String, Slot<V>>>,
 }
@@ -77,7 +64,7 @@ impl<V> std::fmt::Debug for Cache<V> {
 }
 
 impl<V: Clone> Cache<V> {
-    pub(crate) fn new(provider: Provider, clock: Arc<dyn Clock>, metrics: Metrics) -> Self {
+    pub(crate) fn new(provider: Provider, clock: Clock, metrics: Metrics) -> Self {
         Self {
             provider,
             clock,
@@ -87,7 +74,7 @@ impl<V: Clone> Cache<V> {
     }
 
     pub(crate) fn now(&self) -> SystemTime {
-        self.clock.now()
+        self.clock.wall()
     }
 
     /// The cached value for `key`, or the one `fetch` gets (with its expiry). Concurrent callers
@@ -130,7 +117,7 @@ impl<V: Clone> Cache<V> {
     {
         let slot = self.slot(key);
         let mut entry = slot.lock().await;
-        let now = self.clock.now();
+        let now = self.clock.wall();
         if let Some(cached) = entry.as_ref() {
             let refused = cached.value.as_ref().is_ok_and(&refused);
             // A clock that went backwards past the fetch makes the entry stale too.
@@ -141,7 +128,7 @@ impl<V: Clone> Cache<V> {
         }
         self.metrics.cache(self.provider, false);
         let result = fetch().await;
-        let now = self.clock.now();
+        let now = self.clock.wall();
         let (value, until) = match result {
             Ok((value, expires_at)) => (Ok(value), refresh_at(now, expires_at)),
             Err(error) => {
@@ -184,31 +171,6 @@ impl<V: Clone> Cache<V> {
     }
 }
 
-/// A clock moved by hand, for tests of expiry.
-#[derive(Debug)]
-pub struct ManualClock(Mutex<SystemTime>);
-
-impl ManualClock {
-    pub fn new(start: SystemTime) -> Self {
-        Self(Mutex::new(start))
-    }
-
-    pub fn advance(&self, by: Duration) {
-        let mut now = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        *now += by;
-    }
-
-    pub fn set(&self, to: SystemTime) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = to;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> SystemTime {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -235,14 +197,14 @@ mod tests {
         }
     }
 
-    fn cache(clock: &Arc<ManualClock>) -> Cache<String> {
+    fn cache(clock: &Clock) -> Cache<String> {
         let metrics = Metrics::new(None).unwrap_or_else(|e| panic!("metrics: {e}"));
         Cache::new(Provider::Gcp, clock.clone(), metrics)
     }
 
     #[tokio::test]
     async fn cached_until_refresh_then_fetched_again() {
-        let clock = Arc::new(ManualClock::new(at(0)));
+        let clock = Clock::manual_at(at(0));
         let cache = cache(&clock);
         let fetches = AtomicUsize::new(0);
         let fetch = |token: &'static str| {
@@ -250,7 +212,7 @@ mod tests {
             let clock = clock.clone();
             move || async move {
                 fetches.fetch_add(1, Ordering::SeqCst);
-                Ok((token.to_owned(), clock.now() + Duration::from_secs(3600)))
+                Ok((token.to_owned(), clock.wall() + Duration::from_secs(3600)))
             }
         };
         assert_eq!(
@@ -269,7 +231,7 @@ mod tests {
         );
         assert_eq!(fetches.load(Ordering::SeqCst), 2);
         // A clock that jumps back before the fetch refreshes rather than trusting the entry.
-        clock.set(at(0));
+        clock.set_wall(at(0));
         assert_eq!(
             cache.get_or_fetch("k", fetch("three")).await,
             Ok("three".into())
@@ -278,7 +240,7 @@ mod tests {
 
     #[tokio::test]
     async fn failures_are_remembered_briefly() {
-        let clock = Arc::new(ManualClock::new(at(0)));
+        let clock = Clock::manual_at(at(0));
         let cache = cache(&clock);
         let failing = || async {
             Err::<(String, SystemTime), _>(Error::NotConfigured {
@@ -296,7 +258,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_refresh_in_flight() {
-        let clock = Arc::new(ManualClock::new(at(0)));
+        let clock = Clock::manual_at(at(0));
         let cache = Arc::new(cache(&clock));
         let fetches = Arc::new(AtomicUsize::new(0));
         let (release, released) = tokio::sync::watch::channel(false);
@@ -326,7 +288,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_value_is_renewed_once() {
-        let clock = Arc::new(ManualClock::new(at(0)));
+        let clock = Clock::manual_at(at(0));
         let cache = cache(&clock);
         let fetches = AtomicUsize::new(0);
         let fetch = |token: &'static str| {
@@ -351,7 +313,7 @@ mod tests {
 
     #[tokio::test]
     async fn keys_are_bounded() {
-        let clock = Arc::new(ManualClock::new(at(0)));
+        let clock = Clock::manual_at(at(0));
         let cache = cache(&clock);
         for i in 0..(MAX_KEYS + 50) {
             let key = format!("r{i}");

@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::acr::{self, AzureIdentity};
 use crate::aws::{AwsCredentials, AwsIdentity};
-use crate::cache::{Cache, Clock, SystemClock};
+use noe_core::clock::Clock;
+
+use crate::cache::Cache;
 use crate::ecr::{self, EcrToken};
 use crate::gcp;
 use crate::hosts::{match_host, Target};
@@ -25,8 +27,8 @@ pub struct Config {
     pub env: Env,
     /// The bound on each request.
     pub timeout: Duration,
-    /// The clock token expiry is measured with.
-    pub clock: Arc<dyn Clock>,
+    /// The clock token expiry is measured with (its wall reading: expiries are absolute).
+    pub clock: Clock,
 }
 
 impl Config {
@@ -36,7 +38,7 @@ impl Config {
             providers,
             env: Env::from_process(),
             timeout: DEFAULT_TIMEOUT,
-            clock: Arc::new(SystemClock),
+            clock: Clock::system(),
         }
     }
 }

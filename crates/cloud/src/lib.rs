@@ -26,7 +26,6 @@ mod http;
 pub mod metrics;
 mod time;
 
-pub use cache::Clock;
 pub use credentials::{http_client, CloudCredential, CloudCredentials, Config};
 pub use env::Env;
 pub use error::{Error, Step};

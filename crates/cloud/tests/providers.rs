@@ -7,12 +7,11 @@
 mod fake;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
-use noe_cloud::cache::ManualClock;
 use noe_cloud::{CloudCredentials, Config, Env, Error, Metrics, Provider, Step};
+use noe_core::clock::Clock;
 use noe_test_support::{Registry, TestCa};
 
 use fake::{Fake, Reply, Seen};
@@ -63,8 +62,7 @@ fn epoch(t: SystemTime) -> u64 {
 
 /// An STS that answers `AssumeRoleWithWebIdentity` as its reference shows, credentials valid
 /// for an hour from the clock's time.
-fn sts_handler(clock: Arc<ManualClock>) -> impl Fn(&Seen) -> Reply + Send + Sync {
-    use noe_cloud::Clock as _;
+fn sts_handler(clock: Clock) -> impl Fn(&Seen) -> Reply + Send + Sync {
     move |request| {
         if request.method != "POST"
             || request.form("Action").as_deref() != Some("AssumeRoleWithWebIdentity")
@@ -74,7 +72,7 @@ fn sts_handler(clock: Arc<ManualClock>) -> impl Fn(&Seen) -> Reply + Send + Sync
                 "<ErrorResponse><Error><Code>InvalidAction</Code></Error></ErrorResponse>",
             );
         }
-        let expiration = rfc3339(clock.now() + Duration::from_secs(3600));
+        let expiration = rfc3339(clock.wall() + Duration::from_secs(3600));
         Reply::new(
             200,
             format!(
@@ -97,11 +95,10 @@ fn sts_handler(clock: Arc<ManualClock>) -> impl Fn(&Seen) -> Reply + Send + Sync
 /// An ECR API that checks the JSON 1.1 operation and answers `AWS:<password>` until the time
 /// `expires` gives (from the clock's time).
 fn ecr_handler(
-    clock: Arc<ManualClock>,
+    clock: Clock,
     password: &'static str,
     expires: impl Fn(SystemTime) -> f64 + Send + Sync + 'static,
 ) -> impl Fn(&Seen) -> Reply + Send + Sync {
-    use noe_cloud::Clock as _;
     move |request| {
         let target = request.header("x-amz-target");
         let content_type = request.header("content-type");
@@ -117,7 +114,7 @@ fn ecr_handler(
             );
         }
         let token = base64::engine::general_purpose::STANDARD.encode(format!("AWS:{password}"));
-        let expires_at = expires(clock.now());
+        let expires_at = expires(clock.wall());
         Reply::new(
             200,
             format!(
@@ -139,14 +136,14 @@ fn plain_client() -> anyhow::Result<reqwest::Client> {
 struct Aws {
     sts: Fake,
     ecr: Fake,
-    clock: Arc<ManualClock>,
+    clock: Clock,
     _dir: tempfile::TempDir,
     env: Vec<(String, String)>,
 }
 
 /// STS and ECR fakes and the IRSA environment pointing at them.
 async fn aws(expires: impl Fn(SystemTime) -> f64 + Send + Sync + 'static) -> anyhow::Result<Aws> {
-    let clock = Arc::new(ManualClock::new(start()));
+    let clock = Clock::manual_at(start());
     let sts = Fake::start(None, sts_handler(clock.clone())).await?;
     let ecr = Fake::start(None, ecr_handler(clock.clone(), "ecr-password", expires)).await?;
     let dir = tempfile::tempdir()?;
@@ -177,7 +174,7 @@ async fn aws(expires: impl Fn(SystemTime) -> f64 + Send + Sync + 'static) -> any
 fn credentials(
     providers: &[Provider],
     env: &[(String, String)],
-    clock: &Arc<ManualClock>,
+    clock: &Clock,
     client: reqwest::Client,
 ) -> anyhow::Result<CloudCredentials> {
     let config = Config {
@@ -277,7 +274,7 @@ async fn ecr_irsa_signs_get_authorization_token_and_caches_until_expiry() -> any
 
 #[tokio::test]
 async fn sts_403_names_provider_and_step_and_is_not_retried_at_once() -> anyhow::Result<()> {
-    let clock = Arc::new(ManualClock::new(start()));
+    let clock = Clock::manual_at(start());
     let sts = Fake::start(None, |_| {
         Reply::new(
             403,
@@ -379,15 +376,14 @@ async fn aws_far() -> anyhow::Result<Aws> {
 
 #[tokio::test]
 async fn ecr_pod_identity_sends_the_agent_token() -> anyhow::Result<()> {
-    let clock = Arc::new(ManualClock::new(start()));
+    let clock = Clock::manual_at(start());
     let agent = Fake::start(None, {
         let clock = clock.clone();
         move |request| {
-            use noe_cloud::Clock as _;
             if request.header("authorization") != Some("pod-identity-token") {
                 return Reply::new(401, "");
             }
-            let expiration = rfc3339(clock.now() + Duration::from_secs(6 * 3600));
+            let expiration = rfc3339(clock.wall() + Duration::from_secs(6 * 3600));
             Reply::new(
                 200,
                 format!(r#"{{"AccessKeyId":"ASIAPODIDENTITY","SecretAccessKey":"s","Token":"pod-session","AccountId":"123456789012","Expiration":"{expiration}"}}"#),
@@ -442,7 +438,7 @@ async fn ecr_pod_identity_sends_the_agent_token() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn gcp_metadata_server_token() -> anyhow::Result<()> {
-    let clock = Arc::new(ManualClock::new(start()));
+    let clock = Clock::manual_at(start());
     let metadata = Fake::start(None, |request| {
         if request.header("metadata-flavor") != Some("Google") {
             return Reply::new(403, "Missing Metadata-Flavor:Google header.");
@@ -476,7 +472,7 @@ async fn gcp_metadata_server_token() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn gcp_answer_without_the_metadata_flavor_is_refused() -> anyhow::Result<()> {
-    let clock = Arc::new(ManualClock::new(start()));
+    let clock = Clock::manual_at(start());
     let impostor = Fake::start(None, |_| {
         Reply::new(200, r#"{"access_token":"x","expires_in":3599}"#)
     })
@@ -501,7 +497,7 @@ async fn gcp_answer_without_the_metadata_flavor_is_refused() -> anyhow::Result<(
 struct Azure {
     entra: Fake,
     exchange: Fake,
-    clock: Arc<ManualClock>,
+    clock: Clock,
     client: reqwest::Client,
     _dir: tempfile::TempDir,
     env: Vec<(String, String)>,
@@ -514,7 +510,7 @@ const FEDERATED_TOKEN: &str = "eyJ.azure-federated-sa-token.sig";
 /// Entra's token endpoint (plain HTTP through `AZURE_AUTHORITY_HOST`) and ACR's exchange over
 /// TLS under the registry names, pinned to loopback.
 async fn azure(registries: &[&str]) -> anyhow::Result<Azure> {
-    let clock = Arc::new(ManualClock::new(start()));
+    let clock = Clock::manual_at(start());
     let entra = Fake::start(None, |request| {
         let expected = [
             ("grant_type", "client_credentials"),
@@ -712,7 +708,7 @@ async fn a_credential_never_goes_to_another_providers_host() -> anyhow::Result<(
 
 #[tokio::test]
 async fn enabled_provider_without_identity_is_a_configuration_error() -> anyhow::Result<()> {
-    let clock = Arc::new(ManualClock::new(start()));
+    let clock = Clock::manual_at(start());
     let error = credentials(&[Provider::Acr], &[], &clock, plain_client()?).err();
     let message = error.map(|e| e.to_string()).unwrap_or_default();
     assert!(

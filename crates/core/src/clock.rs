@@ -1,11 +1,17 @@
 //! Time as a seam: what a cache with lifetimes asks "now" of. Production code holds
 //! [`Clock::system`]; a test holds [`Clock::manual`] and moves it forward with
 //! [`Clock::advance`], so a lifetime is tested without waiting for it on the real clock.
+//!
+//! Two readings: [`Clock::now`] is monotonic (lifetimes measured from here), [`Clock::wall`] is
+//! wall time (absolute expiries announced by someone else, like a cloud token's). A manual clock
+//! moves both together; its wall reading can also be stepped on its own ([`Clock::set_wall`]),
+//! the way NTP steps a real one.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-/// A source of [`Instant`]s. Cheap to clone; clones of a manual clock share its time.
+/// A source of [`Instant`]s and wall times. Cheap to clone; clones of a manual clock share its
+/// time.
 #[derive(Clone, Debug, Default)]
 pub struct Clock {
     /// `None`: the system's monotonic clock. `Some`: a manual clock's offset from its start.
@@ -15,7 +21,15 @@ pub struct Clock {
 #[derive(Debug)]
 struct Manual {
     start: Instant,
-    offset: Mutex<Duration>,
+    time: Mutex<ManualTime>,
+}
+
+#[derive(Debug)]
+struct ManualTime {
+    /// How far the clock was advanced since `start`.
+    offset: Duration,
+    /// The wall time now.
+    wall: SystemTime,
 }
 
 impl Clock {
@@ -24,33 +38,61 @@ impl Clock {
         Self::default()
     }
 
-    /// A clock that stands still until [`Clock::advance`] moves it (tests).
+    /// A clock that stands still until [`Clock::advance`] moves it (tests), its wall reading
+    /// starting at the system's wall time.
     pub fn manual() -> Self {
+        Self::manual_at(SystemTime::now())
+    }
+
+    /// [`Clock::manual`], its wall reading starting at `wall`.
+    pub fn manual_at(wall: SystemTime) -> Self {
         Self {
             manual: Some(Arc::new(Manual {
                 start: Instant::now(),
-                offset: Mutex::new(Duration::ZERO),
+                time: Mutex::new(ManualTime {
+                    offset: Duration::ZERO,
+                    wall,
+                }),
             })),
         }
     }
 
-    /// Now, by this clock.
+    /// Now, by this clock (monotonic).
     pub fn now(&self) -> Instant {
         match &self.manual {
             None => Instant::now(),
             Some(manual) => {
-                let offset = *manual.offset.lock().unwrap_or_else(PoisonError::into_inner);
+                let offset = manual.time().offset;
                 manual.start.checked_add(offset).unwrap_or(manual.start)
             }
         }
     }
 
-    /// Moves a manual clock forward by `by` (at most about 30 years in all); the system clock
-    /// is not moved.
+    /// The wall time now, by this clock (it may go back when the system's is stepped).
+    pub fn wall(&self) -> SystemTime {
+        match &self.manual {
+            None => SystemTime::now(),
+            Some(manual) => manual.time().wall,
+        }
+    }
+
+    /// Moves a manual clock forward by `by` (at most about 30 years in all), both readings;
+    /// the system clock is not moved.
     pub fn advance(&self, by: Duration) {
         if let Some(manual) = &self.manual {
-            let mut offset = manual.offset.lock().unwrap_or_else(PoisonError::into_inner);
-            *offset = offset.saturating_add(by).min(FAR);
+            let mut time = manual.time();
+            let before = time.offset;
+            time.offset = before.saturating_add(by).min(FAR);
+            let moved = time.offset.saturating_sub(before);
+            time.wall = time.wall.checked_add(moved).unwrap_or(time.wall);
+        }
+    }
+
+    /// Steps a manual clock's wall reading to `to` (forwards or back), its monotonic reading
+    /// staying where it is; the system clock is not moved.
+    pub fn set_wall(&self, to: SystemTime) {
+        if let Some(manual) = &self.manual {
+            manual.time().wall = to;
         }
     }
 
@@ -60,6 +102,12 @@ impl Clock {
         now.checked_add(ttl)
             .or_else(|| now.checked_add(FAR))
             .unwrap_or(now)
+    }
+}
+
+impl Manual {
+    fn time(&self) -> std::sync::MutexGuard<'_, ManualTime> {
+        self.time.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -85,6 +133,25 @@ mod tests {
     }
 
     #[test]
+    fn a_manual_clock_moves_its_wall_reading_with_it_and_steps_it_alone() {
+        let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let clock = Clock::manual_at(epoch);
+        let start = clock.now();
+        assert_eq!(clock.wall(), epoch);
+        clock.clone().advance(Duration::from_secs(7));
+        assert_eq!(clock.wall(), epoch + Duration::from_secs(7));
+        clock.set_wall(epoch);
+        assert_eq!(clock.wall(), epoch, "the wall reading went back");
+        assert_eq!(
+            clock.now(),
+            start + Duration::from_secs(7),
+            "not the monotonic one"
+        );
+        clock.advance(Duration::MAX);
+        assert!(clock.wall() > epoch + Duration::from_secs(3600));
+    }
+
+    #[test]
     fn an_absurd_lifetime_does_not_overflow() {
         let clock = Clock::manual();
         assert!(clock.expiry(Duration::MAX) > clock.now());
@@ -98,6 +165,11 @@ mod tests {
         let clock = Clock::system();
         let before = clock.now();
         clock.advance(Duration::from_secs(3600));
+        clock.set_wall(SystemTime::UNIX_EPOCH);
         assert!(clock.now() < before + Duration::from_secs(3600));
+        assert!(
+            clock.wall() > SystemTime::UNIX_EPOCH + Duration::from_secs(86_400),
+            "the system's wall clock is not stepped"
+        );
     }
 }

@@ -1,7 +1,6 @@
 //! The cloud identity in the credential chain: first for its own cloud's registries, absent for
 //! every other host (a GCE metadata server scripted on a loopback fake).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use noe_cloud::{CloudCredentials, Config, Env, Metrics, Provider};
@@ -27,7 +26,7 @@ async fn cloud_credential_leads_for_its_hosts_only() -> anyhow::Result<()> {
         providers: vec![Provider::Gcp],
         env: Env::from_pairs([("GCE_METADATA_HOST", metadata.host())]),
         timeout: Duration::from_secs(5),
-        clock: Arc::new(noe_cloud::cache::SystemClock),
+        clock: noe_core::clock::Clock::system(),
     };
     let client = noe_cloud::http_client(None)?;
     let cloud = CloudCredentials::new(config, client, Metrics::new(None)?)?;
@@ -202,7 +201,7 @@ mod renewal {
             providers: vec![Provider::Ecr],
             env: Env::from_pairs(env.map(|(k, v)| (k.to_owned(), v))),
             timeout: Duration::from_secs(5),
-            clock: Arc::new(noe_cloud::cache::SystemClock),
+            clock: noe_core::clock::Clock::system(),
         };
         let cloud =
             CloudCredentials::new(config, noe_cloud::http_client(None)?, Metrics::new(None)?)?;
