@@ -109,7 +109,6 @@ impl App {
     /// the node-level sources.
     pub fn credentials(&self, pull_secrets: Option<PullSecrets>) -> Credentials {
         Credentials {
-            resolver: self.resolver.clone(),
             sources: self.sources.clone(),
             pull_secrets,
         }
@@ -154,7 +153,10 @@ impl App {
 
     /// What `image` resolves to, with the node-level credentials (`noe inspect`).
     pub async fn resolve(&self, image: &str) -> Result<Arc<Resolution>, noe_registry::Error> {
-        let candidates = self.credentials(None).candidates(image, None).await;
-        self.resolver.resolve(image, &candidates).await
+        let routed = self.resolver.routed(image).await?;
+        let candidates = self.credentials(None).candidates(&routed, None).await;
+        self.resolver
+            .resolve_routed(&routed, None, &candidates)
+            .await
     }
 }

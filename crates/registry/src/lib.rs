@@ -42,9 +42,11 @@
 //! lookup's).
 //!
 //! Credentials are data: callers pick the candidates for the host actually contacted, which
-//! [`Resolver::target`] gives (after proxies), so a proxy never receives another host's secrets;
-//! [`Resolver::route`] lists the mirrors too, whose own candidates are passed marked with
-//! [`CredentialCandidate::for_mirror`] (a mirror never receives unmarked ones).
+//! [`Resolver::routed`] gives (the image parsed, proxies applied and its hosts found once), so a
+//! proxy never receives another host's secrets; [`Routed::endpoints`] lists the mirrors too,
+//! whose own candidates are passed marked with [`CredentialCandidate::for_mirror`] (a mirror
+//! never receives unmarked ones). The same [`Routed`] is then looked up
+//! ([`Resolver::platforms_routed`]) without parsing or routing it again.
 
 mod auth;
 mod budget;
@@ -78,4 +80,4 @@ pub use hosts::HostsProvider;
 pub use noe_credentials::{Credential, CredentialCandidate};
 pub use platform::Platform;
 pub use reference::Reference;
-pub use resolver::{Answered, Resolution, Resolver};
+pub use resolver::{Answered, Resolution, Resolver, Routed};

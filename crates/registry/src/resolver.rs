@@ -65,19 +65,16 @@ fn platform_strings<S: serde::Serializer>(platforms: &[Platform], s: S) -> Resul
     s.collect_seq(platforms.iter().map(ToString::to_string))
 }
 
-/// Where an image is fetched from, in the order [`Resolver::resolve`] tries.
+/// An image routed once ([`Resolver::routed`]): parsed, rewritten by the proxies, with the host
+/// configuration of the registry actually contacted. Callers match credentials on it
+/// ([`Routed::target`], and each mirror of [`Routed::endpoints`] for its own host), then look it
+/// up with [`Resolver::platforms_routed`] or [`Resolver::resolve_routed`], which neither parse
+/// nor route it again.
 #[derive(Clone, Debug)]
-pub struct Route {
-    /// The reference after normalization and proxies.
-    pub target: Reference,
-    /// The hosts that may serve it: containerd mirrors in order (only `resolve`-capable ones
-    /// for a tag, `pull`-capable ones for a digest), then the registry's server.
-    pub endpoints: Vec<Endpoint>,
-}
-
-/// An image routed for a fetch: [`Resolver::routed`].
-struct Routed {
-    /// As parsed from what the caller wrote.
+pub struct Routed {
+    /// As the caller wrote it: the cache key.
+    image: String,
+    /// As parsed from `image`.
     reference: Reference,
     /// After proxies.
     resolved: Reference,
@@ -88,6 +85,35 @@ struct Routed {
 }
 
 impl Routed {
+    /// The image as the caller wrote it.
+    pub fn image(&self) -> &str {
+        &self.image
+    }
+
+    /// The normalized reference, before proxies (what `--platform-overrides` match).
+    pub fn reference(&self) -> &Reference {
+        &self.reference
+    }
+
+    /// The reference after proxies: what is contacted, so what credentials are matched for.
+    pub fn target(&self) -> &Reference {
+        &self.resolved
+    }
+
+    /// [`Routed::target`] as text.
+    pub fn target_name(&self) -> &str {
+        &self.target
+    }
+
+    /// The hosts that may serve it, in the order they are tried: containerd mirrors (only
+    /// `resolve`-capable ones for a tag, `pull`-capable ones for a digest), then the registry's
+    /// server. Callers match credentials for each mirror's own host
+    /// ([`Endpoint::credential_image`]) and pass them marked with
+    /// [`CredentialCandidate::for_mirror`].
+    pub fn endpoints(&self) -> Vec<&Endpoint> {
+        self.hosts.endpoints_for(self.resolved.digest.is_some())
+    }
+
     /// The request of one fetch with `credentials`: the endpoints that may serve it (by tag
     /// `resolve`-capable ones, by digest `pull`-capable ones), the registry's server alone
     /// without `mirrors` (referrers are asked of the registry itself).
@@ -196,21 +222,6 @@ impl Resolver {
         Ok(proxies::apply(&self.inner.config.proxies, &reference))
     }
 
-    /// The hosts [`Resolver::resolve`] will try for `image`, in order. Callers match
-    /// credentials for each mirror's own host ([`Endpoint::credential_image`]) and pass them
-    /// marked with [`CredentialCandidate::for_mirror`].
-    pub async fn route(&self, image: &str) -> Result<Route, Error> {
-        let reference = Reference::parse(image)?;
-        let target = proxies::apply(&self.inner.config.proxies, &reference);
-        let hosts = self.hosts(&target).await?;
-        let endpoints = hosts
-            .endpoints_for(target.digest.is_some())
-            .into_iter()
-            .cloned()
-            .collect();
-        Ok(Route { target, endpoints })
-    }
-
     /// Resolves the platforms of `image` with the node's own credentials (no [`Scope`]): what
     /// `noe inspect` prints. See [`Resolver::resolve_in`].
     pub async fn resolve(
@@ -221,14 +232,9 @@ impl Resolver {
         self.resolve_in(image, None, credentials).await
     }
 
-    /// Resolves the platforms of `image` looked up in `scope`. A fresh cached answer (one any
-    /// caller may use, else one found in `scope`) is returned as it is. Otherwise the shared
-    /// cache is asked, then the endpoints of [`Resolver::route`] are tried in order, a failing
-    /// mirror passing to the next. At each, its candidates (unmarked ones at the registry's
-    /// server, ones marked for a mirror's host at that mirror) are tried in order (a 401/403
-    /// moves to the next), then anonymous access unless the image as named at that host matches
-    /// `private_registries`. An expired answer is revalidated with a HEAD: an unchanged digest
-    /// costs no GET.
+    /// Resolves the platforms of `image` looked up in `scope`: a `--platform-overrides` entry
+    /// answers first (no host configuration asked), else [`Resolver::routed`] then
+    /// [`Resolver::resolve_routed`].
     pub async fn resolve_in(
         &self,
         image: &str,
@@ -238,8 +244,30 @@ impl Resolver {
         if let Some((reference, matched)) = self.platform_override(image).await? {
             return Ok(Arc::new(matched.resolution(&reference)));
         }
-        let (entry, answered, reference, target) = self.entry(image, scope, credentials).await?;
-        let mut resolution = entry.resolution(&reference.to_string(), &target);
+        let routed = self.routed(image).await?;
+        self.resolve_routed(&routed, scope, credentials).await
+    }
+
+    /// Resolves the platforms of an image already routed, looked up in `scope`. A
+    /// `--platform-overrides` entry answers first. A fresh cached answer (one any caller may
+    /// use, else one found in `scope`) is returned as it is. Otherwise the shared cache is
+    /// asked, then the endpoints of [`Routed::endpoints`] are tried in order, a failing mirror
+    /// passing to the next. At each, its candidates (unmarked ones at the registry's server,
+    /// ones marked for a mirror's host at that mirror) are tried in order (a 401/403 moves to
+    /// the next), then anonymous access unless the image as named at that host matches
+    /// `private_registries`. An expired answer is revalidated with a HEAD: an unchanged digest
+    /// costs no GET.
+    pub async fn resolve_routed(
+        &self,
+        routed: &Routed,
+        scope: Option<Scope>,
+        credentials: &[CredentialCandidate],
+    ) -> Result<Arc<Resolution>, Error> {
+        if let Some(matched) = self.override_of(&routed.reference).await {
+            return Ok(Arc::new(matched.resolution(&routed.reference)));
+        }
+        let (entry, answered) = self.entry(routed, scope, credentials).await?;
+        let mut resolution = entry.resolution(&routed.reference.to_string(), &routed.target);
         resolution.answered_by = answered;
         Ok(Arc::new(resolution))
     }
@@ -248,7 +276,7 @@ impl Resolver {
     /// keyed hash and one table read, no parsing and no credential matching (the warm path).
     /// With `--platform-overrides`, the last good version of the file answers first (the image
     /// parsed once to match it, nothing awaited; a due reload runs in the background); an image
-    /// that does not parse is left to [`Resolver::platforms`], which counts the error.
+    /// that does not parse is left to [`Resolver::routed`], which counts the error.
     pub fn cached(&self, image: &str, scope: Option<Scope>) -> Option<Arc<[Platform]>> {
         if let Some(overrides) = &self.inner.config.platform_overrides {
             let current = overrides.now()?;
@@ -282,21 +310,19 @@ impl Resolver {
             .map(|entry| (entry.platforms(), entry.digest()))
     }
 
-    /// The platforms of [`Resolver::resolve_in`] alone, shared with the cache (the admission
-    /// path): a cached image costs no string building.
-    pub async fn platforms(
+    /// The platforms of [`Resolver::resolve_routed`] alone, shared with the cache (the
+    /// admission path, after [`Resolver::cached`] missed): the override on the reference
+    /// already parsed, then one cache probe that loads on a miss; no string building.
+    pub async fn platforms_routed(
         &self,
-        image: &str,
+        routed: &Routed,
         scope: Option<Scope>,
         credentials: &[CredentialCandidate],
     ) -> Result<Arc<[Platform]>, Error> {
-        if let Some((_, matched)) = self.platform_override(image).await? {
+        if let Some(matched) = self.override_of(&routed.reference).await {
             return Ok(matched.platforms);
         }
-        if let Some(entry) = self.inner.cache.fresh(image, scope) {
-            return Ok(entry.platforms());
-        }
-        Ok(self.entry(image, scope, credentials).await?.0.platforms())
+        Ok(self.entry(routed, scope, credentials).await?.0.platforms())
     }
 
     /// The `--platform-overrides` file, when there is one.
@@ -322,32 +348,39 @@ impl Resolver {
         Ok(matched.map(|m| (reference, m)))
     }
 
-    /// The cache entry of `image` in `scope` (loaded on a miss), how it was found, the parsed
-    /// reference and the reference after proxies it was fetched as.
+    /// The `--platform-overrides` entry that answers for `reference`; `None` without overrides
+    /// or match.
+    async fn override_of(&self, reference: &Reference) -> Option<crate::overrides::Matched> {
+        match &self.inner.config.platform_overrides {
+            Some(overrides) => overrides.find(reference).await,
+            None => None,
+        }
+    }
+
+    /// The cache entry of `routed` in `scope` (loaded on a miss) and how it was found: the one
+    /// cache probe of a lookup.
     async fn entry(
         &self,
-        image: &str,
+        routed: &Routed,
         scope: Option<Scope>,
         credentials: &[CredentialCandidate],
-    ) -> Result<(Entry, Answered, Reference, String), Error> {
-        let routed = self.routed(image).await?;
+    ) -> Result<(Entry, Answered), Error> {
         let immutable = routed.resolved.digest.is_some();
-        let (entry, answered) = self
-            .inner
+        self.inner
             .cache
-            .get_or_load(image, scope, immutable, |stale| async {
+            .get_or_load(&routed.image, scope, immutable, |stale| async {
                 let request = routed.request(credentials, true);
                 self.lookup(&request, stale)
                     .await
                     .inspect_err(|e| self.count_error(e))
             })
-            .await?;
-        Ok((entry, answered, routed.reference, routed.target))
+            .await
     }
 
     /// `image` parsed, after proxies, with the host configuration of its registry (an error is
-    /// counted): what a lookup, `noe inspect` and an artifact fetch build their request from.
-    async fn routed(&self, image: &str) -> Result<Routed, Error> {
+    /// counted), each once: what a lookup, `noe inspect` and an artifact fetch build their
+    /// request from, and what callers match credentials on.
+    pub async fn routed(&self, image: &str) -> Result<Routed, Error> {
         let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
         let resolved = proxies::apply(&self.inner.config.proxies, &reference);
         let hosts = self
@@ -355,6 +388,7 @@ impl Resolver {
             .await
             .inspect_err(|e| self.count_error(e))?;
         Ok(Routed {
+            image: image.to_owned(),
             target: resolved.to_string(),
             reference,
             resolved,

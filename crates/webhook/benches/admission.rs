@@ -14,11 +14,11 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use futures::future::BoxFuture;
 use noe_core::decide::{Facts, Policy};
 use noe_registry::cache::Scope;
-use noe_registry::{CredentialCandidate, Platform};
+use noe_registry::Platform;
 use noe_webhook::admission::Admission;
 use noe_webhook::facts::{FactRequest, FactSource};
 use noe_webhook::metrics::Metrics;
-use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, Resolve};
+use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, PodCredentials, Resolve};
 
 /// Every image runs on linux/amd64 and linux/arm64, cached (the warm path never looks up).
 struct MultiArch(Arc<[Platform]>);
@@ -32,7 +32,7 @@ impl PlatformLookup for MultiArch {
         &'a self,
         _image: &'a str,
         _scope: Option<Scope>,
-        _credentials: &'a [CredentialCandidate],
+        _credentials: &'a PodCredentials<'a>,
     ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>> {
         Box::pin(async { Ok(self.0.clone()) })
     }

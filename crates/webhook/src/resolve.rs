@@ -4,8 +4,9 @@
 //! One path, one cache hierarchy (docs/architecture.md, Caches): the pod's pull secrets, when
 //! it names some, are read (cached) for their credential [`Scope`]; each image is then one read
 //! of the registry crate's cache (an answer any pod may use, else one found in this scope).
-//! Only the images that missed get credential candidates matched (pull secrets, then the
-//! node-level sources) and are looked up through the shared cache and the registries, within
+//! Only the images that missed are routed (parsed, proxies, hosts: once each), get credential
+//! candidates matched for that route (pull secrets, then the node-level sources) and are looked
+//! up through one more cache probe, the shared cache and the registries, within
 //! [`LookupLimits`]: at most so many distinct images per admission (the rest answered as
 //! lookup errors), at most so many lookups in flight for one admission (its share), and at most
 //! so many in the whole process, so one pod naming thousands of images on thousands of hosts
@@ -23,9 +24,11 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use noe_registry::cache::Scope;
-use noe_registry::{CredentialCandidate, Platform};
+use noe_registry::Platform;
 
-pub use credentials::{Anonymous, CredentialSource, Credentials, PodAccess, PodSecrets};
+pub use credentials::{
+    Anonymous, CredentialSource, Credentials, PodAccess, PodCredentials, PodSecrets,
+};
 use noe_core::decide::{LookupKind, Lookups};
 
 /// Why the platforms of one image are not known.
@@ -121,15 +124,16 @@ pub trait PlatformLookup: Send + Sync + 'static {
         None
     }
 
-    /// The platforms, or why they are not known, looked up in `scope` with `credentials`.
+    /// The platforms, or why they are not known, looked up in `scope`: the image routed once,
+    /// with the candidates `credentials` gives for that route.
     fn lookup<'a>(
         &'a self,
         image: &'a str,
         scope: Option<Scope>,
-        credentials: &'a [CredentialCandidate],
+        credentials: &'a PodCredentials<'a>,
     ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>>;
 
-    /// The bounded `registry` metric label of `image`'s registry.
+    /// The bounded `registry` metric label of `image`'s registry (for an image not routed).
     fn registry_label(&self, _image: &str) -> String {
         "other".to_owned()
     }
@@ -156,17 +160,21 @@ impl PlatformLookup for RegistryLookup {
         &'a self,
         image: &'a str,
         scope: Option<Scope>,
-        credentials: &'a [CredentialCandidate],
+        credentials: &'a PodCredentials<'a>,
     ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>> {
         Box::pin(async move {
+            let failed = |error: noe_registry::Error| LookupError::Registry {
+                kind: kind_of(&error),
+                message: one_line(&error),
+                registry: self.resolver.error_label(&error),
+            };
+            let routed = self.resolver.routed(image).await.map_err(failed)?;
+            let registry = self.resolver.registry_label(&routed.target().registry);
+            let candidates = credentials.candidates(&routed, registry).await;
             self.resolver
-                .platforms(image, scope, credentials)
+                .platforms_routed(&routed, scope, &candidates)
                 .await
-                .map_err(|error| LookupError::Registry {
-                    kind: kind_of(&error),
-                    message: one_line(&error),
-                    registry: self.resolver.error_label(&error),
-                })
+                .map_err(failed)
         })
     }
 
@@ -402,20 +410,25 @@ impl Resolve {
         let share = tokio::sync::Semaphore::new(self.limits.max_concurrent_per_admission);
         let share = &share;
         let lookups = missed.into_iter().map(|image| async move {
+            let credentials = PodCredentials::new(&*self.credentials, namespace, pull_secrets, pod);
             let result = tokio::time::timeout_at(deadline, async {
                 let (Ok(_share), Ok(_in_flight)) =
                     (share.acquire().await, self.in_flight.acquire().await)
                 else {
                     return Err(self.deadline(image));
                 };
-                let candidates = self
-                    .credentials
-                    .candidates(namespace, pull_secrets, pod, image)
-                    .await;
-                self.lookup.lookup(image, pod.scope, &candidates).await
+                self.lookup.lookup(image, pod.scope, &credentials).await
             })
             .await
-            .unwrap_or_else(|_| Err(self.deadline(image)));
+            .unwrap_or_else(|_| {
+                // Cut short: labelled by its route when it got that far.
+                Err(match credentials.registry() {
+                    Some(registry) => LookupError::Deadline {
+                        registry: registry.to_owned(),
+                    },
+                    None => self.deadline(image),
+                })
+            });
             (image, result)
         });
         let results = futures::future::join_all(lookups).instrument(span()).await;

@@ -189,9 +189,13 @@ impl Selection {
             .map(image_pull_secret_names)
             .unwrap_or_default();
         let pod_secrets = self.credentials.pod(namespace, &secrets).await;
+        let routed = match self.resolver.routed(reference).await {
+            Ok(routed) => routed,
+            Err(error) => return explicit_failed(reference, one_line(&error)),
+        };
         let credentials = self
             .credentials
-            .candidates(namespace, &secrets, &pod_secrets, reference)
+            .candidates(namespace, &secrets, &pod_secrets, &routed)
             .await;
         let fetched = match self
             .artifacts
@@ -239,13 +243,14 @@ impl Selection {
             let secrets = &secrets;
             let pod_secrets = &pod_secrets;
             async move {
+                let routed = self.resolver.routed(image).await?;
                 let credentials = self
                     .credentials
-                    .candidates(namespace, secrets, pod_secrets, image)
+                    .candidates(namespace, secrets, pod_secrets, &routed)
                     .await;
                 let resolution = self
                     .resolver
-                    .resolve_in(image, pod_secrets.scope, &credentials)
+                    .resolve_routed(&routed, pod_secrets.scope, &credentials)
                     .await?;
                 // An image answered by --platform-overrides has no digest to ask about.
                 if !resolution.digest.starts_with("sha256:") {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use clap::Args;
 use futures::StreamExt;
 use noe_registry::inspect::{Inspection, PlatformSpec, Want};
-use noe_registry::Resolution;
+use noe_registry::{Resolution, Routed};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{one_line, Credentials};
 
@@ -227,14 +227,14 @@ struct Asking<'a> {
 }
 
 impl Asking<'_> {
-    async fn candidates(&self, image: &str) -> Vec<noe_registry::CredentialCandidate> {
+    async fn candidates(&self, routed: &Routed) -> Vec<noe_registry::CredentialCandidate> {
         match self.account {
             Some((namespace, name)) => {
                 self.credentials
-                    .candidates_as(image, None, namespace, Some(name))
+                    .candidates_as(routed, None, namespace, Some(name))
                     .await
             }
-            None => self.credentials.candidates(image, None).await,
+            None => self.credentials.candidates(routed, None).await,
         }
     }
 }
@@ -291,21 +291,22 @@ async fn inspect<'a>(
         kind: error.kind(),
         message: describe(&error),
     };
-    let answer = match fetch {
-        Some(want) => {
-            let candidates = asking.candidates(image).await;
-            match app.resolver.inspect(image, &candidates, want).await {
-                Ok(inspection) => show::picked(image, want, inspection).map(Found::Inspected),
-                Err(error) => Err(failure(error)),
+    let answer = match app.resolver.routed(image).await {
+        Err(error) => Err(failure(error)),
+        Ok(routed) => {
+            let candidates = asking.candidates(&routed).await;
+            match fetch {
+                Some(want) => match app.resolver.inspect(image, &candidates, want).await {
+                    Ok(inspection) => show::picked(image, want, inspection).map(Found::Inspected),
+                    Err(error) => Err(failure(error)),
+                },
+                None => app
+                    .resolver
+                    .resolve_routed(&routed, None, &candidates)
+                    .await
+                    .map(Found::Resolved)
+                    .map_err(failure),
             }
-        }
-        None => {
-            let candidates = asking.candidates(image).await;
-            app.resolver
-                .resolve(image, &candidates)
-                .await
-                .map(Found::Resolved)
-                .map_err(failure)
         }
     };
     if let Some(host) = &host {

@@ -32,7 +32,7 @@ impl Step for Inspect<'_> {
 impl Resolver {
     /// Fetches `image` from its registry for `noe inspect`: the manifest or index exactly as
     /// served, its entries, the platforms a lookup would find, and what `want` selects. The
-    /// endpoints of [`Resolver::route`] are tried in order (a failing mirror passes to the
+    /// endpoints of [`Routed::endpoints`](super::Routed::endpoints) are tried in order (a failing mirror passes to the
     /// next), at each its credentials in order then anonymous access, as a lookup does.
     pub async fn inspect(
         &self,

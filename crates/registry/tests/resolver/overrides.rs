@@ -60,8 +60,9 @@ async fn an_override_added_to_the_file_wins_over_a_cached_answer() {
     let mut listed = Vec::new();
     for _ in 0..200 {
         tokio::time::sleep(Duration::from_millis(10)).await;
+        let routed = resolver.routed(&image).await.unwrap();
         listed = resolver
-            .platforms(&image, None, &[])
+            .platforms_routed(&routed, None, &[])
             .await
             .unwrap()
             .iter()

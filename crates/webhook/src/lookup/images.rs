@@ -69,9 +69,17 @@ impl ImageSource for RegistryImages {
 
     fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer> {
         Box::pin(async move {
+            let routed = match self.resolver.routed(image).await {
+                Ok(routed) => routed,
+                Err(error) => return failed(classify(&error), &one_line(&error)),
+            };
             let pod = PodSecrets::default();
-            let candidates = self.credentials.candidates("", &[], &pod, image).await;
-            match self.resolver.resolve_in(image, None, &candidates).await {
+            let candidates = self.credentials.candidates("", &[], &pod, &routed).await;
+            match self
+                .resolver
+                .resolve_routed(&routed, None, &candidates)
+                .await
+            {
                 Ok(resolution) => KeyAnswer::Found {
                     platforms: Arc::from(resolution.platforms.clone()),
                     digest: resolution.digest.clone(),

@@ -1,14 +1,15 @@
 //! Which credentials a pod's images may use: its pull secrets first (when the Kubernetes API is
 //! reachable), then the node-level sources (credential provider plugins, containerd and docker
 //! configuration), matched for the reference actually contacted (after `--registry-proxies`),
-//! and for each containerd mirror, those of the mirror's own host.
+//! and for each containerd mirror, those of the mirror's own host: both read from the image as
+//! the lookup routed it ([`Routed`]), never routed again here.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
 use noe_registry::cache::Scope;
 use noe_registry::credentials::{PodIdentity, Request, ServiceAccounts, Source, Sources};
-use noe_registry::{CredentialCandidate, Resolver};
+use noe_registry::{CredentialCandidate, Routed};
 
 use super::pull_secrets::{PodPullSecrets, PullSecrets};
 
@@ -66,15 +67,59 @@ pub trait CredentialSource: Send + Sync + 'static {
         false
     }
 
-    /// What the pod may use for `image`, in order (its pull secrets' first, marked
+    /// What the pod may use for the image `routed`, in order (its pull secrets' first, marked
     /// [`CredentialCandidate::in_scope`]); asked only for images the cache could not answer.
     fn candidates<'a>(
         &'a self,
         namespace: &'a str,
         pull_secrets: &'a [String],
         pod: &'a PodSecrets,
-        image: &'a str,
+        routed: &'a Routed,
     ) -> BoxFuture<'a, Vec<CredentialCandidate>>;
+}
+
+/// A pod's credentials as a lookup asks for them: once it has routed the image, for that route.
+/// It keeps the route's bounded `registry` label, so a lookup the deadline cuts short is
+/// labelled without parsing the image again.
+pub struct PodCredentials<'a> {
+    source: &'a dyn CredentialSource,
+    namespace: &'a str,
+    pull_secrets: &'a [String],
+    pod: &'a PodSecrets,
+    registry: OnceLock<String>,
+}
+
+impl<'a> PodCredentials<'a> {
+    /// The credentials `source` gives a pod of `namespace` with these `imagePullSecrets` names,
+    /// read as `pod`.
+    pub fn new(
+        source: &'a dyn CredentialSource,
+        namespace: &'a str,
+        pull_secrets: &'a [String],
+        pod: &'a PodSecrets,
+    ) -> Self {
+        Self {
+            source,
+            namespace,
+            pull_secrets,
+            pod,
+            registry: OnceLock::new(),
+        }
+    }
+
+    /// The candidates for the image `routed`, in order; `registry` is the bounded `registry`
+    /// label of the host it routes to.
+    pub async fn candidates(&self, routed: &Routed, registry: String) -> Vec<CredentialCandidate> {
+        let _ = self.registry.set(registry);
+        self.source
+            .candidates(self.namespace, self.pull_secrets, self.pod, routed)
+            .await
+    }
+
+    /// The `registry` label given with the route, once a lookup got that far.
+    pub fn registry(&self) -> Option<&str> {
+        self.registry.get().map(String::as_str)
+    }
 }
 
 /// No credentials: every lookup is anonymous.
@@ -95,7 +140,7 @@ impl CredentialSource for Anonymous {
         _namespace: &'a str,
         _pull_secrets: &'a [String],
         _pod: &'a PodSecrets,
-        _image: &'a str,
+        _routed: &'a Routed,
     ) -> BoxFuture<'a, Vec<CredentialCandidate>> {
         Box::pin(async { Vec::new() })
     }
@@ -106,28 +151,27 @@ impl CredentialSource for Anonymous {
 /// (after `--registry-proxies`), and for each containerd mirror, those of the mirror's host.
 #[derive(Clone, Debug)]
 pub struct Credentials {
-    pub resolver: Resolver,
     pub sources: Arc<Sources>,
     pub pull_secrets: Option<PullSecrets>,
 }
 
 impl Credentials {
-    /// The candidates for one image, pod secrets first, matched for the reference actually
-    /// contacted (after proxies); then, for each containerd mirror of its registry, the
-    /// candidates matched for the mirror's own host, marked for that mirror only.
+    /// The candidates for one routed image, pod secrets first, matched for the reference
+    /// actually contacted (after proxies); then, for each containerd mirror of its registry,
+    /// the candidates matched for the mirror's own host, marked for that mirror only.
     pub async fn candidates(
         &self,
-        image: &str,
+        routed: &Routed,
         pod: Option<&PodPullSecrets>,
     ) -> Vec<CredentialCandidate> {
-        self.candidates_for(image, pod, None).await
+        self.candidates_for(routed, pod, None).await
     }
 
     /// [`Credentials::candidates`] for a pod of `namespace` running as `service_account`
     /// (credential providers with `tokenAttributes` get its token).
     pub async fn candidates_as(
         &self,
-        image: &str,
+        routed: &Routed,
         pod: Option<&PodPullSecrets>,
         namespace: &str,
         service_account: Option<&str>,
@@ -141,28 +185,24 @@ impl Credentials {
             service_account,
             accounts: accounts as &dyn ServiceAccounts,
         });
-        self.candidates_for(image, pod, identity).await
+        self.candidates_for(routed, pod, identity).await
     }
 
     async fn candidates_for(
         &self,
-        image: &str,
+        routed: &Routed,
         pod: Option<&PodPullSecrets>,
         identity: Option<PodIdentity<'_>>,
     ) -> Vec<CredentialCandidate> {
-        // A reference that does not parse fails in the lookup, with the better message.
-        let Ok(route) = self.resolver.route(image).await else {
-            return Vec::new();
-        };
-        let target = route.target.to_string();
-        let mut out = self.matched(&target, pod, identity).await;
+        let target = routed.target_name();
+        let mut out = self.matched(target, pod, identity).await;
         let mut done: Vec<String> = Vec::new();
-        for endpoint in route.endpoints.iter().filter(|e| e.mirror) {
+        for endpoint in routed.endpoints().into_iter().filter(|e| e.mirror) {
             let host = endpoint.host();
             if done.contains(&host) {
                 continue;
             }
-            let at_mirror = endpoint.credential_image(&target);
+            let at_mirror = endpoint.credential_image(target);
             let matched = self.matched(&at_mirror, pod, identity).await;
             out.extend(matched.into_iter().map(|c| c.for_mirror(host.clone())));
             done.push(host);
@@ -253,10 +293,10 @@ impl CredentialSource for Credentials {
         namespace: &'a str,
         _pull_secrets: &'a [String],
         pod: &'a PodSecrets,
-        image: &'a str,
+        routed: &'a Routed,
     ) -> BoxFuture<'a, Vec<CredentialCandidate>> {
         Box::pin(self.candidates_as(
-            image,
+            routed,
             pod.secrets.as_ref(),
             namespace,
             pod.service_account.as_deref(),

@@ -9,10 +9,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use noe_core::decide::{Policy, Signal, Verdict};
 use noe_registry::cache::Scope;
-use noe_registry::{Credential, CredentialCandidate, Platform};
+use noe_registry::{Credential, CredentialCandidate, Platform, Routed};
 use noe_webhook::admission::Admission;
 use noe_webhook::metrics::Metrics;
-use noe_webhook::resolve::{CredentialSource, LookupError, PlatformLookup, PodSecrets, Resolve};
+use noe_webhook::resolve::{
+    CredentialSource, LookupError, PlatformLookup, PodCredentials, PodSecrets, Resolve,
+};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -30,12 +32,26 @@ fn refused(message: &str) -> LookupError {
 /// Answers each image after its scripted delay; records the credential sources it was given.
 /// With `caches`, a success is then answered from `cached` for the scope it was found in (the
 /// registry crate's contract, in miniature).
-#[derive(Default)]
 struct Scripted {
     answers: HashMap<String, (Duration, Answer)>,
     seen: Mutex<Vec<(String, Vec<String>)>>,
     caches: bool,
     cache: Mutex<HashMap<(String, Option<Scope>), Platforms>>,
+    /// Routes each image before its credentials are asked for, as the registry lookup does.
+    router: noe_registry::Resolver,
+}
+
+impl Default for Scripted {
+    fn default() -> Self {
+        let config = noe_registry::Config::default();
+        Self {
+            answers: HashMap::new(),
+            seen: Mutex::default(),
+            caches: false,
+            cache: Mutex::default(),
+            router: noe_registry::Resolver::new(config, &prometheus::Registry::new()).unwrap(),
+        }
+    }
 }
 
 impl PlatformLookup for Scripted {
@@ -51,9 +67,11 @@ impl PlatformLookup for Scripted {
         &'a self,
         image: &'a str,
         scope: Option<Scope>,
-        credentials: &'a [CredentialCandidate],
+        credentials: &'a PodCredentials<'a>,
     ) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
+            let routed = self.router.routed(image).await.unwrap();
+            let credentials = credentials.candidates(&routed, "other".into()).await;
             self.seen.lock().unwrap().push((
                 image.to_owned(),
                 credentials.iter().map(|c| c.source.clone()).collect(),
@@ -109,7 +127,7 @@ impl CredentialSource for Secrets {
         namespace: &'a str,
         pull_secrets: &'a [String],
         _pod: &'a PodSecrets,
-        _image: &'a str,
+        _routed: &'a Routed,
     ) -> BoxFuture<'a, Vec<CredentialCandidate>> {
         Box::pin(async move {
             *self.matched.lock().unwrap() += 1;
@@ -297,7 +315,7 @@ impl PlatformLookup for Panics {
         &'a self,
         _image: &'a str,
         _scope: Option<Scope>,
-        _credentials: &'a [CredentialCandidate],
+        _credentials: &'a PodCredentials<'a>,
     ) -> BoxFuture<'a, Answer> {
         Box::pin(async { panic!("scripted bug") })
     }

@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use noe_core::decide::{NodeFacts, OnContradiction, Policy};
-use noe_registry::{CredentialCandidate, Platform};
+use noe_registry::Platform;
 use noe_test_support::{ephemeral_review, namespace_json, node_json, Fault, KubeApi, Resource};
 use noe_webhook::admission::Admission;
 use noe_webhook::facts::{
     ClusterFacts, FactRequest, FactSource, NamespacePreferences, NodeGets, NodeLookup,
 };
 use noe_webhook::metrics::Metrics;
-use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, Resolve};
+use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, PodCredentials, Resolve};
 use serde_json::{json, Value};
 
 const PREFERRED: &str = "arch.noe.adevinta.com/preferred";
@@ -223,7 +223,7 @@ impl PlatformLookup for Platforms {
         &'a self,
         image: &'a str,
         _scope: Option<noe_registry::cache::Scope>,
-        _credentials: &'a [CredentialCandidate],
+        _credentials: &'a PodCredentials<'a>,
     ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>> {
         Box::pin(async move {
             self.0

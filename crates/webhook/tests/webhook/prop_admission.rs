@@ -9,10 +9,10 @@ use std::time::Duration;
 use base64::Engine as _;
 use futures::future::BoxFuture;
 use noe_core::decide::Policy;
-use noe_registry::{CredentialCandidate, Platform};
+use noe_registry::Platform;
 use noe_webhook::admission::Admission;
 use noe_webhook::metrics::Metrics;
-use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, Resolve};
+use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, PodCredentials, Resolve};
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 use serde_json::{json, Value};
@@ -26,7 +26,7 @@ impl PlatformLookup for NameLookup {
         &'a self,
         image: &'a str,
         _scope: Option<noe_registry::cache::Scope>,
-        _credentials: &'a [CredentialCandidate],
+        _credentials: &'a PodCredentials<'a>,
     ) -> BoxFuture<'a, Result<Arc<[Platform]>, LookupError>> {
         Box::pin(async move {
             let linux = |arch: &str| Platform::new("linux", arch, None);

@@ -83,9 +83,8 @@ async fn a_private_answer_is_served_only_in_the_scope_that_found_it() {
     .await
     .unwrap();
     let resolve = Resolve::new(
-        Arc::new(RegistryLookup::new(resolver.clone())),
+        Arc::new(RegistryLookup::new(resolver)),
         Arc::new(Credentials {
-            resolver,
             sources: Arc::new(sources),
             pull_secrets: Some(PullSecrets::new(client)),
         }),

@@ -96,9 +96,8 @@ async fn a_pods_service_account_token_opens_its_registry_and_only_for_that_accou
     )
     .unwrap();
     let resolve = Resolve::new(
-        Arc::new(RegistryLookup::new(resolver.clone())),
+        Arc::new(RegistryLookup::new(resolver)),
         Arc::new(Credentials {
-            resolver,
             sources: Arc::new(sources),
             pull_secrets: Some(
                 PullSecrets::new(api.client().unwrap()).with_service_account_tokens(),

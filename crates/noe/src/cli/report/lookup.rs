@@ -179,12 +179,14 @@ async fn resolve(
             format!("not tried: {host} timed out earlier in this run ({first})"),
         );
     }
-    let candidates = app.credentials(None).candidates(image, pod).await;
-    let answer = tokio::time::timeout(
-        LOOKUP_DEADLINE,
-        app.resolver.resolve_in(image, scope, &candidates),
-    )
-    .await;
+    let answer = match app.resolver.routed(image).await {
+        Ok(routed) => {
+            let candidates = app.credentials(None).candidates(&routed, pod).await;
+            let resolved = app.resolver.resolve_routed(&routed, scope, &candidates);
+            tokio::time::timeout(LOOKUP_DEADLINE, resolved).await
+        }
+        Err(error) => Ok(Err(error)),
+    };
     match answer {
         Ok(Ok(resolution)) => Ok(resolution.platforms.clone().into()),
         Ok(Err(error)) => {
