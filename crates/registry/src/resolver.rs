@@ -8,8 +8,6 @@ mod lookup;
 
 use std::sync::Arc;
 
-use std::time::Duration;
-
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 
@@ -139,10 +137,6 @@ impl Routed {
     }
 }
 
-/// How long a registry's host configuration is reused before the provider is asked again.
-const HOSTS_TTL: Duration = Duration::from_secs(10);
-const HOSTS_CACHE_MAX: u64 = 4096;
-
 /// Resolves images to platforms. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Resolver {
@@ -158,8 +152,6 @@ struct Inner {
     /// The second level, when configured.
     shared: Option<SharedCache>,
     metrics: Metrics,
-    /// Host configuration per registry (after proxies), the default server included.
-    hosts: moka::future::Cache<String, Arc<HostsConfig>>,
 }
 
 impl Resolver {
@@ -190,10 +182,6 @@ impl Resolver {
                 cache,
                 shared,
                 metrics,
-                hosts: moka::future::Cache::builder()
-                    .max_capacity(HOSTS_CACHE_MAX)
-                    .time_to_live(HOSTS_TTL)
-                    .build(),
             }),
         })
     }
@@ -397,6 +385,8 @@ impl Resolver {
     }
 
     /// The host configuration of `target`'s registry: the provider's, else the default server.
+    /// Asked once per routed image, not cached here: the provider keeps its own last good
+    /// configuration per registry (`hosts.toml` is reloaded in the background).
     async fn hosts(&self, target: &Reference) -> Result<Arc<HostsConfig>, Error> {
         let inner = &*self.inner;
         if let Some(provider) = inner.config.hosts.as_ref() {
@@ -404,9 +394,6 @@ impl Resolver {
                 let hosts = provider.configured_hosts().await;
                 inner.metrics.set_configured_hosts(hosts);
             }
-        }
-        if let Some(hosts) = inner.hosts.get(&target.registry).await {
-            return Ok(hosts);
         }
         let provided = match &inner.config.hosts {
             Some(provider) => provider.hosts(&target.registry).await,
@@ -429,12 +416,7 @@ impl Resolver {
                 })?
             }
         };
-        let hosts = Arc::new(hosts);
-        inner
-            .hosts
-            .insert(target.registry.clone(), hosts.clone())
-            .await;
-        Ok(hosts)
+        Ok(Arc::new(hosts))
     }
 
     /// Lookups currently cached.

@@ -11,6 +11,7 @@ mod webhook {
     mod fault_admission;
     mod prop_admission;
     mod pull_secrets;
+    mod route_once;
     mod scope;
     mod server;
     mod service_accounts;
