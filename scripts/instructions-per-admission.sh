@@ -6,7 +6,11 @@
 # (4 keep-alive connections) and is counted from after its warm-up to the end of the run; the
 # image's platforms come from a --platform-overrides entry (no registry involved).
 #
-# usage: scripts/instructions-per-admission.sh NOE_BENCH_BIN NOE_BIN [NOE_BIN...]
+# With CACHE_SIM=1, callgrind also simulates the first-level caches (this machine's sizes) and
+# the misses per request are printed beside the instructions: where two servers run about as
+# many instructions, these say how much more code and data one of them walks per request.
+#
+# usage: [CACHE_SIM=1] scripts/instructions-per-admission.sh NOE_BENCH_BIN NOE_BIN [NOE_BIN...]
 # needs: valgrind (callgrind_control), wrk, openssl, curl
 set -euo pipefail
 
@@ -28,7 +32,9 @@ printf 'wrk.method="POST"\nwrk.headers["Content-Type"]="application/json"\nwrk.b
 count() {
   local name=$1 port=$2 ready=$3
   shift 3
-  valgrind --tool=callgrind --callgrind-out-file="$dir/cg.$name" "$@" >"$dir/$name.log" 2>&1 &
+  local sim=()
+  [[ ${CACHE_SIM:-0} == 1 ]] && sim=(--cache-sim=yes)
+  valgrind --tool=callgrind "${sim[@]}" --callgrind-out-file="$dir/cg.$name" "$@" >"$dir/$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 240); do
     eval "$ready" && break
@@ -43,9 +49,18 @@ count() {
   sleep 1
   kill "$pid"
   wait "$pid" 2>/dev/null || true
-  local total
-  total=$(awk '/^(summary|totals):/ {print $2; exit}' "$dir/cg.$name".*1)
-  echo "$name: $requests requests, $((total / requests)) instructions per request"
+  # The events line names the columns of the summary line (Ir, then with the simulation
+  # Dr Dw I1mr D1mr D1mw ...).
+  awk -v name="$name" -v requests="$requests" '
+    /^events:/ { for (i = 2; i <= NF; i++) column[$i] = i }
+    /^(summary|totals):/ && !done {
+      done = 1
+      line = sprintf("%s: %d requests, %d instructions", name, requests, $column["Ir"] / requests)
+      if ("I1mr" in column)
+        line = line sprintf(", %d L1i misses, %d L1d misses", $column["I1mr"] / requests,
+          ($column["D1mr"] + $column["D1mw"]) / requests)
+      print line " per request"
+    }' "$dir/cg.$name".*1
 }
 
 # The container image's allocator settings (noe_webhook::ALLOCATOR_ENV); the floor runs on

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 mod entry;
 
-pub use entry::Entry;
 use entry::Interner;
+pub use entry::{Digest, Entry};
 
 use crate::metrics::Metrics;
 use crate::{Config, Error, Resolution};
@@ -292,15 +292,29 @@ impl PlatformCache {
     /// The fresh entry of `image` under no scope, else under `scope`; counted as a request and a
     /// hit when found (a miss is counted by [`PlatformCache::get_or_load`]).
     pub fn fresh(&self, image: &str, scope: Option<Scope>) -> Option<Entry> {
+        let entry = self.fresh_uncounted(image, scope)?;
+        self.count_hits(1);
+        Some(entry)
+    }
+
+    /// [`PlatformCache::fresh`] without counting the hit: for a caller probing many images at
+    /// once, which counts its hits together with [`PlatformCache::count_hits`] (two counters
+    /// shared by every worker thread, touched once per request instead of twice per image).
+    pub fn fresh_uncounted(&self, image: &str, scope: Option<Scope>) -> Option<Entry> {
         let now = self.clock.now();
         // The scoped key is hashed only when the global one has no fresh answer.
         let get = |key: Key| self.ok.get(&key).filter(|c| self.is_fresh(c, now));
-        let entry = get(Key::new(image, None))
-            .or_else(|| scope.and_then(|s| get(Key::new(image, Some(s)))))?
-            .entry;
-        self.metrics.cache_requests.inc();
-        self.outcomes.hit.inc();
-        Some(entry)
+        get(Key::new(image, None))
+            .or_else(|| scope.and_then(|s| get(Key::new(image, Some(s)))))
+            .map(|cached| cached.entry)
+    }
+
+    /// Counts `hits` requests answered by [`PlatformCache::fresh_uncounted`].
+    pub fn count_hits(&self, hits: u64) {
+        if hits > 0 {
+            self.metrics.cache_requests.inc_by(hits);
+            self.outcomes.hit.inc_by(hits);
+        }
     }
 
     /// The fresh entry of `image` in `scope`, or what `load` finds (run once for concurrent

@@ -281,21 +281,29 @@ impl Resolver {
             .map(|entry| entry.platforms())
     }
 
-    /// [`Resolver::cached`] with the manifest digest (the policy engines' lookup endpoint
-    /// answers both from its warm path). `None` when nothing fresh is cached, and for every image
+    /// [`Resolver::cached`] with the manifest digest, the hit not counted: the policy engines'
+    /// lookup endpoint probes every key of a request and counts its hits once with
+    /// [`Resolver::count_cache_hits`]. `None` when nothing fresh is cached, and for every image
     /// when a `--platform-overrides` file is configured ([`Resolver::resolve_in`] answers those).
-    pub fn cached_digest(
+    pub fn cached_found_uncounted(
         &self,
         image: &str,
         scope: Option<Scope>,
-    ) -> Option<(Arc<[Platform]>, String)> {
+    ) -> Option<(Arc<[Platform]>, crate::cache::Digest)> {
         if self.inner.config.platform_overrides.is_some() {
             return None;
         }
         self.inner
             .cache
-            .fresh(image, scope)
-            .map(|entry| (entry.platforms(), entry.digest()))
+            .fresh_uncounted(image, scope)
+            .map(crate::cache::Entry::into_found)
+    }
+
+    /// Counts `hits` answers of [`Resolver::cached_found_uncounted`] as cache hits.
+    pub fn count_cache_hits(&self, hits: usize) {
+        self.inner
+            .cache
+            .count_hits(u64::try_from(hits).unwrap_or(u64::MAX));
     }
 
     /// The platforms of [`Resolver::resolve_routed`] alone, shared with the cache (the

@@ -21,10 +21,81 @@ const INTERN_MAX: usize = 4096;
 /// inventing platform sets must not be able to pin more than this.
 const INTERN_MAX_BYTES: usize = 4 * 1024 * 1024;
 
-#[derive(Clone, Debug)]
-enum Digest {
+/// A manifest digest: a `sha256:` one held as its 32 bytes (written out as text without an
+/// allocation: the lookup endpoint answers one per cached key), any other as sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Digest {
     Sha256([u8; 32]),
     Other(Box<str>),
+}
+
+/// `sha256:` and 64 hexadecimal digits.
+const SHA256_TEXT: usize = 71;
+
+impl Digest {
+    /// The digest in `text`: a lower-case `sha256:` digest as its bytes (only that encoding
+    /// round-trips), anything else kept as it is.
+    pub fn parse(text: &str) -> Self {
+        text.strip_prefix("sha256:")
+            .and_then(|hex| {
+                let mut bytes = [0u8; 32];
+                hex::decode_to_slice(hex, &mut bytes).ok()?;
+                let mut again = [0u8; 64];
+                hex::encode_to_slice(bytes, &mut again).ok()?;
+                (again == hex.as_bytes()).then_some(Self::Sha256(bytes))
+            })
+            .unwrap_or_else(|| Self::Other(text.into()))
+    }
+
+    /// The length of its text.
+    pub fn text_len(&self) -> usize {
+        match self {
+            Self::Sha256(_) => SHA256_TEXT,
+            Self::Other(text) => text.len(),
+        }
+    }
+
+    /// Calls `with` on its text (`sha256:...`), written on the stack.
+    pub fn with_text<T>(&self, with: impl FnOnce(&str) -> T) -> T {
+        match self {
+            Self::Sha256(bytes) => {
+                let mut text = [0u8; SHA256_TEXT];
+                let (prefix, hex) = text.split_at_mut(7);
+                prefix.copy_from_slice(b"sha256:");
+                // Cannot fail: 64 digits for 32 bytes, all ASCII.
+                let written = hex::encode_to_slice(bytes, hex).is_ok();
+                with(if written {
+                    std::str::from_utf8(&text).unwrap_or_default()
+                } else {
+                    ""
+                })
+            }
+            Self::Other(text) => with(text),
+        }
+    }
+
+    /// Whether its text is `text`, without writing it out.
+    pub fn is(&self, text: &str) -> bool {
+        match self {
+            Self::Sha256(bytes) => text.strip_prefix("sha256:").is_some_and(|hex| {
+                let mut own = [0u8; 64];
+                hex::encode_to_slice(bytes, &mut own).is_ok() && own == hex.as_bytes()
+            }),
+            Self::Other(own) => **own == *text,
+        }
+    }
+}
+
+impl std::fmt::Display for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.with_text(|text| f.write_str(text))
+    }
+}
+
+impl From<&str> for Digest {
+    fn from(text: &str) -> Self {
+        Self::parse(text)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -79,29 +150,18 @@ impl Entry {
 
     /// The manifest digest (`sha256:...`).
     pub fn digest(&self) -> String {
-        match &self.digest {
-            Digest::Sha256(bytes) => {
-                // One allocation of the exact size (the lookup endpoint asks per cached key).
-                let mut hex = [0u8; 64];
-                let mut text = String::with_capacity(71);
-                text.push_str("sha256:");
-                if hex::encode_to_slice(bytes, &mut hex).is_ok() {
-                    text.push_str(std::str::from_utf8(&hex).unwrap_or_default());
-                }
-                text
-            }
-            Digest::Other(digest) => digest.to_string(),
-        }
+        self.digest.to_string()
+    }
+
+    /// The platforms and the manifest digest, taken out of the entry (no reference count or
+    /// string copied: the lookup endpoint's warm path).
+    pub fn into_found(self) -> (Arc<[Platform]>, Digest) {
+        (self.platforms, self.digest)
     }
 
     /// Whether the manifest digest is `digest`, without building a string.
     pub fn has_digest(&self, digest: &str) -> bool {
-        match &self.digest {
-            Digest::Sha256(bytes) => digest
-                .strip_prefix("sha256:")
-                .is_some_and(|hex| hex.len() == 64 && hex::encode(bytes) == hex),
-            Digest::Other(own) => **own == *digest,
-        }
+        self.digest.is(digest)
     }
 
     /// The media type of the manifest.
@@ -197,15 +257,7 @@ impl Interner {
             .then(|| resolved.split_once('/').map(|(host, _)| host))
             .flatten()
             .map(|host| intern(&self.sources, host, str::len).0);
-        let digest = digest
-            .strip_prefix("sha256:")
-            .and_then(|hex| {
-                let mut bytes = [0u8; 32];
-                hex::decode_to_slice(hex, &mut bytes).ok()?;
-                // Only a lower-case encoding round-trips.
-                (hex::encode(bytes) == hex).then_some(Digest::Sha256(bytes))
-            })
-            .unwrap_or_else(|| Digest::Other(digest.into_boxed_str()));
+        let digest = Digest::parse(&digest);
         let media_type = MEDIA_TYPES
             .iter()
             .position(|known| *known == media_type)

@@ -270,3 +270,62 @@ async fn the_cache_stays_bounded_in_bytes() {
         "{held} entries of {set_bytes} bytes (bound {bound})"
     );
 }
+
+#[tokio::test]
+async fn probes_counted_together_count_as_many_hits() {
+    let cache = cache(Duration::from_secs(60), 10);
+    let image = "example.com/app:v1";
+    let loads = AtomicUsize::new(0);
+    load(&cache, image, None, &loads, Ok((resolution(image), false)))
+        .await
+        .unwrap();
+    let counted = || {
+        (
+            cache.metrics.cache_requests.get(),
+            cache.outcomes.hit.get(),
+            cache.outcomes.miss.get(),
+        )
+    };
+    assert_eq!(counted(), (1, 0, 1), "the load: one request, one miss");
+    let (platforms, digest) = cache.fresh_uncounted(image, None).unwrap().into_found();
+    assert_eq!(platforms[0].architecture, "arm64");
+    assert_eq!(digest.to_string(), format!("sha256:{}", "ab".repeat(32)));
+    assert!(cache
+        .fresh_uncounted("example.com/other:v1", None)
+        .is_none());
+    assert_eq!(counted(), (1, 0, 1), "probes alone count nothing");
+    cache.count_hits(3);
+    cache.count_hits(0);
+    assert_eq!(counted(), (4, 3, 1));
+    assert!(cache.fresh(image, None).is_some());
+    assert_eq!(counted(), (5, 4, 1), "a counted probe counts itself");
+}
+
+#[test]
+fn digests_round_trip_through_their_text() {
+    let sha = format!("sha256:{}", "0a".repeat(32));
+    let parsed = Digest::parse(&sha);
+    assert!(matches!(parsed, Digest::Sha256(_)), "{parsed:?}");
+    assert_eq!(parsed.to_string(), sha);
+    assert_eq!(parsed.text_len(), sha.len());
+    assert!(parsed.is(&sha));
+    assert!(!parsed.is(&sha.to_uppercase()));
+    assert!(!parsed.is(&format!("sha256:{}", "0b".repeat(32))));
+    assert!(!parsed.is("sha256:0a"));
+    // Anything but a lower-case sha256 digest is kept as it was sent.
+    for other in [
+        sha.to_uppercase(),
+        format!("sha256:{}", "0A".repeat(32)),
+        format!("sha256:{}", "0a".repeat(31)),
+        format!("sha512:{}", "0a".repeat(64)),
+        "sha256:not hex at all, and \"quoted\"".to_owned(),
+        String::new(),
+    ] {
+        let parsed = Digest::parse(&other);
+        assert!(matches!(parsed, Digest::Other(_)), "{other}: {parsed:?}");
+        assert_eq!(parsed.to_string(), other);
+        assert_eq!(parsed.text_len(), other.len());
+        assert!(parsed.is(&other));
+        assert_eq!(Digest::from(other.as_str()), parsed);
+    }
+}

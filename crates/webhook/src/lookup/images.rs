@@ -31,8 +31,12 @@ const MAX_ERROR_CHARS: usize = 512;
 
 /// Where the platforms of an image come from: the seam tests script.
 pub trait ImageSource: Send + Sync + 'static {
-    /// A fresh cached answer: no I/O (the warm path).
+    /// A fresh cached answer: no I/O (the warm path). The hit is counted by
+    /// [`ImageSource::count_hits`], once per request.
     fn cached(&self, image: &str) -> Option<KeyAnswer>;
+
+    /// Counts `hits` answers of [`ImageSource::cached`] (one request's).
+    fn count_hits(&self, _hits: usize) {}
 
     /// The answer, looking the image up (the cache included); errors carry their class.
     fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer>;
@@ -63,8 +67,12 @@ impl RegistryImages {
 impl ImageSource for RegistryImages {
     fn cached(&self, image: &str) -> Option<KeyAnswer> {
         self.resolver
-            .cached_digest(image, None)
+            .cached_found_uncounted(image, None)
             .map(|(platforms, digest)| KeyAnswer::Found { platforms, digest })
+    }
+
+    fn count_hits(&self, hits: usize) {
+        self.resolver.count_cache_hits(hits);
     }
 
     fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer> {
@@ -82,7 +90,7 @@ impl ImageSource for RegistryImages {
             {
                 Ok(resolution) => KeyAnswer::Found {
                     platforms: Arc::from(resolution.platforms.clone()),
-                    digest: resolution.digest.clone(),
+                    digest: resolution.digest.as_str().into(),
                 },
                 Err(error) => failed(classify(&error), &one_line(&error)),
             }
@@ -206,6 +214,7 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
     let mut distinct: Vec<KeyAnswer> = Vec::with_capacity(keys.len());
     // Cache misses: their slot and key.
     let mut missed: Vec<(usize, &'a str)> = Vec::new();
+    let mut hits = 0usize;
     for (key, _) in keys.iter().zip(&first).filter(|(_, first)| **first) {
         let key = key.as_ref();
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
@@ -218,7 +227,10 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
             continue;
         }
         match source.cached(key) {
-            Some(found) => distinct.push(found),
+            Some(found) => {
+                hits = hits.saturating_add(1);
+                distinct.push(found);
+            }
             None => {
                 missed.push((distinct.len(), key));
                 // Replaced by the lookup's answer below (an empty string does not allocate).
@@ -226,6 +238,7 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
             }
         }
     }
+    source.count_hits(hits);
     if !missed.is_empty() {
         let share = Arc::new(Semaphore::new(PER_REQUEST));
         let share = &share;
@@ -287,18 +300,24 @@ mod tests {
     #[derive(Default)]
     struct Scripted {
         lookups: AtomicUsize,
+        /// What each `count_hits` call counted.
+        hits: std::sync::Mutex<Vec<usize>>,
     }
 
     fn found(digest: &str) -> KeyAnswer {
         KeyAnswer::Found {
             platforms: Arc::from(vec![Platform::new("linux", "arm64", None)]),
-            digest: digest.to_owned(),
+            digest: digest.into(),
         }
     }
 
     impl ImageSource for Scripted {
         fn cached(&self, image: &str) -> Option<KeyAnswer> {
             image.starts_with("warm").then(|| found("sha256:warm"))
+        }
+
+        fn count_hits(&self, hits: usize) {
+            self.hits.lock().unwrap().push(hits);
         }
 
         fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer> {
@@ -319,10 +338,19 @@ mod tests {
         let scripted = Arc::new(Scripted::default());
         let source: Arc<dyn ImageSource> = scripted.clone();
         let in_flight = Arc::new(Semaphore::new(4));
-        let keys: Vec<String> = ["warm", "cold", "slow", "cold", "", &"x".repeat(2000)]
-            .iter()
-            .map(|k| (*k).to_owned())
-            .collect();
+        let keys: Vec<String> = [
+            "warm",
+            "cold",
+            "slow",
+            "cold",
+            "",
+            &"x".repeat(2000),
+            "warm-2",
+            "warm",
+        ]
+        .iter()
+        .map(|k| (*k).to_owned())
+        .collect();
         let started = Instant::now();
         let answers = answer(
             &source,
@@ -335,7 +363,13 @@ mod tests {
         assert_eq!(answers.of("warm"), Some(&found("sha256:warm")));
         assert_eq!(answers.of("cold"), Some(&found("sha256:cold")));
         assert_eq!(answers.at(3), Some(&found("sha256:cold")), "a repeat");
-        assert_eq!(answers.distinct(), 5);
+        assert_eq!(answers.distinct(), 6);
+        assert_eq!(answers.at(7), Some(&found("sha256:warm")), "a repeat");
+        assert_eq!(
+            *scripted.hits.lock().unwrap(),
+            [2],
+            "the distinct cached keys, counted once for the request"
+        );
         let error = |key: &str| match answers.of(key).unwrap() {
             KeyAnswer::Failed(error) => error.clone(),
             other => panic!("{other:?}"),

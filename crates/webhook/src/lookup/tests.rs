@@ -22,7 +22,7 @@ impl ImageSource for Images {
     fn cached(&self, image: &str) -> Option<KeyAnswer> {
         (image == "nginx").then(|| KeyAnswer::Found {
             platforms: Arc::from(vec![Platform::new("linux", "arm64", None)]),
-            digest: "sha256:n".to_owned(),
+            digest: "sha256:n".into(),
         })
     }
 

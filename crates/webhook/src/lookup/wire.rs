@@ -15,6 +15,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use noe_registry::cache::Digest;
 use noe_registry::Platform;
 use serde::{Deserialize, Serialize};
 
@@ -176,7 +177,7 @@ pub enum KeyAnswer {
     Found {
         platforms: std::sync::Arc<[Platform]>,
         /// `sha256:...`; empty when a platform override answered.
-        digest: String,
+        digest: Digest,
     },
     /// `class: message` (see [`super::images::KeyError`]).
     Failed(String),
@@ -248,7 +249,7 @@ pub fn gatekeeper_response<'a>(
                             .saturating_add(p.variant.as_ref().map_or(0, String::len))
                             .saturating_add(PLATFORM_OVERHEAD)
                     })
-                    .fold(digest.len(), usize::saturating_add),
+                    .fold(digest.text_len(), usize::saturating_add),
                 Some(KeyAnswer::Failed(error)) => error.len(),
                 None => NOT_ANSWERED.len(),
             };
@@ -292,7 +293,7 @@ pub fn gatekeeper_response<'a>(
                     }
                 }
                 out.extend_from_slice(br#","digest":"#);
-                push_string(&mut out, digest);
+                digest.with_text(|digest| push_string(&mut out, digest));
                 out.extend_from_slice(b"}}");
             }
             Some(KeyAnswer::Failed(error)) => {
@@ -392,7 +393,7 @@ struct KyvernoResponse<'a> {
 #[derive(Serialize)]
 struct KyvernoImage<'a> {
     platforms: Shown<'a>,
-    digest: &'a str,
+    digest: String,
     error: &'a str,
 }
 
@@ -412,7 +413,7 @@ pub fn kyverno_response<'a>(
                 found.push(platforms);
                 KyvernoImage {
                     platforms: Shown(platforms),
-                    digest,
+                    digest: digest.to_string(),
                     error: "",
                 }
             }
@@ -420,7 +421,7 @@ pub fn kyverno_response<'a>(
                 complete = false;
                 KyvernoImage {
                     platforms: Shown(&[]),
-                    digest: "",
+                    digest: String::new(),
                     error,
                 }
             }
@@ -428,7 +429,7 @@ pub fn kyverno_response<'a>(
                 complete = false;
                 KyvernoImage {
                     platforms: Shown(&[]),
-                    digest: "",
+                    digest: String::new(),
                     error: "internal: not answered",
                 }
             }
@@ -549,14 +550,14 @@ mod tests {
     fn gatekeeper_answers_every_key_as_sent() {
         let found = KeyAnswer::Found {
             platforms: Arc::from(vec![platform("linux/amd64"), platform("linux/arm64/v8")]),
-            digest: "sha256:abc".to_owned(),
+            digest: "sha256:abc".into(),
         };
         let failed = KeyAnswer::Failed("notfound: gone".to_owned());
         // Another image with the same (shared) platform list: the list is copied, its digest not.
         let sharing = match &found {
             KeyAnswer::Found { platforms, .. } => KeyAnswer::Found {
                 platforms: platforms.clone(),
-                digest: "sha256:c".to_owned(),
+                digest: "sha256:c".into(),
             },
             KeyAnswer::Failed(_) => unreachable!(),
         };
@@ -624,7 +625,7 @@ mod tests {
 
         let found = KeyAnswer::Found {
             platforms: Arc::from(vec![odd.clone(), platform("linux/amd64")]),
-            digest: "sha256:\"d".to_owned(),
+            digest: "sha256:\"d".into(),
         };
         let keys: Vec<String> = hostile.iter().map(|k| (*k).to_owned()).collect();
         let body = gatekeeper_response(&keys, |i| (!keys[i].is_empty()).then_some(&found));
@@ -646,15 +647,15 @@ mod tests {
     fn kyverno_answers_and_common_platforms() {
         let a = KeyAnswer::Found {
             platforms: Arc::from(vec![platform("linux/amd64"), platform("linux/arm64")]),
-            digest: "sha256:a".to_owned(),
+            digest: "sha256:a".into(),
         };
         let b = KeyAnswer::Found {
             platforms: Arc::from(vec![platform("linux/arm64"), platform("linux/s390x")]),
-            digest: "sha256:b".to_owned(),
+            digest: "sha256:b".into(),
         };
         let neutral = KeyAnswer::Found {
             platforms: Arc::from(vec![Platform::any()]),
-            digest: String::new(),
+            digest: "".into(),
         };
         let failed = KeyAnswer::Failed("auth: denied".to_owned());
         let keys: Vec<String> = ["a", "b", "n"].iter().map(|k| (*k).to_owned()).collect();
