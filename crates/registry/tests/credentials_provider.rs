@@ -801,7 +801,11 @@ EOF"#,
                 .await
                 .map(|resolution| resolution.credential_source.clone()),
             Fetch::Inspect => resolver
-                .inspect(&image, &candidates, &noe_registry::inspect::Want::default())
+                .inspect(
+                    &resolver.routed(&image).await.unwrap(),
+                    &candidates,
+                    &noe_registry::inspect::Want::default(),
+                )
                 .await
                 .map(|inspection| {
                     assert_eq!(inspection.resolution.platforms.len(), 1);

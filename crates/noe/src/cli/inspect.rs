@@ -296,7 +296,7 @@ async fn inspect<'a>(
         Ok(routed) => {
             let candidates = asking.candidates(&routed).await;
             match fetch {
-                Some(want) => match app.resolver.inspect(image, &candidates, want).await {
+                Some(want) => match app.resolver.inspect(&routed, &candidates, want).await {
                     Ok(inspection) => show::picked(image, want, inspection).map(Found::Inspected),
                     Err(error) => Err(failure(error)),
                 },

@@ -8,7 +8,7 @@
 use futures::future::BoxFuture;
 
 use super::lookup::{used, At, Step};
-use super::Resolver;
+use super::{Resolver, Routed};
 use crate::auth::Session;
 use crate::cache::Answered;
 use crate::inspect::{self, Config, Inspection, Pick, Selected, Served, Want};
@@ -30,17 +30,17 @@ impl Step for Inspect<'_> {
 }
 
 impl Resolver {
-    /// Fetches `image` from its registry for `noe inspect`: the manifest or index exactly as
-    /// served, its entries, the platforms a lookup would find, and what `want` selects. The
-    /// endpoints of [`Routed::endpoints`](super::Routed::endpoints) are tried in order (a failing mirror passes to the
-    /// next), at each its credentials in order then anonymous access, as a lookup does.
+    /// Fetches the image `routed` from its registry for `noe inspect`: the manifest or index
+    /// exactly as served, its entries, the platforms a lookup would find, and what `want`
+    /// selects. The endpoints of [`Routed::endpoints`] are tried in order (a failing mirror
+    /// passes to the next), at each its credentials in order then anonymous access, as a lookup
+    /// does.
     pub async fn inspect(
         &self,
-        image: &str,
+        routed: &Routed,
         credentials: &[CredentialCandidate],
         want: &Want,
     ) -> Result<Inspection, Error> {
-        let routed = self.routed(image).await?;
         let request = routed.request(credentials, true);
         let (inspection, _) = self
             .fetch(&request, &Inspect { want })
