@@ -18,7 +18,7 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::cache::Scope;
-use crate::{CredentialCandidate, Error, Resolver};
+use crate::{CredentialCandidate, Error, Resolver, Routed};
 
 /// Bytes of a referrers response or fallback index.
 pub const MAX_INDEX_BYTES: usize = 256 * 1024;
@@ -349,20 +349,22 @@ impl Artifacts {
         }
     }
 
-    /// The explicit artifact `reference` and its layer of `media_type`.
+    /// The explicit artifact `routed` (as [`Resolver::routed`] gave it) and its layer of
+    /// `media_type`.
     pub async fn explicit(
         &self,
-        reference: &str,
+        routed: &Routed,
         media_type: &'static str,
         credentials: &[CredentialCandidate],
         scope: Option<Scope>,
     ) -> Result<Arc<Fetched>, Error> {
+        let reference = routed.image();
         let key = format!("explicit\0{reference}\0{media_type}\0{scope:?}");
         let query = Query::Explicit { media_type };
         let loaded = self
             .cache
             .try_get_with(key, async {
-                let (fetched, _) = self.resolver.compat(reference, credentials, &query).await?;
+                let (fetched, _) = self.resolver.compat(routed, credentials, &query).await?;
                 Ok::<_, Error>(Arc::from(fetched))
             })
             .await
@@ -379,11 +381,11 @@ impl Artifacts {
     /// The newest referrer of `image`'s `subject` digest of `artifact_type`, its layer of
     /// `media_type` (else its first); when `subject` is an index (`index`) without one, the
     /// newest of each of its platform manifests (each [`Fetched::platform`]). Empty when the
-    /// image has none.
+    /// image has none. `routed`: the image as [`Resolver::routed`] gave it.
     #[allow(clippy::too_many_arguments)]
     pub async fn discovered(
         &self,
-        image: &str,
+        routed: &Routed,
         subject: &str,
         index: bool,
         artifact_type: &'static str,
@@ -391,7 +393,8 @@ impl Artifacts {
         credentials: &[CredentialCandidate],
         scope: Option<Scope>,
     ) -> Result<Arc<[Fetched]>, Error> {
-        let registry = self.resolver.target(image)?.registry;
+        let image = routed.image();
+        let registry = &routed.target().registry;
         let key = format!("referrers\0{image}\0{subject}\0{artifact_type}\0{scope:?}");
         self.cache
             .try_get_with(key, async {
@@ -399,12 +402,12 @@ impl Artifacts {
                     subject: subject.to_owned(),
                     artifact_type,
                     media_type,
-                    skip_api: self.lacks_api(&registry),
+                    skip_api: self.lacks_api(registry),
                     index,
                 };
-                let (fetched, learned) = self.resolver.compat(image, credentials, &query).await?;
+                let (fetched, learned) = self.resolver.compat(routed, credentials, &query).await?;
                 if learned.no_referrers_api {
-                    self.remember_no_api(&registry);
+                    self.remember_no_api(registry);
                 }
                 Ok::<_, Error>(Arc::from(fetched))
             })

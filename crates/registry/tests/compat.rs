@@ -9,12 +9,18 @@ use noe_core::compat::{
     candidates, choose, NodeFacts, Spec, NFD_ARTIFACT_TYPE, NFD_MEDIA_TYPE, OCIFIT_MEDIA_TYPE,
 };
 use noe_registry::compat::Artifacts;
-use noe_registry::{Config, Resolver};
+use noe_registry::{Config, Resolver, Routed};
 use noe_test_support::{
     attach, compat_artifact, fallback_tag, manifest_path, push_artifact, push_image, Behavior,
     CompatArtifact, FakeRegistry, Flavor, Registry, OCIFIT_SPEC_TYPE, ORAS_DEFAULT_ARTIFACT_TYPE,
 };
 use serde_json::json;
+
+/// `image` routed by a resolver like [`resolver`]'s for its host.
+async fn routed(image: &str) -> Routed {
+    let host = image.split('/').next().unwrap();
+    resolver(host).routed(image).await.unwrap()
+}
 
 fn resolver(host: &str) -> Resolver {
     let config = Config {
@@ -98,7 +104,7 @@ async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none
     registry.reset_requests();
     let found = artifacts
         .discovered(
-            &image,
+            &routed(&image).await,
             &app.digest,
             false,
             NFD_ARTIFACT_TYPE,
@@ -133,7 +139,7 @@ async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none
     let other_image = registry.reference("other", "1");
     let found = artifacts
         .discovered(
-            &other_image,
+            &routed(&other_image).await,
             &other.digest,
             false,
             NFD_ARTIFACT_TYPE,
@@ -154,7 +160,7 @@ async fn nfd_artifacts_through_the_fallback_tag_cost_4_requests_then_3_then_none
     for _ in 0..3 {
         artifacts
             .discovered(
-                &image,
+                &routed(&image).await,
                 &app.digest,
                 false,
                 NFD_ARTIFACT_TYPE,
@@ -185,7 +191,7 @@ async fn an_image_without_artifacts_has_none_and_that_is_cached() {
     registry.reset_requests();
     let found = artifacts
         .discovered(
-            &image,
+            &routed(&image).await,
             &app.digest,
             false,
             NFD_ARTIFACT_TYPE,
@@ -200,7 +206,7 @@ async fn an_image_without_artifacts_has_none_and_that_is_cached() {
     registry.reset_requests();
     let again = artifacts
         .discovered(
-            &image,
+            &routed(&image).await,
             &app.digest,
             false,
             NFD_ARTIFACT_TYPE,
@@ -253,7 +259,7 @@ async fn explicit_artifacts_as_oras_pushes_them_by_tag_and_digest() {
     );
     for reference in [by_tag, by_digest] {
         let fetched = artifacts
-            .explicit(&reference, OCIFIT_MEDIA_TYPE, &[], None)
+            .explicit(&routed(&reference).await, OCIFIT_MEDIA_TYPE, &[], None)
             .await
             .unwrap();
         assert_eq!(fetched.digest, artifact.digest);
@@ -281,7 +287,7 @@ async fn explicit_artifacts_as_oras_pushes_them_by_tag_and_digest() {
         .unwrap();
     let error = artifacts
         .explicit(
-            &registry.reference("wrong", "1"),
+            &routed(&registry.reference("wrong", "1")).await,
             OCIFIT_MEDIA_TYPE,
             &[],
             None,
@@ -291,7 +297,7 @@ async fn explicit_artifacts_as_oras_pushes_them_by_tag_and_digest() {
     assert!(error.to_string().contains(OCIFIT_MEDIA_TYPE), "{error}");
     let missing = artifacts
         .explicit(
-            &registry.reference("nothing", "1"),
+            &routed(&registry.reference("nothing", "1")).await,
             OCIFIT_MEDIA_TYPE,
             &[],
             None,
@@ -348,7 +354,7 @@ async fn referrers_api_pages_and_filters_on_the_fake() {
         let artifacts = Artifacts::new(resolver(&fake.host()));
         let found = artifacts
             .discovered(
-                &format!("{}/app:1", fake.host()),
+                &routed(&format!("{}/app:1", fake.host())).await,
                 &digest,
                 false,
                 NFD_ARTIFACT_TYPE,
@@ -396,7 +402,7 @@ async fn a_fallback_tag_resolving_to_the_subject_is_no_index_of_referrers() {
     let artifacts = Artifacts::new(resolver(&fake.host()));
     let found = artifacts
         .discovered(
-            &format!("{}/app:1", fake.host()),
+            &routed(&format!("{}/app:1", fake.host())).await,
             &digest,
             false,
             NFD_ARTIFACT_TYPE,
@@ -445,7 +451,7 @@ async fn a_referrer_naming_another_subject_is_skipped_and_sizes_are_bounded() {
     let image = format!("{}/app:1", fake.host());
     let found = artifacts
         .discovered(
-            &image,
+            &routed(&image).await,
             &digest,
             false,
             NFD_ARTIFACT_TYPE,
@@ -483,7 +489,7 @@ async fn a_referrer_naming_another_subject_is_skipped_and_sizes_are_bounded() {
         .unwrap();
     let error = artifacts
         .discovered(
-            &format!("{}/big:1", fake.host()),
+            &routed(&format!("{}/big:1", fake.host())).await,
             &digest2,
             false,
             NFD_ARTIFACT_TYPE,
@@ -540,7 +546,7 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
     registry.reset_requests();
     let found = artifacts
         .discovered(
-            &image,
+            &routed(&image).await,
             &index.digest,
             true,
             NFD_ARTIFACT_TYPE,
@@ -602,7 +608,7 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
     registry.reset_requests();
     artifacts
         .discovered(
-            &image,
+            &routed(&image).await,
             &index.digest,
             true,
             NFD_ARTIFACT_TYPE,
@@ -621,7 +627,7 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
     registry.reset_requests();
     let found = fresh
         .discovered(
-            &image,
+            &routed(&image).await,
             &index.digest,
             true,
             NFD_ARTIFACT_TYPE,
@@ -649,9 +655,10 @@ async fn absences_are_kept_for_the_negative_ttl_only() {
     let image = registry.reference("late", "1");
     resolver.resolve(&image, &[]).await.unwrap();
     let artifacts = Artifacts::with_negative_ttl(resolver, std::time::Duration::ZERO);
+    let late_image = routed(&image).await;
     let ask = || {
         artifacts.discovered(
-            &image,
+            &late_image,
             &app.digest,
             false,
             NFD_ARTIFACT_TYPE,

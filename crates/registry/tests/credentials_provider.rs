@@ -811,9 +811,9 @@ EOF"#,
                     assert_eq!(inspection.resolution.platforms.len(), 1);
                     inspection.resolution.credential_source
                 }),
-            Fetch::Artifact => noe_registry::compat::Artifacts::new(resolver)
+            Fetch::Artifact => noe_registry::compat::Artifacts::new(resolver.clone())
                 .explicit(
-                    &image,
+                    &resolver.routed(&image).await.unwrap(),
                     noe_core::compat::OCIFIT_MEDIA_TYPE,
                     &candidates,
                     None,

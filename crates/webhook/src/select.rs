@@ -199,12 +199,7 @@ impl Selection {
             .await;
         let fetched = match self
             .artifacts
-            .explicit(
-                reference,
-                OCIFIT_MEDIA_TYPE,
-                &credentials,
-                pod_secrets.scope,
-            )
+            .explicit(&routed, OCIFIT_MEDIA_TYPE, &credentials, pod_secrets.scope)
             .await
         {
             Ok(fetched) => fetched,
@@ -258,7 +253,7 @@ impl Selection {
                 }
                 self.artifacts
                     .discovered(
-                        image,
+                        &routed,
                         &resolution.digest,
                         noe_registry::manifest::is_index(&resolution.media_type),
                         NFD_ARTIFACT_TYPE,

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 
 use super::lookup::{At, Step};
-use super::Resolver;
+use super::{Resolver, Routed};
 use crate::compat::{
     fallback_tag, filter_applied, newest_first, next_page, referrers, ArtifactManifest, Fetched,
     Layer, Learned, Query, Referrer, INDEX_MEDIA_TYPE, MAX_ATTEMPTS, MAX_MANIFEST_BYTES, MAX_PAGES,
@@ -57,17 +57,16 @@ impl Step for Compat<'_> {
 }
 
 impl Resolver {
-    /// Fetches the compatibility artifact `query` asks for, of `image` (explicit: the artifact
-    /// itself; referrers: the image they refer to). Empty: the image has no such referrer.
-    /// The lookup's own endpoint and credential loop ([`Resolver::fetch`]), mirrors left out
-    /// for referrers.
+    /// Fetches the compatibility artifact `query` asks for, of the image `routed` (explicit: the
+    /// artifact itself; referrers: the image they refer to). Empty: the image has no such
+    /// referrer. The lookup's own endpoint and credential loop ([`Resolver::fetch`]), mirrors
+    /// left out for referrers.
     pub async fn compat(
         &self,
-        image: &str,
+        routed: &Routed,
         credentials: &[CredentialCandidate],
         query: &Query,
     ) -> Result<(Vec<Fetched>, Learned), Error> {
-        let routed = self.routed(image).await?;
         let referrers = matches!(query, Query::Referrers { .. });
         let request = routed.request(credentials, !referrers);
         let (found, _) = self
