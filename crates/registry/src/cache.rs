@@ -45,25 +45,18 @@ pub const FAILURE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// Digest references are immutable: at least this long, or `cache_ttl` if longer.
 pub const DIGEST_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// A keyed 128-bit hash under per-process random keys (SipHash prefixed with a secret seed, as
-/// `credential::fingerprint`): no string is stored, and with secret keys collisions are out of
-/// reach (about 2^-90 for 100k entries) even for someone choosing image names.
+/// A keyed 128-bit hash under a per-process random key (SipHash-1-3 with its 128-bit output,
+/// one pass over the value): no string is stored, and with a secret key collisions are out of
+/// reach (about 2^-94 for 100k entries) even for someone choosing image names. The `siphasher`
+/// crate for the 128-bit output: the standard library's SipHash gives 64 bits, and two of them
+/// (what this did before) read every image name twice on the warm path.
 fn keyed_hash(value: &(impl Hash + ?Sized)) -> u128 {
-    static KEYS: OnceLock<[(u64, u64); 2]> = OnceLock::new();
-    let keys = KEYS.get_or_init(|| {
-        [
-            (rand::random(), rand::random()),
-            (rand::random(), rand::random()),
-        ]
-    });
-    let [low, high] = keys.map(|(k0, k1)| {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        k0.hash(&mut hasher);
-        k1.hash(&mut hasher);
-        value.hash(&mut hasher);
-        hasher.finish()
-    });
-    (u128::from(high) << 64) | u128::from(low)
+    use siphasher::sip128::{Hasher128 as _, SipHasher13};
+    static KEY: OnceLock<(u64, u64)> = OnceLock::new();
+    let (k0, k1) = *KEY.get_or_init(|| (rand::random(), rand::random()));
+    let mut hasher = SipHasher13::new_with_keys(k0, k1);
+    value.hash(&mut hasher);
+    hasher.finish128().into()
 }
 
 /// The credentials a lookup may use beyond the node's own, as an opaque identity: callers give
@@ -207,6 +200,39 @@ pub struct PlatformCache {
     clock: noe_core::clock::Clock,
 }
 
+/// See [`PlatformCache::probe`].
+pub struct Probe<'a> {
+    cache: &'a PlatformCache,
+    now: Instant,
+    hits: u64,
+}
+
+impl Probe<'_> {
+    /// The fresh entry of `image` under no scope, else under `scope` (the scoped key is hashed
+    /// only when the global one has no fresh answer).
+    pub fn fresh(&mut self, image: &str, scope: Option<Scope>) -> Option<Entry> {
+        let cache = self.cache;
+        let now = self.now;
+        let get = |key: Key| cache.ok.get(&key).filter(|c| cache.is_fresh(c, now));
+        let found = get(Key::new(image, None))
+            .or_else(|| scope.and_then(|s| get(Key::new(image, Some(s)))))
+            .map(|cached| cached.entry);
+        if found.is_some() {
+            self.hits = self.hits.saturating_add(1);
+        }
+        found
+    }
+}
+
+impl Drop for Probe<'_> {
+    fn drop(&mut self) {
+        if self.hits > 0 {
+            self.cache.metrics.cache_requests.inc_by(self.hits);
+            self.cache.outcomes.hit.inc_by(self.hits);
+        }
+    }
+}
+
 /// `noe_registry_cache_responses_total{cache}` children, resolved once.
 struct Outcomes {
     hit: prometheus::IntCounter,
@@ -292,28 +318,18 @@ impl PlatformCache {
     /// The fresh entry of `image` under no scope, else under `scope`; counted as a request and a
     /// hit when found (a miss is counted by [`PlatformCache::get_or_load`]).
     pub fn fresh(&self, image: &str, scope: Option<Scope>) -> Option<Entry> {
-        let entry = self.fresh_uncounted(image, scope)?;
-        self.count_hits(1);
-        Some(entry)
+        self.probe().fresh(image, scope)
     }
 
-    /// [`PlatformCache::fresh`] without counting the hit: for a caller probing many images at
-    /// once, which counts its hits together with [`PlatformCache::count_hits`] (two counters
-    /// shared by every worker thread, touched once per request instead of twice per image).
-    pub fn fresh_uncounted(&self, image: &str, scope: Option<Scope>) -> Option<Entry> {
-        let now = self.clock.now();
-        // The scoped key is hashed only when the global one has no fresh answer.
-        let get = |key: Key| self.ok.get(&key).filter(|c| self.is_fresh(c, now));
-        get(Key::new(image, None))
-            .or_else(|| scope.and_then(|s| get(Key::new(image, Some(s)))))
-            .map(|cached| cached.entry)
-    }
-
-    /// Counts `hits` requests answered by [`PlatformCache::fresh_uncounted`].
-    pub fn count_hits(&self, hits: u64) {
-        if hits > 0 {
-            self.metrics.cache_requests.inc_by(hits);
-            self.outcomes.hit.inc_by(hits);
+    /// A probe of many images at one instant, for a caller asking for many at once (the lookup
+    /// endpoint: up to 256 keys per request): the clock is read once, and the hits are counted
+    /// when the probe is dropped, with one increment of each counter (both are shared by every
+    /// worker thread).
+    pub fn probe(&self) -> Probe<'_> {
+        Probe {
+            cache: self,
+            now: self.clock.now(),
+            hits: 0,
         }
     }
 

@@ -281,29 +281,16 @@ impl Resolver {
             .map(|entry| entry.platforms())
     }
 
-    /// [`Resolver::cached`] with the manifest digest, the hit not counted: the policy engines'
-    /// lookup endpoint probes every key of a request and counts its hits once with
-    /// [`Resolver::count_cache_hits`]. `None` when nothing fresh is cached, and for every image
-    /// when a `--platform-overrides` file is configured ([`Resolver::resolve_in`] answers those).
-    pub fn cached_found_uncounted(
-        &self,
-        image: &str,
-        scope: Option<Scope>,
-    ) -> Option<(Arc<[Platform]>, crate::cache::Digest)> {
+    /// A probe of the cache for the fresh answers of many images (with their manifest digests:
+    /// [`crate::cache::Entry::into_found`]), the clock read once and the hits counted together
+    /// when it is dropped: the policy engines' lookup endpoint probes every key of a request
+    /// with one. `None` when a `--platform-overrides` file is configured
+    /// ([`Resolver::resolve_in`] answers those).
+    pub fn cache_probe(&self) -> Option<crate::cache::Probe<'_>> {
         if self.inner.config.platform_overrides.is_some() {
             return None;
         }
-        self.inner
-            .cache
-            .fresh_uncounted(image, scope)
-            .map(crate::cache::Entry::into_found)
-    }
-
-    /// Counts `hits` answers of [`Resolver::cached_found_uncounted`] as cache hits.
-    pub fn count_cache_hits(&self, hits: usize) {
-        self.inner
-            .cache
-            .count_hits(u64::try_from(hits).unwrap_or(u64::MAX));
+        Some(self.inner.cache.probe())
     }
 
     /// The platforms of [`Resolver::resolve_routed`] alone, shared with the cache (the

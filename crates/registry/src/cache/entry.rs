@@ -30,7 +30,7 @@ pub enum Digest {
 }
 
 /// `sha256:` and 64 hexadecimal digits.
-const SHA256_TEXT: usize = 71;
+pub const SHA256_TEXT: usize = 71;
 
 impl Digest {
     /// The digest in `text`: a lower-case `sha256:` digest as its bytes (only that encoding
@@ -55,20 +55,31 @@ impl Digest {
         }
     }
 
+    /// The text of a `sha256:` digest, as ASCII bytes on the stack (no escaping ever needed);
+    /// `None` for any other digest.
+    pub fn sha256_text(&self) -> Option<[u8; SHA256_TEXT]> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let Self::Sha256(bytes) = self else {
+            return None;
+        };
+        let mut text = [0u8; SHA256_TEXT];
+        let (prefix, hex) = text.split_at_mut(7);
+        prefix.copy_from_slice(b"sha256:");
+        for (pair, byte) in hex.chunks_exact_mut(2).zip(bytes) {
+            if let [high, low] = pair {
+                *high = HEX[usize::from(byte >> 4)];
+                *low = HEX[usize::from(byte & 0xf)];
+            }
+        }
+        Some(text)
+    }
+
     /// Calls `with` on its text (`sha256:...`), written on the stack.
     pub fn with_text<T>(&self, with: impl FnOnce(&str) -> T) -> T {
         match self {
-            Self::Sha256(bytes) => {
-                let mut text = [0u8; SHA256_TEXT];
-                let (prefix, hex) = text.split_at_mut(7);
-                prefix.copy_from_slice(b"sha256:");
-                // Cannot fail: 64 digits for 32 bytes, all ASCII.
-                let written = hex::encode_to_slice(bytes, hex).is_ok();
-                with(if written {
-                    std::str::from_utf8(&text).unwrap_or_default()
-                } else {
-                    ""
-                })
+            Self::Sha256(_) => {
+                let text = self.sha256_text().unwrap_or([b'?'; SHA256_TEXT]);
+                with(std::str::from_utf8(&text).unwrap_or_default())
             }
             Self::Other(text) => with(text),
         }

@@ -272,7 +272,7 @@ async fn the_cache_stays_bounded_in_bytes() {
 }
 
 #[tokio::test]
-async fn probes_counted_together_count_as_many_hits() {
+async fn a_probe_counts_its_hits_together_when_dropped() {
     let cache = cache(Duration::from_secs(60), 10);
     let image = "example.com/app:v1";
     let loads = AtomicUsize::new(0);
@@ -287,18 +287,45 @@ async fn probes_counted_together_count_as_many_hits() {
         )
     };
     assert_eq!(counted(), (1, 0, 1), "the load: one request, one miss");
-    let (platforms, digest) = cache.fresh_uncounted(image, None).unwrap().into_found();
-    assert_eq!(platforms[0].architecture, "arm64");
-    assert_eq!(digest.to_string(), format!("sha256:{}", "ab".repeat(32)));
-    assert!(cache
-        .fresh_uncounted("example.com/other:v1", None)
-        .is_none());
-    assert_eq!(counted(), (1, 0, 1), "probes alone count nothing");
-    cache.count_hits(3);
-    cache.count_hits(0);
-    assert_eq!(counted(), (4, 3, 1));
+    {
+        let mut probe = cache.probe();
+        let (platforms, digest) = probe.fresh(image, None).unwrap().into_found();
+        assert_eq!(platforms[0].architecture, "arm64");
+        assert_eq!(digest.to_string(), format!("sha256:{}", "ab".repeat(32)));
+        assert!(probe.fresh("example.com/other:v1", None).is_none());
+        assert!(probe.fresh(image, Some(Scope::of("team-a"))).is_some());
+        assert_eq!(counted(), (1, 0, 1), "nothing counted while probing");
+    }
+    assert_eq!(
+        counted(),
+        (3, 2, 1),
+        "two hits, counted when the probe is dropped"
+    );
+    drop(cache.probe());
+    assert_eq!(counted(), (3, 2, 1), "a probe without hits counts nothing");
     assert!(cache.fresh(image, None).is_some());
-    assert_eq!(counted(), (5, 4, 1), "a counted probe counts itself");
+    assert_eq!(counted(), (4, 3, 1), "a single read counts itself");
+}
+
+#[test]
+fn keys_differ_by_image_and_scope() {
+    let key = Key::new("example.com/app:v1", None);
+    assert_eq!(
+        key,
+        Key::new("example.com/app:v1", None),
+        "stable in a process"
+    );
+    for other in [
+        Key::new("example.com/app:v2", None),
+        Key::new("example.com/app:v1", Some(Scope::of("team-a"))),
+        Key::new("example.com/app:v", None),
+    ] {
+        assert_ne!(key, other);
+    }
+    assert_ne!(
+        Key::new("x", Some(Scope::of("team-a"))),
+        Key::new("x", Some(Scope::of("team-b")))
+    );
 }
 
 #[test]
@@ -306,6 +333,7 @@ fn digests_round_trip_through_their_text() {
     let sha = format!("sha256:{}", "0a".repeat(32));
     let parsed = Digest::parse(&sha);
     assert!(matches!(parsed, Digest::Sha256(_)), "{parsed:?}");
+    assert_eq!(parsed.sha256_text().unwrap(), sha.as_bytes());
     assert_eq!(parsed.to_string(), sha);
     assert_eq!(parsed.text_len(), sha.len());
     assert!(parsed.is(&sha));
@@ -323,6 +351,7 @@ fn digests_round_trip_through_their_text() {
     ] {
         let parsed = Digest::parse(&other);
         assert!(matches!(parsed, Digest::Other(_)), "{other}: {parsed:?}");
+        assert_eq!(parsed.sha256_text(), None);
         assert_eq!(parsed.to_string(), other);
         assert_eq!(parsed.text_len(), other.len());
         assert!(parsed.is(&other));

@@ -31,12 +31,9 @@ const MAX_ERROR_CHARS: usize = 512;
 
 /// Where the platforms of an image come from: the seam tests script.
 pub trait ImageSource: Send + Sync + 'static {
-    /// A fresh cached answer: no I/O (the warm path). The hit is counted by
-    /// [`ImageSource::count_hits`], once per request.
-    fn cached(&self, image: &str) -> Option<KeyAnswer>;
-
-    /// Counts `hits` answers of [`ImageSource::cached`] (one request's).
-    fn count_hits(&self, _hits: usize) {}
+    /// The fresh cached answer of each of `images`, in order: no I/O (the warm path). One
+    /// request's keys are asked together, so a source reads its clock and counts its hits once.
+    fn cached(&self, images: &[&str]) -> Vec<Option<KeyAnswer>>;
 
     /// The answer, looking the image up (the cache included); errors carry their class.
     fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer>;
@@ -65,14 +62,17 @@ impl RegistryImages {
 }
 
 impl ImageSource for RegistryImages {
-    fn cached(&self, image: &str) -> Option<KeyAnswer> {
-        self.resolver
-            .cached_found_uncounted(image, None)
-            .map(|(platforms, digest)| KeyAnswer::Found { platforms, digest })
-    }
-
-    fn count_hits(&self, hits: usize) {
-        self.resolver.count_cache_hits(hits);
+    fn cached(&self, images: &[&str]) -> Vec<Option<KeyAnswer>> {
+        let Some(mut probe) = self.resolver.cache_probe() else {
+            return vec![None; images.len()];
+        };
+        images
+            .iter()
+            .map(|image| {
+                let (platforms, digest) = probe.fresh(image, None)?.into_found();
+                Some(KeyAnswer::Found { platforms, digest })
+            })
+            .collect()
     }
 
     fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer> {
@@ -213,8 +213,8 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
     let (slots, first) = slots(keys);
     let mut distinct: Vec<KeyAnswer> = Vec::with_capacity(keys.len());
     // Cache misses: their slot and key.
-    let mut missed: Vec<(usize, &'a str)> = Vec::new();
-    let mut hits = 0usize;
+    // Valid distinct keys: their slot and key, probed in the cache together.
+    let mut probed: Vec<(usize, &'a str)> = Vec::new();
     for (key, _) in keys.iter().zip(&first).filter(|(_, first)| **first) {
         let key = key.as_ref();
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
@@ -226,19 +226,20 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
             distinct.push(failed(class::INVALID, &why));
             continue;
         }
-        match source.cached(key) {
-            Some(found) => {
-                hits = hits.saturating_add(1);
-                distinct.push(found);
-            }
-            None => {
-                missed.push((distinct.len(), key));
-                // Replaced by the lookup's answer below (an empty string does not allocate).
-                distinct.push(KeyAnswer::Failed(String::new()));
-            }
+        probed.push((distinct.len(), key));
+        // Replaced by the cache's or the lookup's answer below (an empty string does not
+        // allocate).
+        distinct.push(KeyAnswer::Failed(String::new()));
+    }
+    let images: Vec<&str> = probed.iter().map(|(_, key)| *key).collect();
+    // Cache misses: their slot and key.
+    let mut missed: Vec<(usize, &'a str)> = Vec::new();
+    for ((slot, key), found) in probed.into_iter().zip(source.cached(&images)) {
+        match (found, distinct.get_mut(slot)) {
+            (Some(found), Some(place)) => *place = found,
+            _ => missed.push((slot, key)),
         }
     }
-    source.count_hits(hits);
     if !missed.is_empty() {
         let share = Arc::new(Semaphore::new(PER_REQUEST));
         let share = &share;
@@ -300,8 +301,8 @@ mod tests {
     #[derive(Default)]
     struct Scripted {
         lookups: AtomicUsize,
-        /// What each `count_hits` call counted.
-        hits: std::sync::Mutex<Vec<usize>>,
+        /// How many images each `cached` call asked for.
+        asked: std::sync::Mutex<Vec<usize>>,
     }
 
     fn found(digest: &str) -> KeyAnswer {
@@ -312,12 +313,12 @@ mod tests {
     }
 
     impl ImageSource for Scripted {
-        fn cached(&self, image: &str) -> Option<KeyAnswer> {
-            image.starts_with("warm").then(|| found("sha256:warm"))
-        }
-
-        fn count_hits(&self, hits: usize) {
-            self.hits.lock().unwrap().push(hits);
+        fn cached(&self, images: &[&str]) -> Vec<Option<KeyAnswer>> {
+            self.asked.lock().unwrap().push(images.len());
+            images
+                .iter()
+                .map(|image| image.starts_with("warm").then(|| found("sha256:warm")))
+                .collect()
         }
 
         fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer> {
@@ -366,9 +367,9 @@ mod tests {
         assert_eq!(answers.distinct(), 6);
         assert_eq!(answers.at(7), Some(&found("sha256:warm")), "a repeat");
         assert_eq!(
-            *scripted.hits.lock().unwrap(),
-            [2],
-            "the distinct cached keys, counted once for the request"
+            *scripted.asked.lock().unwrap(),
+            [4],
+            "every valid distinct key (warm, cold, slow, warm-2), asked of the cache at once"
         );
         let error = |key: &str| match answers.of(key).unwrap() {
             KeyAnswer::Failed(error) => error.clone(),

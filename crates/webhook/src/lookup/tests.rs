@@ -19,11 +19,16 @@ struct Images {
 }
 
 impl ImageSource for Images {
-    fn cached(&self, image: &str) -> Option<KeyAnswer> {
-        (image == "nginx").then(|| KeyAnswer::Found {
-            platforms: Arc::from(vec![Platform::new("linux", "arm64", None)]),
-            digest: "sha256:n".into(),
-        })
+    fn cached(&self, images: &[&str]) -> Vec<Option<KeyAnswer>> {
+        images
+            .iter()
+            .map(|image| {
+                (*image == "nginx").then(|| KeyAnswer::Found {
+                    platforms: Arc::from(vec![Platform::new("linux", "arm64", None)]),
+                    digest: "sha256:n".into(),
+                })
+            })
+            .collect()
     }
 
     fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer> {

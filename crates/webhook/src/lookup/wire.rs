@@ -293,7 +293,7 @@ pub fn gatekeeper_response<'a>(
                     }
                 }
                 out.extend_from_slice(br#","digest":"#);
-                digest.with_text(|digest| push_string(&mut out, digest));
+                push_digest(&mut out, digest);
                 out.extend_from_slice(b"}}");
             }
             Some(KeyAnswer::Failed(error)) => {
@@ -317,6 +317,19 @@ fn push_string(out: &mut Vec<u8>, text: &str) {
     out.push(b'"');
     push_escaped(out, text);
     out.push(b'"');
+}
+
+/// Appends a digest as a JSON string: a `sha256:` one straight from its bytes (hexadecimal
+/// digits need no escaping), any other escaped.
+fn push_digest(out: &mut Vec<u8>, digest: &Digest) {
+    match digest.sha256_text() {
+        Some(text) => {
+            out.push(b'"');
+            out.extend_from_slice(&text);
+            out.push(b'"');
+        }
+        None => digest.with_text(|text| push_string(out, text)),
+    }
 }
 
 /// Appends a platform's displayed form (`os/arch/variant`) as a JSON string.
