@@ -40,9 +40,8 @@ impl Digest {
             .and_then(|hex| {
                 let mut bytes = [0u8; 32];
                 hex::decode_to_slice(hex, &mut bytes).ok()?;
-                let mut again = [0u8; 64];
-                hex::encode_to_slice(bytes, &mut again).ok()?;
-                (again == hex.as_bytes()).then_some(Self::Sha256(bytes))
+                let digest = Self::Sha256(bytes);
+                digest.is(text).then_some(digest)
             })
             .unwrap_or_else(|| Self::Other(text.into()))
     }
@@ -58,40 +57,35 @@ impl Digest {
     /// The text of a `sha256:` digest, as ASCII bytes on the stack (no escaping ever needed);
     /// `None` for any other digest.
     pub fn sha256_text(&self) -> Option<[u8; SHA256_TEXT]> {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let Self::Sha256(bytes) = self else {
             return None;
         };
         let mut text = [0u8; SHA256_TEXT];
         let (prefix, hex) = text.split_at_mut(7);
         prefix.copy_from_slice(b"sha256:");
-        for (pair, byte) in hex.chunks_exact_mut(2).zip(bytes) {
-            if let [high, low] = pair {
-                *high = HEX[usize::from(byte >> 4)];
-                *low = HEX[usize::from(byte & 0xf)];
-            }
-        }
+        // Cannot fail: 64 digits for 32 bytes.
+        hex::encode_to_slice(bytes, hex).ok()?;
         Some(text)
     }
 
     /// Calls `with` on its text (`sha256:...`), written on the stack.
     pub fn with_text<T>(&self, with: impl FnOnce(&str) -> T) -> T {
-        match self {
-            Self::Sha256(_) => {
-                let text = self.sha256_text().unwrap_or([b'?'; SHA256_TEXT]);
-                with(std::str::from_utf8(&text).unwrap_or_default())
-            }
-            Self::Other(text) => with(text),
+        match (self, self.sha256_text()) {
+            (Self::Other(text), _) => with(text),
+            (Self::Sha256(_), text) => with(
+                text.as_ref()
+                    .and_then(|text| std::str::from_utf8(text).ok())
+                    .unwrap_or_default(),
+            ),
         }
     }
 
-    /// Whether its text is `text`, without writing it out.
+    /// Whether its text is `text`, without building a string.
     pub fn is(&self, text: &str) -> bool {
         match self {
-            Self::Sha256(bytes) => text.strip_prefix("sha256:").is_some_and(|hex| {
-                let mut own = [0u8; 64];
-                hex::encode_to_slice(bytes, &mut own).is_ok() && own == hex.as_bytes()
-            }),
+            Self::Sha256(_) => self
+                .sha256_text()
+                .is_some_and(|own| own.as_slice() == text.as_bytes()),
             Self::Other(own) => **own == *text,
         }
     }

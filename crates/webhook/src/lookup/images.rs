@@ -212,9 +212,9 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
 ) -> Answers<'a, K> {
     let (slots, first) = slots(keys);
     let mut distinct: Vec<KeyAnswer> = Vec::with_capacity(keys.len());
-    // Cache misses: their slot and key.
-    // Valid distinct keys: their slot and key, probed in the cache together.
-    let mut probed: Vec<(usize, &'a str)> = Vec::new();
+    // Valid distinct keys, probed in the cache together, and the slot of each.
+    let mut images: Vec<&'a str> = Vec::new();
+    let mut probed: Vec<usize> = Vec::new();
     for (key, _) in keys.iter().zip(&first).filter(|(_, first)| **first) {
         let key = key.as_ref();
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
@@ -226,15 +226,16 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
             distinct.push(failed(class::INVALID, &why));
             continue;
         }
-        probed.push((distinct.len(), key));
+        images.push(key);
+        probed.push(distinct.len());
         // Replaced by the cache's or the lookup's answer below (an empty string does not
         // allocate).
         distinct.push(KeyAnswer::Failed(String::new()));
     }
-    let images: Vec<&str> = probed.iter().map(|(_, key)| *key).collect();
     // Cache misses: their slot and key.
     let mut missed: Vec<(usize, &'a str)> = Vec::new();
-    for ((slot, key), found) in probed.into_iter().zip(source.cached(&images)) {
+    let found = source.cached(&images);
+    for ((slot, key), found) in probed.into_iter().zip(images).zip(found) {
         match (found, distinct.get_mut(slot)) {
             (Some(found), Some(place)) => *place = found,
             _ => missed.push((slot, key)),
