@@ -220,20 +220,21 @@ impl Resolver {
         self.resolve_in(image, None, credentials).await
     }
 
-    /// Resolves the platforms of `image` looked up in `scope`: a `--platform-overrides` entry
-    /// answers first (no host configuration asked), else [`Resolver::routed`] then
-    /// [`Resolver::resolve_routed`].
+    /// Resolves the platforms of `image` looked up in `scope`: the image is parsed once, a
+    /// `--platform-overrides` entry answers first (no host configuration asked), else it is
+    /// routed and looked up as [`Resolver::resolve_routed`] does (the overrides not asked again).
     pub async fn resolve_in(
         &self,
         image: &str,
         scope: Option<Scope>,
         credentials: &[CredentialCandidate],
     ) -> Result<Arc<Resolution>, Error> {
-        if let Some((reference, matched)) = self.platform_override(image).await? {
+        let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
+        if let Some(matched) = self.override_of(&reference).await {
             return Ok(Arc::new(matched.resolution(&reference)));
         }
-        let routed = self.routed(image).await?;
-        self.resolve_routed(&routed, scope, credentials).await
+        let routed = self.route(image, reference).await?;
+        self.resolve_entry(&routed, scope, credentials).await
     }
 
     /// Resolves the platforms of an image already routed, looked up in `scope`. A
@@ -254,6 +255,16 @@ impl Resolver {
         if let Some(matched) = self.override_of(&routed.reference).await {
             return Ok(Arc::new(matched.resolution(&routed.reference)));
         }
+        self.resolve_entry(routed, scope, credentials).await
+    }
+
+    /// [`Resolver::resolve_routed`] past the overrides: the cache, else the registry.
+    async fn resolve_entry(
+        &self,
+        routed: &Routed,
+        scope: Option<Scope>,
+        credentials: &[CredentialCandidate],
+    ) -> Result<Arc<Resolution>, Error> {
         let (entry, answered) = self.entry(routed, scope, credentials).await?;
         let mut resolution = entry.resolution(&routed.reference.to_string(), &routed.target);
         resolution.answered_by = answered;
@@ -365,6 +376,11 @@ impl Resolver {
     /// request from, and what callers match credentials on.
     pub async fn routed(&self, image: &str) -> Result<Routed, Error> {
         let reference = Reference::parse(image).inspect_err(|e| self.count_error(e))?;
+        self.route(image, reference).await
+    }
+
+    /// [`Resolver::routed`] for `image` already parsed as `reference`.
+    async fn route(&self, image: &str, reference: Reference) -> Result<Routed, Error> {
         let resolved = proxies::apply(&self.inner.config.proxies, &reference);
         let hosts = self
             .hosts(&resolved)
