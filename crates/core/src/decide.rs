@@ -66,13 +66,37 @@ pub use text::{MAX_MESSAGE_CHARS, MAX_WARNINGS_CHARS, MAX_WARNING_CHARS};
 use crate::patch::PatchBuilder;
 
 /// Decides what to do with a pod being created (steps 1–10 in docs/architecture.md), then, in
-/// audit mode, turns that into its report.
+/// audit mode, turns that into its report. Each step records its findings in the decision's
+/// [`Summary`] (what `noe explain` says).
 pub fn decide(plan: &Plan<'_>, lookups: &Lookups, facts: &Facts, policy: &Policy) -> Decision {
+    decide_into(plan, lookups, facts, policy, Summary::default())
+}
+
+/// [`decide`] without the [`Summary`] (left empty): the same verdict, warnings and signals. An
+/// admission answers from the verdict alone, and recording the findings (a string for every
+/// image and architecture) is a measurable share of the warm path (docs/benchmarks.md).
+pub fn decide_verdict(
+    plan: &Plan<'_>,
+    lookups: &Lookups,
+    facts: &Facts,
+    policy: &Policy,
+) -> Decision {
+    decide_into(plan, lookups, facts, policy, Summary::off())
+}
+
+fn decide_into(
+    plan: &Plan<'_>,
+    lookups: &Lookups,
+    facts: &Facts,
+    policy: &Policy,
+    summary: Summary,
+) -> Decision {
     let policy = cluster::effective(policy, facts);
     let policy = policy.as_ref();
     let mut decision = Decision::new(Verdict::Unchanged {
         reason: SkipReason::NoImages,
     });
+    decision.summary = summary;
     decision.verdict = match pass(plan, lookups, facts, policy, &mut decision) {
         Ok(verdict) | Err(verdict) => verdict,
     };

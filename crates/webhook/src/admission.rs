@@ -329,7 +329,12 @@ impl Admission {
         let facts = facts.unwrap_or_default();
         let mut lookups = resolved.lookups;
         lookups.extend(known);
-        decide::decide(&plan, &lookups, &facts, &self.policy)
+        // A review answers from the verdict; only an explanation reads the summary.
+        if scope.explains {
+            decide::decide(&plan, &lookups, &facts, &self.policy)
+        } else {
+            decide::decide_verdict(&plan, &lookups, &facts, &self.policy)
+        }
     }
 
     /// Debug containers added to a running pod (step 3): their images are looked up alongside

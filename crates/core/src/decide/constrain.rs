@@ -148,17 +148,19 @@ pub(crate) fn write<'a, 'p>(
             .signals
             .push(Signal::ArchSelectorInjected { selector });
     }
-    decision.summary.constraint = match pin {
-        Some(arch) => {
-            written.insert(ARCH_LABEL);
-            Constraint::Pinned {
+    if pin.is_some() {
+        written.insert(ARCH_LABEL);
+    }
+    if decision.summary.records() {
+        decision.summary.constraint = match pin {
+            Some(arch) => Constraint::Pinned {
                 arch: arch.to_owned(),
-            }
-        }
-        None => Constraint::Constrained {
-            archs: common_set.into_iter().collect(),
-        },
-    };
+            },
+            None => Constraint::Constrained {
+                archs: common_set.into_iter().collect(),
+            },
+        };
+    }
     written
 }
 

@@ -84,13 +84,17 @@ pub(crate) fn place<'a, 'p>(
     decision: &mut Decision,
 ) -> Result<Placement<'a, 'p>, Verdict> {
     let common = common(&resolution.resolved);
-    decision.summary.common = common
-        .as_ref()
-        .map(|c| c.iter().map(|a| (*a).to_owned()).collect());
+    if decision.summary.records() {
+        decision.summary.common = common
+            .as_ref()
+            .map(|c| c.iter().map(|a| (*a).to_owned()).collect());
+    }
     let analysis = match &plan.arch {
         Arch::User { reason, pins } => {
             let placement = pinned(*reason, pins, resolution, common, policy, decision)?;
-            if let Placement::Untouched { may_run_on, .. } = &placement {
+            if let (Placement::Untouched { may_run_on, .. }, true) =
+                (&placement, decision.summary.records())
+            {
                 decision.summary.constraint = Constraint::User {
                     archs: may_run_on.iter().map(|a| (*a).to_owned()).collect(),
                 };

@@ -85,6 +85,8 @@ pub(crate) fn choose<'a>(
         pin: preferred.filter(|_| required_mode && !partial),
         soft: preferred.filter(|_| !required_mode || partial),
     };
-    decision.summary.preferred = preferred.map(str::to_owned);
+    if decision.summary.records() {
+        decision.summary.preferred = preferred.map(str::to_owned);
+    }
     preference
 }

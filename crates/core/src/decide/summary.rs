@@ -22,6 +22,23 @@ pub struct Summary {
     pub node_labels: Vec<String>,
     /// Audit mode: the `arch.noe.adevinta.com/audit` value (what enforcement would have done).
     pub audit: Option<String>,
+    /// Nothing is recorded ([`decide_verdict`](crate::decide::decide_verdict)).
+    off: bool,
+}
+
+impl Summary {
+    /// A summary the steps record nothing in.
+    pub(crate) fn off() -> Self {
+        Self {
+            off: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the steps record their findings in it.
+    pub(crate) fn records(&self) -> bool {
+        !self.off
+    }
 }
 
 /// One image and what its lookup gave.

@@ -71,35 +71,43 @@ fn usable<'a>(platforms: &'a [Platform], os: &str, policy: &Policy) -> (BTreeSet
     (archs, other_os)
 }
 
-/// Resolves every image against the lookups; each image's summary goes to `summary`, in the
-/// pod's order.
+/// Resolves every image against the lookups; each image's summary goes to `summary` (when
+/// recorded), in the pod's order.
 fn resolve<'a>(
     images: &[(&'a str, ImageKind)],
     lookups: &'a Lookups,
     os: &str,
     policy: &'a Policy,
-    summary: &mut Vec<ImageSummary>,
+    mut summary: Option<&mut Vec<ImageSummary>>,
 ) -> Resolution<'a> {
     let mut out = Resolution::default();
+    // Built only when recorded.
+    let mut record = |entry: &dyn Fn() -> ImageSummary| {
+        if let Some(summary) = summary.as_deref_mut() {
+            summary.push(entry());
+        }
+    };
     for &(image, kind) in images {
         let error = match lookups.get(image) {
             Some(Ok(platforms))
                 if (platforms.is_empty() && kind == ImageKind::Volume)
                     || platforms.iter().any(Platform::is_any) =>
             {
-                summary.push(ImageSummary::new(image, ImageSupport::Neutral));
+                record(&|| ImageSummary::new(image, ImageSupport::Neutral));
                 continue;
             }
             Some(Ok(platforms)) if platforms.is_empty() => NO_PLATFORM,
             Some(Ok(platforms)) => {
                 let (usable, other_os) = usable(platforms, os, policy);
-                summary.push(ImageSummary::new(
-                    image,
-                    ImageSupport::Platforms {
-                        platforms: std::sync::Arc::clone(platforms),
-                        usable: usable.iter().map(|a| (*a).to_owned()).collect(),
-                    },
-                ));
+                record(&|| {
+                    ImageSummary::new(
+                        image,
+                        ImageSupport::Platforms {
+                            platforms: std::sync::Arc::clone(platforms),
+                            usable: usable.iter().map(|a| (*a).to_owned()).collect(),
+                        },
+                    )
+                });
                 out.resolved.push(Resolved {
                     image,
                     usable,
@@ -112,12 +120,14 @@ fn resolve<'a>(
             Some(Err(error)) => error.message.as_str(),
             None => NO_RESULT,
         };
-        summary.push(ImageSummary::new(
-            image,
-            ImageSupport::Failed {
-                error: error.to_owned(),
-            },
-        ));
+        record(&|| {
+            ImageSummary::new(
+                image,
+                ImageSupport::Failed {
+                    error: error.to_owned(),
+                },
+            )
+        });
         out.failed.push(Failed { image, error });
     }
     out
@@ -132,12 +142,13 @@ pub(crate) fn assess<'a>(
     policy: &'a Policy,
     decision: &mut Decision,
 ) -> Result<Resolution<'a>, Verdict> {
+    let summary = decision.summary.records();
     let mut resolution = resolve(
         &plan.images,
         lookups,
         plan.os,
         policy,
-        &mut decision.summary.images,
+        summary.then_some(&mut decision.summary.images),
     );
     for failure in &resolution.failed {
         decision.signals.push(Signal::LookupFailed {

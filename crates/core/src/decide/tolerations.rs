@@ -60,7 +60,10 @@ pub(crate) fn tolerate(
     decision: &mut Decision,
 ) {
     let archs = may_run_on(placement, preference);
-    decision.summary.tolerations = add(patch, policy, &archs);
+    let added = add(patch, policy, &archs);
+    if decision.summary.records() {
+        decision.summary.tolerations = added;
+    }
     let known = match placement {
         Placement::Untouched { resolved, .. } => *resolved,
         Placement::Ours { .. } => true,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::schedule::Comparison;
 use noe_core::decide::{
-    decide, plan, Facts, Lookups, OnLookupError, Policy, PreferenceMode, Verdict, Weight,
+    plan, Facts, Lookups, OnLookupError, Policy, PreferenceMode, Verdict, Weight,
 };
 use noe_core::patch::pod_template_pointer;
 use noe_core::Platform;
@@ -165,7 +165,7 @@ fn run(pod: &Value, platforms_of: PlatformsOf<'_>, policy: &Policy) -> Verdict {
             (image.to_owned(), found)
         })
         .collect();
-    decide(&plan, &lookups, &Facts::default(), policy).verdict
+    super::helpers::decide_checked(&plan, &lookups, &Facts::default(), policy).verdict
 }
 
 /// The pod spec after the verdict; a denied pod is scheduled nowhere.

@@ -161,5 +161,35 @@ pub fn assert_constrained(original: &Value, patched: &Value, common: &[String]) 
 /// Reads the pod and decides.
 pub fn decide_pod(pod: &Value, lookups: &Lookups, facts: &Facts, policy: &Policy) -> Decision {
     let plan = noe_core::decide::plan(pod, policy);
-    noe_core::decide::decide(&plan, lookups, facts, policy)
+    decide_checked(&plan, lookups, facts, policy)
+}
+
+/// `decide`, after checking that `decide_verdict` (what an admission runs) comes to the same
+/// verdict, warnings and signals, and records no summary.
+pub fn decide_checked(
+    plan: &noe_core::decide::Plan<'_>,
+    lookups: &Lookups,
+    facts: &Facts,
+    policy: &Policy,
+) -> Decision {
+    let decision = noe_core::decide::decide(plan, lookups, facts, policy);
+    let lean = noe_core::decide::decide_verdict(plan, lookups, facts, policy);
+    assert_eq!(lean.verdict, decision.verdict, "decide_verdict's verdict");
+    assert_eq!(
+        lean.warnings, decision.warnings,
+        "decide_verdict's warnings"
+    );
+    assert_eq!(lean.signals, decision.signals, "decide_verdict's signals");
+    let summary = &lean.summary;
+    assert!(
+        summary.images.is_empty()
+            && summary.common.is_none()
+            && summary.constraint == noe_core::decide::Constraint::None
+            && summary.preferred.is_none()
+            && summary.tolerations.is_empty()
+            && summary.node_labels.is_empty()
+            && summary.audit.is_none(),
+        "decide_verdict recorded a summary: {summary:?}"
+    );
+    decision
 }

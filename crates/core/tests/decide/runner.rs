@@ -236,7 +236,7 @@ fn check(case: &Case) {
             "{image} is looked up but not in Plan::images {images:?}"
         );
     }
-    let decision = noe_core::decide::decide(&plan, &case.lookups, &case.facts, &case.policy);
+    let decision = super::helpers::decide_checked(&plan, &case.lookups, &case.facts, &case.policy);
     match (&case.expect, &decision.verdict) {
         (Expect::Unchanged(want), Verdict::Unchanged { reason }) => assert_eq!(reason, want),
         (

@@ -18,6 +18,8 @@ pub struct Scope<'a> {
     pub namespace: &'a str,
     pub pod: &'a str,
     span: std::sync::OnceLock<tracing::Span>,
+    /// Outside a review (`noe explain`): the decision's summary is wanted.
+    pub explains: bool,
 }
 
 impl<'a> Scope<'a> {
@@ -27,13 +29,15 @@ impl<'a> Scope<'a> {
             namespace,
             pod,
             span: std::sync::OnceLock::new(),
+            explains: false,
         }
     }
 
-    /// Outside a review (`noe explain`): no span at all.
+    /// Outside a review (`noe explain`): no span at all, and the decision explained.
     pub fn detached(namespace: &'a str) -> Self {
         Self {
             span: std::sync::OnceLock::from(tracing::Span::none()),
+            explains: true,
             ..Self::new("", namespace, "")
         }
     }
