@@ -20,7 +20,8 @@
 //! 8. the platforms annotation, and the verdict ([`annotate`]);
 //! 9. in audit mode, the verdict reported instead of applied ([`audit`]).
 //!
-//! Each step also fills its part of the decision's [`Summary`].
+//! Each step also fills its part of the decision's [`Summary`] ([`decide`]; [`decide_verdict`]
+//! comes to the same verdict and leaves it empty).
 
 mod annotate;
 mod architectures;
