@@ -86,9 +86,10 @@ pub(crate) fn write<'a, 'p>(
         (false, Some(arch)) => patch.set(&ns_key, json!(arch)),
     }
 
-    let common_set: BTreeSet<String> = common.iter().map(|a| (*a).to_owned()).collect();
+    // Owned only where it is kept (most pinned pods need no term).
+    let common_set = || -> BTreeSet<String> { common.iter().map(|a| (*a).to_owned()).collect() };
     let groups: Vec<Group> = match pin {
-        None => terms::groups(&common_set, policy, windows.as_ref()),
+        None => terms::groups(&common_set(), policy, windows.as_ref()),
         Some(arch) => {
             let group = terms::pinned_group(arch, policy, windows.as_ref());
             let ours_in_terms = analysis
@@ -100,7 +101,7 @@ pub(crate) fn write<'a, 'p>(
             } else if ours_in_terms {
                 // Our earlier expression stays, current.
                 vec![Group {
-                    archs: common_set.iter().cloned().collect(),
+                    archs: common_set().into_iter().collect(),
                     extra: Vec::new(),
                 }]
             } else {
@@ -108,7 +109,7 @@ pub(crate) fn write<'a, 'p>(
             }
         }
     };
-    let mut changed = terms::write(patch, &analysis.terms, &groups);
+    let mut changed = terms::write(patch, &plan.view, &analysis.terms, &groups);
 
     let preferences_path = [
         NODE_AFFINITY[0],
@@ -157,7 +158,7 @@ pub(crate) fn write<'a, 'p>(
                 arch: arch.to_owned(),
             },
             None => Constraint::Constrained {
-                archs: common_set.into_iter().collect(),
+                archs: common_set().into_iter().collect(),
             },
         };
     }

@@ -262,10 +262,19 @@ pub(crate) fn has_user_windows_build(term: &Value, kind: &TermKind) -> bool {
 
 /// Brings the terms we write to `groups` (the first group ANDed into each term in place, the
 /// others as copies appended); creates the term list when the pod has none. Returns whether
-/// anything changed.
-pub(crate) fn write(patch: &mut PatchBuilder<'_>, kinds: &[TermKind], groups: &[Group]) -> bool {
+/// anything changed. `view` is the pod `patch` is written against.
+pub(crate) fn write(
+    patch: &mut PatchBuilder<'_>,
+    view: &pod::PodView<'_>,
+    kinds: &[TermKind],
+    groups: &[Group],
+) -> bool {
+    if groups.is_empty() {
+        // Nothing to create, and nothing to AND into the terms there are.
+        return false;
+    }
     let terms_path = TERMS_PATH;
-    let Some(terms) = pod::PodView::new(patch.doc()).required_terms() else {
+    let Some(terms) = view.required_terms() else {
         for group in groups {
             let term = json!({"matchExpressions": group.expressions().collect::<Vec<_>>()});
             patch.append(&terms_path, term);

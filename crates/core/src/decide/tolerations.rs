@@ -59,6 +59,10 @@ pub(crate) fn tolerate(
     policy: &Policy,
     decision: &mut Decision,
 ) {
+    if policy.architectures.is_empty() && facts.cluster_archs.is_none() {
+        // No toleration to add, and no node to warn about.
+        return;
+    }
     let archs = may_run_on(placement, preference);
     let added = add(patch, policy, &archs);
     if decision.summary.records() {
