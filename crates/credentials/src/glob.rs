@@ -7,8 +7,15 @@
 //! keys (one DNS label at a time, [`crate::matching`]), and containerd `imports`
 //! (file names). Host names compare ASCII case-insensitively; file names exactly.
 
+/// The characters that make a pattern more than a string: one without any matches only itself,
+/// and is compared as a string (no character buffers).
+const META: [char; 4] = ['*', '?', '[', '\\'];
+
 /// Whether `text` matches `pattern`, exactly as written.
 pub fn matches(pattern: &str, text: &str) -> bool {
+    if !pattern.contains(META) {
+        return pattern == text;
+    }
     let pattern: Vec<char> = pattern.chars().collect();
     let text: Vec<char> = text.chars().collect();
     match_chars(&pattern, &text).unwrap_or(false)
@@ -16,6 +23,9 @@ pub fn matches(pattern: &str, text: &str) -> bool {
 
 /// Whether the host name (or DNS label) `text` matches `pattern`, ignoring ASCII case.
 pub fn matches_ignore_case(pattern: &str, text: &str) -> bool {
+    if !pattern.contains(META) {
+        return pattern.eq_ignore_ascii_case(text);
+    }
     let pattern: Vec<char> = pattern.chars().map(|c| c.to_ascii_lowercase()).collect();
     let text: Vec<char> = text.chars().map(|c| c.to_ascii_lowercase()).collect();
     match_chars(&pattern, &text).unwrap_or(false)
@@ -214,6 +224,25 @@ mod tests {
         }
         for bad in ["[", "a[b", "x\\", "[]", "[z-a]", "[a-]"] {
             assert!(!is_valid(bad), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        /// A pattern without metacharacters, compared as a string, matches as the matcher would.
+        #[test]
+        fn literal_patterns_match_as_the_matcher_does(
+            pattern in "[a-zA-Z0-9.:/^\\]-]{0,10}",
+            other in "[a-zA-Z0-9.:/^\\]-]{0,10}",
+            same in proptest::bool::ANY,
+        ) {
+            let text = if same { pattern.to_ascii_uppercase() } else { other };
+            let chars = |s: &str, lower: bool| -> Vec<char> {
+                s.chars().map(|c| if lower { c.to_ascii_lowercase() } else { c }).collect()
+            };
+            let exact = match_chars(&chars(&pattern, false), &chars(&text, false)).unwrap_or(false);
+            let folded = match_chars(&chars(&pattern, true), &chars(&text, true)).unwrap_or(false);
+            proptest::prop_assert_eq!(matches(&pattern, &text), exact);
+            proptest::prop_assert_eq!(matches_ignore_case(&pattern, &text), folded);
         }
     }
 

@@ -28,14 +28,12 @@ pub fn image_matches(pattern: &str, image: &str) -> bool {
     if !image_path.starts_with(pattern_path) {
         return false;
     }
-    let pattern_labels: Vec<&str> = pattern_host.split('.').collect();
-    let image_labels: Vec<&str> = image_host.split('.').collect();
-    if pattern_labels.len() != image_labels.len() {
+    if pattern_host.split('.').count() != image_host.split('.').count() {
         return false;
     }
-    pattern_labels
-        .iter()
-        .zip(&image_labels)
+    pattern_host
+        .split('.')
+        .zip(image_host.split('.'))
         .all(|(glob, label)| crate::glob::matches_ignore_case(glob, label))
 }
 
