@@ -11,9 +11,14 @@
 /// and is compared as a string (no character buffers).
 const META: [char; 4] = ['*', '?', '[', '\\'];
 
+/// Whether `pattern` has no glob character: it matches only itself.
+pub fn is_literal(pattern: &str) -> bool {
+    !pattern.contains(META)
+}
+
 /// Whether `text` matches `pattern`, exactly as written.
 pub fn matches(pattern: &str, text: &str) -> bool {
-    if !pattern.contains(META) {
+    if is_literal(pattern) {
         return pattern == text;
     }
     let pattern: Vec<char> = pattern.chars().collect();
@@ -23,7 +28,7 @@ pub fn matches(pattern: &str, text: &str) -> bool {
 
 /// Whether the host name (or DNS label) `text` matches `pattern`, ignoring ASCII case.
 pub fn matches_ignore_case(pattern: &str, text: &str) -> bool {
-    if !pattern.contains(META) {
+    if is_literal(pattern) {
         return pattern.eq_ignore_ascii_case(text);
     }
     let pattern: Vec<char> = pattern.chars().map(|c| c.to_ascii_lowercase()).collect();

@@ -28,6 +28,10 @@ pub fn image_matches(pattern: &str, image: &str) -> bool {
     if !image_path.starts_with(pattern_path) {
         return false;
     }
+    if crate::glob::is_literal(pattern_host) {
+        // Label by label without globs is the whole host compared.
+        return pattern_host.eq_ignore_ascii_case(image_host);
+    }
     if pattern_host.split('.').count() != image_host.split('.').count() {
         return false;
     }
@@ -195,6 +199,30 @@ mod tests {
             .contains("\"host.io/repo\""));
         for pattern in ["*.k8s.io", "reg[0-9].io/team", "host.io:5000/a/b", "h?.io"] {
             assert_eq!(check_pattern(pattern), Ok(()), "{pattern}");
+        }
+    }
+
+    proptest::proptest! {
+        /// A host pattern without globs, compared whole, matches as label by label.
+        #[test]
+        fn literal_hosts_match_label_by_label(
+            pattern in proptest::collection::vec("[a-zA-Z0-9-]{0,4}", 1..4),
+            other in proptest::collection::vec("[a-zA-Z0-9-]{0,4}", 1..4),
+            same in proptest::bool::ANY,
+        ) {
+            let pattern_host = pattern.join(".");
+            let image_host = if same { pattern_host.to_ascii_uppercase() } else { other.join(".") };
+            let pattern_labels: Vec<&str> = pattern_host.split('.').collect();
+            let image_labels: Vec<&str> = image_host.split('.').collect();
+            let label_by_label = pattern_labels.len() == image_labels.len()
+                && pattern_labels
+                    .iter()
+                    .zip(&image_labels)
+                    .all(|(p, i)| p.eq_ignore_ascii_case(i));
+            proptest::prop_assert_eq!(
+                image_matches(&format!("{pattern_host}/team"), &format!("{image_host}/team/app:v1")),
+                label_by_label
+            );
         }
     }
 
