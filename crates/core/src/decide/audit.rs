@@ -49,9 +49,9 @@ pub(crate) fn audit(raw: &Value, mut decision: Decision) -> Decision {
         return decision;
     };
     decision.warnings.push(warning);
-    if decision.summary.records() {
-        decision.summary.audit = Some(value.clone());
-    }
+    decision
+        .summary
+        .record(|summary| summary.audit = Some(value.clone()));
     let mut patch = PatchBuilder::new(raw);
     if pod::PodView::new(raw).annotation(AUDIT_ANNOTATION) != Some(value.as_str()) {
         patch.set(&["metadata", "annotations", AUDIT_ANNOTATION], json!(value));

@@ -152,16 +152,16 @@ pub(crate) fn write<'a, 'p>(
     if pin.is_some() {
         written.insert(ARCH_LABEL);
     }
-    if decision.summary.records() {
-        decision.summary.constraint = match pin {
+    decision.summary.record(|summary| {
+        summary.constraint = match pin {
             Some(arch) => Constraint::Pinned {
                 arch: arch.to_owned(),
             },
             None => Constraint::Constrained {
                 archs: common_set().into_iter().collect(),
             },
-        };
-    }
+        }
+    });
     written
 }
 

@@ -84,20 +84,20 @@ pub(crate) fn place<'a, 'p>(
     decision: &mut Decision,
 ) -> Result<Placement<'a, 'p>, Verdict> {
     let common = common(&resolution.resolved);
-    if decision.summary.records() {
-        decision.summary.common = common
+    decision.summary.record(|summary| {
+        summary.common = common
             .as_ref()
             .map(|c| c.iter().map(|a| (*a).to_owned()).collect());
-    }
+    });
     let analysis = match &plan.arch {
         Arch::User { reason, pins } => {
             let placement = pinned(*reason, pins, resolution, common, policy, decision)?;
-            if let (Placement::Untouched { may_run_on, .. }, true) =
-                (&placement, decision.summary.records())
-            {
-                decision.summary.constraint = Constraint::User {
-                    archs: may_run_on.iter().map(|a| (*a).to_owned()).collect(),
-                };
+            if let Placement::Untouched { may_run_on, .. } = &placement {
+                decision.summary.record(|summary| {
+                    summary.constraint = Constraint::User {
+                        archs: may_run_on.iter().map(|a| (*a).to_owned()).collect(),
+                    }
+                });
             }
             return Ok(placement);
         }

@@ -36,8 +36,8 @@ pub(crate) fn copy(
         decision.signals.push(Signal::NodeMatchInjection {
             label: key.to_owned(),
         });
-        if decision.summary.records() {
-            decision.summary.node_labels.push(key.to_owned());
-        }
+        decision
+            .summary
+            .record(|summary| summary.node_labels.push(key.to_owned()));
     }
 }

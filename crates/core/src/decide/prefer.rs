@@ -85,8 +85,8 @@ pub(crate) fn choose<'a>(
         pin: preferred.filter(|_| required_mode && !partial),
         soft: preferred.filter(|_| !required_mode || partial),
     };
-    if decision.summary.records() {
-        decision.summary.preferred = preferred.map(str::to_owned);
-    }
+    decision
+        .summary
+        .record(|summary| summary.preferred = preferred.map(str::to_owned));
     preference
 }

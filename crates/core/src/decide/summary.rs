@@ -35,9 +35,12 @@ impl Summary {
         }
     }
 
-    /// Whether the steps record their findings in it.
-    pub(crate) fn records(&self) -> bool {
-        !self.off
+    /// Records a step's findings with `write`, unless the summary is off (nothing `write` would
+    /// build is built then).
+    pub(crate) fn record(&mut self, write: impl FnOnce(&mut Self)) {
+        if !self.off {
+            write(self);
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use super::outcome::{Decision, DenyReason, Signal, SkipReason, Verdict};
 use super::pod::ImageKind;
 use super::policy::{OnLookupError, Policy};
 use super::read::{Arch, Plan};
-use super::summary::{ImageSummary, ImageSupport};
+use super::summary::{ImageSummary, ImageSupport, Summary};
 use super::text;
 
 /// The platforms of each image (keyed by the reference as written in the pod), or why they could
@@ -71,42 +71,39 @@ fn usable<'a>(platforms: &'a [Platform], os: &str, policy: &Policy) -> (BTreeSet
     (archs, other_os)
 }
 
-/// Resolves every image against the lookups; each image's summary goes to `summary` (when
-/// recorded), in the pod's order.
+/// Resolves every image against the lookups; each image's summary is recorded in `summary`, in
+/// the pod's order.
 fn resolve<'a>(
     images: &[(&'a str, ImageKind)],
     lookups: &'a Lookups,
     os: &str,
     policy: &'a Policy,
-    mut summary: Option<&mut Vec<ImageSummary>>,
+    summary: &mut Summary,
 ) -> Resolution<'a> {
     let mut out = Resolution::default();
-    // Built only when recorded.
-    let mut record = |entry: &dyn Fn() -> ImageSummary| {
-        if let Some(summary) = summary.as_deref_mut() {
-            summary.push(entry());
-        }
-    };
     for &(image, kind) in images {
         let error = match lookups.get(image) {
             Some(Ok(platforms))
                 if (platforms.is_empty() && kind == ImageKind::Volume)
                     || platforms.iter().any(Platform::is_any) =>
             {
-                record(&|| ImageSummary::new(image, ImageSupport::Neutral));
+                summary.record(|s| {
+                    s.images
+                        .push(ImageSummary::new(image, ImageSupport::Neutral))
+                });
                 continue;
             }
             Some(Ok(platforms)) if platforms.is_empty() => NO_PLATFORM,
             Some(Ok(platforms)) => {
                 let (usable, other_os) = usable(platforms, os, policy);
-                record(&|| {
-                    ImageSummary::new(
+                summary.record(|s| {
+                    s.images.push(ImageSummary::new(
                         image,
                         ImageSupport::Platforms {
                             platforms: std::sync::Arc::clone(platforms),
                             usable: usable.iter().map(|a| (*a).to_owned()).collect(),
                         },
-                    )
+                    ))
                 });
                 out.resolved.push(Resolved {
                     image,
@@ -120,13 +117,13 @@ fn resolve<'a>(
             Some(Err(error)) => error.message.as_str(),
             None => NO_RESULT,
         };
-        record(&|| {
-            ImageSummary::new(
+        summary.record(|s| {
+            s.images.push(ImageSummary::new(
                 image,
                 ImageSupport::Failed {
                     error: error.to_owned(),
                 },
-            )
+            ))
         });
         out.failed.push(Failed { image, error });
     }
@@ -142,13 +139,12 @@ pub(crate) fn assess<'a>(
     policy: &'a Policy,
     decision: &mut Decision,
 ) -> Result<Resolution<'a>, Verdict> {
-    let summary = decision.summary.records();
     let mut resolution = resolve(
         &plan.images,
         lookups,
         plan.os,
         policy,
-        summary.then_some(&mut decision.summary.images),
+        &mut decision.summary,
     );
     for failure in &resolution.failed {
         decision.signals.push(Signal::LookupFailed {

@@ -65,9 +65,9 @@ pub(crate) fn tolerate(
     }
     let archs = may_run_on(placement, preference);
     let added = add(patch, policy, &archs);
-    if decision.summary.records() {
-        decision.summary.tolerations = added;
-    }
+    decision
+        .summary
+        .record(|summary| summary.tolerations = added);
     let known = match placement {
         Placement::Untouched { resolved, .. } => *resolved,
         Placement::Ours { .. } => true,
