@@ -5,6 +5,7 @@
 //! unchanged. Every body, even a broken one, gets a well-formed AdmissionReview.
 
 pub mod gate;
+pub mod memo;
 mod prune;
 pub mod report;
 pub mod review;
@@ -20,9 +21,10 @@ use crate::facts::{FactRequest, FactSource};
 use crate::metrics::{outcome, Metrics};
 use crate::resolve::pull_secrets::image_pull_secret_names;
 use crate::resolve::{PodAccess, Resolve};
+use memo::{Checked, Inputs, Memo};
 use noe_core::decide::{self, Decision, Lookups, Policy};
 use report::Scope;
-use review::Answer;
+use review::{Answer, Envelope, Rendered};
 
 /// The warning of a pod allowed unchanged because the webhook itself failed.
 pub const INTERNAL_ERROR_WARNING: &str = "noe: internal error, pod allowed unchanged";
@@ -38,6 +40,9 @@ pub struct Admission {
     gate: Option<gate::Gate>,
     /// `None`: no image selection (`--image-selection` off).
     selection: Option<Arc<crate::select::Selection>>,
+    /// Decisions remembered by pod ([`memo`]); `None` when pods are gated or images selected
+    /// (those paths decide otherwise), or when turned off.
+    memo: Option<Memo>,
 }
 
 impl std::fmt::Debug for Admission {
@@ -55,6 +60,7 @@ impl Admission {
         Self {
             resolve: Arc::new(resolve),
             facts: None,
+            memo: Some(Memo::new(&metrics)),
             policy,
             metrics,
             gate: None,
@@ -65,6 +71,7 @@ impl Admission {
     /// Selects images by compatibility artifacts before deciding (`--image-selection`).
     pub fn with_selection(mut self, selection: crate::select::Selection) -> Self {
         self.selection = Some(Arc::new(selection));
+        self.memo = None;
         self
     }
 
@@ -72,6 +79,15 @@ impl Admission {
     /// `hybrid`); `inline` changes nothing.
     pub fn with_gate(mut self, settings: gate::GateSettings) -> Self {
         self.gate = (settings.mode != gate::LookupMode::Inline).then(|| gate::Gate::new(settings));
+        if self.gate.is_some() {
+            self.memo = None;
+        }
+        self
+    }
+
+    /// Decides every pod afresh, even one already decided ([`memo`] off).
+    pub fn without_decision_memo(mut self) -> Self {
+        self.memo = None;
         self
     }
 
@@ -89,8 +105,8 @@ impl Admission {
     /// Answers one request body: the serialized response AdmissionReview.
     pub async fn review(&self, body: &[u8]) -> Bytes {
         let started = Instant::now();
-        let (reply, outcome) = match review::parse(body) {
-            Ok(request) => self.answer(request).await,
+        let (reply, outcome) = match self.answer_body(body).await {
+            Ok(answered) => answered,
             Err(invalid) => {
                 tracing::warn!(error = %invalid, "Invalid admission request");
                 let (version, uid) = review::salvage(body);
@@ -101,6 +117,105 @@ impl Admission {
         self.metrics
             .observe_duration(outcome, started.elapsed().as_secs_f64());
         reply
+    }
+
+    /// A pod creation is answered from the [`memo`] when it holds the pod; anything else is
+    /// read whole and answered.
+    async fn answer_body(&self, body: &[u8]) -> Result<(Bytes, &'static str), review::Invalid> {
+        let envelope = review::parse_envelope(body)?;
+        let remembered = match (&self.memo, envelope.object, envelope.namespace.as_deref()) {
+            (Some(memo), Some(object), Some(namespace))
+                if envelope.is_pod_creation() && !namespace.is_empty() =>
+            {
+                Some((memo, Memo::key(namespace, object)))
+            }
+            _ => None,
+        };
+        let Some((memo, key)) = remembered else {
+            return Ok(self.answer(envelope.into_request()?).await);
+        };
+        let mut checked = Checked::Missed;
+        let mut known = Lookups::new();
+        if let Some(entry) = memo.get(key) {
+            match self.answer_remembered(&entry, &envelope).await {
+                Ok(answered) => {
+                    memo.count(Checked::Same);
+                    return Ok(answered);
+                }
+                Err(lookups) => {
+                    checked = Checked::Changed;
+                    known = lookups;
+                }
+            }
+        }
+        memo.count(checked);
+        let request = envelope.into_request()?;
+        Ok(self.decide_and_remember(&request, memo, key, known).await)
+    }
+
+    /// The answer `entry` remembers, when the lookups of its images and the facts are what its
+    /// decision saw; else (`Err`) the lookups just made, for the decision made again.
+    async fn answer_remembered(
+        &self,
+        entry: &memo::Entry,
+        envelope: &Envelope<'_>,
+    ) -> Result<(Bytes, &'static str), Lookups> {
+        let namespace = envelope.namespace.as_deref().unwrap_or_default();
+        let scope = Scope::new(&envelope.uid, namespace, &entry.pod);
+        let inputs = &entry.inputs;
+        let access = PodAccess {
+            pull_secrets: &inputs.pull_secrets,
+            service_account: inputs.service_account.as_deref(),
+        };
+        let span = || scope.span().clone();
+        let (resolved, facts) = futures::future::join(
+            self.resolve
+                .platforms_for(namespace, access, &inputs.images, span),
+            self.facts_for(inputs.wants_namespace, &scope),
+        )
+        .await;
+        report::resolved(&self.metrics, &scope, &resolved);
+        if resolved.lookups != inputs.lookups || facts != inputs.facts {
+            return Err(resolved.lookups);
+        }
+        report::remembered(&self.metrics, &scope, &entry.signals, entry.outcome);
+        Ok((
+            entry.answer.respond(envelope.api_version, &envelope.uid),
+            entry.outcome,
+        ))
+    }
+
+    /// Decides a pod creation (with the lookups already `known`), answers, and remembers the
+    /// answer unless a lookup failed (a failure may be gone by the next pod).
+    async fn decide_and_remember(
+        &self,
+        request: &review::Request<'_>,
+        memo: &Memo,
+        key: u128,
+        known: Lookups,
+    ) -> (Bytes, &'static str) {
+        let Some(pod) = request.pod_creation() else {
+            // Not reached: the envelope was a pod creation with an object.
+            let reply = review::respond(request.api_version, &request.uid, Answer::allow());
+            return (reply, outcome::ALLOWED);
+        };
+        let scope = Scope::new(&request.uid, &request.namespace, review::pod_name(pod));
+        let (decision, inputs) = self.decide_recorded(pod, &scope, known, true).await;
+        let signals = decision.signals.clone();
+        let (answer, outcome) = report::answer(&self.metrics, &scope, decision);
+        let rendered = Rendered::new(&answer);
+        let reply = rendered.respond(request.api_version, &request.uid);
+        if let Some(inputs) = inputs.filter(|i| i.lookups.values().all(Result::is_ok)) {
+            let entry = memo::Entry {
+                pod: scope.pod.into(),
+                inputs,
+                signals,
+                outcome,
+                answer: rendered,
+            };
+            memo.remember(key, entry);
+        }
+        (reply, outcome)
     }
 
     async fn answer(&self, request: review::Request<'_>) -> (Bytes, &'static str) {
@@ -279,7 +394,18 @@ impl Admission {
 
     /// [`Admission::decide`] with the images of `known` not looked up (their results taken).
     async fn decide_known(&self, pod: &Value, scope: &Scope<'_>, known: Lookups) -> Decision {
-        use tracing::Instrument as _;
+        self.decide_recorded(pod, scope, known, false).await.0
+    }
+
+    /// [`Admission::decide_known`], and with `record` what the decision read besides the pod
+    /// (for the [`memo`]).
+    async fn decide_recorded(
+        &self,
+        pod: &Value,
+        scope: &Scope<'_>,
+        known: Lookups,
+        record: bool,
+    ) -> (Decision, Option<Inputs>) {
         let plan = decide::plan(pod, &self.policy);
         let images: Vec<&str> = plan
             .images()
@@ -289,26 +415,7 @@ impl Admission {
             .get("spec")
             .map(image_pull_secret_names)
             .unwrap_or_default();
-        // Asked only when it can change the decision: the cluster's nodes, or the namespace's
-        // preference for a pod whose arch the decision writes without a preference of its own.
-        let wants_namespace = |source: &Arc<dyn FactSource>| {
-            source.knows_namespaces() && plan.wants_namespace_preference(&self.policy)
-        };
-        let facts = async {
-            match &self.facts {
-                Some(source) if source.knows_cluster() || wants_namespace(source) => {
-                    let request = FactRequest {
-                        namespace: Some(scope.namespace).filter(|_| wants_namespace(source)),
-                        node_name: None,
-                    };
-                    self.resolve
-                        .bounded(source.facts(request))
-                        .instrument(scope.span().clone())
-                        .await
-                }
-                _ => None,
-            }
-        };
+        let wants_namespace = plan.wants_namespace_preference(&self.policy);
         let span = || scope.span().clone();
         let access = PodAccess {
             pull_secrets: &secrets,
@@ -322,19 +429,51 @@ impl Admission {
         let (resolved, facts) = futures::future::join(
             self.resolve
                 .platforms_for(scope.namespace, access, &images, span),
-            facts,
+            self.facts_for(wants_namespace, scope),
         )
         .await;
         report::resolved(&self.metrics, scope, &resolved);
-        let facts = facts.unwrap_or_default();
         let mut lookups = resolved.lookups;
         lookups.extend(known);
         // A review answers from the verdict; only an explanation reads the summary.
-        if scope.explains {
+        let decision = if scope.explains {
             decide::decide(&plan, &lookups, &facts, &self.policy)
         } else {
             decide::decide_verdict(&plan, &lookups, &facts, &self.policy)
+        };
+        let service_account = access.service_account.filter(|_| record).map(str::to_owned);
+        let inputs = record.then(|| Inputs {
+            images: plan.images().map(str::to_owned).collect(),
+            service_account,
+            pull_secrets: secrets,
+            wants_namespace,
+            lookups,
+            facts,
+        });
+        (decision, inputs)
+    }
+
+    /// The facts of a pod's surroundings, asked only when they can change the decision: the
+    /// cluster's nodes, or the namespace's preference for a pod whose arch the decision writes
+    /// without a preference of its own (`wants_namespace`). Unknown facts are left out.
+    async fn facts_for(&self, wants_namespace: bool, scope: &Scope<'_>) -> decide::Facts {
+        use tracing::Instrument as _;
+        let Some(source) = &self.facts else {
+            return decide::Facts::default();
+        };
+        let namespace = wants_namespace && source.knows_namespaces();
+        if !source.knows_cluster() && !namespace {
+            return decide::Facts::default();
         }
+        let request = FactRequest {
+            namespace: Some(scope.namespace).filter(|_| namespace),
+            node_name: None,
+        };
+        self.resolve
+            .bounded(source.facts(request))
+            .instrument(scope.span().clone())
+            .await
+            .unwrap_or_default()
     }
 
     /// Debug containers added to a running pod (step 3): their images are looked up alongside

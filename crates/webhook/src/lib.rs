@@ -12,6 +12,7 @@
 //! - [`metrics`]: the admission's Prometheus metrics.
 //! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper external data, Kyverno), its
 //!   routes served on a listener of their own.
+//! - `memo`: the bounded table of remembered answers (the decision memo).
 //! - `gets`: the one cached GET of what admissions read from the API server (namespaces,
 //!   nodes, pull secrets), its lifetimes on a clock seam.
 //!
@@ -24,6 +25,7 @@ pub mod admission;
 pub mod facts;
 mod gets;
 pub mod lookup;
+mod memo;
 pub mod metrics;
 pub mod resolve;
 pub mod select;

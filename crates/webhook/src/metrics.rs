@@ -77,6 +77,9 @@ pub struct Metrics {
     /// Image selections by compatibility artifact that did something: labels `mode`
     /// (`explicit`, `discovered`) and `outcome` (`patched`, `warned`, `denied`).
     pub image_selection: IntCounterVec,
+    /// Pod creations and the decision memo, by `result`: `hit` (answered from it), `changed`
+    /// (remembered, decided again as a lookup or a fact changed), `miss`.
+    pub decision_memo: IntCounterVec,
     pub request_duration: HistogramVec,
     /// `request_duration` children of the four outcomes, resolved on first use (no label lookup
     /// per admission; an outcome never seen stays absent from `/metrics`, as before).
@@ -144,6 +147,11 @@ impl Metrics {
                 "noe_image_selection_total",
                 "Image selections by compatibility artifact that patched, warned or denied, by mode and outcome",
                 &["mode", "outcome"],
+            )?,
+            decision_memo: counter(
+                "noe_admission_decision_memo_total",
+                "Pod creations answered from the decision memo (hit), decided again as a lookup or a fact changed (changed), or decided (miss)",
+                &["result"],
             )?,
             request_duration,
             durations: Arc::default(),

@@ -9,6 +9,7 @@ mod webhook {
     mod bounded;
     mod facts;
     mod fault_admission;
+    mod memo;
     mod prop_admission;
     mod pull_secrets;
     mod route_once;

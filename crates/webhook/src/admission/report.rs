@@ -120,6 +120,14 @@ pub fn answer(metrics: &Metrics, scope: &Scope<'_>, decision: Decision) -> (Answ
     }
 }
 
+/// Counts and logs the signals of a decision answered again from the memo, as [`answer`] did
+/// when it was made.
+pub fn remembered(metrics: &Metrics, scope: &Scope<'_>, remembered: &[Signal], outcome: &str) {
+    signals(metrics, scope, remembered);
+    let _span = scope.enter(Level::DEBUG);
+    tracing::debug!(outcome, "Answered as the same pod before (decision memo)");
+}
+
 fn signals(metrics: &Metrics, scope: &Scope<'_>, signals: &[Signal]) {
     // Looked up only for the signals that carry it.
     let namespace = || metrics.namespace_label(scope.namespace);

@@ -18,6 +18,7 @@ use base64::Engine;
 use bytes::Bytes;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::prune::Pruned;
@@ -121,7 +122,7 @@ pub fn pod_name(object: &Value) -> &str {
 /// The review as read: the envelope's required members, the request's when there is one.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Envelope<'b> {
+struct Wire<'b> {
     #[serde(borrow)]
     api_version: Cow<'b, str>,
     /// Required, as by kube's `TypeMeta`; never read.
@@ -149,10 +150,12 @@ struct WireRequest<'b> {
     operation: Operation,
     #[serde(rename = "userInfo")]
     _user_info: IgnoredAny,
-    #[serde(default)]
-    object: Option<Pruned>,
-    #[serde(default)]
-    old_object: Option<Pruned>,
+    /// Kept as the bytes sent until [`Envelope::into_request`] reads it: a pod already decided
+    /// (the decision memo, [`super::memo`]) is recognised by these bytes, never read.
+    #[serde(default, borrow)]
+    object: Option<&'b RawValue>,
+    #[serde(default, borrow)]
+    old_object: Option<&'b RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -196,7 +199,30 @@ impl<'de> Deserialize<'de> for IgnoredString {
 
 /// Reads an AdmissionReview request.
 pub fn parse(body: &[u8]) -> Result<Request<'_>, Invalid> {
-    let review: Envelope =
+    parse_envelope(body)?.into_request()
+}
+
+/// An AdmissionReview request with its objects not read yet: the envelope's members, checked as
+/// [`parse`] checks them, and the objects as the bytes sent.
+#[derive(Debug)]
+pub struct Envelope<'b> {
+    pub api_version: &'static str,
+    pub uid: Cow<'b, str>,
+    pub kind: Cow<'b, str>,
+    pub group: Cow<'b, str>,
+    pub operation: Operation,
+    pub sub_resource: Option<Cow<'b, str>>,
+    /// `request.namespace` as sent (the object's namespace is read by
+    /// [`Envelope::into_request`] when this is empty).
+    pub namespace: Option<Cow<'b, str>>,
+    /// `request.object`, as sent.
+    pub object: Option<&'b str>,
+    old_object: Option<&'b str>,
+}
+
+/// Reads an AdmissionReview's envelope, leaving its objects as sent.
+pub fn parse_envelope<'b>(body: &'b [u8]) -> Result<Envelope<'b>, Invalid> {
+    let review: Wire =
         serde_json::from_slice(body).map_err(|error| Invalid::NotAReview(error.to_string()))?;
     let api_version = match &*review.api_version {
         V1 => V1,
@@ -204,34 +230,65 @@ pub fn parse(body: &[u8]) -> Result<Request<'_>, Invalid> {
         other => return Err(Invalid::Version(other.to_owned())),
     };
     let request = review.request.ok_or(Invalid::NoRequest)?;
-    let object = request.object.map(|o| raw(o.0, "object")).transpose()?;
-    let old_object = request
-        .old_object
-        .map(|o| raw(o.0, "oldObject"))
-        .transpose()?;
-    let namespace = request
-        .namespace
-        .filter(|n| !n.is_empty())
-        .or_else(|| {
-            object
-                .as_ref()
-                .and_then(|o| o.get("metadata"))
-                .and_then(|m| m.get("namespace"))
-                .and_then(Value::as_str)
-                .map(|namespace| Cow::Owned(namespace.to_owned()))
-        })
-        .unwrap_or_default();
-    Ok(Request {
+    Ok(Envelope {
         api_version,
         uid: request.uid,
         kind: request.kind.kind,
         group: request.kind.group,
         operation: request.operation,
         sub_resource: request.sub_resource,
-        namespace,
-        object,
-        old_object,
+        namespace: request.namespace,
+        object: request.object.map(RawValue::get),
+        old_object: request.old_object.map(RawValue::get),
     })
+}
+
+impl<'b> Envelope<'b> {
+    /// A pod creation (`Pod` in the core group, `CREATE`, no subresource) with an object.
+    pub fn is_pod_creation(&self) -> bool {
+        self.kind == "Pod"
+            && self.group.is_empty()
+            && self.operation == Operation::Create
+            && self.sub_resource.as_deref().is_none_or(str::is_empty)
+            && self.object.is_some()
+    }
+
+    /// Reads the objects (less what no step reads, [`super::prune`]).
+    pub fn into_request(self) -> Result<Request<'b>, Invalid> {
+        let read = |raw: Option<&str>, member: &str| {
+            raw.map(|raw| {
+                let pruned: Pruned = serde_json::from_str(raw)
+                    .map_err(|error| Invalid::NotAReview(format!("request.{member}: {error}")))?;
+                checked(pruned.0, member)
+            })
+            .transpose()
+        };
+        let object = read(self.object, "object")?;
+        let old_object = read(self.old_object, "oldObject")?;
+        let namespace = self
+            .namespace
+            .filter(|n| !n.is_empty())
+            .or_else(|| {
+                object
+                    .as_ref()
+                    .and_then(|o| o.get("metadata"))
+                    .and_then(|m| m.get("namespace"))
+                    .and_then(Value::as_str)
+                    .map(|namespace| Cow::Owned(namespace.to_owned()))
+            })
+            .unwrap_or_default();
+        Ok(Request {
+            api_version: self.api_version,
+            uid: self.uid,
+            kind: self.kind,
+            group: self.group,
+            operation: self.operation,
+            sub_resource: self.sub_resource,
+            namespace,
+            object,
+            old_object,
+        })
+    }
 }
 
 /// An object as the decision reads it: a JSON object whose `metadata` is an object (an empty one
@@ -239,7 +296,7 @@ pub fn parse(body: &[u8]) -> Result<Request<'_>, Invalid> {
 /// kube's `ObjectMeta` would have required: `name`, `generateName` and `namespace` strings,
 /// `labels` and `annotations` maps of strings (each may be null). An annotation value that is a
 /// number is refused as before (docs/compatibility.md).
-fn raw(mut object: Value, member: &str) -> Result<Value, Invalid> {
+fn checked(mut object: Value, member: &str) -> Result<Value, Invalid> {
     let invalid = |what: &str| Invalid::NotAReview(format!("request.{member}{what}"));
     let Value::Object(map) = &mut object else {
         return Err(invalid(" is not a JSON object"));
@@ -310,10 +367,81 @@ pub fn respond(api_version: &str, uid: &str, answer: Answer) -> Bytes {
     Bytes::from(write(api_version, uid, &answer).unwrap_or_else(|_| b"{}".to_vec()))
 }
 
+/// An answer written once for any request: the response's bytes but the version and the uid
+/// ([`Rendered::respond`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// From after the version through `"uid":`.
+    head: Box<[u8]>,
+    /// From after the uid to the end.
+    tail: Box<[u8]>,
+}
+
+impl Rendered {
+    pub fn new(answer: &Answer) -> Self {
+        let mut head = Vec::with_capacity(512);
+        let mut tail = Vec::new();
+        // Writing into a Vec cannot fail; the fallback (an empty answer) is never taken.
+        if write_head(&mut head, answer)
+            .and_then(|()| write_tail(&mut tail, answer))
+            .is_err()
+        {
+            return Self::default();
+        }
+        Self {
+            head: head.into(),
+            tail: tail.into(),
+        }
+    }
+
+    /// The response AdmissionReview, in `api_version`, for `uid`: what [`respond`] writes.
+    pub fn respond(&self, api_version: &str, uid: &str) -> Bytes {
+        let mut out = Vec::with_capacity(
+            self.head
+                .len()
+                .saturating_add(self.tail.len())
+                .saturating_add(uid.len())
+                .saturating_add(64),
+        );
+        let written = write_version(&mut out, api_version)
+            .and_then(|()| {
+                out.extend_from_slice(&self.head);
+                serde_json::to_writer(&mut out, uid)
+            })
+            .map(|()| out.extend_from_slice(&self.tail));
+        match written {
+            Ok(()) => Bytes::from(out),
+            Err(_) => Bytes::from_static(b"{}"),
+        }
+    }
+
+    /// Its bytes.
+    pub fn len(&self) -> usize {
+        self.head.len().saturating_add(self.tail.len())
+    }
+
+    /// Whether it holds nothing (never, once written).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 fn write(api_version: &str, uid: &str, answer: &Answer) -> Result<Vec<u8>, serde_json::Error> {
     let mut out = Vec::with_capacity(512);
+    write_version(&mut out, api_version)?;
+    write_head(&mut out, answer)?;
+    serde_json::to_writer(&mut out, uid)?;
+    write_tail(&mut out, answer)?;
+    Ok(out)
+}
+
+fn write_version(out: &mut Vec<u8>, api_version: &str) -> Result<(), serde_json::Error> {
     out.extend_from_slice(b"{\"apiVersion\":");
-    serde_json::to_writer(&mut out, api_version)?;
+    serde_json::to_writer(&mut *out, api_version)
+}
+
+/// The response from after its version through `"uid":`.
+fn write_head(out: &mut Vec<u8>, answer: &Answer) -> Result<(), serde_json::Error> {
     out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"allowed\":");
     out.extend_from_slice(if answer.allowed { b"true" } else { b"false" });
     if let Some(ops) = answer.patch.as_deref().filter(|ops| !ops.is_empty()) {
@@ -340,16 +468,20 @@ fn write(api_version: &str, uid: &str, answer: &Answer) -> Result<Vec<u8>, serde
             },
             status: if answer.allowed { "Success" } else { "Failure" },
         };
-        serde_json::to_writer(&mut out, &status)?;
+        serde_json::to_writer(&mut *out, &status)?;
     }
     out.extend_from_slice(b",\"uid\":");
-    serde_json::to_writer(&mut out, uid)?;
+    Ok(())
+}
+
+/// The response from after its uid to the end.
+fn write_tail(out: &mut Vec<u8>, answer: &Answer) -> Result<(), serde_json::Error> {
     if !answer.warnings.is_empty() {
         out.extend_from_slice(b",\"warnings\":");
-        serde_json::to_writer(&mut out, &answer.warnings)?;
+        serde_json::to_writer(&mut *out, &answer.warnings)?;
     }
     out.extend_from_slice(b"}}");
-    Ok(out)
+    Ok(())
 }
 
 /// The `status` of a denial or an error.

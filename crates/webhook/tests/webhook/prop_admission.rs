@@ -364,6 +364,58 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config())]
+
+    /// A pod already decided is answered from the decision memo (the same object bytes in the
+    /// same namespace): byte for byte what a fresh decision answers, for the new request's uid
+    /// and version.
+    #[test]
+    fn a_remembered_pod_is_answered_as_a_fresh_decision_would(
+        pod in pod(),
+        first_v1beta1 in any::<bool>(),
+        second_v1beta1 in any::<bool>(),
+        uid in "[a-f0-9-]{1,36}",
+    ) {
+        let rt = runtime();
+        let version = |v1beta1: bool| if v1beta1 { "admission.k8s.io/v1beta1" } else { "admission.k8s.io/v1" };
+        let registry = prometheus::Registry::new();
+        let remembering = Admission::new(
+            Resolve::new(Arc::new(NameLookup), Arc::new(Anonymous), Duration::from_secs(2)),
+            Policy::default(),
+            Metrics::register(&registry).unwrap(),
+        );
+        let fresh = admission(Policy::default()).without_decision_memo();
+        let first = serde_json::to_vec(&review(version(first_v1beta1), "first", &pod)).unwrap();
+        rt.block_on(remembering.review(&first));
+        let second = serde_json::to_vec(&review(version(second_v1beta1), &uid, &pod)).unwrap();
+        let remembered = rt.block_on(remembering.review(&second));
+        let decided = rt.block_on(fresh.review(&second));
+        prop_assert_eq!(&remembered, &decided, "{}", pod);
+        let hits = registry
+            .gather()
+            .iter()
+            .filter(|family| family.name() == "noe_admission_decision_memo_total")
+            .flat_map(|family| family.get_metric().iter())
+            .filter(|metric| metric.get_label().iter().any(|l| l.value() == "hit"))
+            .map(|metric| metric.get_counter().get_value())
+            .sum::<f64>();
+        // Remembered unless a lookup failed (the failing and unparsable images).
+        let images_fail = pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .chain(pod["spec"]["initContainers"].as_array())
+            .flatten()
+            .any(|c| {
+                let image = c["image"].as_str().unwrap_or_default();
+                image.contains("fail") || image.is_empty() || image.contains(' ')
+            });
+        if !images_fail {
+            prop_assert_eq!(hits, 1.0, "{}", pod);
+        }
+    }
+}
+
 /// The generators reach the patching path (the properties above are not vacuous).
 #[test]
 fn a_plain_generated_pod_is_patched() {
