@@ -198,6 +198,31 @@ pub struct PlatformCache {
     /// The node-level credentials' generation (`Config::credentials_generation`).
     generation: Option<crate::credentials::Generation>,
     clock: noe_core::clock::Clock,
+    /// Counts the changes of `ok` (bumped after each one): a [`Stamp`] of answers found at one
+    /// count holds while it does not move.
+    changes: std::sync::atomic::AtomicU64,
+}
+
+/// What many answers read together ([`Probe`]) depended on: the table as it was, the node-level
+/// credentials, and the earliest instant one of them stops being fresh. While
+/// [`PlatformCache::holds`] says so, a new probe of the same images finds the same answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    changes: u64,
+    generation: u64,
+    until: Option<Instant>,
+}
+
+impl Stamp {
+    /// A stamp of `changes` changes of a table, credentials of `generation`, answers fresh
+    /// `until` (another source of answers than the platform cache, or a test's).
+    pub fn new(changes: u64, generation: u64, until: Option<Instant>) -> Self {
+        Self {
+            changes,
+            generation,
+            until,
+        }
+    }
 }
 
 /// See [`PlatformCache::probe`].
@@ -205,6 +230,8 @@ pub struct Probe<'a> {
     cache: &'a PlatformCache,
     now: Instant,
     hits: u64,
+    /// Read before any entry is.
+    stamp: Stamp,
 }
 
 impl Probe<'_> {
@@ -215,12 +242,19 @@ impl Probe<'_> {
         let now = self.now;
         let get = |key: Key| cache.ok.get(&key).filter(|c| cache.is_fresh(c, now));
         let found = get(Key::new(image, None))
-            .or_else(|| scope.and_then(|s| get(Key::new(image, Some(s)))))
-            .map(|cached| cached.entry);
-        if found.is_some() {
-            self.hits = self.hits.saturating_add(1);
-        }
-        found
+            .or_else(|| scope.and_then(|s| get(Key::new(image, Some(s)))))?;
+        self.hits = self.hits.saturating_add(1);
+        self.stamp.until = Some(
+            self.stamp
+                .until
+                .map_or(found.expires, |until| until.min(found.expires)),
+        );
+        Some(found.entry)
+    }
+
+    /// What the answers found so far depend on (see [`Stamp`]).
+    pub fn stamp(&self) -> Stamp {
+        self.stamp
     }
 }
 
@@ -280,7 +314,23 @@ impl PlatformCache {
             metrics,
             generation: config.credentials_generation.clone(),
             clock: config.clock.clone(),
+            changes: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Notes a change of `ok`, after it is made (a probe that read the count before it sees a
+    /// new count afterwards).
+    fn changed(&self) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Whether answers found together under `stamp` are still what a probe would find now: no
+    /// entry changed since, the node-level credentials are the same, and none has expired.
+    pub fn holds(&self, stamp: &Stamp) -> bool {
+        self.changes.load(std::sync::atomic::Ordering::Acquire) == stamp.changes
+            && self.generation() == stamp.generation
+            && stamp.until.is_some_and(|until| self.clock.now() < until)
     }
 
     /// The node-level credentials' generation now (0 without one).
@@ -326,10 +376,16 @@ impl PlatformCache {
     /// when the probe is dropped, with one increment of each counter (both are shared by every
     /// worker thread).
     pub fn probe(&self) -> Probe<'_> {
+        let stamp = Stamp {
+            changes: self.changes.load(std::sync::atomic::Ordering::Acquire),
+            generation: self.generation(),
+            until: None,
+        };
         Probe {
             cache: self,
             now: self.clock.now(),
             hits: 0,
+            stamp,
         }
     }
 
@@ -376,6 +432,7 @@ impl PlatformCache {
                     }
                     let expires = cached.expires;
                     self.ok.remove_if(&key, |c| c.expires == expires);
+                    self.changed();
                     stale = Some(cached.entry);
                 }
                 Err(guard) => break guard,
@@ -408,6 +465,7 @@ impl PlatformCache {
                     self.ok.insert(global, cached);
                     drop(guard);
                 }
+                self.changed();
                 self.metrics
                     .cache_entries
                     .set(i64::try_from(self.ok.len()).unwrap_or(i64::MAX));
@@ -420,6 +478,7 @@ impl PlatformCache {
                 match stale {
                     Some(entry) if scope.is_none() => {
                         let _ = guard.insert(self.cached(entry, Duration::ZERO, None));
+                        self.changed();
                     }
                     _ => drop(guard),
                 }

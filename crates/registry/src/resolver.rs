@@ -304,6 +304,12 @@ impl Resolver {
         Some(self.inner.cache.probe())
     }
 
+    /// Whether answers a [`Resolver::cache_probe`] found under `stamp` are still what a new
+    /// probe would find (no entry changed, none expired, the same node-level credentials).
+    pub fn cache_holds(&self, stamp: &crate::cache::Stamp) -> bool {
+        self.inner.config.platform_overrides.is_none() && self.inner.cache.holds(stamp)
+    }
+
     /// The platforms of [`Resolver::resolve_routed`] alone, shared with the cache (the
     /// admission path, after [`Resolver::cached`] missed): the override on the reference
     /// already parsed, then one cache probe that loads on a miss; no string building.

@@ -12,7 +12,8 @@
 //! - [`metrics`]: the admission's Prometheus metrics.
 //! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper external data, Kyverno), its
 //!   routes served on a listener of their own.
-//! - `memo`: the bounded table of remembered answers (the decision memo).
+//! - `memo`: the bounded table of remembered answers (the decision memo, the lookup
+//!   endpoint's answers).
 //! - `gets`: the one cached GET of what admissions read from the API server (namespaces,
 //!   nodes, pull secrets), its lifetimes on a clock seam.
 //!

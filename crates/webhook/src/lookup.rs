@@ -8,7 +8,9 @@
 //! one answer per key: from the cache first, the others looked up with the server's resolver
 //! ([`images`]), each within min(the caller's `?timeout=`, `--lookup-deadline`, 2 s) or a
 //! `timeout:` error of its own (the lookup goes on and fills the cache for the next request).
-//! Counted in [`metrics`].
+//! Counted in [`metrics`]. An answer written from the cache alone is remembered by its body,
+//! and the same request answered with it while the cache's answers it was written from hold
+//! ([`noe_registry::cache::Stamp`]): the same bytes a new reading would write.
 //!
 //! The routes are `tower::Service`s for the transport's [`crate::server::Router`], served on a
 //! listener of their own ([`crate::server::Running::add_https`]) with the webhook's certificate
@@ -31,6 +33,7 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use tower::Service;
 
+use crate::memo::{Table, Weighed};
 use crate::server::post::{self, PostFuture};
 use crate::server::router::{Answer, NotFound, Route, Router};
 use crate::server::tls::{provider, Reloadable};
@@ -97,6 +100,28 @@ pub struct Lookup {
     /// deadline included).
     in_flight: Arc<tokio::sync::Semaphore>,
     metrics: Metrics,
+    /// Answers by request body, while the cache answers they were written from hold.
+    answers: Table<Remembered>,
+}
+
+/// Bytes of remembered answers, at most.
+const REMEMBERED_BYTES: u64 = 4 * 1024 * 1024;
+
+/// An answer written from cached answers only, and what they depended on.
+#[derive(Debug)]
+struct Remembered {
+    body: Bytes,
+    outcome: Outcome,
+    keys: usize,
+    failed: usize,
+    stamp: noe_registry::cache::Stamp,
+}
+
+impl Weighed for Remembered {
+    fn weight(&self) -> u64 {
+        u64::try_from(self.body.len().saturating_add(std::mem::size_of::<Self>()))
+            .unwrap_or(u64::MAX)
+    }
 }
 
 impl std::fmt::Debug for Lookup {
@@ -126,6 +151,7 @@ impl Lookup {
                 max_in_flight.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
             )),
             metrics,
+            answers: Table::new(REMEMBERED_BYTES, 1024),
         }
     }
 
@@ -180,6 +206,17 @@ impl Lookup {
                 return (outcome, refused);
             }
         };
+        // The same request answered from the cache before, and every cache answer it was
+        // written from still the same: that answer again, byte for byte.
+        let remembered = Table::<Remembered>::key(&("lookup", engine.label(), &body[..]));
+        if let Some(hit) = self
+            .answers
+            .get(remembered)
+            .filter(|hit| self.images.holds(&hit.stamp))
+        {
+            tracing::debug!(caller = engine.label(), who = ?caller, keys = hit.keys, failed = hit.failed, "Lookup answered (as before)");
+            return (hit.outcome, json(StatusCode::OK, hit.body.clone()));
+        }
         let keys = match engine {
             Engine::Gatekeeper => wire::gatekeeper_keys(&body),
             Engine::Kyverno => wire::kyverno_keys(&body),
@@ -202,11 +239,21 @@ impl Lookup {
         };
         tracing::debug!(caller = engine.label(), who = ?caller, keys = keys.len(), failed = answers.failed, "Lookup answered");
         let find = |i: usize| answers.at(i);
-        let body = match engine {
+        let answer = match engine {
             Engine::Gatekeeper => wire::gatekeeper_response(&keys, find),
             Engine::Kyverno => wire::kyverno_response(&keys, find),
         };
-        (outcome, json(StatusCode::OK, body))
+        if let Some(stamp) = answers.stamp.filter(|stamp| self.images.holds(stamp)) {
+            let entry = Remembered {
+                body: answer.clone(),
+                outcome,
+                keys: keys.len(),
+                failed: answers.failed,
+                stamp,
+            };
+            self.answers.remember(remembered, entry);
+        }
+        (outcome, json(StatusCode::OK, answer))
     }
 
     /// 401, 403 or 503, with no data.

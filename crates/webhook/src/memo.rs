@@ -1,6 +1,6 @@
 //! A bounded table of answers remembered under keyed hashes: the admission's decision memo
-//! ([`crate::admission::memo`]). Its user says what makes a remembered answer still right;
-//! this only holds them.
+//! ([`crate::admission::memo`]) and the lookup endpoint's answers ([`crate::lookup`]). Each
+//! user says what makes a remembered answer still right; this only holds them.
 //!
 //! Keys are keyed 128-bit hashes ([`noe_registry::cache::keyed_hash`]: a per-process secret key,
 //! so no one can choose two requests that share an entry). Values are bounded by their bytes

@@ -358,3 +358,62 @@ fn digests_round_trip_through_their_text() {
         assert_eq!(Digest::from(other.as_str()), parsed);
     }
 }
+
+/// A probe's stamp holds while no entry changes, none of the answers it found expires and the
+/// node-level credentials stay the same; a stamp of no answer never holds.
+#[tokio::test]
+async fn a_probe_stamp_holds_until_an_entry_changes_or_expires() {
+    let cache = cache(Duration::from_millis(300), 10);
+    let loads = AtomicUsize::new(0);
+    let (a, b) = ("example.com/a:1", "example.com/b:1");
+    load(&cache, a, None, &loads, Ok((resolution(a), false)))
+        .await
+        .unwrap();
+    let empty = cache.probe().stamp();
+    assert!(!cache.holds(&empty), "no answer found: nothing to hold");
+    let mut probe = cache.probe();
+    assert!(probe.fresh(a, None).is_some());
+    assert!(probe.fresh(b, None).is_none());
+    let stamp = probe.stamp();
+    drop(probe);
+    assert!(cache.holds(&stamp));
+    assert!(cache.holds(&stamp), "reading changes nothing");
+    // Another entry loaded (which may evict one): the stamp no longer holds.
+    load(&cache, b, None, &loads, Ok((resolution(b), false)))
+        .await
+        .unwrap();
+    assert!(!cache.holds(&stamp));
+    let mut probe = cache.probe();
+    assert!(probe.fresh(a, None).is_some());
+    let stamp = probe.stamp();
+    drop(probe);
+    assert!(cache.holds(&stamp));
+    // The answer it found expired.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(!cache.holds(&stamp));
+}
+
+#[tokio::test]
+async fn a_probe_stamp_does_not_outlive_the_credentials() {
+    let generation = crate::credentials::Generation::default();
+    let config = Config {
+        cache_ttl: Duration::from_secs(60),
+        cache_max_entries: 10,
+        credentials_generation: Some(generation.clone()),
+        ..Config::default()
+    };
+    let metrics = Metrics::new(&prometheus::Registry::new(), &config).unwrap();
+    let cache = PlatformCache::new(&config, metrics);
+    let loads = AtomicUsize::new(0);
+    let a = "example.com/a:1";
+    load(&cache, a, None, &loads, Ok((resolution(a), false)))
+        .await
+        .unwrap();
+    let mut probe = cache.probe();
+    assert!(probe.fresh(a, None).is_some());
+    let stamp = probe.stamp();
+    drop(probe);
+    assert!(cache.holds(&stamp));
+    generation.bump();
+    assert!(!cache.holds(&stamp));
+}

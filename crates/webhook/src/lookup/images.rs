@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use noe_registry::cache::Stamp;
 use noe_registry::Resolver;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -34,6 +35,17 @@ pub trait ImageSource: Send + Sync + 'static {
     /// The fresh cached answer of each of `images`, in order: no I/O (the warm path). One
     /// request's keys are asked together, so a source reads its clock and counts its hits once.
     fn cached(&self, images: &[&str]) -> Vec<Option<KeyAnswer>>;
+
+    /// [`ImageSource::cached`], and when the source can tell, what those answers depend on:
+    /// while [`ImageSource::holds`] says so, asking again finds the same answers.
+    fn cached_stamped(&self, images: &[&str]) -> (Vec<Option<KeyAnswer>>, Option<Stamp>) {
+        (self.cached(images), None)
+    }
+
+    /// Whether answers found under `stamp` ([`ImageSource::cached_stamped`]) still hold.
+    fn holds(&self, _stamp: &Stamp) -> bool {
+        false
+    }
 
     /// The answer, looking the image up (the cache included); errors carry their class.
     fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer>;
@@ -63,16 +75,25 @@ impl RegistryImages {
 
 impl ImageSource for RegistryImages {
     fn cached(&self, images: &[&str]) -> Vec<Option<KeyAnswer>> {
+        self.cached_stamped(images).0
+    }
+
+    fn cached_stamped(&self, images: &[&str]) -> (Vec<Option<KeyAnswer>>, Option<Stamp>) {
         let Some(mut probe) = self.resolver.cache_probe() else {
-            return vec![None; images.len()];
+            return (vec![None; images.len()], None);
         };
-        images
+        let answers = images
             .iter()
             .map(|image| {
                 let (platforms, digest) = probe.fresh(image, None)?.into_found();
                 Some(KeyAnswer::Found { platforms, digest })
             })
-            .collect()
+            .collect();
+        (answers, Some(probe.stamp()))
+    }
+
+    fn holds(&self, stamp: &Stamp) -> bool {
+        self.resolver.cache_holds(stamp)
     }
 
     fn lookup<'a>(&'a self, image: &'a str) -> BoxFuture<'a, KeyAnswer> {
@@ -135,6 +156,8 @@ pub struct Answers<'a, K> {
     slots: Vec<usize>,
     distinct: Vec<KeyAnswer>,
     pub failed: usize,
+    /// Every answer came from the cache (or is an invalid key's): what they depend on.
+    pub stamp: Option<Stamp>,
 }
 
 impl<K: AsRef<str>> Answers<'_, K> {
@@ -234,13 +257,14 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
     }
     // Cache misses: their slot and key.
     let mut missed: Vec<(usize, &'a str)> = Vec::new();
-    let found = source.cached(&images);
+    let (found, stamp) = source.cached_stamped(&images);
     for ((slot, key), found) in probed.into_iter().zip(images).zip(found) {
         match (found, distinct.get_mut(slot)) {
             (Some(found), Some(place)) => *place = found,
             _ => missed.push((slot, key)),
         }
     }
+    let stamp = stamp.filter(|_| missed.is_empty());
     if !missed.is_empty() {
         let share = Arc::new(Semaphore::new(PER_REQUEST));
         let share = &share;
@@ -287,6 +311,7 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
         slots,
         distinct,
         failed,
+        stamp,
     }
 }
 

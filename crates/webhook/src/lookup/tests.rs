@@ -16,9 +16,34 @@ use super::*;
 #[derive(Default)]
 struct Images {
     lookups: AtomicUsize,
+    /// Stamp the cached answers (a source that can tell what they depend on).
+    stamps: std::sync::atomic::AtomicBool,
+    /// What [`ImageSource::holds`] answers.
+    holding: std::sync::atomic::AtomicBool,
+    /// Calls of `cached_stamped`.
+    probes: AtomicUsize,
 }
 
 impl ImageSource for Images {
+    fn cached_stamped(
+        &self,
+        images: &[&str],
+    ) -> (Vec<Option<KeyAnswer>>, Option<noe_registry::cache::Stamp>) {
+        self.probes.fetch_add(1, Ordering::SeqCst);
+        let stamp = self.stamps.load(Ordering::SeqCst).then(|| {
+            noe_registry::cache::Stamp::new(
+                0,
+                0,
+                Some(std::time::Instant::now() + Duration::from_secs(60)),
+            )
+        });
+        (self.cached(images), stamp)
+    }
+
+    fn holds(&self, _stamp: &noe_registry::cache::Stamp) -> bool {
+        self.holding.load(Ordering::SeqCst)
+    }
+
     fn cached(&self, images: &[&str]) -> Vec<Option<KeyAnswer>> {
         images
             .iter()
@@ -316,4 +341,74 @@ fn caller_timeouts() {
     ] {
         assert!(caller_timeout(Some(bad)).is_err(), "{bad}");
     }
+}
+
+/// A request answered from the cache alone is answered again, byte for byte and without a
+/// probe, while the source says those answers hold; one with a key the cache did not have is
+/// never remembered; every request is counted.
+#[tokio::test]
+async fn answers_from_the_cache_are_remembered_while_they_hold() {
+    let f = fixture();
+    f.images.stamps.store(true, Ordering::SeqCst);
+    f.images.holding.store(true, Ordering::SeqCst);
+    let body = gatekeeper(&["nginx", "nginx", ""]);
+    let first = call(&f.routes, GATEKEEPER_PATH, true, None, body.clone()).await;
+    assert_eq!(first.0, StatusCode::OK);
+    assert_eq!(
+        first.1["response"]["items"][0]["value"]["digest"],
+        "sha256:n"
+    );
+    let second = call(&f.routes, GATEKEEPER_PATH, true, None, body.clone()).await;
+    assert_eq!(second, first);
+    assert_eq!(
+        f.images.probes.load(Ordering::SeqCst),
+        1,
+        "answered as before"
+    );
+    // The Kyverno route with the same body is another request.
+    call(
+        &f.routes,
+        KYVERNO_PATH,
+        true,
+        None,
+        r#"{"images":["nginx"]}"#.into(),
+    )
+    .await;
+    assert_eq!(f.images.probes.load(Ordering::SeqCst), 2);
+
+    // The cache answers changed (an entry replaced or expired): probed again.
+    f.images.holding.store(false, Ordering::SeqCst);
+    let third = call(&f.routes, GATEKEEPER_PATH, true, None, body.clone()).await;
+    assert_eq!(third, first);
+    assert_eq!(f.images.probes.load(Ordering::SeqCst), 3);
+
+    // A key the cache did not have: looked up each time, never remembered.
+    f.images.holding.store(true, Ordering::SeqCst);
+    let missing = gatekeeper(&["nginx", "redis"]);
+    for _ in 0..2 {
+        let (status, answer) = call(&f.routes, GATEKEEPER_PATH, true, None, missing.clone()).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(answer["response"]["items"][1]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("notfound:"));
+    }
+    assert_eq!(f.images.probes.load(Ordering::SeqCst), 5);
+    assert_eq!(f.images.lookups.load(Ordering::SeqCst), 2);
+
+    // A caller refused before is refused: the answer is never given without authentication.
+    let (status, _) = call(&f.routes, GATEKEEPER_PATH, false, None, body).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let counted: f64 = f
+        .registry
+        .gather()
+        .iter()
+        .filter(|family| family.name() == "noe_lookup_requests_total")
+        .flat_map(|family| family.get_metric().iter())
+        .map(|metric| metric.get_counter().get_value())
+        .sum();
+    assert_eq!(
+        counted, 7.0,
+        "every request counted, answered as before or not"
+    );
 }
