@@ -150,6 +150,11 @@ impl Admission {
         }
         memo.count(checked);
         let request = envelope.into_request()?;
+        // A pod seen for the first time is decided as without the memo, and only noted: most
+        // pods seen once are never seen again, and remembering costs more than deciding.
+        if checked == Checked::Missed && memo.first_sight(key) {
+            return Ok(self.answer(request).await);
+        }
         Ok(self.decide_and_remember(&request, memo, key, known).await)
     }
 

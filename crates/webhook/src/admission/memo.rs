@@ -8,7 +8,9 @@
 //! What may change is checked on every hit, as a fresh admission would read it: the images are
 //! looked up again (from the caches, with the pod's pull secrets) and the facts asked again, and
 //! the remembered answer is sent only when both are what the decision saw. Otherwise the pod is
-//! decided again with the lookups just made (none is made twice) and remembered anew.
+//! decided again with the lookups just made (none is made twice) and remembered anew. A pod is
+//! remembered the second time it is seen: one seen once is decided as without the memo, its key
+//! only noted.
 //!
 //! Pods of one ReplicaSet, Job or StatefulSet created in one burst have the same object (their
 //! name is generated after admission); the apiserver's field-manager entries carry the time to
@@ -31,6 +33,8 @@ use crate::metrics::Metrics;
 pub const MAX_BYTES: u64 = 4 * 1024 * 1024;
 /// Entries the table is sized for (its bound is [`MAX_BYTES`]).
 pub const MAX_ENTRIES: usize = 4096;
+/// Keys of pods seen once kept at most (about 56 bytes each).
+pub const SEEN: usize = 16 * 1024;
 
 /// What a decision read besides the pod and the policy: what a hit checks again.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +103,10 @@ struct Counters {
 /// The remembered decisions.
 pub struct Memo {
     table: Table<Entry>,
+    /// Keys of the pods seen once (and not remembered), most recent first out: a pod is
+    /// remembered the second time it is seen.
+    seen:
+        quick_cache::sync::Cache<u128, (), quick_cache::UnitWeighter, foldhash::fast::RandomState>,
     counters: Counters,
 }
 
@@ -126,6 +134,13 @@ impl Memo {
         let counter = |result: &str| metrics.decision_memo.with_label_values(&[result]);
         Self {
             table: Table::new(MAX_BYTES, MAX_ENTRIES),
+            seen: quick_cache::sync::Cache::with(
+                SEEN,
+                u64::try_from(SEEN).unwrap_or(u64::MAX),
+                quick_cache::UnitWeighter,
+                foldhash::fast::RandomState::default(),
+                quick_cache::sync::DefaultLifecycle::default(),
+            ),
             counters: Counters {
                 hit: counter("hit"),
                 miss: counter("miss"),
@@ -142,6 +157,17 @@ impl Memo {
     /// The entry of `key`, if one is remembered (counted by [`Memo::count`] once checked).
     pub fn get(&self, key: u128) -> Option<Arc<Entry>> {
         self.table.get(key)
+    }
+
+    /// Whether the pod of `key` is seen for the first time (lately): noted, so the next one
+    /// with the same key is remembered.
+    pub fn first_sight(&self, key: u128) -> bool {
+        if self.seen.get(&key).is_some() {
+            self.seen.remove(&key);
+            return false;
+        }
+        self.seen.insert(key, ());
+        true
     }
 
     /// Counts one pod creation.

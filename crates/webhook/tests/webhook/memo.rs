@@ -1,6 +1,6 @@
-//! The decision memo through the real `Admission`: a pod already decided is answered as a fresh
-//! decision would answer it, and decided again as soon as one of its lookups or the facts of
-//! its surroundings changed; failures are never remembered; counted by result.
+//! The decision memo through the real `Admission`: a pod seen twice is remembered, and then
+//! answered as a fresh decision would answer it, and decided again as soon as one of its lookups
+//! or the facts of its surroundings changed; failures are never remembered; counted by result.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -163,20 +163,22 @@ async fn a_changed_lookup_or_fact_is_decided_again() {
     let web = pod("web:1");
 
     let first = setup.review("team-a", "u1", &web).await;
-    assert_eq!(setup.counts(), (0, 0, 1));
-    let second = setup.review("team-a", "u2", &web).await;
-    assert_eq!(setup.counts(), (1, 0, 1), "answered from the memo");
-    assert_eq!(patch(&first), patch(&second));
-    assert_eq!(second["response"]["uid"], "u2", "the request's own uid");
+    assert_eq!(setup.counts(), (0, 0, 1), "seen once: only noted");
+    setup.review("team-a", "u2", &web).await;
+    assert_eq!(setup.counts(), (0, 0, 2), "seen twice: remembered");
+    let third = setup.review("team-a", "u3", &web).await;
+    assert_eq!(setup.counts(), (1, 0, 2), "answered from the memo");
+    assert_eq!(patch(&first), patch(&third));
+    assert_eq!(third["response"]["uid"], "u3", "the request's own uid");
 
     // The image's platforms changed (a new push found on revalidation): decided again.
     setup.lookup.arm_only.store(true, Ordering::SeqCst);
-    let third = setup.review("team-a", "u3", &web).await;
-    assert_eq!(setup.counts(), (1, 1, 1));
-    assert_ne!(patch(&third), patch(&second));
-    assert!(patch(&third).contains("arm64"), "{}", patch(&third));
-    setup.review("team-a", "u4", &web).await;
-    assert_eq!(setup.counts(), (2, 1, 1), "remembered anew");
+    let changed = setup.review("team-a", "u4", &web).await;
+    assert_eq!(setup.counts(), (1, 1, 2));
+    assert_ne!(patch(&changed), patch(&third));
+    assert!(patch(&changed).contains("arm64"), "{}", patch(&changed));
+    setup.review("team-a", "u5", &web).await;
+    assert_eq!(setup.counts(), (2, 1, 2), "remembered anew");
 
     // A node of another arch joined the cluster: decided again.
     setup
@@ -185,30 +187,33 @@ async fn a_changed_lookup_or_fact_is_decided_again() {
         .lock()
         .unwrap()
         .insert("arm64".to_owned());
-    setup.review("team-a", "u5", &web).await;
-    assert_eq!(setup.counts(), (2, 2, 1));
     setup.review("team-a", "u6", &web).await;
-    assert_eq!(setup.counts(), (3, 2, 1));
+    assert_eq!(setup.counts(), (2, 2, 2));
+    setup.review("team-a", "u7", &web).await;
+    assert_eq!(setup.counts(), (3, 2, 2));
 }
 
 #[tokio::test]
 async fn the_same_pod_elsewhere_or_another_pod_is_decided() {
     let setup = setup(Policy::default());
     let web = pod("web:1");
-    setup.review("team-a", "u1", &web).await;
-    setup.review("team-b", "u2", &web).await;
+    for uid in ["u1", "u2"] {
+        setup.review("team-a", uid, &web).await;
+    }
+    setup.review("team-b", "u3", &web).await;
     assert_eq!(
         setup.counts(),
-        (0, 0, 2),
+        (0, 0, 3),
         "the namespace is part of the key"
     );
     let mut other = web.clone();
     other["spec"]["nodeSelector"] = json!({"disk": "ssd"});
-    setup.review("team-a", "u3", &other).await;
-    assert_eq!(setup.counts(), (0, 0, 3));
     setup.review("team-a", "u4", &other).await;
-    setup.review("team-b", "u5", &web).await;
-    assert_eq!(setup.counts(), (2, 0, 3));
+    assert_eq!(setup.counts(), (0, 0, 4));
+    setup.review("team-a", "u5", &web).await;
+    setup.review("team-b", "u6", &web).await;
+    setup.review("team-b", "u7", &web).await;
+    assert_eq!(setup.counts(), (2, 0, 5));
 }
 
 #[tokio::test]

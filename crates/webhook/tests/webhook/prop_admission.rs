@@ -387,6 +387,8 @@ proptest! {
         );
         let fresh = admission(Policy::default()).without_decision_memo();
         let first = serde_json::to_vec(&review(version(first_v1beta1), "first", &pod)).unwrap();
+        // Seen twice: remembered.
+        rt.block_on(remembering.review(&first));
         rt.block_on(remembering.review(&first));
         let second = serde_json::to_vec(&review(version(second_v1beta1), &uid, &pod)).unwrap();
         let remembered = rt.block_on(remembering.review(&second));
