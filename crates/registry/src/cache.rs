@@ -45,11 +45,12 @@ pub const FAILURE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// Digest references are immutable: at least this long, or `cache_ttl` if longer.
 pub const DIGEST_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// A keyed 128-bit hash under a per-process random key (also the webhook's remembered answers) (SipHash-1-3 with its 128-bit output,
+/// A keyed 128-bit hash under a per-process random key (SipHash-1-3 with its 128-bit output,
 /// one pass over the value): no string is stored, and with a secret key collisions are out of
 /// reach (about 2^-94 for 100k entries) even for someone choosing image names. The `siphasher`
 /// crate for the 128-bit output: the standard library's SipHash gives 64 bits, and two of them
-/// (what this did before) read every image name twice on the warm path.
+/// (what this did before) read every image name twice on the warm path. The webhook keys its
+/// remembered answers with it too.
 pub fn keyed_hash(value: &(impl Hash + ?Sized)) -> u128 {
     use siphasher::sip128::{Hasher128 as _, SipHasher13};
     static KEY: OnceLock<(u64, u64)> = OnceLock::new();
