@@ -57,10 +57,12 @@ pub struct Request<'b> {
 impl Request<'_> {
     /// The pod of a pod creation (`Pod` in the core group, `CREATE`, no subresource).
     pub fn pod_creation(&self) -> Option<&Value> {
-        let is_creation = self.kind == "Pod"
-            && self.group.is_empty()
-            && self.operation == Operation::Create
-            && self.sub_resource.as_deref().is_none_or(str::is_empty);
+        let is_creation = creates_a_pod(
+            &self.kind,
+            &self.group,
+            self.operation,
+            self.sub_resource.as_deref(),
+        );
         self.object.as_ref().filter(|_| is_creation)
     }
 
@@ -74,6 +76,21 @@ impl Request<'_> {
         let pod = self.object.as_ref().filter(|_| is_debug)?;
         Some((pod, self.old_object.as_ref()))
     }
+}
+
+/// Whether a request of this kind, operation and subresource creates a pod (`Pod` in the core
+/// group, `CREATE`, no subresource): what [`Request::pod_creation`] and
+/// [`Envelope::is_pod_creation`] ask.
+fn creates_a_pod(
+    kind: &str,
+    group: &str,
+    operation: Operation,
+    sub_resource: Option<&str>,
+) -> bool {
+    kind == "Pod"
+        && group.is_empty()
+        && operation == Operation::Create
+        && sub_resource.is_none_or(str::is_empty)
 }
 
 /// Why a body is not an AdmissionReview we can answer normally.
@@ -246,11 +263,13 @@ pub fn parse_envelope<'b>(body: &'b [u8]) -> Result<Envelope<'b>, Invalid> {
 impl<'b> Envelope<'b> {
     /// A pod creation (`Pod` in the core group, `CREATE`, no subresource) with an object.
     pub fn is_pod_creation(&self) -> bool {
-        self.kind == "Pod"
-            && self.group.is_empty()
-            && self.operation == Operation::Create
-            && self.sub_resource.as_deref().is_none_or(str::is_empty)
-            && self.object.is_some()
+        self.object.is_some()
+            && creates_a_pod(
+                &self.kind,
+                &self.group,
+                self.operation,
+                self.sub_resource.as_deref(),
+            )
     }
 
     /// Reads the objects (less what no step reads, [`super::prune`]).
