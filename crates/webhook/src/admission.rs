@@ -148,8 +148,9 @@ impl Admission {
                 }
             }
         }
-        memo.count(checked);
+        // Counted once the pod is read: a body refused here is no pod decided.
         let request = envelope.into_request()?;
+        memo.count(checked);
         // A pod seen for the first time is decided as without the memo, and only noted: most
         // pods seen once are never seen again, and remembering costs more than deciding.
         if checked == Checked::Missed && memo.first_sight(key) {

@@ -228,6 +228,18 @@ async fn failed_lookups_are_not_remembered() {
 }
 
 #[tokio::test]
+async fn a_pod_that_cannot_be_read_is_not_counted() {
+    let setup = setup(Policy::default());
+    let mut unreadable = pod("web:1");
+    unreadable["metadata"]["labels"] = json!({"app": 1});
+    for uid in ["u1", "u2"] {
+        let answer = setup.review("team-a", uid, &unreadable).await;
+        assert_eq!(answer["response"]["status"]["code"], 400, "{answer}");
+    }
+    assert_eq!(setup.counts(), (0, 0, 0));
+}
+
+#[tokio::test]
 async fn gated_and_selecting_admissions_do_not_remember() {
     use noe_webhook::admission::gate::{GateSettings, LookupMode};
     let registry = prometheus::Registry::new();
