@@ -102,6 +102,9 @@ pub struct Lookup {
     metrics: Metrics,
     /// Answers by request body, while the cache answers they were written from hold.
     answers: Table<Remembered>,
+    /// Whether an answer was ever remembered: until then no body is hashed to look for one
+    /// (a source that cannot stamp its answers, `--platform-overrides`, never remembers).
+    remembers: std::sync::atomic::AtomicBool,
 }
 
 /// Bytes of remembered answers, at most.
@@ -152,6 +155,7 @@ impl Lookup {
             )),
             metrics,
             answers: Table::new(REMEMBERED_BYTES, 1024),
+            remembers: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -208,10 +212,13 @@ impl Lookup {
         };
         // The same request answered from the cache before, and every cache answer it was
         // written from still the same: that answer again, byte for byte.
-        let remembered = Table::<Remembered>::key(&("lookup", engine.label(), &body[..]));
-        if let Some(hit) = self
-            .answers
-            .get(remembered)
+        let key = || Table::<Remembered>::key(&("lookup", engine.label(), &body[..]));
+        let remembered = self
+            .remembers
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(key);
+        if let Some(hit) = remembered
+            .and_then(|remembered| self.answers.get(remembered))
             .filter(|hit| self.images.holds(&hit.stamp))
         {
             tracing::debug!(caller = engine.label(), who = ?caller, keys = hit.keys, failed = hit.failed, "Lookup answered (as before)");
@@ -251,7 +258,9 @@ impl Lookup {
                 failed: answers.failed,
                 stamp,
             };
-            self.answers.remember(remembered, entry);
+            self.answers.remember(remembered.unwrap_or_else(key), entry);
+            self.remembers
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         (outcome, json(StatusCode::OK, answer))
     }
