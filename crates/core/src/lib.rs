@@ -13,6 +13,8 @@
 //! - [`report`]: workloads' readiness for target architectures (`noe report`), pure.
 //! - [`clock`]: time as a seam for the lifetimes of the caches around the decision.
 //! - [`bucket`]: the one token bucket (registry requests per host, evictions).
+//! - [`truth`]: platforms proven false (verification, exec format errors learned), applied
+//!   before the decision.
 
 pub mod bucket;
 pub mod clock;
@@ -23,6 +25,7 @@ pub mod images;
 pub mod patch;
 pub mod platform;
 pub mod report;
+pub mod truth;
 pub mod workload;
 
 pub use platform::{Platform, Support};
