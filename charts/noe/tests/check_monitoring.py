@@ -35,6 +35,8 @@ NOT_IN_A_PLAIN_START = {
     "noe_gate_oldest_seconds": "--lookup-mode gate|hybrid (a cluster)",
     "noe_gate_duration_seconds": "--lookup-mode gate|hybrid (a cluster)",
     "noe_gate_releases_total": "--lookup-mode gate|hybrid (a cluster)",
+    "noe_gate_queue_full_total": "--lookup-mode gate|hybrid (a cluster)",
+    "noe_gate_queued": "--lookup-mode gate|hybrid (a cluster)",
 }
 GATE = {m for m in NOT_IN_A_PLAIN_START if m.startswith(("noe_gate_", "noe_gated_"))}
 METRIC = re.compile(r"\b((?:noe|process)_[a-z0-9_]+)\b")

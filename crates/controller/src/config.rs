@@ -88,6 +88,11 @@ pub struct GateConfig {
     pub backoff_min: Duration,
     /// The longest retry delay.
     pub backoff_max: Duration,
+    /// Gated pods the work queue holds at most; a pod that finds it full is counted
+    /// (`noe_gate_queue_full_total`) and queued by the next resync.
+    pub queue_capacity: usize,
+    /// How often gated pods the queue does not hold are queued again.
+    pub resync: Duration,
 }
 
 impl Default for GateConfig {
@@ -96,6 +101,8 @@ impl Default for GateConfig {
             max_attempts: 5,
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
+            queue_capacity: 100_000,
+            resync: Duration::from_secs(60),
         }
     }
 }

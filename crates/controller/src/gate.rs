@@ -69,10 +69,6 @@ pub mod stage {
 const WORKERS: usize = 16;
 /// Pods whose attempts are remembered (then forgotten: the worst case is a retry too early).
 const MEMO: usize = 100_000;
-/// Gated pods the work queue holds at most (beyond: picked up by the resync).
-const MAX_QUEUED: usize = 100_000;
-/// How often gated pods the queue does not hold are queued again.
-const RESYNC: Duration = Duration::from_secs(60);
 /// How long releases in flight may finish once the controller stops.
 const GRACE: Duration = Duration::from_secs(10);
 
@@ -237,7 +233,7 @@ type Pods = reflector::Store<Pod>;
 async fn run(state: Arc<State>, stop: crate::context::Stop) {
     let api: Api<Pod> = Api::all(state.client.clone());
     let (store, writer) = reflector::store();
-    let queue = Arc::new(WorkQueue::new(MAX_QUEUED));
+    let queue = Arc::new(WorkQueue::new(state.config.queue_capacity.max(1)));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..WORKERS {
         workers.spawn(work(state.clone(), queue.clone(), store.clone()));
@@ -246,7 +242,7 @@ async fn run(state: Arc<State>, stop: crate::context::Stop) {
         .default_backoff()
         .reflect(writer);
     let feed = feed(events, &queue, &state);
-    let gauges = gauges(&store, &queue, &state.metrics);
+    let gauges = gauges(&store, &queue, &state);
     tokio::select! {
         () = feed => {}
         () = gauges => {}
@@ -267,6 +263,7 @@ async fn run(state: Arc<State>, stop: crate::context::Stop) {
     }
     state.metrics.gated_pods.set(0);
     state.metrics.gate_oldest.set(0.0);
+    state.metrics.gate_queued.set(0);
 }
 
 /// Queues the key of every gated pod the watch brings: at once for an event, at the end of a
@@ -282,7 +279,7 @@ async fn feed(
         match event {
             Ok(watcher::Event::Apply(pod)) => {
                 if has_our_gate(&pod) {
-                    queued(queue.add(ObjectRef::from_obj(&pod)));
+                    queued(state, queue.add(ObjectRef::from_obj(&pod)));
                 }
             }
             Ok(watcher::Event::Delete(pod)) => {
@@ -293,15 +290,19 @@ async fn feed(
             }
             Ok(watcher::Event::Init) => listed.clear(),
             Ok(watcher::Event::InitApply(pod)) => {
-                if has_our_gate(&pod) && listed.len() < MAX_QUEUED {
-                    listed.push(ObjectRef::from_obj(&pod));
+                if has_our_gate(&pod) {
+                    if listed.len() < state.config.queue_capacity {
+                        listed.push(ObjectRef::from_obj(&pod));
+                    } else {
+                        queued(state, Added::Full);
+                    }
                 }
             }
             Ok(watcher::Event::InitDone) => {
                 // A relist after a watch restart: every gated pod queued, retries kept at
                 // their time.
                 for key in listed.drain(..) {
-                    queued(queue.add_if_absent(key));
+                    queued(state, queue.add_if_absent(key));
                 }
             }
             Err(error) => {
@@ -316,23 +317,29 @@ async fn feed(
     }
 }
 
-fn queued(added: Added) {
+/// Counts a pod the full queue did not take (`noe_gate_queue_full_total`): the resync queues
+/// it once the queue has room.
+fn queued(state: &State, added: Added) {
     if added == Added::Full {
-        // Picked up by the resync once the queue has room.
+        state.metrics.gate_queue_full.inc();
         tracing::warn!(
-            capacity = MAX_QUEUED,
+            capacity = state.config.queue_capacity,
             "gate work queue full: a gated pod waits for the resync"
         );
     }
 }
 
-/// The gauges, every second from the store; every [`RESYNC`] the gated pods the queue does not
-/// hold are queued (none, unless the queue was full).
-async fn gauges(store: &Pods, queue: &WorkQueue<ObjectRef<Pod>>, metrics: &Metrics) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+/// The gauges, every second from the store and the queue; every `resync` the gated pods the
+/// queue does not hold are queued (none, unless the queue was full).
+async fn gauges(store: &Pods, queue: &WorkQueue<ObjectRef<Pod>>, state: &State) {
+    let metrics = &state.metrics;
+    let mut tick = tokio::time::interval(Duration::from_secs(1).min(state.config.resync));
     let mut last_resync = Instant::now();
     loop {
         tick.tick().await;
+        metrics
+            .gate_queued
+            .set(i64::try_from(queue.len()).unwrap_or(i64::MAX));
         let pods = store.state();
         let gated: Vec<&Arc<Pod>> = pods.iter().filter(|p| has_our_gate(p)).collect();
         metrics
@@ -340,10 +347,13 @@ async fn gauges(store: &Pods, queue: &WorkQueue<ObjectRef<Pod>>, metrics: &Metri
             .set(i64::try_from(gated.len()).unwrap_or(i64::MAX));
         let oldest = gated.iter().map(|p| age(p)).fold(0.0, f64::max);
         metrics.gate_oldest.set(oldest);
-        if last_resync.elapsed() >= RESYNC {
+        if last_resync.elapsed() >= state.config.resync {
             last_resync = Instant::now();
             for pod in gated {
-                queued(queue.add_if_absent(ObjectRef::from_obj(pod.as_ref())));
+                queued(
+                    state,
+                    queue.add_if_absent(ObjectRef::from_obj(pod.as_ref())),
+                );
             }
         }
     }
@@ -374,7 +384,7 @@ async fn work(state: Arc<State>, queue: Arc<WorkQueue<ObjectRef<Pod>>>, store: P
         };
         queue.done(&key);
         if let Some(delay) = retry {
-            queued(queue.add_after(key, delay));
+            queued(&state, queue.add_after(key, delay));
         }
     }
 }

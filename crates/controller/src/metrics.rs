@@ -46,6 +46,11 @@ pub struct Metrics {
     pub(crate) gate_releases: IntCounterVec,
     /// `noe_gate_stage_seconds{stage}`: the parts of a release attempt ([`crate::gate::stage`]).
     pub(crate) gate_stages: HistogramVec,
+    /// `noe_gate_queue_full_total`: gated pods the full work queue did not take (the resync
+    /// queues them later).
+    pub(crate) gate_queue_full: IntCounter,
+    /// `noe_gate_queued`: gated pods the work queue holds (waiting, in flight or retried later).
+    pub(crate) gate_queued: IntGauge,
     namespaces: Arc<Mutex<HashSet<String>>>,
     max_namespaces: usize,
 }
@@ -143,6 +148,16 @@ impl Metrics {
             &["stage"],
         )?;
         registry.register(Box::new(gate_stages.clone()))?;
+        let gate_queue_full = IntCounter::new(
+            "noe_gate_queue_full_total",
+            "Gated pods the gate controller's full work queue did not take: each waits for the next resync (on the leader)",
+        )?;
+        registry.register(Box::new(gate_queue_full.clone()))?;
+        let gate_queued = IntGauge::new(
+            "noe_gate_queued",
+            "Gated pods the gate controller's work queue holds: waiting, in flight or retried later (on the leader)",
+        )?;
+        registry.register(Box::new(gate_queued.clone()))?;
         Ok(Self {
             deletions,
             checked,
@@ -158,6 +173,8 @@ impl Metrics {
             gate_duration,
             gate_releases,
             gate_stages,
+            gate_queue_full,
+            gate_queued,
             namespaces: Arc::default(),
             max_namespaces,
         })

@@ -246,6 +246,11 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         }
     }
 
+    /// Distinct keys held (waiting, running or due later): what the capacity bounds.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().keys()
+    }
+
     /// Wakes every worker with `None`; adds are ignored from now on.
     pub(crate) fn close(&self) {
         self.lock().closed = true;

@@ -121,6 +121,7 @@ fn fast_gate() -> GateConfig {
         max_attempts: 5,
         backoff_min: Duration::from_millis(50),
         backoff_max: Duration::from_millis(200),
+        ..GateConfig::default()
     }
 }
 
@@ -488,6 +489,53 @@ async fn many_gated_pods_are_each_released_by_one_write() {
         assert_eq!(statuses, [200], "{name}");
     }
     assert_eq!(planner.calls.load(Ordering::SeqCst), 120);
+    running.shutdown().await;
+}
+
+/// A work queue of 4 and 12 gated pods while every release is held: the pods it cannot take
+/// are counted, its depth is a gauge, and each is released once by the resync.
+#[tokio::test]
+async fn a_full_queue_is_counted_and_its_pods_released_by_the_resync() {
+    let api = KubeApi::start().await.unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("q{i:02}")).collect();
+    for name in &names {
+        api.put_pod(gated_pod_json("shop", name, &["app:1"]));
+    }
+    let hold = Arc::new(tokio::sync::Semaphore::new(0));
+    let planner = Arc::new(Scripted {
+        failures: AtomicU32::new(0),
+        calls: AtomicU32::new(0),
+        answer: Answer::Arm,
+        hold: Some(hold.clone()),
+    });
+    let small = GateConfig {
+        queue_capacity: 4,
+        resync: Duration::from_millis(200),
+        ..fast_gate()
+    };
+    let (running, registry) = start_with(&api, planner.clone(), None, small);
+    eventually("the full queue counted", || {
+        value(&registry, "noe_gate_queue_full_total", None) >= 8.0
+    })
+    .await;
+    eventually("its depth shown", || {
+        value(&registry, "noe_gate_queued", None) == 4.0
+    })
+    .await;
+    assert!(names.iter().all(|name| gated(&api, name)));
+    hold.add_permits(1000);
+    eventually("all released", || {
+        names.iter().all(|name| !gated(&api, name))
+    })
+    .await;
+    for name in &names {
+        let statuses: Vec<u16> = pod_patches(&api, name).iter().map(|p| p.status).collect();
+        assert_eq!(statuses, [200], "{name}");
+    }
+    eventually("the queue empty", || {
+        value(&registry, "noe_gate_queued", None) == 0.0
+    })
+    .await;
     running.shutdown().await;
 }
 
