@@ -179,17 +179,23 @@ impl Lookup {
     {
         let now = tokio::time::Instant::now();
         if request.method() != Method::POST {
+            post::drain(request.into_body()).await;
             return (Outcome::Invalid, post::method_not_allowed());
         }
         let verified = request.extensions().get::<ClientCertificate>().is_some();
         let caller = match self.auth.caller(verified, request.headers()).await {
             Ok(caller) => caller,
-            Err(refused) => return self.refuse(engine, &refused),
+            Err(refused) => {
+                // Not read for the answer, only so that the refusal reaches every client whole.
+                post::drain(request.into_body()).await;
+                return self.refuse(engine, &refused);
+            }
         };
         let budget = match caller_timeout(request.uri().query()) {
             Ok(Some(caller)) => caller.min(self.deadline),
             Ok(None) => self.deadline,
             Err(invalid) => {
+                post::drain(request.into_body()).await;
                 return (Outcome::Invalid, invalid_answer(engine, &invalid));
             }
         };

@@ -9,6 +9,7 @@ mod webhook {
     mod bounded;
     mod facts;
     mod fault_admission;
+    mod lookup_listener;
     mod memo;
     mod prop_admission;
     mod pull_secrets;

@@ -177,6 +177,37 @@ where
     }
 }
 
+/// Bytes of a refused request's body read and dropped before its refusal is sent, at most.
+pub const DRAIN_BYTES: usize = 64 * 1024;
+/// How long a refused request's body may take to arrive before its refusal is sent anyway.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Reads and drops what is left of a refused request's body, at most [`DRAIN_BYTES`] within
+/// [`DRAIN_TIMEOUT`], before its refusal is sent. An HTTP/2 stream whose answer ends while its
+/// client is still sending is reset (`RST_STREAM`), and some clients (curl before 8) then drop
+/// the answer they were given and report a stream error; an HTTP/1.1 connection whose body was
+/// not read cannot carry another request. A body beyond those bounds is refused unread.
+pub async fn drain<B>(body: B)
+where
+    B: hyper::body::Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut read = 0usize;
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while read <= DRAIN_BYTES {
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        read = read.saturating_add(data.len());
+                    }
+                }
+                Some(Err(_)) | None => return,
+            }
+        }
+    })
+    .await;
+}
+
 /// 413, asking an HTTP/1.1 client to close (the listener closes such a connection shortly after
 /// rather than read the rest of a body nobody wants).
 pub fn too_large() -> Answer {
