@@ -116,7 +116,7 @@ def invariants(t, r, release, namespace):
         rules = [x for g in pr["spec"]["groups"] for x in g["rules"]]
         names = [x["alert"] for x in rules]
         want = {"NoeAdmissionErrors", "NoeAdmissionLatencyNearDeadline", "NoeImageLookupsFailing",
-                "NoeRegistryCircuitOpen", "NoeSharedCacheDown", "NoeGatedPodTooOld",
+                "NoeRegistryCircuitOpen", "NoeSharedCacheDown", "NoeGatedPodTooOld", "NoeGateQueueFull",
                 "NoeNoLeaseHolder", "NoeEvictionsFailing", "NoePodsEvicted"}
         check("PrometheusRule has the alerts of docs/configuration.md", set(names) == want,
               str(set(names) ^ want))
