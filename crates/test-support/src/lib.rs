@@ -36,7 +36,8 @@
 //! ```
 //!
 //! - [`StalledClient`]: a TCP or TLS client that sends requests and never reads the answers
-//!   (for the webhook server's write timeouts).
+//!   (for the webhook server's write timeouts); [`silent_connections`]: TCP connections that
+//!   never send a byte, never starting TLS (for its handshake bounds).
 //! - [`ConnectProxy`]: a loopback HTTP `CONNECT` proxy (corporate egress) that records the
 //!   names it is asked to reach and tunnels them to loopback.
 //! - [`DelayProxy`]: a loopback TCP proxy adding a round-trip time to everything it forwards
@@ -104,7 +105,7 @@ pub use push::{sha256_digest, PushAuth, Pusher};
 pub use redis::{RedisBuilder, RedisServer};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
 pub use review::{admission_review, deployment_pod_review, ephemeral_review, pod_review};
-pub use stalled_client::StalledClient;
+pub use stalled_client::{silent_connections, StalledClient};
 pub use token_server::{
     decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,
 };

@@ -119,6 +119,32 @@ impl StalledClient {
     }
 }
 
+/// `count` plain TCP connections to `addr` from the local address `source` (a loopback address
+/// such as 127.0.0.2 tells them apart from the clients under test) that never send a byte: a
+/// server waiting for their TLS handshake waits for nothing. Closed when dropped.
+pub async fn silent_connections(
+    addr: SocketAddr,
+    source: std::net::IpAddr,
+    count: usize,
+) -> anyhow::Result<Vec<TcpStream>> {
+    let mut connections = Vec::with_capacity(count);
+    for _ in 0..count {
+        let socket = match addr {
+            SocketAddr::V4(_) => TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => TcpSocket::new_v6()?,
+        };
+        socket
+            .bind(SocketAddr::new(source, 0))
+            .with_context(|| format!("binding to {source}"))?;
+        let connection = tokio::time::timeout(SEND_TIMEOUT, socket.connect(addr))
+            .await
+            .with_context(|| format!("connection {} to {addr} timed out", connections.len()))?
+            .with_context(|| format!("connection {} to {addr}", connections.len()))?;
+        connections.push(connection);
+    }
+    Ok(connections)
+}
+
 async fn connect(addr: SocketAddr) -> anyhow::Result<TcpStream> {
     let socket = match addr {
         SocketAddr::V4(_) => TcpSocket::new_v4()?,

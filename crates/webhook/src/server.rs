@@ -11,6 +11,7 @@ pub mod https;
 pub mod plain;
 pub mod post;
 pub mod router;
+pub mod slots;
 pub mod tls;
 
 use std::io;
@@ -26,6 +27,7 @@ use tokio_rustls::TlsAcceptor;
 pub use https::{ClientCertificate, Limits, Routes};
 pub use post::{BodyLimits, Handler, Post, MAX_BODY_BYTES};
 pub use router::Router;
+pub use slots::{ConnectionMetrics, Listener};
 
 /// The admission route (the chart's MutatingWebhookConfiguration points here).
 pub const MUTATE_PATH: &str = "/mutate";
@@ -71,6 +73,7 @@ pub struct Running {
     pub metrics_addr: SocketAddr,
     pub health_addr: SocketAddr,
     pub readiness: Readiness,
+    connections: ConnectionMetrics,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -102,11 +105,13 @@ impl Running {
         let acceptor = TlsAcceptor::from(Arc::new(config));
         // Its own readiness: `/readyz` is the admission listener's.
         let readiness = Readiness::new(tls);
+        let slots = slots::Slots::new(limits.slots(), self.connections.listener(Listener::Lookup));
         self.tasks.push(tokio::spawn(https::serve(
             listener,
             acceptor,
             routes,
             limits,
+            slots,
             readiness,
             self.shutdown.subscribe(),
         )));
@@ -151,6 +156,8 @@ pub async fn start<R: Routes>(
     let acceptor = TlsAcceptor::from(Arc::new(tls.server_config()?));
     let readiness = Readiness::new(tls.clone());
     let (shutdown, receiver) = watch::channel(false);
+    let connections = ConnectionMetrics::register(&registry)?;
+    let slots = slots::Slots::new(limits.slots(), connections.listener(Listener::Webhook));
 
     let metrics_routes =
         Router::new().route("/metrics", router::get(move || plain::metrics(&registry)));
@@ -168,6 +175,7 @@ pub async fn start<R: Routes>(
             acceptor,
             routes,
             limits,
+            slots,
             readiness.clone(),
             receiver.clone(),
         )),
@@ -180,6 +188,7 @@ pub async fn start<R: Routes>(
         metrics_addr,
         health_addr,
         readiness,
+        connections,
         shutdown,
         tasks,
     })

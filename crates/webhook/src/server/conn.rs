@@ -69,6 +69,17 @@ impl Activity {
         self.refused.notify_one();
     }
 
+    /// No request in flight (between requests, or before the first).
+    pub fn is_idle(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+
+    /// Asks the connection to close gracefully: to make room for a new connection
+    /// ([`super::slots`]).
+    pub fn close_gracefully(&self) {
+        self.decide(Close::Gracefully);
+    }
+
     /// The watchdog's verdict, registering `cx`'s waker for a later one. Called by the
     /// connection's future on every poll: one atomic load (the waker registration is a no-op
     /// for the same task).

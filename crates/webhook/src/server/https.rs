@@ -1,4 +1,5 @@
-//! The HTTPS listener: a bound on connections, a TLS handshake timeout, an HTTP/1.1
+//! The HTTPS listener: bounds on connections in handshake and established ([`super::slots`]:
+//! the oldest in handshake shed when full), a TLS handshake timeout, an HTTP/1.1
 //! header-read timeout, HTTP/2, a write timeout and an idle timeout per connection
 //! ([`super::conn`]), graceful drain. What answers the requests is a `tower::Service` (a
 //! [`super::Router`]); this module knows nothing of routes or bodies, only that an HTTP/1.1
@@ -16,7 +17,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower::{Service, ServiceExt as _};
@@ -24,6 +25,7 @@ use tower::{Service, ServiceExt as _};
 use super::conn::{self, Activity, Close, Watched};
 use super::health::Readiness;
 use super::router::Answer;
+use super::slots::{Handshake, SlotLimits, Slots};
 
 /// In the extensions of every request of a connection whose client presented a certificate
 /// the TLS handshake verified (only a listener with a client certificate verifier asks for
@@ -55,6 +57,8 @@ impl<S> Routes for S where
 /// Connection limits of the HTTPS listener.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
+    /// From a connection's accept to its established slot ([`super::slots`]): its TLS handshake,
+    /// and its wait for room among the established connections.
     pub handshake_timeout: Duration,
     pub header_read_timeout: Duration,
     /// A write (the answer) that makes no progress for this long closes the connection: a
@@ -65,8 +69,14 @@ pub struct Limits {
     /// 90 s), so the client closes first and never races a request against our close.
     pub idle_timeout: Duration,
     pub drain_timeout: Duration,
-    /// Open connections at most; the listener stops accepting until one closes.
+    /// Established connections at most; when they are all taken, the oldest idle one is closed
+    /// to make room.
     pub max_connections: usize,
+    /// Connections in their handshake at most; beyond, the oldest in handshake is shed.
+    pub max_handshakes: usize,
+    /// Connections in their handshake from one source address (IPv6: one /64) at most; beyond,
+    /// that source's oldest in handshake is shed.
+    pub max_handshakes_per_source: usize,
     /// Concurrent HTTP/2 streams per connection.
     pub max_concurrent_streams: u32,
 }
@@ -74,24 +84,40 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            handshake_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(3),
             header_read_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             drain_timeout: Duration::from_secs(15),
             max_connections: 1024,
+            max_handshakes: 256,
+            max_handshakes_per_source: 64,
             max_concurrent_streams: 100,
         }
     }
 }
 
-/// Accepts connections until `shutdown` flips, then drains open connections within
-/// `limits.drain_timeout` (each is closed gracefully: HTTP/2 GOAWAY, HTTP/1.1 after its answer).
+impl Limits {
+    /// The bounds [`Slots`] enforces.
+    pub fn slots(&self) -> SlotLimits {
+        SlotLimits {
+            max_connections: self.max_connections,
+            max_handshakes: self.max_handshakes,
+            max_handshakes_per_source: self.max_handshakes_per_source,
+            handshake_timeout: self.handshake_timeout,
+        }
+    }
+}
+
+/// Accepts connections until `shutdown` flips, each taking its place in `slots` (which sheds
+/// what is over its bounds), then drains open connections within `limits.drain_timeout` (each
+/// is closed gracefully: HTTP/2 GOAWAY, HTTP/1.1 after its answer).
 pub async fn serve<R: Routes>(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     routes: R,
     limits: Limits,
+    slots: Arc<Slots>,
     readiness: Readiness,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -107,18 +133,10 @@ pub async fn serve<R: Routes>(
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(10));
     let builder = Arc::new(builder);
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut connections = JoinSet::new();
     readiness.set_serving(true);
     loop {
         while connections.try_join_next().is_some() {}
-        let permit = tokio::select! {
-            _ = shutdown.changed() => break,
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-        };
         let accepted = tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => accepted,
@@ -132,6 +150,8 @@ pub async fn serve<R: Routes>(
                 continue;
             }
         };
+        // Admitted here, in accept order: the oldest in handshake is the one shed.
+        let handshake = slots.admit(peer.ip());
         connections.spawn(connection(
             tcp,
             peer,
@@ -142,7 +162,7 @@ pub async fn serve<R: Routes>(
                 shutdown: shutdown.clone(),
             },
             limits,
-            permit,
+            handshake,
         ));
     }
     readiness.set_serving(false);
@@ -168,13 +188,14 @@ struct Peers<R> {
     shutdown: watch::Receiver<bool>,
 }
 
-/// One connection, from the TLS handshake to its close; holds a connection slot meanwhile.
+/// One connection, from the TLS handshake to its close: in handshake until it holds an
+/// established slot, which it holds until it closes.
 async fn connection<R: Routes>(
     tcp: TcpStream,
     peer: std::net::SocketAddr,
     peers: Peers<R>,
     limits: Limits,
-    _slot: OwnedSemaphorePermit,
+    handshake: Handshake,
 ) {
     let Peers {
         acceptor,
@@ -183,19 +204,26 @@ async fn connection<R: Routes>(
         shutdown,
     } = peers;
     let _ = tcp.set_nodelay(true);
-    let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
+    let tls = match handshake.run(acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(error)) => {
             tracing::debug!(%error, %peer, "TLS handshake failed");
             return;
         }
-        Err(_) => {
-            tracing::debug!(%peer, "TLS handshake timed out");
+        Err(not) => {
+            tracing::debug!(%peer, reason = ?not, "TLS handshake not done: connection closed");
             return;
         }
     };
     let client_certificate = tls.get_ref().1.peer_certificates().is_some();
     let activity = Activity::new();
+    let _established = match handshake.establish(activity.clone()).await {
+        Ok(established) => established,
+        Err(not) => {
+            tracing::debug!(%peer, reason = ?not, "No established slot: connection closed");
+            return;
+        }
+    };
     // The idle timeout, the shutdown and a refused HTTP/1.1 body (hyper would otherwise keep the
     // connection open to read the rest of a body nobody wants) are watched beside the
     // connection; an HTTP/2 stream is reset alone, its connection and other streams go on.

@@ -148,11 +148,7 @@ struct Ended {
 
 /// POSTs `body` to the Kyverno route with `token`, the way clients send: the headers, then the
 /// body in DATA frames ending the stream.
-async fn post(
-    sender: h2::client::SendRequest<Bytes>,
-    token: Option<&str>,
-    body: Bytes,
-) -> Ended {
+async fn post(sender: h2::client::SendRequest<Bytes>, token: Option<&str>, body: Bytes) -> Ended {
     let mut request = http::Request::post(format!("https://localhost{}", lookup::KYVERNO_PATH))
         .header("content-type", "application/json");
     if let Some(token) = token {
@@ -283,5 +279,51 @@ async fn refusals_are_whole_answers_over_http2_and_http1() {
         let json: serde_json::Value = response.json().await.unwrap();
         assert!(want == 200 || json["error"].is_string(), "{json}");
     }
+    e.running.shutdown().await;
+}
+
+/// 1,100 plain TCP connections that never start TLS, from another loopback address and then
+/// from the client's own: a policy engine's next request is still answered, well within its
+/// own 1–2 s timeout.
+#[tokio::test]
+async fn connections_that_never_start_tls_do_not_keep_a_policy_engine_waiting() {
+    let e = start(Limits::default()).await;
+    let mut config = e.ca.client_config().unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.resumption = rustls::client::Resumption::disabled();
+    // A new connection (and TLS handshake) per request, as after an idle timeout.
+    let client = reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let url = format!(
+        "https://localhost:{}{}",
+        e.addr.port(),
+        lookup::KYVERNO_PATH
+    );
+    let mut held = Vec::new();
+    for source in ["127.0.0.2", "127.0.0.1"] {
+        let source: std::net::IpAddr = source.parse().unwrap();
+        held.push(
+            noe_test_support::silent_connections(e.addr, source, 1100)
+                .await
+                .unwrap(),
+        );
+        let answered = tokio::time::timeout(
+            Duration::from_secs(2),
+            client
+                .post(&url)
+                .bearer_auth(GOOD)
+                .body(r#"{"images":["nginx"]}"#)
+                .send(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("from {source}: no answer within 2 s"))
+        .unwrap();
+        assert_eq!(answered.status(), 200);
+    }
+    drop(held);
     e.running.shutdown().await;
 }

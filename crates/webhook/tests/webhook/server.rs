@@ -533,6 +533,104 @@ async fn an_oversized_http2_stream_is_refused_alone() {
     running.shutdown().await;
 }
 
+/// The value of the sample of `name` whose labels include every pair of `labels`, in a scrape.
+pub(crate) fn sample(scrape: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.rsplit_once(' '))
+        .filter(|(series, _)| {
+            series
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('{'))
+                && labels
+                    .iter()
+                    .all(|(key, value)| series.contains(&format!("{key}=\"{value}\"")))
+        })
+        .filter_map(|(_, value)| value.parse::<f64>().ok())
+        .sum()
+}
+
+/// One request on a kept HTTP/1.1 connection, and the start of its answer.
+async fn exchange(stream: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>) -> String {
+    stream.write_all(post("{}").as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = stream.read(&mut buf).await.unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// 1,100 plain TCP connections that never start TLS (the listener's 1024 slots and more), held
+/// open from another loopback address and then from the client's own: a new client's admission
+/// is answered well within the apiserver's 10 s webhook timeout each time, a keep-alive
+/// connection made before goes on, and what was shed is counted.
+#[tokio::test]
+async fn connections_that_never_start_tls_do_not_keep_a_new_client_waiting() {
+    let (dir, ca) = cert_dir("ca");
+    let running = start(dir.path(), Arc::new(Echo::default()), Limits::default()).await;
+    let client = https_client(&[&ca]).unwrap();
+    let mut kept = tls_connect(&running, &ca, &[b"http/1.1"]).await;
+    let mut answers = Vec::new();
+    answers.push(exchange(&mut kept).await);
+    let sources: [std::net::IpAddr; 2] =
+        ["127.0.0.2".parse().unwrap(), "127.0.0.1".parse().unwrap()];
+    let mut held = Vec::new();
+    for source in sources {
+        held.push(
+            noe_test_support::silent_connections(running.webhook_addr, source, 1100)
+                .await
+                .unwrap(),
+        );
+        let started = Instant::now();
+        let answered = tokio::time::timeout(
+            Duration::from_secs(5),
+            client.post(url(&running, "/mutate")).body("{}").send(),
+        )
+        .await;
+        let answer = answered
+            .unwrap_or_else(|_| panic!("from {source}: no answer within 5 s"))
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        eprintln!(
+            "a new client's request after 1,100 silent connections from {source}: {:?}",
+            started.elapsed()
+        );
+        answers.push(exchange(&mut kept).await);
+    }
+    for answer in &answers {
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    let scrape = reqwest::get(format!("http://{}/metrics", running.metrics_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let webhook = ("listener", "webhook");
+    let limits = Limits::default();
+    let handshaking = sample(
+        &scrape,
+        "noe_webhook_connections",
+        &[webhook, ("state", "handshake")],
+    );
+    assert!(handshaking <= limits.max_handshakes as f64, "{scrape}");
+    let shed = sample(&scrape, "noe_webhook_connections_shed_total", &[webhook]);
+    let expected = (2 * 1100 - limits.max_handshakes) as f64;
+    assert!(
+        shed >= expected,
+        "{shed} shed, expected {expected} at least: {scrape}"
+    );
+    assert!(
+        sample(
+            &scrape,
+            "noe_webhook_connections_shed_total",
+            &[webhook, ("reason", "source")]
+        ) >= (1100 - limits.max_handshakes_per_source) as f64,
+        "{scrape}"
+    );
+    drop(held);
+    running.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_certificate_written_after_start_makes_the_server_ready() {
     let _ = rustls::crypto::ring::default_provider().install_default();
