@@ -1,17 +1,20 @@
 //! The report's renderings: JSON (the `report.noe.adevinta.com/v1` `ReadinessReport` contract,
 //! streamed: [`json`](mod@json)), an aligned table, CSV (RFC 4180, its header built from the same columns as its rows) and
-//! Markdown. Strings from a cluster or a file are hostile: control characters are escaped in
-//! the text renderings, CSV fields are quoted, Markdown cells have `|` escaped.
+//! Markdown. Strings from a cluster, a file or a registry are hostile: each rendering escapes
+//! them its own way ([`escape`]).
 
 use std::fmt::Write as _;
 
 use super::{Item, Report, Tally};
 
+pub mod escape;
 mod json;
+
+pub use escape::printable;
 
 impl Report {
     /// The columns of the table, CSV and Markdown renderings: `(heading, csv header)`.
-    fn columns(&self) -> Vec<(String, String)> {
+    pub(crate) fn columns(&self) -> Vec<(String, String)> {
         let mut columns: Vec<(String, String)> = [
             ("NAMESPACE", "namespace"),
             ("KIND", "kind"),
@@ -132,7 +135,7 @@ impl Report {
             out.push('\n');
         }
         out.push('\n');
-        out.push_str(&self.summary_text(""));
+        out.push_str(&self.summary_text("", printable));
         out
     }
 
@@ -147,13 +150,13 @@ impl Report {
             push_markdown_row(&mut out, &self.cells(item));
         }
         out.push('\n');
-        out.push_str(&self.summary_text("- "));
+        out.push_str(&self.summary_text("- ", escape::markdown));
         out
     }
 
     /// The summary per architecture and the errors, one line each (`bullet` before each
-    /// top-level line).
-    fn summary_text(&self, bullet: &str) -> String {
+    /// top-level line), every string from the cluster or a registry through `escape`.
+    fn summary_text(&self, bullet: &str, escape: fn(&str) -> String) -> String {
         let mut out = String::new();
         let line = |tally: &Tally| {
             format!(
@@ -167,12 +170,12 @@ impl Report {
         };
         let indent = if bullet.is_empty() { "  " } else { "  - " };
         for (arch, summary) in &self.summary {
-            let _ = writeln!(out, "{bullet}{}: {}", printable(arch), line(&summary.all));
+            let _ = writeln!(out, "{bullet}{}: {}", escape(arch), line(&summary.all));
             for (namespace, tally) in &summary.namespaces {
                 let _ = writeln!(
                     out,
                     "{indent}namespace {}: {}",
-                    printable(namespace),
+                    escape(namespace),
                     line(tally)
                 );
             }
@@ -180,7 +183,7 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "{indent}blocked by {} ({workloads} workloads)",
-                    printable(image)
+                    escape(image)
                 );
             }
         }
@@ -194,9 +197,9 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "{indent}{}: {}: {} ({} workloads)",
-                    printable(&error.image),
-                    error.failure.kind,
-                    printable(&error.failure.message),
+                    escape(&error.image),
+                    escape(&error.failure.kind),
+                    escape(&error.failure.message),
                     error.workloads
                 );
             }
@@ -211,8 +214,8 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "{indent}{}: {}",
-                    printable(&error.source),
-                    printable(&error.message)
+                    escape(&error.source),
+                    escape(&error.message)
                 );
             }
         }
@@ -220,34 +223,12 @@ impl Report {
     }
 }
 
-/// `text` with control characters escaped, so a cluster's strings cannot write to a terminal.
-pub fn printable(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_owned();
-    }
-    text.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
 fn push_csv_row(out: &mut String, cells: &[String]) {
     for (i, cell) in cells.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        if cell.contains([',', '"', '\n', '\r']) {
-            out.push('"');
-            out.push_str(&cell.replace('"', "\"\""));
-            out.push('"');
-        } else {
-            out.push_str(cell);
-        }
+        escape::csv_field(out, cell);
     }
     out.push_str("\r\n");
 }
@@ -256,7 +237,7 @@ fn push_markdown_row(out: &mut String, cells: &[String]) {
     out.push('|');
     for cell in cells {
         out.push(' ');
-        out.push_str(&printable(cell).replace('|', "\\|"));
+        out.push_str(&escape::markdown(cell));
         out.push_str(" |");
     }
     out.push('\n');

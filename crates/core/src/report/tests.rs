@@ -398,8 +398,97 @@ fn csv_header_matches_rows_and_hostile_strings_are_contained() {
     let table = report.table();
     assert!(!table.contains('\u{1b}'), "{table}");
     let markdown = report.markdown();
-    assert!(markdown.contains("we,b\"x\\u{1b}[31m\\|"), "{markdown}");
+    assert!(markdown.contains("we,b\"x\\\\u{1b}\\[31m\\|"), "{markdown}");
     assert_eq!(markdown.lines().next().unwrap().matches('|').count(), 12);
+}
+
+/// The fields of RFC 4180 CSV text (CRLF rows, quoted fields with doubled quotes).
+fn csv_fields(csv: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = csv.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\r') if chars.peek() == Some(&'\n') => {
+                chars.next();
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    rows
+}
+
+/// Workload, namespace and image names a spreadsheet would run or a Markdown viewer would
+/// render as HTML are written as text.
+#[test]
+fn hostile_names_are_text_in_csv_and_markdown() {
+    let hostile = [
+        "=cmd|' /C calc'!A0",
+        "<img src=x onerror=alert(1)>",
+        "+SUM(1+1)*cmd|' /C calc'!A0",
+        "@SUM(1)",
+        "-2+3",
+        "\tx",
+        "\rx",
+    ];
+    let items: Vec<Item> = hostile
+        .iter()
+        .map(|name| {
+            let mut object = deployment("x", 1, json!([{"image": name}]), json!([]));
+            object["metadata"]["name"] = json!(name);
+            object["metadata"]["namespace"] = json!(name);
+            Item::new(
+                workload(object),
+                vec![platforms(&["linux/amd64"])],
+                &arm64(),
+            )
+        })
+        .chain(hostile.iter().map(|name| {
+            let object = deployment("y", 1, json!([{"image": name}]), json!([]));
+            Item::new(workload(object), vec![failed(name)], &arm64())
+        }))
+        .collect();
+    let report = Report::new(arm64(), items, None, Vec::new());
+    let csv = report.csv();
+    let rows = csv_fields(&csv);
+    assert_eq!(rows.len(), 1 + 2 * hostile.len(), "{csv}");
+    for row in &rows {
+        assert_eq!(row.len(), rows[0].len(), "{row:?}");
+        for field in row {
+            assert!(
+                !field.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                "a formula cell: {field:?}"
+            );
+        }
+    }
+    // The text is kept, behind the quote.
+    assert!(
+        rows.iter().flatten().any(|f| f == "'=cmd|' /C calc'!A0"),
+        "{csv}"
+    );
+    let markdown = report.markdown();
+    assert!(!markdown.contains('<'), "{markdown}");
+    assert!(
+        markdown.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{markdown}"
+    );
+    let columns = report.columns().len();
+    for line in markdown.lines().take_while(|l| l.starts_with('|')) {
+        let unescaped = line.replace("\\\\", "").replace("\\|", "");
+        assert_eq!(unescaped.matches('|').count(), columns + 1, "{line}");
+    }
 }
 
 /// Keeps what is written, and the largest single write.

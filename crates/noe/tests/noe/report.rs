@@ -69,10 +69,13 @@ impl Registries {
                 out.push_str(&format!("{indent}\"message\": \"<message>\""));
             } else if let Some((head, _)) = line
                 .split_once(": not_found: ")
+                .or_else(|| line.split_once(": not\\_found: "))
                 .or_else(|| line.split_once(": unauthorized: "))
             {
                 let class = if line.contains(": not_found: ") {
                     "not_found"
+                } else if line.contains(": not\\_found: ") {
+                    "not\\_found"
                 } else {
                     "unauthorized"
                 };

@@ -1,0 +1,187 @@
+//! Strings from a cluster, a file or a registry are hostile in every rendering: each has its
+//! own escape here, table-tested with the same hostile names.
+//!
+//! - [`printable`]: a terminal (control characters escaped, so no escape sequence runs).
+//! - [`csv_field`]: a spreadsheet (RFC 4180 quoting, and a cell that a spreadsheet would read
+//!   as a formula — starting with `=`, `+`, `-`, `@`, a tab or a carriage return — gets a
+//!   leading `'`, as OWASP's CSV injection guidance says).
+//! - [`markdown`]: a Markdown table cell or list line (HTML and the punctuation Markdown
+//!   acts on inline escaped, `|` included, so a name adds neither a column, nor markup, nor a
+//!   link).
+//! - [`html`]: HTML text and attribute values (`&`, `<`, `>`, `"`, `'`).
+
+use std::fmt::Write as _;
+
+/// `text` with control characters escaped, so a cluster's strings cannot write to a terminal.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len().saturating_add(8));
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The characters that make a spreadsheet read a cell as a formula when they start it.
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// One CSV field: a leading `'` when a spreadsheet would read it as a formula, then quoted
+/// (doubled quotes) when it holds a separator, a quote or a line break.
+pub fn csv_field(out: &mut String, cell: &str) {
+    let formula = cell.starts_with(FORMULA_STARTS);
+    if formula || cell.contains([',', '"', '\n', '\r']) {
+        out.push('"');
+        if formula {
+            out.push('\'');
+        }
+        for c in cell.chars() {
+            if c == '"' {
+                out.push('"');
+            }
+            out.push(c);
+        }
+        out.push('"');
+    } else {
+        out.push_str(cell);
+    }
+}
+
+/// `text` for Markdown: control characters escaped ([`printable`]), `&`, `<` and `>` as HTML
+/// entities (no tag reaches the renderer), and the punctuation Markdown acts on inline
+/// (emphasis, code, links, images, strikethrough, table cells) behind a backslash.
+pub fn markdown(text: &str) -> String {
+    let text = printable(text);
+    let mut out = String::with_capacity(text.len().saturating_add(8));
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `text` for HTML text or a quoted attribute value.
+pub fn html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().saturating_add(8));
+    push_html(&mut out, text);
+    out
+}
+
+/// Appends [`html`]`(text)` to `out`.
+pub fn push_html(out: &mut String, text: &str) {
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            // A control character would be shown as nothing: shown as its code instead.
+            c if c.is_control() && c != '\n' && c != '\t' => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hostile names every rendering is tested with.
+    const HOSTILE: [&str; 6] = [
+        "=cmd|' /C calc'!A0",
+        "<img src=x onerror=alert(1)>",
+        "+SUM(1+1)*cmd|' /C calc'!A0",
+        "@SUM(1)",
+        "-2+3",
+        "\tx",
+    ];
+
+    #[test]
+    fn csv_fields_never_start_a_formula() {
+        let cases = [
+            ("plain", "plain"),
+            ("", ""),
+            ("a,b", "\"a,b\""),
+            ("say \"hi\"", "\"say \"\"hi\"\"\""),
+            ("=cmd|' /C calc'!A0", "\"'=cmd|' /C calc'!A0\""),
+            ("+1", "\"'+1\""),
+            ("-1", "\"'-1\""),
+            ("@SUM(1)", "\"'@SUM(1)\""),
+            ("\tx", "\"'\tx\""),
+            ("\rx", "\"'\rx\""),
+            ("=\"x\"", "\"'=\"\"x\"\"\""),
+            ("a=b", "a=b"),
+            ("line\nbreak", "\"line\nbreak\""),
+        ];
+        for (cell, expected) in cases {
+            let mut out = String::new();
+            csv_field(&mut out, cell);
+            assert_eq!(out, expected, "{cell:?}");
+        }
+    }
+
+    #[test]
+    fn markdown_escapes_html_and_table_syntax() {
+        let cases = [
+            ("web", "web"),
+            (
+                "<img src=x onerror=alert(1)>",
+                "&lt;img src=x onerror=alert(1)&gt;",
+            ),
+            ("a|b", "a\\|b"),
+            ("[x](javascript:alert(1))", "\\[x\\](javascript:alert(1))"),
+            (
+                "**bold** `code` ~~s~~",
+                "\\*\\*bold\\*\\* \\`code\\` \\~\\~s\\~\\~",
+            ),
+            ("a\\|b", "a\\\\\\|b"),
+            ("&lt;", "&amp;lt;"),
+            ("esc\u{1b}[31m", "esc\\\\u{1b}\\[31m"),
+            ("registry:5000/app-x:1.2", "registry:5000/app-x:1.2"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(markdown(text), expected, "{text:?}");
+        }
+        for name in HOSTILE {
+            let escaped = markdown(name);
+            assert!(!escaped.contains('<'), "{escaped}");
+            assert!(
+                !escaped.replace("\\|", "").contains('|'),
+                "an unescaped | in {escaped}"
+            );
+        }
+    }
+
+    #[test]
+    fn html_escapes_text_and_attributes() {
+        assert_eq!(
+            html("<img src=x onerror=alert(1)>"),
+            "&lt;img src=x onerror=alert(1)&gt;"
+        );
+        assert_eq!(html("\"'><script>&"), "&quot;&#39;&gt;&lt;script&gt;&amp;");
+        assert_eq!(html("a\u{0}b\u{1b}"), "a\\u{0}b\\u{1b}");
+        assert_eq!(html("ünïcode ✓"), "ünïcode ✓");
+    }
+
+    #[test]
+    fn printable_escapes_control_characters() {
+        assert_eq!(printable("plain"), "plain");
+        assert_eq!(printable("a\u{1b}[31mb\n"), "a\\u{1b}[31mb\\n");
+    }
+}
