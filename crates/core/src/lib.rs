@@ -15,6 +15,8 @@
 //! - [`bucket`]: the one token bucket (registry requests per host, evictions).
 //! - [`truth`]: platforms proven false (verification, exec format errors learned), applied
 //!   before the decision.
+//! - [`upgrade`]: an image's track of versions and the search for the first that runs on a
+//!   target (`--upgrades`), pure.
 
 pub mod bucket;
 pub mod clock;
@@ -26,6 +28,7 @@ pub mod patch;
 pub mod platform;
 pub mod report;
 pub mod truth;
+pub mod upgrade;
 pub mod workload;
 
 pub use platform::{Platform, Support};
