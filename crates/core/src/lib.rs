@@ -1,6 +1,7 @@
 //! noe-rs core: what a pod's images run on and where the pod may go, with no Kubernetes client,
 //! HTTP, async runtime or command line (docs/architecture.md, "Crates").
 //!
+//! - [`binary`]: platforms proven by an image's own binaries (verification), pure.
 //! - [`compat`]: image selection by compatibility artifacts (ocifit-k8s, NFD).
 //! - [`platform`]: one platform model (`os/architecture[/variant]`), as registries and overrides
 //!   state it.
@@ -18,6 +19,7 @@
 //! - [`upgrade`]: an image's track of versions and the search for the first that runs on a
 //!   target (`--upgrades`), pure.
 
+pub mod binary;
 pub mod bucket;
 pub mod clock;
 pub mod compat;
