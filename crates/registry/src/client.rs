@@ -34,7 +34,8 @@ const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(200);
 /// platform-less entries 17 plus auth; a nested fan-out stops here.
 pub const MAX_REQUESTS_PER_LOOKUP: usize = 32;
 
-/// A fully read response.
+/// A fully read response; for a layer ([`Kind::Layer`]) answered with success, its body is
+/// left unread in `stream` instead (`body` is empty).
 #[derive(Debug)]
 pub struct Response {
     /// The URL that answered: the request's, or the last redirect target.
@@ -42,6 +43,9 @@ pub struct Response {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The unread body of a layer: the caller reads it chunk by chunk, within its own
+    /// deadline and byte budget.
+    pub stream: Option<reqwest::Response>,
 }
 
 impl Response {
@@ -399,7 +403,8 @@ impl Http {
         self.exchange(ctx, url, headers, form, kind).await
     }
 
-    /// One HTTP exchange within the timeout, body read up to the cap.
+    /// One HTTP exchange within the timeout, body read up to the cap (a layer's successful
+    /// body is left to the caller: [`Response::stream`]).
     async fn exchange(
         &self,
         ctx: &Context,
@@ -431,6 +436,7 @@ impl Http {
             .start_timer();
         metrics.requests.inc();
         let head = kind == Kind::ManifestHead;
+        let streamed = kind == Kind::Layer;
         let client = self.client_for(&authority);
         let mut builder = match form {
             Some(form) => client.request(Method::POST, url.clone()).form(form),
@@ -442,6 +448,15 @@ impl Http {
             let response = builder.send().await?;
             let status = response.status();
             let headers = response.headers().clone();
+            if streamed && status.is_success() {
+                return Ok(Response {
+                    url: url.clone(),
+                    status,
+                    headers,
+                    body: Bytes::new(),
+                    stream: Some(response),
+                });
+            }
             // A HEAD's Content-Length is that of the body it does not send.
             let body = if head {
                 Bytes::new()
@@ -453,6 +468,7 @@ impl Http {
                 status,
                 headers,
                 body,
+                stream: None,
             })
         })
         .await;

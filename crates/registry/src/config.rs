@@ -48,6 +48,8 @@ pub struct Config {
     /// an answer found with one of them is fresh only while it is unchanged. `None`: answers
     /// stay fresh for their TTL.
     pub credentials_generation: Option<crate::credentials::Generation>,
+    /// The bounds of verification (`--verify-max-bytes`, `--verify-concurrency`).
+    pub verification: crate::verify::VerifyConfig,
 }
 
 impl Default for Config {
@@ -68,6 +70,7 @@ impl Default for Config {
             platform_overrides: None,
             credentials_generation: None,
             clock: noe_core::clock::Clock::system(),
+            verification: crate::verify::VerifyConfig::default(),
         }
     }
 }

@@ -68,6 +68,7 @@ pub mod resolver;
 pub mod shared;
 pub mod ssrf;
 pub mod throttle;
+pub mod verify;
 mod walk;
 
 /// Credentials live in their own crate (`noe-credentials`); these paths keep naming them here.

@@ -26,6 +26,8 @@ pub enum Kind {
     Token,
     /// A referrers API page (compatibility artifacts).
     Referrers,
+    /// A layer blob, streamed (verification).
+    Layer,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
             Self::Blob => "blob",
             Self::Token => "token",
             Self::Referrers => "referrers",
+            Self::Layer => "layer",
         }
     }
 }
@@ -74,6 +77,12 @@ pub struct Metrics {
     /// `credential-provider`) and `result`: `renewed` (the renewed one was accepted),
     /// `refused` (refused again), `failed` (the renewal itself failed).
     pub credential_renewals: IntCounterVec,
+    /// Platforms verified, by `verdict` (`verified`, `mismatch`, `unverifiable`).
+    pub verifications: IntCounterVec,
+    /// Compressed layer bytes read by verifications.
+    pub verification_bytes: IntCounter,
+    /// Time of one platform's verification.
+    pub verification_duration: prometheus::Histogram,
     labels: RegistryLabels,
 }
 
@@ -250,6 +259,25 @@ impl Metrics {
                 &["provider", "result"],
             )
             .map_err(config_error)?,
+            verifications: counter_vec(
+                "noe_verifications_total",
+                "Platforms verified by their own binaries, by verdict (verified, mismatch, unverifiable)",
+                &["verdict"],
+            )
+            .map_err(config_error)?,
+            verification_bytes: counter(
+                "noe_verification_bytes_total",
+                "Compressed layer bytes read by verifications",
+            )
+            .map_err(config_error)?,
+            verification_duration: prometheus::Histogram::with_opts(
+                prometheus::HistogramOpts::new(
+                    "noe_verification_duration_seconds",
+                    "Time to verify one platform of an image",
+                )
+                .buckets(vec![0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+            )
+            .map_err(config_error)?,
             labels: RegistryLabels::new(config),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
@@ -271,6 +299,9 @@ impl Metrics {
             Box::new(metrics.shared_reads.clone()),
             Box::new(metrics.shared_writes.clone()),
             Box::new(metrics.credential_renewals.clone()),
+            Box::new(metrics.verifications.clone()),
+            Box::new(metrics.verification_bytes.clone()),
+            Box::new(metrics.verification_duration.clone()),
         ];
         for collector in collectors {
             registry.register(collector).map_err(config_error)?;
@@ -281,6 +312,20 @@ impl Metrics {
                 .map_err(config_error)?;
         }
         Ok(metrics)
+    }
+
+    /// Counts one platform's verification.
+    pub fn count_verification(
+        &self,
+        report: &noe_core::binary::Report,
+        bytes: u64,
+        took: std::time::Duration,
+    ) {
+        self.verifications
+            .with_label_values(&[report.verdict.as_str()])
+            .inc();
+        self.verification_bytes.inc_by(bytes);
+        self.verification_duration.observe(took.as_secs_f64());
     }
 
     /// Counts a HEAD revalidation (`unchanged`, `changed`, `no_digest`).

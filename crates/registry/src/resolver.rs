@@ -5,6 +5,7 @@
 mod compat;
 mod inspect;
 mod lookup;
+mod verify;
 
 use std::sync::Arc;
 
@@ -152,6 +153,8 @@ struct Inner {
     /// The second level, when configured.
     shared: Option<SharedCache>,
     metrics: Metrics,
+    /// Verifications running at once in this process (`--verify-concurrency`).
+    verify_permits: tokio::sync::Semaphore,
 }
 
 impl Resolver {
@@ -174,6 +177,7 @@ impl Resolver {
             .as_ref()
             .map(|shared| SharedCache::new(shared, metrics.clone()))
             .transpose()?;
+        let verify_permits = tokio::sync::Semaphore::new(config.verification.concurrency.max(1));
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
@@ -182,6 +186,7 @@ impl Resolver {
                 cache,
                 shared,
                 metrics,
+                verify_permits,
             }),
         })
     }

@@ -115,6 +115,20 @@ impl Fetcher<'_> {
         Ok(response.body)
     }
 
+    /// GETs a layer blob by digest, its body left unread ([`Response::stream`]): redirects
+    /// are followed by the client (`Authorization` dropped when one leaves the registry), the
+    /// caller reads the body within its own budget and checks the digest when it read it whole.
+    pub async fn layer(&self, digest: &str) -> Result<Response, Error> {
+        crate::reference::validate_digest(digest)
+            .map_err(|reason| self.invalid("layer", reason))?;
+        let url = self.url("blobs", digest)?;
+        let response = self
+            .auth
+            .get(self.http, self.session, url, None, Kind::Layer)
+            .await?;
+        self.check_status(response)
+    }
+
     /// Parses a manifest response, naming reference and registry on failure.
     pub fn parse(&self, response: &Response) -> Result<(String, Parsed), Error> {
         manifest::parse(response.content_type(), &response.body).map_err(|e| match e {

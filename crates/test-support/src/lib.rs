@@ -13,6 +13,9 @@
 //! - [`Pusher`], [`push_image`], [`push_index`], [`push_standard_fixtures`]: images pushed
 //!   through the registry's HTTP API; [`Fixtures`] knows each fixture's reference, digest and
 //!   expected platforms.
+//! - [`RunnableImage`], [`LayerBlob`], [`LayerEntry`]: images with real layers the tests
+//!   write (tar, gzip, zstd; synthetic ELF headers, scripts, links, whiteouts) for
+//!   verification.
 //! - [`DockerConfig`]: docker `config.json` / pull-secret payloads (`auth`, `identitytoken`,
 //!   `registrytoken`).
 //! - [`FakeRegistry`]: an in-process HTTP server scripted per path for what a real registry
@@ -67,6 +70,7 @@ mod fixtures;
 mod htpasswd;
 mod image;
 mod kube_api;
+mod layers;
 mod push;
 mod redis;
 mod registry;
@@ -100,6 +104,9 @@ pub use kube_api::{
     gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
     service_account_json, Fault, KubeApi, PodFixture, RecordedRequest, Resource, NFD_NAMESPACE,
     NOE_GATE, NOE_GATE_LABEL,
+};
+pub use layers::{
+    elf_program, gzip, script, tar_archive, Compression, LayerBlob, LayerEntry, RunnableImage,
 };
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use redis::{RedisBuilder, RedisServer};

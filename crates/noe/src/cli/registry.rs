@@ -327,6 +327,7 @@ impl RegistryArgs {
             // The sources' own, set where they are built.
             credentials_generation: None,
             clock: noe_core::clock::Clock::system(),
+            verification: noe_registry::verify::VerifyConfig::default(),
         };
         let sources = SourcesConfig {
             docker_config_paths: self.docker_config_paths_setting(),
