@@ -189,6 +189,8 @@ pub struct InspectShow {
     pub config: bool,
     /// `--digest`: the digest alone.
     pub digest: bool,
+    /// `--verify`: each platform proven by its own program's ELF header.
+    pub verify: bool,
 }
 
 impl InspectShow {

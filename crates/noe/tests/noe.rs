@@ -17,6 +17,7 @@ mod noe {
     mod e2e_private;
     mod e2e_select;
     mod e2e_shared;
+    mod e2e_verify;
     mod explain_hosts;
     mod fault_sigterm;
     mod harness;

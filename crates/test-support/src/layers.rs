@@ -282,3 +282,57 @@ impl RunnableImage {
         Ok(self.descriptor.clone())
     }
 }
+
+/// What [`push_mislabelled_index`] pushed.
+#[derive(Clone, Debug)]
+pub struct Mislabelled {
+    /// The index.
+    pub index: Descriptor,
+    /// The honest `linux/amd64` manifest.
+    pub amd64: Descriptor,
+    /// The `linux/arm64` manifest whose `/app` is an x86-64 binary.
+    pub arm64: Descriptor,
+}
+
+/// Pushes the image that lies about its platforms: an OCI index of `linux/amd64` and
+/// `linux/arm64` whose arm64 manifest runs `/app`, an x86-64 ELF (the amd64 one runs the same
+/// file, honestly). `seed` makes its layers' bytes (and so its digests) differ per call.
+pub async fn push_mislabelled_index(
+    pusher: &Pusher,
+    repository: &str,
+    tag: &str,
+    seed: &str,
+) -> anyhow::Result<Mislabelled> {
+    let layer = |note: &str| -> anyhow::Result<LayerBlob> {
+        LayerBlob::new(
+            &[
+                LayerEntry::data("etc/image", format!("{seed} {note}").as_bytes()),
+                LayerEntry::program("app", elf_program("amd64")?),
+            ],
+            Compression::Gzip,
+        )
+    };
+    let run = json!({"Entrypoint": ["/app"]});
+    let amd64 = RunnableImage::new(
+        "linux/amd64",
+        run.clone(),
+        vec![layer("amd64")?],
+        Flavor::Oci,
+    )?;
+    let arm64 = RunnableImage::new("linux/arm64", run, vec![layer("arm64")?], Flavor::Oci)?;
+    let amd64 = amd64.push(pusher, repository, None).await?;
+    let arm64 = arm64.push(pusher, repository, None).await?;
+    let entries = [
+        crate::IndexEntry::new(&amd64, Some("linux/amd64")),
+        crate::IndexEntry::new(&arm64, Some("linux/arm64")),
+    ];
+    let (body, index) = crate::build_index(Flavor::Oci, &entries)?;
+    pusher
+        .push_manifest(repository, tag, &index.media_type, &body)
+        .await?;
+    Ok(Mislabelled {
+        index,
+        amd64,
+        arm64,
+    })
+}

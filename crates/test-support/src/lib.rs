@@ -106,7 +106,8 @@ pub use kube_api::{
     NOE_GATE, NOE_GATE_LABEL,
 };
 pub use layers::{
-    elf_program, gzip, script, tar_archive, Compression, LayerBlob, LayerEntry, RunnableImage,
+    elf_program, gzip, push_mislabelled_index, script, tar_archive, Compression, LayerBlob,
+    LayerEntry, Mislabelled, RunnableImage,
 };
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use redis::{RedisBuilder, RedisServer};

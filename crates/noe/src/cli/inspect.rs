@@ -9,6 +9,7 @@
 
 pub mod progress;
 mod show;
+mod verify;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -80,6 +81,14 @@ pub struct InspectArgs {
     #[arg(long, env = "NOE_SERVICE_ACCOUNT", value_name = "NAMESPACE/NAME",
           value_parser = parse_service_account)]
     pub service_account: Option<(String, String)>,
+
+    /// Verify each platform by its own program: the ELF header of what the platform's config
+    /// runs, read from its layers (top down, at most --verify-max-bytes compressed bytes per
+    /// platform). Exit 1 when any platform's program is of another machine (`mismatch`).
+    #[arg(long, env = "NOE_VERIFY", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub verify: bool,
 }
 
 /// `NAMESPACE/NAME`: a DNS-1123 label and a DNS-1123 subdomain, as the API names them.
@@ -113,6 +122,12 @@ impl InspectArgs {
                 "--digest prints a digest alone: it does not go with --raw or --config".into(),
             ));
         }
+        if self.verify && (self.raw || self.digest) {
+            return Err(ConfigError::Contradiction(
+                "--verify prints each platform's verdict: it does not go with --raw or --digest"
+                    .into(),
+            ));
+        }
         if self.raw && self.output == Output::Text && self.images.len() > 1 {
             return Err(ConfigError::Contradiction(
                 "--raw prints one image's bytes: give one image, or use -o json for several".into(),
@@ -123,6 +138,7 @@ impl InspectArgs {
             platform: self.platform.clone(),
             config: self.config,
             digest: self.digest,
+            verify: self.verify,
         })
     }
 }
@@ -169,7 +185,17 @@ pub async fn run(config: config::Inspect) -> ExitCode {
         .as_ref()
         .map(|(namespace, name)| (namespace.as_str(), name.as_str()));
     let hosts = Hosts::default();
-    let progress = Progress::new(images.len(), "images");
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let progress = if show.verify {
+        Progress::verifying(images.len(), read.clone())
+    } else {
+        Progress::new(images.len(), "images")
+    };
+    let verifying = show.verify.then(|| noe_registry::verify::Options {
+        background: false,
+        progress: Some(read),
+    });
+    let (app, hosts) = (&app, &hosts);
     let mut answers = futures::stream::iter(&images)
         .map(|image| {
             let fetch = fetch.then_some(&want);
@@ -177,14 +203,35 @@ pub async fn run(config: config::Inspect) -> ExitCode {
                 credentials: &credentials,
                 account,
             };
-            inspect(&app, &hosts, asking, image, fetch, show.asks_registry())
+            let registry_only = show.asks_registry() || show.verify;
+            let verifying = verifying.as_ref();
+            async move {
+                let (image, answer, routed) =
+                    inspect(app, hosts, asking, image, fetch, registry_only).await;
+                let verified = match (verifying, routed) {
+                    (Some(options), Some(routed)) if answer.is_ok() => {
+                        Some(verify::verify(app, asking, &routed, options).await)
+                    }
+                    _ => None,
+                };
+                (image, answer, verified)
+            }
         })
         .buffered(CONCURRENCY);
     let mut failed = false;
     let mut stdout = std::io::stdout().lock();
-    while let Some((image, answer)) = answers.next().await {
-        failed |= answer.is_err();
-        let printed = progress.done(|| print(&mut stdout, output, &show, image, &answer));
+    while let Some((image, answer, verified)) = answers.next().await {
+        failed |= answer.is_err() || verified.as_ref().is_some_and(verify::fails);
+        let printed = progress.done(|| {
+            print(
+                &mut stdout,
+                output,
+                &show,
+                image,
+                &answer,
+                verified.as_ref(),
+            )
+        });
         if printed.is_err() {
             return ExitCode::FAILURE;
         }
@@ -258,7 +305,7 @@ struct Failure {
 /// Resolves one image: an override, or the registry (failing at once when its host already
 /// timed out in this run); with `fetch`, its manifest is fetched for inspection.
 /// `registry_only` (the flags that look at what the registry serves) asks it even for an image
-/// an override answers.
+/// an override answers. The image routed, when it was.
 async fn inspect<'a>(
     app: &App,
     hosts: &Hosts,
@@ -266,11 +313,11 @@ async fn inspect<'a>(
     image: &'a str,
     fetch: Option<&Want>,
     registry_only: bool,
-) -> (&'a str, Result<Found, Failure>) {
+) -> (&'a str, Result<Found, Failure>, Option<Routed>) {
     // A reference that does not parse fails below, with the usual message.
     if !registry_only {
         if let Ok(Some(found)) = app.platform_override(image).await {
-            return (image, Ok(Found::Overridden(found)));
+            return (image, Ok(Found::Overridden(found)), None);
         }
     }
     let host = app
@@ -284,18 +331,18 @@ async fn inspect<'a>(
                 kind: "timeout",
                 message: format!("not tried: {host} timed out earlier in this run ({first})"),
             };
-            return (image, Err(failure));
+            return (image, Err(failure), None);
         }
     }
     let failure = |error: noe_registry::Error| Failure {
         kind: error.kind(),
         message: describe(&error),
     };
-    let answer = match app.resolver.routed(image).await {
-        Err(error) => Err(failure(error)),
+    let (answer, routed) = match app.resolver.routed(image).await {
+        Err(error) => (Err(failure(error)), None),
         Ok(routed) => {
             let candidates = asking.candidates(&routed).await;
-            match fetch {
+            let answer = match fetch {
                 Some(want) => match app.resolver.inspect(&routed, &candidates, want).await {
                     Ok(inspection) => show::picked(image, want, inspection).map(Found::Inspected),
                     Err(error) => Err(failure(error)),
@@ -306,7 +353,8 @@ async fn inspect<'a>(
                     .await
                     .map(Found::Resolved)
                     .map_err(failure),
-            }
+            };
+            (answer, Some(routed))
         }
     };
     if let Some(host) = &host {
@@ -316,7 +364,7 @@ async fn inspect<'a>(
         };
         hosts.leave(host, timeout);
     }
-    (image, answer)
+    (image, answer, routed)
 }
 
 /// The error in one line, with what to do about a registry that answered plain HTTP.
@@ -356,8 +404,24 @@ pub fn is_plain_http_text(text: &str) -> bool {
 }
 
 /// Prints one image's answer: its record on stdout (`-o json`: a failure too, with `error`),
-/// and a failure's one line on stderr.
+/// and a failure's one line on stderr; with `--verify`, each platform's verdict in the record.
 fn print(
+    stdout: &mut impl Write,
+    output: Output,
+    show: &InspectShow,
+    image: &str,
+    answer: &Result<Found, Failure>,
+    verified: Option<&Result<noe_registry::verify::ImageReport, Failure>>,
+) -> std::io::Result<()> {
+    let Some(verified) = verified else {
+        return print_answer(stdout, output, show, image, answer);
+    };
+    let mut record = Vec::new();
+    print_answer(&mut record, output, show, image, answer)?;
+    verify::print(stdout, output, image, record, verified)
+}
+
+fn print_answer(
     stdout: &mut impl Write,
     output: Output,
     show: &InspectShow,

@@ -61,10 +61,63 @@ pub fn positive_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// A byte count as Kubernetes quantities write one: `67108864`, `64Mi`, `64MiB`, `512Ki`,
+/// `1Gi`, or decimal `64M`, `1G`; at least 1 KiB, at most 16 GiB.
+pub fn byte_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let digits = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(digits);
+    let multiplier: u64 =
+        match unit.trim() {
+            "" => 1,
+            "Ki" | "KiB" => 1 << 10,
+            "Mi" | "MiB" => 1 << 20,
+            "Gi" | "GiB" => 1 << 30,
+            "K" | "k" | "KB" => 1_000,
+            "M" | "MB" => 1_000_000,
+            "G" | "GB" => 1_000_000_000,
+            _ => return Err(format!(
+                "invalid size {text:?} (expected bytes, or a number with Ki, Mi, Gi, K, M or G)"
+            )),
+        };
+    let bytes = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(multiplier))
+        .ok_or_else(|| format!("invalid size {text:?}"))?;
+    if !(1 << 10..=16 << 30).contains(&bytes) {
+        return Err(format!("{text:?} is out of range (1Ki to 16Gi)"));
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(byte_size("64Mi").unwrap(), 64 << 20);
+        assert_eq!(byte_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(byte_size("67108864").unwrap(), 64 << 20);
+        assert_eq!(byte_size("2G").unwrap(), 2_000_000_000);
+        assert_eq!(byte_size(" 512Ki ").unwrap(), 512 << 10);
+        for bad in [
+            "",
+            "Mi",
+            "1.5Mi",
+            "-1",
+            "64Xi",
+            "1",
+            "17Gi",
+            "99999999999999999999",
+        ] {
+            assert!(byte_size(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations() {

@@ -159,6 +159,18 @@ pub struct RegistryArgs {
     /// without the shared cache.
     #[arg(long, global = true, env = "NOE_SHARED_CACHE_TIMEOUT", default_value = "10ms", value_parser = super::parse::positive_duration)]
     pub shared_cache_timeout: Duration,
+
+    /// Compressed layer bytes one platform's verification reads at most (`64Mi`, `128MiB`,
+    /// or bytes); past it the platform is `unverifiable: budget`.
+    #[arg(long, global = true, env = "NOE_VERIFY_MAX_BYTES", default_value = "64Mi",
+          value_parser = super::parse::byte_size)]
+    pub verify_max_bytes: u64,
+
+    /// Platforms verified at once in this process (each holds a thread and up to about 2 MiB
+    /// of buffers, plus a zstd layer's window).
+    #[arg(long, global = true, env = "NOE_VERIFY_CONCURRENCY", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub verify_concurrency: u32,
 }
 
 /// The environment variable holding the shared cache's password (no flag: a flag's value is
@@ -327,7 +339,11 @@ impl RegistryArgs {
             // The sources' own, set where they are built.
             credentials_generation: None,
             clock: noe_core::clock::Clock::system(),
-            verification: noe_registry::verify::VerifyConfig::default(),
+            verification: noe_registry::verify::VerifyConfig {
+                max_bytes: self.verify_max_bytes,
+                concurrency: usize::try_from(self.verify_concurrency).unwrap_or(1),
+                ..noe_registry::verify::VerifyConfig::default()
+            },
         };
         let sources = SourcesConfig {
             docker_config_paths: self.docker_config_paths_setting(),

@@ -31,6 +31,8 @@ fn defaults_match_the_design() {
     assert_eq!(args.registry.registry_timeout, Duration::from_secs(5));
     assert_eq!(args.registry.cache_ttl, Duration::from_secs(3600));
     assert_eq!(args.registry.cache_max_entries, 100_000);
+    assert_eq!(args.registry.verify_max_bytes, 64 << 20);
+    assert_eq!(args.registry.verify_concurrency, 2);
     assert_eq!(
         args.registry.containerd_config_paths(),
         vec![std::path::PathBuf::from("/etc/containerd")]

@@ -4,11 +4,16 @@
 //! indicatif (console-rs, widely used, maintained) draws and clears the line and lets output be
 //! printed above it without tearing; writing that by hand means terminal escape handling.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use indicatif::{HumanBytes, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// How many of `total` items are done; a no-op off a terminal.
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// Updates the bytes read (`inspect --verify`).
+    ticker: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Progress {
@@ -17,7 +22,10 @@ impl Progress {
         let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
         // One item needs no progress line.
         if !terminal || total < 2 {
-            return Self { bar: None };
+            return Self {
+                bar: None,
+                ticker: None,
+            };
         }
         let bar = ProgressBar::with_draw_target(
             Some(u64::try_from(total).unwrap_or(u64::MAX)),
@@ -28,7 +36,42 @@ impl Progress {
             bar.set_style(style);
         }
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        Self { bar: Some(bar) }
+        Self {
+            bar: Some(bar),
+            ticker: None,
+        }
+    }
+
+    /// A progress line for `total` images being verified, with the layer bytes `read` so far
+    /// (shown for one image too: a verification may read tens of MiB).
+    pub fn verifying(total: usize, read: Arc<AtomicU64>) -> Self {
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        if !terminal {
+            return Self {
+                bar: None,
+                ticker: None,
+            };
+        }
+        let bar = ProgressBar::with_draw_target(
+            Some(u64::try_from(total).unwrap_or(u64::MAX)),
+            ProgressDrawTarget::stderr(),
+        );
+        if let Ok(style) = ProgressStyle::with_template("{pos}/{len} images verified, {wide_msg}") {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        let shown = bar.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                let bytes = read.load(Ordering::Relaxed);
+                shown.set_message(format!("{} of layers read", HumanBytes(bytes)));
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        });
+        Self {
+            bar: Some(bar),
+            ticker: Some(ticker),
+        }
     }
 
     /// Runs `print` with the line cleared, then counts one item done.
@@ -46,6 +89,9 @@ impl Progress {
 
 impl Drop for Progress {
     fn drop(&mut self) {
+        if let Some(ticker) = &self.ticker {
+            ticker.abort();
+        }
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
