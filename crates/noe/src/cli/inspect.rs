@@ -191,7 +191,7 @@ pub async fn run(config: config::Inspect) -> ExitCode {
     } else {
         Progress::new(images.len(), "images")
     };
-    let verifying = show.verify.then(|| noe_registry::verify::Options {
+    let verifying = show.verify.then_some(noe_registry::verify::Options {
         background: false,
         progress: Some(read),
     });
