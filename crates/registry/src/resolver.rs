@@ -155,6 +155,8 @@ struct Inner {
     metrics: Metrics,
     /// Verifications running at once in this process (`--verify-concurrency`).
     verify_permits: tokio::sync::Semaphore,
+    /// The verdicts known, by platform manifest digest.
+    verdicts: Arc<crate::verify::Verdicts>,
 }
 
 impl Resolver {
@@ -187,6 +189,7 @@ impl Resolver {
                 shared,
                 metrics,
                 verify_permits,
+                verdicts: Arc::default(),
             }),
         })
     }
@@ -439,6 +442,11 @@ impl Resolver {
             }
         };
         Ok(Arc::new(hosts))
+    }
+
+    /// The verdicts this process knows (a source of platform corrections for the decider).
+    pub fn verdicts(&self) -> Arc<crate::verify::Verdicts> {
+        self.inner.verdicts.clone()
     }
 
     /// Lookups currently cached.

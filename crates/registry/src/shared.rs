@@ -10,7 +10,11 @@
 //!   (anonymous access) or an HMAC of the one credential that worked. A replica only finds the
 //!   entries of the credentials it holds itself; nobody can tell a credential from its key.
 //! - `noe:2:d:<key>` → the platforms of a manifest digest (immutable, 7 days), `<key>` an HMAC of
-//!   `registry/repository@digest`. A replica reads one only after it knows that digest from a
+//!   `registry/repository@digest`.
+//! - `noe:2:v:<key>` → the verification of a platform manifest digest (immutable, 30 days;
+//!   docs/architecture.md "Verification"), `<key>` an HMAC of `registry/repository@digest`. Only
+//!   a replica that looked the image up with its own credentials verifies it, and asks here
+//!   first. A replica reads one only after it knows that digest from a
 //!   tag entry of its own scope or from its own HEAD of that repository (the kubelet's KEP-2535
 //!   model: knowing a digest is not permission to use it).
 //!
@@ -38,7 +42,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ring::hmac;
 use tokio::time::Instant;
 
-pub use codec::{DigestValue, TagValue};
+pub use codec::{DigestValue, TagValue, VerdictValue};
 pub use key::{read_key_file, read_password_file, KeyFile, KeyFileError, MAX_KEY_FILE_BYTES};
 use link::{Connector, Link, FRAMING_BYTES};
 
@@ -47,6 +51,9 @@ use crate::{Credential, CredentialCandidate, Error};
 
 /// How long the platforms of a digest are kept (they never change).
 pub const DIGEST_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long a platform manifest's verification is kept (it never changes; a verdict that
+/// expires is computed again, once).
+pub const VERDICT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Failures in a row after which the cache is not asked for a while.
 pub const FAILURES_TO_OPEN: u32 = 3;
 /// How long the cache is not asked after [`FAILURES_TO_OPEN`] failures.
@@ -217,6 +224,52 @@ impl SharedCache {
         found
     }
 
+    /// The verification of the platform manifest `digest` of `repository`
+    /// (`registry/repository`), if a replica kept one.
+    pub async fn verdict(&self, repository: &str, digest: &str) -> Option<VerdictValue> {
+        let key = self.verdict_key(repository, digest);
+        let values = self.read(std::slice::from_ref(&key)).await?;
+        let found = values
+            .first()
+            .and_then(|bytes| VerdictValue::decode(self.open(&key, bytes)?));
+        self.count_read(if found.is_some() { "hit" } else { "miss" });
+        found
+    }
+
+    /// Keeps a platform manifest's verification for every replica, in the background.
+    pub fn remember_verdict(&self, repository: &str, digest: &str, value: &VerdictValue) {
+        if self.is_open() {
+            self.count_write("bypassed");
+            return;
+        }
+        let Ok(permit) = self.writes.clone().try_acquire_owned() else {
+            self.count_write("dropped");
+            return;
+        };
+        let key = self.verdict_key(repository, digest);
+        let ttl_ms = u64::try_from(VERDICT_TTL.as_millis()).unwrap_or(u64::MAX);
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(&key)
+            .arg(self.seal(&key, &value.encode()))
+            .arg("PX")
+            .arg(ttl_ms)
+            .ignore();
+        let (connector, link) = (self.connector.clone(), self.link.clone());
+        let (timeout, health, metrics) = (self.timeout, self.health.clone(), self.metrics.clone());
+        tokio::spawn(async move {
+            let ok = query::<()>(&connector, &link, &pipe, FRAMING_BYTES, timeout)
+                .await
+                .is_ok();
+            record(&health, ok);
+            metrics
+                .shared_writes
+                .with_label_values(&[if ok { "ok" } else { "error" }])
+                .inc();
+            drop(permit);
+        });
+    }
+
     /// Writes what a lookup learned, in the background (never waited for).
     pub fn remember(&self, learned: &Learned<'_>) {
         if self.is_open() {
@@ -340,6 +393,15 @@ impl SharedCache {
             }
         }
         format!("{PREFIX}:t:{}", hex::encode(context.sign().as_ref()))
+    }
+
+    fn verdict_key(&self, repository: &str, digest: &str) -> String {
+        let mut context = hmac::Context::with_key(&self.key);
+        context.update(b"verdict\0");
+        context.update(repository.as_bytes());
+        context.update(b"@");
+        context.update(digest.as_bytes());
+        format!("{PREFIX}:v:{}", hex::encode(context.sign().as_ref()))
     }
 
     fn digest_key(&self, repository: &str, digest: &str) -> String {

@@ -10,7 +10,11 @@
 //! A layer read to its end is checked against its digest; a layer whose program was found
 //! before its end is trusted for the bytes read (the digest covers the whole blob: what was
 //! read cannot be proven, nor does it matter more than the registry's word on the platform).
+//!
+//! A verdict is kept by its platform manifest's digest ([`Verdicts`], and the shared cache):
+//! each platform is verified once, by one replica.
 
+mod cache;
 pub(crate) mod worker;
 
 use std::sync::atomic::AtomicU64;
@@ -24,6 +28,7 @@ pub use noe_core::binary::{Reason, Report, Verdict};
 use crate::manifest::Descriptor;
 use crate::Platform;
 
+pub use cache::Verdicts;
 pub(crate) use worker::Worker;
 
 /// Compressed bytes read per platform by default (`--verify-max-bytes`).
@@ -81,8 +86,11 @@ pub struct PlatformReport {
     /// The platform's image manifest.
     pub digest: String,
     pub report: Report,
-    /// Compressed layer bytes read.
+    /// Compressed layer bytes read (0 when a cache answered).
     pub bytes: u64,
+    /// The verdict may change on another try (a registry failure, the wall time): it is not
+    /// kept.
+    pub transient: bool,
 }
 
 /// Every platform of an image, verified.

@@ -6,6 +6,7 @@
 
 mod verify {
     pub mod bounds;
+    pub mod cached;
     pub mod shapes;
     pub mod support;
 }

@@ -69,19 +69,20 @@ pub fn byte_size(text: &str) -> Result<u64, String> {
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(digits);
-    let multiplier: u64 =
-        match unit.trim() {
-            "" => 1,
-            "Ki" | "KiB" => 1 << 10,
-            "Mi" | "MiB" => 1 << 20,
-            "Gi" | "GiB" => 1 << 30,
-            "K" | "k" | "KB" => 1_000,
-            "M" | "MB" => 1_000_000,
-            "G" | "GB" => 1_000_000_000,
-            _ => return Err(format!(
+    let multiplier: u64 = match unit.trim() {
+        "" => 1,
+        "Ki" | "KiB" => 1 << 10,
+        "Mi" | "MiB" => 1 << 20,
+        "Gi" | "GiB" => 1 << 30,
+        "K" | "k" | "KB" => 1_000,
+        "M" | "MB" => 1_000_000,
+        "G" | "GB" => 1_000_000_000,
+        _ => {
+            return Err(format!(
                 "invalid size {text:?} (expected bytes, or a number with Ki, Mi, Gi, K, M or G)"
-            )),
-        };
+            ))
+        }
+    };
     let bytes = number
         .parse::<u64>()
         .ok()

@@ -98,8 +98,9 @@ impl Resolver {
             }],
             Parsed::Artifact => Vec::new(),
         };
+        let image_digest = digest.as_str();
         let platforms = futures::stream::iter(targets)
-            .map(|target| self.verify_platform(&at, target, options))
+            .map(|target| self.known_or_verified(&at, image_digest, target, options))
             .buffered(MAX_CONCURRENT_FETCHES)
             .collect::<Vec<_>>()
             .await;
@@ -108,6 +109,51 @@ impl Resolver {
             digest,
             platforms,
         })
+    }
+
+    /// A platform's verdict from this process's verdicts, else from the shared cache, else
+    /// verified (and then kept in both, unless it may change on another try).
+    async fn known_or_verified(
+        &self,
+        at: &At<'_, '_>,
+        image_digest: &str,
+        target: Target,
+        options: &Options,
+    ) -> PlatformReport {
+        let inner = &*self.inner;
+        let answered = |known: PlatformReport| PlatformReport { bytes: 0, ..known };
+        if let Some(known) = inner.verdicts.report(&target.digest) {
+            let known = answered((*known).clone());
+            inner.verdicts.record(image_digest, &known);
+            return known;
+        }
+        let repository = at.request.resolved.name();
+        if let Some(shared) = &inner.shared {
+            if let Some(value) = shared.verdict(&repository, &target.digest).await {
+                let known = PlatformReport {
+                    platform: value.platform,
+                    digest: target.digest,
+                    report: value.report,
+                    bytes: 0,
+                    transient: false,
+                };
+                inner.verdicts.record(image_digest, &known);
+                return known;
+            }
+        }
+        let verified = self.verify_platform(at, target, options).await;
+        if !verified.transient {
+            inner.verdicts.record(image_digest, &verified);
+            if let Some(shared) = &inner.shared {
+                let value = crate::shared::VerdictValue {
+                    platform: verified.platform.clone(),
+                    report: verified.report.clone(),
+                    bytes: verified.bytes,
+                };
+                shared.remember_verdict(&repository, &verified.digest, &value);
+            }
+        }
+        verified
     }
 
     /// One platform, within the process's permits, its own request budget, the byte budget
@@ -154,16 +200,18 @@ impl Resolver {
             ),
         )
         .await;
-        let report = match timed {
-            Ok(report) => report,
+        let (report, timed_out) = match timed {
+            Ok(report) => (report, false),
             Err(_elapsed) => {
                 let evidence = format!("more than {} s", config.timeout.as_secs());
-                match worker.as_mut() {
+                let report = match worker.as_mut() {
                     Some(worker) => worker.fail(Reason::Budget, evidence).await,
                     None => Report::unverifiable(Reason::Budget, None, evidence),
-                }
+                };
+                (report, true)
             }
         };
+        let transient = timed_out || report.reason == Some(Reason::RegistryError);
         inner
             .metrics
             .count_verification(&report, bytes, started.elapsed());
@@ -172,6 +220,7 @@ impl Resolver {
             digest: target.digest,
             report,
             bytes,
+            transient,
         }
     }
 

@@ -73,6 +73,58 @@ impl DigestValue {
     }
 }
 
+/// A platform manifest's verification (immutable: its digest names its layers).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictValue {
+    #[serde(rename = "p")]
+    pub platform: Platform,
+    #[serde(rename = "r")]
+    pub report: noe_core::binary::Report,
+    /// Compressed layer bytes the verification read.
+    #[serde(rename = "b", default)]
+    pub bytes: u64,
+}
+
+impl VerdictValue {
+    /// The value, if its platform validates and its report is one a verification writes.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        use noe_core::binary::{Verdict, MAX_EVIDENCE_LEN};
+        let value: Self = serde_json::from_slice(bytes).ok()?;
+        let p = &value.platform;
+        let platform = Platform::from_wire(WireFields {
+            os: &p.os,
+            architecture: &p.architecture,
+            variant: p.variant.as_deref(),
+            os_version: p.os_version.as_deref(),
+            os_features: &[],
+        })
+        .ok()?;
+        let report = &value.report;
+        let text_ok =
+            |text: &str, max: usize| text.len() <= max && !text.chars().any(char::is_control);
+        let consistent = match report.verdict {
+            Verdict::Unverifiable => report.reason.is_some(),
+            Verdict::Verified | Verdict::Mismatch => {
+                report.reason.is_none() && report.machine.is_some()
+            }
+        };
+        if !consistent
+            || !text_ok(&report.evidence, MAX_EVIDENCE_LEN)
+            || !report
+                .program
+                .as_deref()
+                .is_none_or(|p| text_ok(p, noe_core::binary::path::MAX_PATH_LEN))
+        {
+            return None;
+        }
+        Some(Self { platform, ..value })
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
 impl TagValue {
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
@@ -118,5 +170,33 @@ mod tests {
                 .collect(),
         };
         assert!(DigestValue::decode(&many.encode()).is_none());
+    }
+
+    #[test]
+    fn verdicts_round_trip_and_inconsistent_ones_are_refused() {
+        use noe_core::binary::{Reason, Report, Verdict};
+        let unverifiable = VerdictValue {
+            platform: Platform::new("linux", "arm64", None),
+            report: Report::unverifiable(Reason::NotElf, Some("/app.jar"), "a JAR"),
+            bytes: 7,
+        };
+        assert_eq!(
+            VerdictValue::decode(&unverifiable.encode()),
+            Some(unverifiable.clone())
+        );
+        let mut no_reason = unverifiable.clone();
+        no_reason.report.reason = None;
+        assert!(VerdictValue::decode(&no_reason.encode()).is_none());
+        let mut mismatch_without_machine = unverifiable.clone();
+        mismatch_without_machine.report.reason = None;
+        mismatch_without_machine.report.verdict = Verdict::Mismatch;
+        assert!(VerdictValue::decode(&mismatch_without_machine.encode()).is_none());
+        let mut long = unverifiable.clone();
+        long.report.evidence = "x".repeat(1000);
+        assert!(VerdictValue::decode(&long.encode()).is_none());
+        let mut control = unverifiable;
+        control.report.evidence = "a\u{7}b".into();
+        assert!(VerdictValue::decode(&control.encode()).is_none());
+        assert!(VerdictValue::decode(br#"{"p":{"os":"linux","architecture":"a b"},"r":{"verdict":"verified","evidence":""}}"#).is_none());
     }
 }
