@@ -65,6 +65,9 @@ pub struct ImageEntry {
     pub image: String,
     pub kind: ImageKind,
     pub answer: Answer,
+    /// With `noe report --verify`: platforms its registry lists that its own programs prove
+    /// false (docs/architecture.md "Verification"), already left out of `answer`.
+    pub mismatches: Vec<crate::truth::Correction>,
 }
 
 /// What one image says about one architecture.
@@ -120,6 +123,7 @@ impl Item {
                 image,
                 kind,
                 answer,
+                mismatches: Vec::new(),
             })
             .collect();
         let supports: Vec<Option<Support>> = images.iter().map(ImageEntry::support).collect();

@@ -264,4 +264,6 @@ pub struct ReportSettings {
     pub format: ReportFormat,
     /// Verdicts that make the exit code 1.
     pub fail_on: Vec<noe_core::report::Verdict>,
+    /// `--verify`: each image's platforms proven by its own programs; a mismatch is no support.
+    pub verify: bool,
 }

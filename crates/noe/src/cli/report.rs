@@ -90,6 +90,14 @@ pub struct ReportArgs {
     /// (`blocked`, `unknown`; comma separated or repeatable).
     #[arg(long, env = "NOE_FAIL_ON", value_delimiter = ',', value_enum)]
     pub fail_on: Vec<FailOn>,
+
+    /// Verify each image's platforms by its own programs (as `noe inspect --verify`): a
+    /// platform whose program is of another machine does not count as support, and the image
+    /// lists it under `mismatches` (JSON).
+    #[arg(long, env = "NOE_VERIFY", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub verify: bool,
 }
 
 /// A verdict that fails the run.
@@ -182,6 +190,7 @@ impl ReportArgs {
             concurrency: self.concurrency,
             format: self.output,
             fail_on: self.fail_on.iter().map(|f| f.verdict()).collect(),
+            verify: self.verify,
         })
     }
 }
@@ -240,17 +249,25 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         pull_secrets,
         ..
     } = collected;
-    let answers = lookup::resolve_all(
+    let looked = lookup::resolve_all(
         &app,
         &workloads,
         pull_secrets.as_ref(),
         settings.concurrency,
+        settings.verify,
     )
     .await;
     let items: Vec<Item> = workloads
         .into_iter()
-        .zip(answers)
-        .map(|(workload, answers)| Item::new(workload, answers, &settings.targets))
+        .zip(looked)
+        .map(|(workload, looked)| {
+            let (answers, mismatches): (Vec<_>, Vec<_>) = looked.into_iter().unzip();
+            let mut item = Item::new(workload, answers, &settings.targets);
+            for (entry, found) in item.images.iter_mut().zip(mismatches) {
+                entry.mismatches = found;
+            }
+            item
+        })
         .collect();
     let placement = settings.include_pods.then_some(&placement);
     let report = Report::new(settings.targets.clone(), items, placement, errors);

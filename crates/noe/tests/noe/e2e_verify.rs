@@ -86,3 +86,68 @@ async fn inspect_verify_names_the_lying_platform_and_fails() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_verify_counts_no_mismatch_as_support() {
+    let h = Harness::start().await;
+    let pusher = h.registry.pusher().unwrap();
+    push_mislabelled_index(&pusher, "verify/report", "1", "report")
+        .await
+        .unwrap();
+    let image = h.registry.reference("verify/report", "1");
+    let file = h.cert_dir.path().join("workloads.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: shop}}\n\
+             spec:\n  replicas: 2\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    \
+             metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      - {{name: app, image: \"{image}\"}}\n"
+        ),
+    )
+    .unwrap();
+    let absent = h.cert_dir.path().join("absent");
+    let run = |verify: bool| {
+        let mut args = vec![
+            "report".to_owned(),
+            "-f".to_owned(),
+            file.display().to_string(),
+            "-o".to_owned(),
+            "json".to_owned(),
+            "--target-arch=arm64,amd64".to_owned(),
+            format!("--insecure-registries={}", h.registry.host()),
+            format!("--docker-config-path={}", absent.display()),
+            format!("--containerd-config-path={}", absent.display()),
+        ];
+        if verify {
+            args.push("--verify".to_owned());
+        }
+        args
+    };
+    // By the claim: ready for arm64, and no "mismatches" key.
+    let (code, stdout, stderr) = noe(&run(false)).await;
+    assert_eq!(code, 0, "{stderr}");
+    let claimed: Value = serde_json::from_str(&stdout).unwrap();
+    let item = &claimed["items"][0];
+    assert_eq!(item["verdicts"]["arm64"], "ready", "{item}");
+    assert!(item["images"][0].get("mismatches").is_none());
+
+    // Verified: arm64 is blocked by the image, whose arm64 platform is listed as a mismatch.
+    let (code, stdout, stderr) = noe(&run(true)).await;
+    assert_eq!(code, 0, "{stderr}");
+    let verified: Value = serde_json::from_str(&stdout).unwrap();
+    let item = &verified["items"][0];
+    assert_eq!(item["verdicts"]["arm64"], "blocked", "{item}");
+    assert_eq!(item["verdicts"]["amd64"], "ready", "{item}");
+    assert_eq!(
+        item["images"][0]["platforms"],
+        serde_json::json!(["linux/amd64"])
+    );
+    assert_eq!(
+        item["images"][0]["mismatches"],
+        serde_json::json!([{
+            "evidence": "/app is an x86-64 ELF (EM_X86_64)",
+            "platform": "linux/arm64",
+            "source": "verification",
+        }])
+    );
+}

@@ -125,7 +125,8 @@ struct ImageJson<'a>(&'a ImageEntry);
 impl Serialize for ImageJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let entry = self.0;
-        let mut map = serializer.serialize_map(Some(3))?;
+        let fields = if entry.mismatches.is_empty() { 3 } else { 4 };
+        let mut map = serializer.serialize_map(Some(fields))?;
         match &entry.answer {
             Ok(platforms) => {
                 map.serialize_entry("error", &())?;
@@ -144,6 +145,27 @@ impl Serialize for ImageJson<'_> {
                 map.serialize_entry("platforms", &())?;
             }
         }
+        if !entry.mismatches.is_empty() {
+            map.serialize_entry(
+                "mismatches",
+                &Seq(entry.mismatches.iter().map(MismatchJson)),
+            )?;
+        }
+        map.end()
+    }
+}
+
+/// A platform its registry lists that the image's own program proves false:
+/// `{"platform","source","evidence"}`.
+struct MismatchJson<'a>(&'a crate::truth::Correction);
+
+impl Serialize for MismatchJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let correction = self.0;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("evidence", &correction.evidence)?;
+        map.serialize_entry("platform", &Shown(&correction.platform))?;
+        map.serialize_entry("source", correction.source.as_str())?;
         map.end()
     }
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use noe_core::report::{Answer, LookupFailure, Workload};
+use noe_core::truth::Correction;
 use noe_registry::cache::Scope;
+use noe_registry::verify::Options;
 use noe_webhook::resolve::one_line;
 use noe_webhook::resolve::pull_secrets::{PodPullSecrets, PullSecrets};
 
@@ -24,13 +26,19 @@ const LOOKUP_DEADLINE: Duration = Duration::from_secs(60);
 /// One image as asked: its reference and the credential scope of its pods' pull secrets.
 type Key = (String, Option<Scope>);
 
-/// The answers for every workload's images, in the workloads' and images' order.
+/// An image's answer and, with `--verify`, the platforms its own programs prove false (left
+/// out of the answer).
+pub type Looked = (Answer, Vec<Correction>);
+
+/// The answers for every workload's images, in the workloads' and images' order; with
+/// `verify`, each image's platforms proven by its own programs too.
 pub async fn resolve_all(
     app: &App,
     workloads: &[Workload],
     pull_secrets: Option<&PullSecrets>,
     concurrency: usize,
-) -> Vec<Vec<Answer>> {
+    verify: bool,
+) -> Vec<Vec<Looked>> {
     let secrets = load_secrets(workloads, pull_secrets, concurrency).await;
     let secrets_of = |workload: &Workload| {
         secrets
@@ -60,14 +68,14 @@ pub async fn resolve_all(
     drop(index);
     let progress = Progress::new(unique.len(), "images");
     let timed_out = TimedOut::default();
-    let mut answers: Vec<Option<Answer>> = vec![None; unique.len()];
+    let mut answers: Vec<Option<Looked>> = vec![None; unique.len()];
     let mut resolved = futures::stream::iter(unique.iter().enumerate())
         .map(|(at, ((image, scope), pod))| {
             let timed_out = &timed_out;
             async move {
                 (
                     at,
-                    resolve(app, timed_out, image, *scope, pod.as_deref()).await,
+                    resolve(app, timed_out, image, *scope, pod.as_deref(), verify).await,
                 )
             }
         })
@@ -86,10 +94,11 @@ pub async fn resolve_all(
             keys.into_iter()
                 .map(|at| {
                     answers.get(at).cloned().flatten().unwrap_or_else(|| {
-                        Err(Arc::new(LookupFailure {
+                        let missing = Err(Arc::new(LookupFailure {
                             kind: "internal".into(),
                             message: "no lookup result".into(),
-                        }))
+                        }));
+                        (missing, Vec::new())
                     })
                 })
                 .collect()
@@ -153,19 +162,21 @@ impl TimedOut {
     }
 }
 
-/// One image's platforms, or why not.
+/// One image's platforms, or why not; with `verify`, its platforms proven false left out.
 async fn resolve(
     app: &App,
     timed_out: &TimedOut,
     image: &str,
     scope: Option<Scope>,
     pod: Option<&PodPullSecrets>,
-) -> Answer {
+    verify: bool,
+) -> Looked {
     let failure = |kind: &str, message: String| {
-        Err(Arc::new(LookupFailure {
+        let failed = Err(Arc::new(LookupFailure {
             kind: kind.to_owned(),
             message,
-        }))
+        }));
+        (failed, Vec::new())
     };
     let host = app
         .resolver
@@ -183,12 +194,34 @@ async fn resolve(
         Ok(routed) => {
             let candidates = app.credentials(None).candidates(&routed, pod).await;
             let resolved = app.resolver.resolve_routed(&routed, scope, &candidates);
-            tokio::time::timeout(LOOKUP_DEADLINE, resolved).await
+            match tokio::time::timeout(LOOKUP_DEADLINE, resolved).await {
+                Ok(Ok(resolution)) if verify => {
+                    let options = Options::default();
+                    let verified = app.resolver.verify(&routed, &candidates, &options);
+                    let mismatches = match verified.await {
+                        Ok(report) => report
+                            .platforms
+                            .iter()
+                            .filter_map(|p| p.report.correction(&report.digest, &p.platform))
+                            .collect(),
+                        Err(error) => {
+                            tracing::warn!(image, error = %one_line(&error), "not verified");
+                            Vec::new()
+                        }
+                    };
+                    Ok(Ok((resolution, mismatches)))
+                }
+                other => other.map(|answer| answer.map(|resolution| (resolution, Vec::new()))),
+            }
         }
         Err(error) => Ok(Err(error)),
     };
     match answer {
-        Ok(Ok(resolution)) => Ok(resolution.platforms.clone().into()),
+        Ok(Ok((resolution, mismatches))) => {
+            let corrected = noe_core::truth::correct(&resolution.platforms, &mismatches);
+            let applied: Vec<Correction> = corrected.applied.into_iter().cloned().collect();
+            (Ok(corrected.kept.into()), applied)
+        }
         Ok(Err(error)) => {
             let mut message = one_line(&error);
             if let (true, Some(registry)) = (is_plain_http_text(&message), error.registry()) {
