@@ -5,8 +5,8 @@
 //! `/oauth2/exchange`).
 //!
 //! No Kubernetes and no registry client here: [`CloudCredentials::credential_for`] turns a
-//! registry host into a username and password, and the credential chain decides what to do with
-//! them. Which host belongs to which provider is the pure function [`hosts::match_host`].
+//! registry host into a username and password, and [`CloudCredentials`] is a
+//! `noe_credentials::Source` (the credential chain decides what to do with them). Which host belongs to which provider is the pure function [`hosts::match_host`].
 //!
 //! Every request has a timeout and every response body a byte bound; tokens are cached until
 //! shortly before they expire ([`cache::refresh_at`]) with one refresh in flight per key; a
@@ -24,6 +24,7 @@ pub mod gcp;
 pub mod hosts;
 mod http;
 pub mod metrics;
+mod source;
 mod time;
 
 pub use credentials::{http_client, CloudCredential, CloudCredentials, Config};

@@ -3,9 +3,6 @@
 //! ACR's `/oauth2/exchange`), and an ECR credential used on a real CNCF registry reached under an
 //! ECR host name.
 
-#[path = "providers/fake.rs"]
-mod fake;
-
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
@@ -14,7 +11,7 @@ use noe_cloud::{CloudCredentials, Config, Env, Error, Metrics, Provider, Step};
 use noe_core::clock::Clock;
 use noe_test_support::{Registry, TestCa};
 
-use fake::{Fake, Reply, Seen};
+use noe_test_support::cloud::{Fake, Reply, Seen};
 
 const ECR_HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
 const ACR_HOST: &str = "myregistry.azurecr.io";

@@ -1,12 +1,12 @@
 //! Credential sources: docker config files, containerd configuration, kubelet credential provider
-//! plugins, the cloud workload identity, and kubelet-style image pattern matching. Each is a
-//! [`Source`]; they produce [`CredentialCandidate`]s.
+//! plugins, and kubelet-style image pattern matching. Each is a [`Source`]; they produce
+//! [`CredentialCandidate`]s.
 //!
 //! [`Sources`] puts them together in the order the kubelet's view suggests: the cloud identity
-//! (for its own registries only), plugins, then containerd, then docker config files (a pod's
-//! pull secrets, read by the webhook, go first: [`Sources::credentials`]).
+//! (a [`Source`] the cloud crate implements, plugged in with [`Sources::with_cloud`]; for its
+//! own registries only), plugins, then containerd, then docker config files (a pod's pull
+//! secrets, read by the webhook, go first: [`Sources::credentials`]).
 
-mod cloud;
 pub mod containerd;
 pub mod credential;
 pub mod docker_config;
@@ -53,10 +53,6 @@ pub enum Error {
     ProviderFlags,
     #[error(transparent)]
     Provider(#[from] provider::Error),
-    #[error(transparent)]
-    Cloud(#[from] noe_cloud::Error),
-    #[error("cannot create the cloud credential metrics")]
-    CloudMetrics(#[source] prometheus::Error),
 }
 
 /// The credential flags.
@@ -77,8 +73,6 @@ pub struct SourcesConfig {
     /// Bound on each read of a configuration file (a FIFO or a hung mount never blocks longer);
     /// `None`: [`crate::files::DEFAULT_TIMEOUT`].
     pub file_read_timeout: Option<Duration>,
-    /// `--cloud-credentials`: the clouds whose registries get the pod's own workload identity.
-    pub cloud: Vec<noe_cloud::Provider>,
     /// `--credential-provider-sa-tokens`: plugins with `tokenAttributes` run with the pod's
     /// service account token (else they are skipped).
     pub service_account_tokens: bool,
@@ -87,7 +81,8 @@ pub struct SourcesConfig {
 /// All the node-level credential sources.
 #[derive(Clone, Debug)]
 pub struct Sources {
-    cloud: Option<noe_cloud::CloudCredentials>,
+    /// The cloud workload identity (`--cloud-credentials`), asked first for its own registries.
+    cloud: Option<Arc<dyn Source>>,
     providers: Option<ProviderSource>,
     containerd: ContainerdSource,
     docker: DockerConfigSource,
@@ -138,17 +133,8 @@ impl Sources {
             helper_dirs,
             exec_limits,
             file_read_timeout,
-            cloud,
             service_account_tokens,
         } = config;
-        let cloud = if cloud.is_empty() {
-            None
-        } else {
-            let metrics = noe_cloud::Metrics::new(None).map_err(Error::CloudMetrics)?;
-            let client = noe_cloud::http_client(None)?;
-            let config = noe_cloud::Config::new(cloud);
-            Some(noe_cloud::CloudCredentials::new(config, client, metrics)?)
-        };
         let files = FileReader::new(file_read_timeout.unwrap_or(crate::files::DEFAULT_TIMEOUT));
         let providers = match (provider_bin_dir, provider_config) {
             (None, None) => None,
@@ -187,7 +173,7 @@ impl Sources {
         futures::join!(containerd.warm(), docker.warm());
         let refresh = refresh_every(containerd.clone(), docker.clone(), DEFAULT_RELOAD_INTERVAL);
         Ok(Self {
-            cloud,
+            cloud: None,
             providers,
             containerd,
             docker,
@@ -220,7 +206,7 @@ impl Sources {
     /// The node-level sources in the order they are asked: the cloud identity, plugins,
     /// containerd, docker config files.
     fn chain(&self) -> impl Iterator<Item = &dyn Source> {
-        let cloud = self.cloud.as_ref().map(|c| c as &dyn Source);
+        let cloud = self.cloud.as_deref();
         let providers = self.providers.as_ref().map(|p| p as &dyn Source);
         cloud
             .into_iter()
@@ -277,30 +263,12 @@ impl Sources {
         &self.docker
     }
 
-    /// The same sources with `cloud` as the cloud identity (replacing the one from the flags).
+    /// The same sources with `cloud` as the cloud identity (`--cloud-credentials`: the cloud
+    /// crate's `CloudCredentials`), asked first for the registries it serves.
     #[must_use]
-    pub fn with_cloud(mut self, cloud: noe_cloud::CloudCredentials) -> Self {
+    pub fn with_cloud(mut self, cloud: Arc<dyn Source>) -> Self {
         self.cloud = Some(cloud);
         self
-    }
-
-    /// Register the cloud credentials' metrics on `registry` (nothing without `--cloud-credentials`).
-    pub fn register_metrics(
-        &self,
-        registry: &prometheus::Registry,
-    ) -> Result<(), prometheus::Error> {
-        match &self.cloud {
-            Some(cloud) => cloud.metrics().register(registry),
-            None => Ok(()),
-        }
-    }
-
-    /// The secret-free description of each enabled cloud provider's identity (`noe inspect`).
-    pub fn cloud_identities(&self) -> Vec<String> {
-        self.cloud
-            .as_ref()
-            .map(noe_cloud::CloudCredentials::describe)
-            .unwrap_or_default()
     }
 
     /// The credential provider plugins, when configured.

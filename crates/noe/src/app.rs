@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use noe_core::decide::Policy;
-use noe_registry::credentials::Sources;
+use noe_credentials::Sources;
 use noe_registry::{Resolution, Resolver};
 use noe_webhook::admission::Admission;
 use noe_webhook::metrics::Metrics;
@@ -20,7 +20,9 @@ use crate::config::{KubeSettings, RegistrySettings};
 #[non_exhaustive]
 pub enum Error {
     #[error("cannot read the credential sources")]
-    Sources(#[source] noe_registry::credentials::Error),
+    Sources(#[source] noe_credentials::Error),
+    #[error("cannot set up the cloud workload identity")]
+    Cloud(#[source] noe_cloud::Error),
     #[error("cannot build the registry resolver")]
     Resolver(#[source] noe_registry::Error),
     #[error("cannot register metrics")]
@@ -82,11 +84,19 @@ impl App {
         let RegistrySettings {
             resolver,
             sources,
+            cloud,
             lookups,
         } = settings;
         let metrics = prometheus::Registry::new();
-        let sources = Sources::new(sources).await.map_err(Error::Sources)?;
-        sources.register_metrics(&metrics)?;
+        let mut sources = Sources::new(sources).await.map_err(Error::Sources)?;
+        if !cloud.is_empty() {
+            let cloud_metrics = noe_cloud::Metrics::new(Some(&metrics))?;
+            let client = noe_cloud::http_client(None).map_err(Error::Cloud)?;
+            let config = noe_cloud::Config::new(cloud);
+            let cloud = noe_cloud::CloudCredentials::new(config, client, cloud_metrics)
+                .map_err(Error::Cloud)?;
+            sources = sources.with_cloud(Arc::new(cloud));
+        }
         // containerd's certs.d hosts.toml mirrors apply to the registry after proxies; every
         // source's hosts are `registry` label values.
         let config = noe_registry::Config {

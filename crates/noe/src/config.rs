@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use noe_core::decide::Policy;
-use noe_registry::credentials::SourcesConfig;
+use noe_credentials::SourcesConfig;
 use noe_webhook::server::Addresses;
 
 pub use architectures::{parse_architectures, ArchitecturesError};
@@ -19,6 +19,8 @@ pub struct RegistrySettings {
     /// the credential sources read.
     pub resolver: noe_registry::Config,
     pub sources: SourcesConfig,
+    /// `--cloud-credentials`: the clouds whose registries get the pod's own workload identity.
+    pub cloud: Vec<noe_cloud::Provider>,
     /// Bounds on the registry lookups of admissions.
     pub lookups: noe_webhook::resolve::LookupLimits,
 }

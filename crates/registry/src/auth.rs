@@ -22,9 +22,10 @@ use url::Url;
 use crate::budget::Context;
 use crate::challenge::{self, Challenge};
 use crate::client::{basic_header, bearer_header, is_insecure_target, Http, Request, Response};
-use crate::credential::fingerprint;
 use crate::metrics::{Kind, Metrics};
-use crate::{Config, Credential, CredentialCandidate, Error};
+use crate::{Config, Error};
+use noe_credentials::credential::fingerprint;
+use noe_credentials::{Credential, CredentialCandidate};
 
 const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(60);
 /// A token is kept at most this long whatever `expires_in` says (a realm cannot pin one).

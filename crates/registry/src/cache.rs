@@ -197,7 +197,7 @@ pub struct PlatformCache {
     outcomes: Outcomes,
     metrics: Metrics,
     /// The node-level credentials' generation (`Config::credentials_generation`).
-    generation: Option<crate::credentials::Generation>,
+    generation: Option<noe_credentials::Generation>,
     clock: noe_core::clock::Clock,
     /// Counts the changes of `ok` (bumped after each one): a [`Stamp`] of answers found at one
     /// count holds while it does not move.
@@ -338,7 +338,7 @@ impl PlatformCache {
     fn generation(&self) -> u64 {
         self.generation
             .as_ref()
-            .map_or(0, crate::credentials::Generation::current)
+            .map_or(0, noe_credentials::Generation::current)
     }
 
     /// Whether `cached` may be served at `now`: before its expiry, and, when it was found with

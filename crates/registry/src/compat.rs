@@ -18,7 +18,8 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::cache::Scope;
-use crate::{CredentialCandidate, Error, Resolver, Routed};
+use crate::{Error, Resolver, Routed};
+use noe_credentials::CredentialCandidate;
 
 /// Bytes of a referrers response or fallback index.
 pub const MAX_INDEX_BYTES: usize = 256 * 1024;

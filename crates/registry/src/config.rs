@@ -44,10 +44,10 @@ pub struct Config {
     /// `--platform-overrides`: images whose platforms the operator states, answered before any
     /// registry lookup ([`crate::overrides`]).
     pub platform_overrides: Option<Arc<crate::overrides::PlatformOverrides>>,
-    /// The generation of the node-level credentials ([`crate::credentials::Sources::generation`]):
+    /// The generation of the node-level credentials ([`noe_credentials::Sources::generation`]):
     /// an answer found with one of them is fresh only while it is unchanged. `None`: answers
     /// stay fresh for their TTL.
-    pub credentials_generation: Option<crate::credentials::Generation>,
+    pub credentials_generation: Option<noe_credentials::Generation>,
     /// The bounds of verification (`--verify-max-bytes`, `--verify-concurrency`).
     pub verification: crate::verify::VerifyConfig,
 }

@@ -13,8 +13,9 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::{ConfigBody, Descriptor, ParseError};
-use crate::platform::{WireFields, MAX_FIELD_LEN, MAX_OS_VERSION_LEN};
-use crate::{Platform, Resolution};
+use crate::Resolution;
+use noe_core::platform::{WireFields, MAX_FIELD_LEN, MAX_OS_VERSION_LEN};
+use noe_core::Platform;
 
 /// Index entries listed; an index with more lists these and says how many there were.
 pub const MAX_CHILDREN: usize = 128;
@@ -183,7 +184,7 @@ pub fn children(entries: &[Descriptor]) -> (Vec<Child>, usize) {
                 .map(|p| {
                     p.os_features
                         .iter()
-                        .take(crate::platform::MAX_OS_FEATURES)
+                        .take(noe_core::platform::MAX_OS_FEATURES)
                         .map(|f| crate::error::bounded(f, MAX_FIELD_LEN).into_owned())
                         .collect()
                 })

@@ -19,7 +19,7 @@
 //! registry host; [`hosts`] gives the endpoints of the resulting host (containerd `hosts.toml`
 //! mirrors, then its server); [`shared`] (a Valkey/Redis cache the replicas share, optional) may
 //! know the digest and its platforms; otherwise the load tries the endpoints in order (a failing
-//! mirror passes to the next) and, at each, its [`CredentialCandidate`]s in order, then
+//! mirror passes to the next) and, at each, its `noe_credentials::CredentialCandidate`s in order, then
 //! anonymous access (unless the image matches `private_registries`), moving on only on
 //! 401/403; `walk` GETs the manifest with the
 //! [`manifest::ACCEPT`] list and turns it into platforms (index entries as stated, platform-less
@@ -32,19 +32,19 @@
 //!
 //! Before any of it, [`overrides`] (`--platform-overrides`) may answer for an image: the
 //! operator states its platforms (unreachable registries, wrong metadata, arch-neutral
-//! artifacts as [`Platform::any`]).
+//! artifacts as `noe_core::Platform::any`).
 //!
-//! Around it: [`credentials`] reads docker, containerd and kubelet plugin configuration through
-//! [`files`] (bounded reads off the async workers, reloaded in the background); [`hosts`] carries
-//! each host's TLS files (`ca`, mTLS `client`); [`glob`] is the one pattern matcher, [`duration`]
-//! the one Go-duration parser; [`metrics`] keeps every label bounded, the `registry` label from
+//! Around it: the `noe_credentials` crate reads docker, containerd and kubelet plugin
+//! configuration (bounded reads off the async workers, reloaded in the background) and holds
+//! the one pattern matcher and Go-duration parser; [`hosts`] carries each host's TLS files
+//! (`ca`, mTLS `client`); [`metrics`] keeps every label bounded, the `registry` label from
 //! the configured hosts the resolver computes itself ([`Resolver::error_label`] gives a failed
 //! lookup's).
 //!
 //! Credentials are data: callers pick the candidates for the host actually contacted, which
 //! [`Resolver::routed`] gives (the image parsed, proxies applied and its hosts found once), so a
 //! proxy never receives another host's secrets; [`Routed::endpoints`] lists the mirrors too,
-//! whose own candidates are passed marked with [`CredentialCandidate::for_mirror`] (a mirror
+//! whose own candidates are passed marked with `CredentialCandidate::for_mirror` (a mirror
 //! never receives unmarked ones). The same [`Routed`] is then looked up
 //! ([`Resolver::platforms_routed`]) without parsing or routing it again.
 
@@ -61,7 +61,6 @@ pub mod inspect;
 pub mod manifest;
 pub mod metrics;
 pub mod overrides;
-pub use noe_core::platform;
 pub mod proxies;
 pub mod reference;
 pub mod resolver;
@@ -71,14 +70,8 @@ pub mod throttle;
 pub mod verify;
 mod walk;
 
-/// Credentials live in their own crate (`noe-credentials`); these paths keep naming them here.
-pub use noe_credentials as credentials;
-pub use noe_credentials::{credential, duration, files, glob};
-
 pub use config::Config;
 pub use error::Error;
 pub use hosts::HostsProvider;
-pub use noe_credentials::{Credential, CredentialCandidate};
-pub use platform::Platform;
 pub use reference::Reference;
 pub use resolver::{Answered, Resolution, Resolver, Routed};

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256, Sha512};
 
-use crate::platform::WireFields;
-use crate::Platform;
+use noe_core::platform::WireFields;
+use noe_core::Platform;
 
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";

@@ -12,16 +12,16 @@
 //!   platforms: ["*"]          # arch-neutral: constrains nothing
 //! ```
 //!
-//! Patterns have the kubelet `matchImages` syntax ([`crate::credentials::matching`]) and are
+//! Patterns have the kubelet `matchImages` syntax ([`noe_credentials::matching`]) and are
 //! matched against the normalized reference the pod names, before `--registry-proxies`
 //! (`nginx` is `docker.io/library/nginx:latest`; the path is a string prefix, so
 //! `docker.io/library/nginx` also matches its tags), and a glob only in the host (a glob in the
 //! path matches nothing: refused). A pattern naming a tag or a digest matches that tag or digest
 //! exactly (`busybox:1.3` is not `busybox:1.36`). The file is bounded ([`MAX_FILE_BYTES`],
 //! [`MAX_ENTRIES`], [`MAX_PATTERNS`] per entry, [`MAX_PATTERN_LEN`], at most
-//! [`MAX_PLATFORMS`](crate::platform::MAX_PLATFORMS) platforms per entry), validated at start
+//! [`MAX_PLATFORMS`](noe_core::platform::MAX_PLATFORMS) platforms per entry), validated at start
 //! with an error naming the entry, and read again in the background (every
-//! [`DEFAULT_RELOAD_INTERVAL`](crate::credentials::DEFAULT_RELOAD_INTERVAL), off the async
+//! [`DEFAULT_RELOAD_INTERVAL`](noe_credentials::DEFAULT_RELOAD_INTERVAL), off the async
 //! workers through [`crate::files`]); a new version that cannot be read, is invalid, or is empty
 //! (while the running one is not) is logged, counted in
 //! `noe_registry_platform_overrides_reload_failures_total{reason}`, and the last good one kept.
@@ -32,11 +32,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::credentials::matching::{check_pattern, image_matches};
-use crate::credentials::reload::Reloading;
-use crate::files::FileReader;
-use crate::platform::{Platform, WireFields, MAX_PLATFORMS};
 use crate::{Reference, Resolution};
+use noe_core::platform::{Platform, WireFields, MAX_PLATFORMS};
+use noe_credentials::files::FileReader;
+use noe_credentials::matching::{check_pattern, image_matches};
+use noe_credentials::reload::Reloading;
 
 /// Largest file read.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -55,7 +55,7 @@ pub enum Error {
     Read {
         path: PathBuf,
         #[source]
-        source: crate::files::Error,
+        source: noe_credentials::files::Error,
     },
     #[error("{path} does not exist")]
     Missing { path: PathBuf },
@@ -190,7 +190,7 @@ fn entry(raw: RawEntry) -> Result<Entry, String> {
         let valid_glob = pattern
             .split('/')
             .next()
-            .is_some_and(|host| host.split('.').all(crate::glob::is_valid));
+            .is_some_and(|host| host.split('.').all(noe_credentials::glob::is_valid));
         if pattern.is_empty()
             || pattern.len() > MAX_PATTERN_LEN
             || pattern.chars().any(|c| c.is_whitespace() || c.is_control())
@@ -329,7 +329,7 @@ impl PlatformOverrides {
     /// Reads and validates `path` now (start-up: blocking, bounded to [`MAX_FILE_BYTES`]); it is
     /// read again every `every` once lookups run.
     pub fn load(path: &Path, every: Duration) -> Result<Self, Error> {
-        let bytes = crate::files::read_blocking(path, MAX_FILE_BYTES)
+        let bytes = noe_credentials::files::read_blocking(path, MAX_FILE_BYTES)
             .map_err(|source| Error::Read {
                 path: path.to_owned(),
                 source,

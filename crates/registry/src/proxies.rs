@@ -8,7 +8,7 @@ use crate::Reference;
 pub fn rewrite_host(rules: &[(String, String)], host: &str) -> String {
     let mut current = host.to_owned();
     for (pattern, replacement) in rules {
-        if crate::glob::matches_ignore_case(pattern, &current) {
+        if noe_credentials::glob::matches_ignore_case(pattern, &current) {
             current.clone_from(replacement);
         }
     }

@@ -22,7 +22,9 @@ use crate::hosts::{Endpoint, HostsConfig};
 use crate::metrics::Metrics;
 use crate::shared::SharedCache;
 pub use crate::walk::{MAX_CONCURRENT_FETCHES, MAX_DEPTH, MAX_UNPLATFORMED};
-use crate::{proxies, Config, CredentialCandidate, Error, Platform, Reference};
+use crate::{proxies, Config, Error, Reference};
+use noe_core::Platform;
+use noe_credentials::CredentialCandidate;
 
 /// What an image resolves to. Serializes as `noe inspect --output json` prints it.
 #[derive(Clone, Debug, Serialize)]
@@ -489,7 +491,7 @@ fn header_map(endpoint: &Endpoint) -> HeaderMap {
 
 /// kubelet `matchImages` semantics on the normalized `registry/repository` name.
 fn is_private(pattern: &str, image: &str) -> bool {
-    crate::credentials::matching::image_matches(pattern, image)
+    noe_credentials::matching::image_matches(pattern, image)
 }
 
 #[cfg(test)]

@@ -47,7 +47,8 @@ pub use key::{read_key_file, read_password_file, KeyFile, KeyFileError, MAX_KEY_
 use link::{Connector, Link, FRAMING_BYTES};
 
 use crate::metrics::Metrics;
-use crate::{Credential, CredentialCandidate, Error};
+use crate::Error;
+use noe_credentials::{Credential, CredentialCandidate};
 
 /// How long the platforms of a digest are kept (they never change).
 pub const DIGEST_TTL: Duration = Duration::from_secs(7 * 24 * 3600);

@@ -26,7 +26,7 @@ use serde::Deserialize;
 pub use noe_core::binary::{Reason, Report, Verdict};
 
 use crate::manifest::Descriptor;
-use crate::Platform;
+use noe_core::Platform;
 
 pub use cache::Verdicts;
 pub(crate) use worker::Worker;

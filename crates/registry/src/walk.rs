@@ -15,8 +15,9 @@ use crate::auth::{Auth, Session};
 use crate::client::{Http, Response};
 use crate::manifest::{self, Descriptor, ParseError, Parsed, ACCEPT};
 use crate::metrics::Kind;
-use crate::platform::MAX_PLATFORMS;
-use crate::{Error, Platform};
+use crate::Error;
+use noe_core::platform::MAX_PLATFORMS;
+use noe_core::Platform;
 
 /// Deepest index nesting followed.
 pub const MAX_DEPTH: usize = 4;

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
-use noe_registry::credentials::{Sources, SourcesConfig};
+use noe_credentials::Credential;
+use noe_credentials::{Sources, SourcesConfig};
 use noe_registry::hosts::ContainerdHosts;
-use noe_registry::Credential;
 
 /// Bound on a whole test step: only reached if a read blocks without its timeout.
 const HANG_GUARD: Duration = Duration::from_secs(30);

@@ -2,9 +2,10 @@
 //! holds nothing else.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use noe_core::Platform;
 use noe_registry::cache::{Answered, Loaded, PlatformCache, Scope};
 use noe_registry::metrics::Metrics;
-use noe_registry::{Config, Platform, Resolution};
+use noe_registry::{Config, Resolution};
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap();

@@ -9,9 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use noe_registry::credentials::containerd::ContainerdSource;
+use noe_credentials::containerd::ContainerdSource;
+use noe_credentials::{Credential, CredentialCandidate};
 use noe_registry::hosts::ContainerdHosts;
-use noe_registry::{Config, Credential, CredentialCandidate, Resolver};
+use noe_registry::{Config, Resolver};
 use noe_test_support::{
     build_image, manifest_path, push_standard_fixtures, Behavior, FakeRegistry, Flavor, Registry,
     TestCa,

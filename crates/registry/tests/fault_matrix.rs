@@ -17,9 +17,10 @@ mod fault_matrix {
 
 use std::time::{Duration, Instant};
 
+use noe_credentials::{Credential, CredentialCandidate};
 use noe_registry::manifest::{OCI_CONFIG, OCI_INDEX, OCI_MANIFEST};
 use noe_registry::resolver::MAX_REQUESTS_PER_LOOKUP;
-use noe_registry::{Config, Credential, CredentialCandidate, Resolver};
+use noe_registry::{Config, Resolver};
 use noe_test_support::{push_image, sha256_digest, Behavior, FakeRegistry, Flavor, Registry};
 use serde_json::json;
 

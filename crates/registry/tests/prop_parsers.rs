@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use base64::Engine as _;
-use noe_registry::credentials::docker_config::parse_docker_config;
+use noe_credentials::docker_config::parse_docker_config;
 use noe_registry::manifest::{self, Parsed};
 use noe_registry::{challenge, Error, Reference};
 use proptest::prelude::*;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use noe_registry::credentials::{Sources, SourcesConfig};
+use noe_credentials::{Sources, SourcesConfig};
 use noe_registry::hosts::NodeHosts;
 use noe_registry::{Config, Error, Resolver};
 use noe_test_support::{push_standard_fixtures, Registry};

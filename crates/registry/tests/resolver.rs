@@ -4,11 +4,13 @@
 
 mod resolver {
     pub mod auth;
+    pub mod credentials;
     pub mod faults;
     pub mod fixtures;
     pub mod mtls;
     pub mod overrides;
     pub mod pool;
+    pub mod renewal;
     pub mod revalidate;
     pub mod shapes;
     pub mod shared;

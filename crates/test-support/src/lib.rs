@@ -45,6 +45,10 @@
 //!   names it is asked to reach and tunnels them to loopback.
 //! - [`DelayProxy`]: a loopback TCP proxy adding a round-trip time to everything it forwards
 //!   (a registry far away, for the cold-path measurement).
+//! - [`cloud::Fake`]: a loopback HTTP(S) server answering with a scripted handler, standing in
+//!   for the clouds' identity services (STS, ECR's API, the GCE metadata server, Entra).
+//! - [`ProviderPlugins`]: kubelet credential provider plugins as real executables (shell
+//!   scripts) in a temporary directory, each logging its runs.
 //! - [`RedisServer`]: the real `redis-server` (Debian package `redis-server`) on a free port,
 //!   plain or TLS, with or without a password, killed on drop or mid-test (the shared cache).
 //!
@@ -61,6 +65,7 @@
 //! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
 
 mod ca;
+pub mod cloud;
 mod compat;
 mod connect_proxy;
 mod delay_proxy;
@@ -71,6 +76,7 @@ mod htpasswd;
 mod image;
 mod kube_api;
 mod layers;
+mod plugins;
 mod push;
 mod redis;
 mod registry;
@@ -109,6 +115,7 @@ pub use layers::{
     elf_program, gzip, push_mislabelled_index, script, tar_archive, Compression, LayerBlob,
     LayerEntry, Mislabelled, RunnableImage,
 };
+pub use plugins::{provider_config, provider_response, ProviderPlugins};
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use redis::{RedisBuilder, RedisServer};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};

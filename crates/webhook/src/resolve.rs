@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use noe_core::Platform;
 use noe_registry::cache::Scope;
-use noe_registry::Platform;
 
 pub use credentials::{
     Anonymous, CredentialSource, Credentials, PodAccess, PodCredentials, PodSecrets,

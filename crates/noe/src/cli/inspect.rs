@@ -251,7 +251,7 @@ async fn account_credentials(
     namespace: &str,
     name: &str,
 ) -> Result<Credentials, String> {
-    use noe_registry::credentials::ServiceAccounts as _;
+    use noe_credentials::ServiceAccounts as _;
     let client = crate::app::kube_client(kube)
         .await
         .map_err(|error| format!("needs the Kubernetes API: {}", one_line(&error)))?;
@@ -274,7 +274,7 @@ struct Asking<'a> {
 }
 
 impl Asking<'_> {
-    async fn candidates(&self, routed: &Routed) -> Vec<noe_registry::CredentialCandidate> {
+    async fn candidates(&self, routed: &Routed) -> Vec<noe_credentials::CredentialCandidate> {
         match self.account {
             Some((namespace, name)) => {
                 self.credentials

@@ -49,7 +49,7 @@ pub fn non_empty(items: &[String]) -> Vec<String> {
 
 /// A Go duration (`5s`, `1m30s`, `1.5h`, `0`), as Go's `flag` parses it.
 pub fn duration(text: &str) -> Result<Duration, String> {
-    noe_registry::duration::parse(text).map_err(|error| error.to_string())
+    noe_credentials::duration::parse(text).map_err(|error| error.to_string())
 }
 
 /// A Go duration above zero (timeouts and deadlines).

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use noe_registry::credentials::{SourcesConfig, DEFAULT_RELOAD_INTERVAL};
+use noe_credentials::{SourcesConfig, DEFAULT_RELOAD_INTERVAL};
 use noe_registry::overrides::{Error as OverridesError, PlatformOverrides};
 use noe_registry::shared::SharedConfig;
 
@@ -317,7 +317,7 @@ impl RegistryArgs {
             None => None,
         };
         for pattern in &self.private_registries {
-            noe_registry::credentials::matching::check_pattern(pattern).map_err(|reason| {
+            noe_credentials::matching::check_pattern(pattern).map_err(|reason| {
                 ConfigError::Contradiction(format!("--private-registries: {reason}"))
             })?;
         }
@@ -350,7 +350,6 @@ impl RegistryArgs {
             containerd_config_paths: Some(self.containerd_config_paths()),
             provider_bin_dir: provider_bin_dir.cloned(),
             provider_config: provider_config.cloned(),
-            cloud: self.cloud(),
             service_account_tokens: self.credential_provider_sa_tokens,
             ..Default::default()
         };
@@ -365,6 +364,7 @@ impl RegistryArgs {
         Ok(RegistrySettings {
             resolver,
             sources,
+            cloud: self.cloud(),
             lookups,
         })
     }

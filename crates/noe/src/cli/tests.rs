@@ -540,9 +540,9 @@ fn a_fifo_as_the_shared_cache_password_file_is_refused_without_waiting() {
 fn cloud_credentials_flag() {
     use noe_cloud::Provider;
     let settings = inspect_registry(&["noe", "inspect", "--cloud-credentials=ecr,acr,ecr,", "x"]);
-    assert_eq!(settings.sources.cloud, [Provider::Ecr, Provider::Acr]);
+    assert_eq!(settings.cloud, [Provider::Ecr, Provider::Acr]);
     let settings = inspect_registry(&["noe", "inspect", "--cloud-credentials=", "x"]);
-    assert!(settings.sources.cloud.is_empty());
+    assert!(settings.cloud.is_empty());
     let error = parse(&["noe", "inspect", "--cloud-credentials=aws", "x"]).map(|_| ());
     assert!(error.is_err_and(|e| e.to_string().contains("expected ecr, gcp or acr")));
 }

@@ -11,7 +11,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use crate::manifest::{DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST};
-use crate::{Platform, Resolution};
+use crate::Resolution;
+use noe_core::Platform;
 
 const MEDIA_TYPES: [&str; 4] = [OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST];
 /// Bound on the values of each intern table; beyond it values are stored unshared (and weigh

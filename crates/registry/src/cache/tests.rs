@@ -1,5 +1,5 @@
 use super::*;
-use crate::Platform;
+use noe_core::Platform;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn cache(ttl: Duration, max: u64) -> PlatformCache {
@@ -230,8 +230,8 @@ async fn the_cache_stays_bounded_in_bytes() {
     // At the default entry bound, entries of the largest valid size (64 platforms, every
     // field at its length limit) are bounded by their bytes long before their number.
     let cache = cache(Duration::from_secs(60), 100_000);
-    let field = "a".repeat(crate::platform::MAX_FIELD_LEN - 8);
-    let version = "1".repeat(crate::platform::MAX_OS_VERSION_LEN);
+    let field = "a".repeat(noe_core::platform::MAX_FIELD_LEN - 8);
+    let version = "1".repeat(noe_core::platform::MAX_OS_VERSION_LEN);
     let inserted = 6_000u32;
     let mut set_bytes = 0;
     for i in 0..inserted {
@@ -395,7 +395,7 @@ async fn a_probe_stamp_holds_until_an_entry_changes_or_expires() {
 
 #[tokio::test]
 async fn a_probe_stamp_does_not_outlive_the_credentials() {
-    let generation = crate::credentials::Generation::default();
+    let generation = noe_credentials::Generation::default();
     let config = Config {
         cache_ttl: Duration::from_secs(60),
         cache_max_entries: 10,

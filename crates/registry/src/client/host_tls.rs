@@ -41,11 +41,11 @@ impl std::fmt::Debug for TlsFiles {
     }
 }
 
-/// Reads `ca` and `client` files (blocking: only inside [`crate::files::FileReader::run`]).
+/// Reads `ca` and `client` files (blocking: only inside [`noe_credentials::files::FileReader::run`]).
 pub fn read_tls_files(ca: &[PathBuf], client: &[ClientCert]) -> TlsFiles {
     let mut files = TlsFiles::default();
     let read = |path: &Path| -> Result<Vec<u8>, String> {
-        match crate::files::read_blocking(path, MAX_TLS_FILE_BYTES) {
+        match noe_credentials::files::read_blocking(path, MAX_TLS_FILE_BYTES) {
             Ok(Some(bytes)) => Ok(bytes),
             Ok(None) => Err(format!("{} does not exist", path.display())),
             Err(error) => Err(error.to_string()),

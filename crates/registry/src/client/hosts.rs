@@ -284,13 +284,11 @@ fn endpoint(
 ) -> Result<Endpoint, HostsError> {
     let dial_timeout = match raw.dial_timeout {
         None => None,
-        Some(text) => {
-            Some(
-                crate::duration::parse(&text).map_err(|_| HostsError::InvalidDialTimeout {
-                    value: text.chars().take(64).collect(),
-                })?,
-            )
-        }
+        Some(text) => Some(noe_credentials::duration::parse(&text).map_err(|_| {
+            HostsError::InvalidDialTimeout {
+                value: text.chars().take(64).collect(),
+            }
+        })?),
     };
     Ok(Endpoint {
         url,
@@ -400,7 +398,7 @@ impl HostsConfig {
     }
 
     /// Reads the `ca` and `client` files of every endpoint that names some (blocking: only
-    /// inside [`crate::files::FileReader::run`]). A file that cannot be read makes its endpoint
+    /// inside [`noe_credentials::files::FileReader::run`]). A file that cannot be read makes its endpoint
     /// fail with the reason when used.
     pub fn read_tls_files(&mut self) {
         for endpoint in &mut self.endpoints {
@@ -438,13 +436,13 @@ const MAX_HOSTS_TOML_BYTES: u64 = 1 << 20;
 /// TLS files it names. `Ok(None)` when no directory applies. A directory without `hosts.toml`
 /// (docker's layout) contributes its `*.crt` files as CAs of the server and its `*.cert` files
 /// (with the `*.key` of the same name) as client certificates. Blocking: only inside
-/// [`crate::files::FileReader::run`].
+/// [`noe_credentials::files::FileReader::run`].
 pub fn load_hosts(roots: &[PathBuf], registry: &str) -> Result<Option<HostsConfig>, HostsError> {
     let Some(dir) = host_dir(roots, registry) else {
         return Ok(None);
     };
     let file = dir.join("hosts.toml");
-    let mut config = match crate::files::read_blocking(&file, MAX_HOSTS_TOML_BYTES) {
+    let mut config = match noe_credentials::files::read_blocking(&file, MAX_HOSTS_TOML_BYTES) {
         Ok(Some(bytes)) => {
             let text = String::from_utf8(bytes).map_err(|_| HostsError::Malformed)?;
             HostsConfig::parse(registry, &text, &dir)?

@@ -112,7 +112,7 @@ impl ConfiguredHosts {
         if let Some(glob) = self
             .globs
             .iter()
-            .find(|glob| crate::glob::matches_ignore_case(glob, &host))
+            .find(|glob| noe_credentials::glob::matches_ignore_case(glob, &host))
         {
             return glob.clone();
         }

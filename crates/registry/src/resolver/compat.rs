@@ -17,7 +17,8 @@ use crate::compat::{
 use crate::manifest;
 use crate::metrics::Kind;
 use crate::walk::Fetcher;
-use crate::{CredentialCandidate, Error, Reference};
+use crate::{Error, Reference};
+use noe_credentials::CredentialCandidate;
 
 /// The compatibility artifact's step at one endpoint with one credential.
 struct Compat<'q> {

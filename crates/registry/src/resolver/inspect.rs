@@ -14,7 +14,9 @@ use crate::cache::Answered;
 use crate::inspect::{self, Config, Inspection, Pick, Selected, Served, Want};
 use crate::manifest::{self, Parsed};
 use crate::walk::Fetcher;
-use crate::{CredentialCandidate, Error, Platform, Resolution};
+use crate::{Error, Resolution};
+use noe_core::Platform;
+use noe_credentials::CredentialCandidate;
 
 /// `noe inspect`'s step at one endpoint with one credential.
 struct Inspect<'w> {

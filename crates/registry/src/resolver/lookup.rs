@@ -21,7 +21,8 @@ use crate::client::{Http, MAX_REQUESTS_PER_LOOKUP};
 use crate::hosts::Endpoint;
 use crate::shared::{DigestValue, Learned, SharedCache};
 use crate::walk::Fetcher;
-use crate::{manifest, CredentialCandidate, Error, Reference, Resolution};
+use crate::{manifest, Error, Reference, Resolution};
+use noe_credentials::CredentialCandidate;
 
 /// What one credential found, and which credential it was (`None`: anonymous access): one of
 /// the request's, or (owned) one renewed after the request's was refused.

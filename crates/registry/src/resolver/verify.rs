@@ -18,13 +18,15 @@ use super::{Resolver, Routed};
 use crate::auth::Session;
 use crate::budget::{Budget, Context};
 use crate::manifest::{self, Parsed};
-use crate::platform::MAX_PLATFORMS;
 use crate::verify::worker::{Read, Stop};
 use crate::verify::{
     ImageManifest, ImageReport, Options, PlatformReport, Storage, Worker, MAX_REQUESTS_PER_PLATFORM,
 };
 use crate::walk::{Fetcher, MAX_CONCURRENT_FETCHES};
-use crate::{CredentialCandidate, Error, Platform};
+use crate::Error;
+use noe_core::platform::MAX_PLATFORMS;
+use noe_core::Platform;
+use noe_credentials::CredentialCandidate;
 
 /// Verification's step at one endpoint with one credential.
 struct Verify<'o> {

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::platform::{WireFields, MAX_PLATFORMS};
-use crate::Platform;
+use noe_core::platform::{WireFields, MAX_PLATFORMS};
+use noe_core::Platform;
 
 /// Longest media type kept from the shared cache.
 const MAX_MEDIA_TYPE: usize = 128;

@@ -99,7 +99,7 @@ fn endpoint_matches(endpoint: &Endpoint, want: &Value) -> Result<(), String> {
         .unwrap_or_default();
     same("header", headers, want_headers)?;
     let want_dial = match want["dial_timeout"].as_str() {
-        Some(text) => Some(noe_registry::duration::parse(text).map_err(|e| e.to_string())?),
+        Some(text) => Some(noe_credentials::duration::parse(text).map_err(|e| e.to_string())?),
         None => None,
     };
     same("dial_timeout", endpoint.dial_timeout, want_dial)

@@ -4,11 +4,9 @@
 
 use std::path::Path;
 
-use noe_registry::credentials::docker_config::{
-    parse_docker_config, CredentialHelpers, DockerConfigSource,
-};
-use noe_registry::credentials::exec::ExecLimits;
-use noe_registry::credentials::matching::normalize_config_key;
+use noe_credentials::docker_config::{parse_docker_config, CredentialHelpers, DockerConfigSource};
+use noe_credentials::exec::ExecLimits;
+use noe_credentials::matching::normalize_config_key;
 use serde_json::Value;
 
 use super::table::{basics, cases, expected_basics, id, load, same, text, Tally};

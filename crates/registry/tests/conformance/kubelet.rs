@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use noe_registry::credentials::docker_config::parse_docker_config;
-use noe_registry::credentials::image_matches;
+use noe_credentials::docker_config::parse_docker_config;
+use noe_credentials::image_matches;
 use noe_registry::Reference;
 use serde_json::Value;
 

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use noe_registry::credentials::exec::ExecLimits;
-use noe_registry::credentials::provider::{
+use noe_credentials::exec::ExecLimits;
+use noe_credentials::provider::{
     parse_provider_config, parse_response, request_body, CacheKeyType, ProviderSource,
 };
-use noe_registry::Credential;
+use noe_credentials::Credential;
 use serde_json::{json, Value};
 
 use super::table::{basics, cases, expected_basics, load, same, text, Tally};

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use noe_registry::{Credential, CredentialCandidate};
+use noe_credentials::{Credential, CredentialCandidate};
 use serde_json::Value;
 
 /// The outcome of one table.

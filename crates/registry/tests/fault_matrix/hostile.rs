@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use noe_credentials::{Credential, CredentialCandidate};
 use noe_registry::manifest::{OCI_CONFIG, OCI_INDEX, OCI_MANIFEST};
 use noe_registry::resolver::{MAX_CONCURRENT_FETCHES, MAX_REQUESTS_PER_LOOKUP};
-use noe_registry::{Config, Credential, CredentialCandidate, Error, Resolver};
+use noe_registry::{Config, Error, Resolver};
 use noe_test_support::{sha256_digest, Behavior, FakeRegistry, Listener, TestCa};
 use serde_json::json;
 

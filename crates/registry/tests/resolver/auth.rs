@@ -1,8 +1,9 @@
 //! Basic (htpasswd) and Bearer (token server) auth against the real registry: credentials in
 //! order, fall-through on refusal, anonymous last, identity and registry tokens, token caching.
 
+use noe_credentials::{Credential, CredentialCandidate};
 use noe_registry::cache::Scope;
-use noe_registry::{Config, Credential, CredentialCandidate, Error};
+use noe_registry::{Config, Error};
 use noe_test_support::{
     push_image, push_standard_fixtures, Access, Flavor, Registry, TokenFields, TokenServer,
 };

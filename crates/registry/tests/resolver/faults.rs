@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use noe_registry::{Config, Credential, CredentialCandidate, Error};
+use noe_credentials::{Credential, CredentialCandidate};
+use noe_registry::{Config, Error};
 use noe_test_support::{sha256_digest, Behavior, FakeRegistry, Listener};
 
 use super::support::{platforms, resolver_with};

@@ -227,9 +227,9 @@ async fn credentials_an_open_registry_never_asked_for_are_not_reported() {
     let registry = Registry::start().await.unwrap();
     let fixtures = push_standard_fixtures(&registry).await.unwrap();
     let resolver = resolver(&[registry.host()]);
-    let candidate = noe_registry::CredentialCandidate::new(
+    let candidate = noe_credentials::CredentialCandidate::new(
         "unused",
-        noe_registry::Credential::Basic {
+        noe_credentials::Credential::Basic {
             username: "u".into(),
             password: "p".into(),
         },

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use noe_registry::credentials::containerd::ContainerdSource;
+use noe_credentials::containerd::ContainerdSource;
 use noe_registry::hosts::ContainerdHosts;
 use noe_registry::{Config, Error};
 use noe_test_support::{push_standard_fixtures, Registry, ServerCert, TestCa};

@@ -11,7 +11,7 @@ use noe_test_support::{push_image, Flavor, Registry};
 
 use super::support::{platforms, resolver_with};
 
-fn platforms_of(listed: &[noe_registry::Platform]) -> Vec<String> {
+fn platforms_of(listed: &[noe_core::Platform]) -> Vec<String> {
     listed.iter().map(ToString::to_string).collect()
 }
 

@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use noe_credentials::{Credential, CredentialCandidate};
 use noe_registry::shared::SharedConfig;
-use noe_registry::{Answered, Config, Credential, CredentialCandidate, Resolver};
+use noe_registry::{Answered, Config, Resolver};
 use noe_test_support::{push_standard_fixtures, DelayProxy, RedisServer, Registry, TestCa};
 
 const KEY: &str = "0123456789abcdef-install-key";

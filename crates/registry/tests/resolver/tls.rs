@@ -43,9 +43,9 @@ async fn tls_registry_with_htpasswd_gets_credentials_over_https() {
         extra_ca_pem: Some(ca.cert_pem().into_bytes()),
         ..Config::default()
     });
-    let candidate = noe_registry::CredentialCandidate::new(
+    let candidate = noe_credentials::CredentialCandidate::new(
         "secret",
-        noe_registry::Credential::Basic {
+        noe_credentials::Credential::Basic {
             username: "alice".into(),
             password: "s3cret".into(),
         },

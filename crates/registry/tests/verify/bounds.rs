@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use noe_credentials::{Credential, CredentialCandidate};
 use noe_registry::verify::{Options, VerifyConfig};
-use noe_registry::{Config, Credential, CredentialCandidate, Resolver};
+use noe_registry::{Config, Resolver};
 use noe_test_support::{
     build_index, media_types, tar_archive, Behavior, Compression, FakeRegistry, Flavor, IndexEntry,
     LayerBlob, LayerEntry as E, Listener,

@@ -204,7 +204,7 @@ mod tests {
     #[test]
     fn the_decision_is_the_same_on_the_pruned_pod() {
         use noe_core::decide::{decide, plan, Facts, Lookups, Policy};
-        use noe_registry::Platform;
+        use noe_core::Platform;
         use std::sync::Arc;
 
         let images = ["r.example/a:1".to_owned(), "r.example/b:2".to_owned()];

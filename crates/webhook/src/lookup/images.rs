@@ -319,7 +319,7 @@ pub async fn answer<'a, K: AsRef<str> + Sync>(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use noe_registry::Platform;
+    use noe_core::Platform;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 

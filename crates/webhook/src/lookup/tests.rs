@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::future::BoxFuture;
 use http_body_util::BodyExt as _;
-use noe_registry::Platform;
+use noe_core::Platform;
 use tower::ServiceExt as _;
 
 use super::auth::Verdict;

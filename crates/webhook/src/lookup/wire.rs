@@ -15,8 +15,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use noe_core::Platform;
 use noe_registry::cache::Digest;
-use noe_registry::Platform;
 use serde::{Deserialize, Serialize};
 
 /// Gatekeeper's external-data API version, in requests and responses.

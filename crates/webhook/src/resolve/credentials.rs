@@ -7,9 +7,10 @@
 use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
+use noe_credentials::CredentialCandidate;
+use noe_credentials::{PodIdentity, Request, ServiceAccounts, Source, Sources};
 use noe_registry::cache::Scope;
-use noe_registry::credentials::{PodIdentity, Request, ServiceAccounts, Source, Sources};
-use noe_registry::{CredentialCandidate, Routed};
+use noe_registry::Routed;
 
 use super::pull_secrets::{PodPullSecrets, PullSecrets};
 

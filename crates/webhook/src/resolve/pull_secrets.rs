@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
+use noe_credentials::docker_config::{parse_docker_config, DockerConfig};
+use noe_credentials::CredentialCandidate;
 use noe_registry::cache::Scope;
-use noe_registry::credentials::docker_config::{parse_docker_config, DockerConfig};
-use noe_registry::CredentialCandidate;
 
 use crate::gets::{CachedGets, Failure, Missed};
 
@@ -137,14 +137,14 @@ impl PodPullSecrets {
 
 /// A pod's pull secrets are the first credential source of its images; what they find is
 /// cached under the pod's scope ([`CredentialCandidate::in_scope`]).
-impl noe_registry::credentials::Source for PodPullSecrets {
+impl noe_credentials::Source for PodPullSecrets {
     fn kind(&self) -> &'static str {
         "pull-secret"
     }
 
     fn credentials<'a>(
         &'a self,
-        request: noe_registry::credentials::Request<'a>,
+        request: noe_credentials::Request<'a>,
     ) -> futures::future::BoxFuture<'a, Vec<CredentialCandidate>> {
         let found = self.candidates(request.image);
         Box::pin(async move {

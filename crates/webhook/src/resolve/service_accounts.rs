@@ -18,7 +18,7 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::PostParams;
 use kube::Api;
-use noe_registry::credentials::{
+use noe_credentials::{
     ServiceAccountError, ServiceAccountInfo, ServiceAccountToken, ServiceAccounts,
 };
 

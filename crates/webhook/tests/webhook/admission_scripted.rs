@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use noe_core::decide::{Policy, Signal, Verdict};
+use noe_core::Platform;
+use noe_credentials::{Credential, CredentialCandidate};
 use noe_registry::cache::Scope;
-use noe_registry::{Credential, CredentialCandidate, Platform, Routed};
+use noe_registry::Routed;
 use noe_webhook::admission::Admission;
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::{

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use noe_core::decide::{NodeFacts, OnContradiction, Policy};
-use noe_registry::Platform;
+use noe_core::Platform;
 use noe_test_support::{ephemeral_review, namespace_json, node_json, Fault, KubeApi, Resource};
 use noe_webhook::admission::Admission;
 use noe_webhook::facts::{

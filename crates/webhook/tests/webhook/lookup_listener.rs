@@ -46,7 +46,7 @@ impl ImageSource for Images {
             .iter()
             .map(|_| {
                 Some(KeyAnswer::Found {
-                    platforms: Arc::from(vec![noe_registry::Platform::new("linux", "arm64", None)]),
+                    platforms: Arc::from(vec![noe_core::Platform::new("linux", "arm64", None)]),
                     digest: "sha256:0".into(),
                 })
             })

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use noe_core::decide::{Facts, Policy};
-use noe_registry::Platform;
+use noe_core::Platform;
 use noe_webhook::admission::Admission;
 use noe_webhook::facts::{FactRequest, FactSource};
 use noe_webhook::metrics::Metrics;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use futures::future::BoxFuture;
 use noe_core::decide::Policy;
-use noe_registry::Platform;
+use noe_core::Platform;
 use noe_webhook::admission::Admission;
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::{Anonymous, LookupError, PlatformLookup, PodCredentials, Resolve};

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use base64::Engine as _;
 use http::{Request, Response};
 use kube::client::Body;
-use noe_registry::Credential;
+use noe_credentials::Credential;
 use noe_webhook::resolve::pull_secrets::{FailureReason, PullSecretFailure, PullSecrets};
 
 pub(super) fn b64(s: &str) -> String {

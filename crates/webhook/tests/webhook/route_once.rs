@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use noe_core::decide::LookupKind;
-use noe_registry::credentials::Sources;
+use noe_credentials::Sources;
 use noe_registry::hosts::HostsConfig;
 use noe_registry::{Config, HostsProvider, Reference, Resolver};
 use noe_test_support::{push_standard_fixtures, Registry};

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use noe_registry::credentials::{Sources, SourcesConfig};
+use noe_credentials::{Sources, SourcesConfig};
 use noe_registry::{Config, Resolver};
 use noe_test_support::{push_standard_fixtures, service_account_json, KubeApi, Registry, Resource};
 use noe_webhook::resolve::pull_secrets::PullSecrets;

@@ -56,7 +56,7 @@ impl PodPlatforms for ResolverPlatforms {
 /// arch-neutral artifact, an override's `*` runs anywhere).
 pub fn support(
     image: &str,
-    lookup: Option<&Result<Arc<[noe_registry::Platform]>, noe_core::decide::LookupError>>,
+    lookup: Option<&Result<Arc<[noe_core::Platform]>, noe_core::decide::LookupError>>,
 ) -> Result<Support, LookupError> {
     let failed = |reason: &str| LookupError {
         image: image.to_owned(),
@@ -76,8 +76,8 @@ mod tests {
     use super::*;
     use noe_controller::Platform;
 
-    fn platform(os: &str, arch: &str, variant: Option<&str>) -> noe_registry::Platform {
-        noe_registry::Platform {
+    fn platform(os: &str, arch: &str, variant: Option<&str>) -> noe_core::Platform {
+        noe_core::Platform {
             os: os.to_owned(),
             architecture: arch.to_owned(),
             variant: variant.map(str::to_owned),
@@ -87,7 +87,7 @@ mod tests {
 
     #[test]
     fn lookups_become_support() {
-        let index: Arc<[noe_registry::Platform]> = Arc::from(vec![
+        let index: Arc<[noe_core::Platform]> = Arc::from(vec![
             platform("linux", "amd64", None),
             platform("linux", "arm", Some("v7")),
             platform("linux", "arm", Some("v6")),
@@ -118,7 +118,7 @@ mod tests {
             support("lost:1", None).unwrap_err().reason,
             "no lookup result"
         );
-        let archless: Arc<[noe_registry::Platform]> = Arc::from(vec![platform("linux", "", None)]);
+        let archless: Arc<[noe_core::Platform]> = Arc::from(vec![platform("linux", "", None)]);
         assert!(support("odd:1", Some(&Ok(archless))).is_err());
     }
 
@@ -128,7 +128,7 @@ mod tests {
         use noe_controller::remediate::{judge, Verdict};
         use noe_controller::Remediate;
         // `--platform-overrides` entry `platforms: ["*"]`: the resolver answers `Platform::any()`.
-        let neutral: Arc<[noe_registry::Platform]> = Arc::from(vec![noe_registry::Platform::any()]);
+        let neutral: Arc<[noe_core::Platform]> = Arc::from(vec![noe_core::Platform::any()]);
         let support = support("tools:1", Some(&Ok(neutral))).unwrap();
         assert_eq!(support, Support::Any);
         let pod = PodRecord::new("team", "tools-0", "node-1", &["tools:1"]);
@@ -137,7 +137,7 @@ mod tests {
             support: Ok(support),
         }];
         for arch in ["amd64", "arm64", "s390x"] {
-            let node = noe_registry::Platform::new("linux", arch, None);
+            let node = noe_core::Platform::new("linux", arch, None);
             assert_eq!(
                 judge(&pod, &node, &lookups, Remediate::Evict),
                 Verdict::Fits,

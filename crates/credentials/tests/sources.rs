@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine as _;
-use noe_registry::credentials::exec::ExecLimits;
-use noe_registry::credentials::{Error, Sources, SourcesConfig};
-use noe_registry::Credential;
+use noe_credentials::exec::ExecLimits;
+use noe_credentials::Credential;
+use noe_credentials::{Error, Sources, SourcesConfig};
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -63,7 +63,6 @@ async fn plugins_then_containerd_then_docker_config() {
             max_output: 1 << 16,
         },
         file_read_timeout: None,
-        cloud: Vec::new(),
         service_account_tokens: false,
     })
     .await

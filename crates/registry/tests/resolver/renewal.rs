@@ -1,87 +1,176 @@
-//! The cloud identity in the credential chain: first for its own cloud's registries, absent for
-//! every other host (a GCE metadata server scripted on a loopback fake).
+//! A refused credential renewed once: a kubelet plugin's cached answer and a cloud token the
+//! registry refuses are asked for again, and a credential refused after renewal is a clear error.
 
-use std::time::Duration;
+use noe_credentials::exec::ExecLimits;
+use noe_credentials::provider::{parse_provider_config, ProviderSource};
+use noe_credentials::Credential;
+use noe_test_support::{provider_config, ProviderPlugins};
 
-use noe_cloud::{CloudCredentials, Config, Env, Metrics, Provider};
-use noe_registry::credentials::Sources;
-use noe_registry::Credential;
-use noe_test_support::{Behavior, FakeRegistry};
-
-#[tokio::test]
-async fn cloud_credential_leads_for_its_hosts_only() -> anyhow::Result<()> {
-    let metadata = FakeRegistry::start().await?;
-    metadata.route(
-        noe_cloud::gcp::TOKEN_PATH,
-        Behavior::Respond {
-            status: 200,
-            headers: vec![
-                ("Metadata-Flavor".into(), "Google".into()),
-                ("Content-Type".into(), "application/json".into()),
-            ],
-            body: r#"{"access_token":"ya29.noe","expires_in":3599,"token_type":"Bearer"}"#.into(),
-        },
-    );
-    let config = Config {
-        providers: vec![Provider::Gcp],
-        env: Env::from_pairs([("GCE_METADATA_HOST", metadata.host())]),
-        timeout: Duration::from_secs(5),
-        clock: noe_core::clock::Clock::system(),
-    };
-    let client = noe_cloud::http_client(None)?;
-    let cloud = CloudCredentials::new(config, client, Metrics::new(None)?)?;
-    let sources = Sources::none().with_cloud(cloud);
-
-    let found = sources
-        .candidates("europe-docker.pkg.dev/project/repo/app:1")
-        .await;
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(
-        found[0].source,
-        "cloud:gcp via the pod's service account, metadata server token"
-    );
-    assert!(
-        found[0].expires.is_some(),
-        "a cloud token says when it is refreshed"
-    );
-    assert_eq!(
-        found[0].credential,
-        Credential::Basic {
-            username: "oauth2accesstoken".into(),
-            password: "ya29.noe".into(),
-        }
-    );
-    for image in [
-        "docker.io/library/nginx:latest",
-        "ghcr.io/org/app:1",
-        "123456789012.dkr.ecr.us-east-1.amazonaws.com/app:1",
-        "gcr.io.evil.example/app:1",
-    ] {
-        assert!(sources.candidates(image).await.is_empty(), "{image}");
-    }
-    assert_eq!(metadata.request_count(), 1, "one token, asked once");
-    Ok(())
+/// The fetches that walk a lookup's credentials, each renewing a refused one.
+#[derive(Clone, Copy, Debug)]
+enum Fetch {
+    Lookup,
+    Inspect,
+    Artifact,
 }
 
-/// The clouds' identity services on loopback (the cloud crate's scripted fake).
-#[path = "../../cloud/tests/providers/fake.rs"]
-#[allow(dead_code)]
-mod fake;
+/// A cached plugin answer the registry refuses (a real htpasswd registry) is dropped and the
+/// plugin asked again, once: its second answer serves the fetch. One always refused is an
+/// error naming the provider, after exactly one more run. A lookup, `noe inspect`'s fetch and
+/// image selection's artifact fetch each renew.
+#[tokio::test]
+async fn a_refused_plugin_answer_is_renewed_once() {
+    let registry = noe_test_support::Registry::builder()
+        .htpasswd("ci", "right")
+        .start()
+        .await
+        .unwrap();
+    let pusher = registry.pusher().unwrap();
+    noe_test_support::push_image(
+        &pusher,
+        "app",
+        Some("1"),
+        "linux/arm64",
+        noe_test_support::Flavor::Oci,
+    )
+    .await
+    .unwrap();
+    let artifact = noe_test_support::compat_artifact(
+        noe_test_support::ORAS_DEFAULT_ARTIFACT_TYPE,
+        noe_core::compat::OCIFIT_MEDIA_TYPE,
+        b"{}",
+        None,
+        None,
+    );
+    noe_test_support::push_artifact(&pusher, "compat", &artifact, Some("1"))
+        .await
+        .unwrap();
+    let host = registry.host();
+    let fetches = [Fetch::Lookup, Fetch::Inspect, Fetch::Artifact];
+    for (fetch, (passwords, resolves)) in fetches
+        .into_iter()
+        .flat_map(|f| [(f, ("stale right", true)), (f, ("stale stale", false))])
+    {
+        let resolver = noe_registry::Resolver::new(
+            noe_registry::Config {
+                insecure_registries: vec![host.clone()],
+                ..noe_registry::Config::default()
+            },
+            &prometheus::Registry::new(),
+        )
+        .unwrap();
+        let fx = ProviderPlugins::new().unwrap();
+        // The n-th run answers the n-th word of `passwords` (the last one after that).
+        fx.raw_plugin(
+            "p",
+            &format!(
+                r#"cat > /dev/null
+echo run >> "{log}"
+n=$(wc -l < "{log}")
+set -- {passwords}
+[ "$n" -gt 1 ] && shift
+cat <<EOF
+{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Registry","cacheDuration":"1h","auth":{{"{host}":{{"username":"ci","password":"$1"}}}}}}
+EOF"#,
+                log = fx.log("runs").display(),
+            ),
+        )
+        .unwrap();
+        let source = ProviderSource::new(
+            fx.bin(),
+            parse_provider_config(&provider_config(&[("p", &host, "0s", "v1")])).unwrap(),
+            ExecLimits::default(),
+        );
+        let image = match fetch {
+            Fetch::Lookup | Fetch::Inspect => format!("{host}/app:1"),
+            Fetch::Artifact => format!("{host}/compat:1"),
+        };
+        let candidates = source.candidates(&image).await;
+        assert_eq!(candidates.len(), 1, "{candidates:?}");
+        assert!(candidates[0].renewal.is_some());
+        let runs = || fx.lines("runs");
+        let result = match fetch {
+            Fetch::Lookup => resolver
+                .resolve(&image, &candidates)
+                .await
+                .map(|resolution| resolution.credential_source.clone()),
+            Fetch::Inspect => resolver
+                .inspect(
+                    &resolver.routed(&image).await.unwrap(),
+                    &candidates,
+                    &noe_registry::inspect::Want::default(),
+                )
+                .await
+                .map(|inspection| {
+                    assert_eq!(inspection.resolution.platforms.len(), 1);
+                    inspection.resolution.credential_source
+                }),
+            Fetch::Artifact => noe_registry::compat::Artifacts::new(resolver.clone())
+                .explicit(
+                    &resolver.routed(&image).await.unwrap(),
+                    noe_core::compat::OCIFIT_MEDIA_TYPE,
+                    &candidates,
+                    None,
+                )
+                .await
+                .map(|fetched| {
+                    assert_eq!(fetched.digest, artifact.digest);
+                    Some("credential-provider:p".to_owned())
+                }),
+        };
+        assert_eq!(runs(), 2, "{fetch:?} {passwords}: one renewal");
+        match result {
+            Ok(source_used) => {
+                assert!(resolves, "{fetch:?} {passwords}");
+                assert_eq!(source_used.as_deref(), Some("credential-provider:p"));
+                // The renewed answer is the cached one now.
+                let now = source.candidates(&image).await;
+                assert_eq!(
+                    now[0].credential,
+                    Credential::Basic {
+                        username: "ci".into(),
+                        password: "right".into(),
+                    }
+                );
+                assert_eq!(runs(), 2);
+            }
+            Err(error) => {
+                assert!(!resolves, "{fetch:?} {passwords}: {error}");
+                let message = error.to_string();
+                assert!(
+                    message.starts_with("credential-provider: registry login:"),
+                    "{fetch:?}: {message}"
+                );
+                assert!(
+                    matches!(
+                        error,
+                        noe_registry::Error::Renewal {
+                            provider: "credential-provider",
+                            ..
+                        }
+                    ),
+                    "{fetch:?}: {error:?}"
+                );
+            }
+        }
+    }
+}
 
-mod renewal {
+/// ECR tokens refused by the registry (an ECR host name served by a real registry).
+mod cloud {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 
     use base64::Engine as _;
     use noe_cloud::{CloudCredentials, Config, Env, Metrics, Provider};
-    use noe_registry::credentials::containerd::ContainerdSource;
-    use noe_registry::credentials::Sources;
+    use noe_credentials::containerd::ContainerdSource;
+    use noe_credentials::Sources;
     use noe_registry::hosts::ContainerdHosts;
     use noe_registry::{Error, Resolver};
     use noe_test_support::{push_image, Flavor, Registry, TestCa};
 
-    use super::fake::{Fake, Reply, Seen};
+    use noe_test_support::cloud::{Fake, Reply, Seen};
 
     const ECR_HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
     const RIGHT: &str = "ecr-password";
@@ -91,15 +180,15 @@ mod renewal {
         Reply::new(
             200,
             r#"<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
-  <AssumeRoleWithWebIdentityResult>
-    <Credentials>
-      <SessionToken>FwoGZXIvYXdzEXAMPLEsessiontoken</SessionToken>
-      <SecretAccessKey>wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY</SecretAccessKey>
-      <Expiration>2099-01-01T00:00:00Z</Expiration>
-      <AccessKeyId>ASIAIOSFODNN7EXAMPLE</AccessKeyId>
-    </Credentials>
-  </AssumeRoleWithWebIdentityResult>
-</AssumeRoleWithWebIdentityResponse>"#,
+      <AssumeRoleWithWebIdentityResult>
+        <Credentials>
+          <SessionToken>FwoGZXIvYXdzEXAMPLEsessiontoken</SessionToken>
+          <SecretAccessKey>wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY</SecretAccessKey>
+          <Expiration>2099-01-01T00:00:00Z</Expiration>
+          <AccessKeyId>ASIAIOSFODNN7EXAMPLE</AccessKeyId>
+        </Credentials>
+      </AssumeRoleWithWebIdentityResult>
+    </AssumeRoleWithWebIdentityResponse>"#,
         )
         .header("content-type", "text/xml")
     }
@@ -123,12 +212,12 @@ mod renewal {
                 .unwrap_or(0);
             let expires_at = now + 43_200;
             Reply::new(
-                200,
-                format!(
-                    r#"{{"authorizationData":[{{"authorizationToken":"{token}","expiresAt":{expires_at},"proxyEndpoint":"https://{ECR_HOST}"}}]}}"#
-                ),
-            )
-            .header("content-type", "application/x-amz-json-1.1")
+                    200,
+                    format!(
+                        r#"{{"authorizationData":[{{"authorizationToken":"{token}","expiresAt":{expires_at},"proxyEndpoint":"https://{ECR_HOST}"}}]}}"#
+                    ),
+                )
+                .header("content-type", "application/x-amz-json-1.1")
         }
     }
 
@@ -209,7 +298,7 @@ mod renewal {
             registry,
             resolver,
             metrics,
-            sources: Sources::none().with_cloud(cloud),
+            sources: Sources::none().with_cloud(Arc::new(cloud)),
             tokens,
             _fakes: (sts, ecr),
             _dirs: (containerd, identity),

@@ -1,12 +1,11 @@
-//! The cloud workload identity (`--cloud-credentials`) as a credential [`Source`]: for its own
-//! provider's registries only.
+//! The cloud workload identity (`--cloud-credentials`) as a credential [`Source`] of the
+//! credentials crate: for its own provider's registries only. The composition root plugs it in
+//! with `noe_credentials::Sources::with_cloud`.
 
 use futures::future::BoxFuture;
-use noe_cloud::{CloudCredential, CloudCredentials};
+use noe_credentials::{Credential, CredentialCandidate, Renew, Renewal, Request, Source};
 
-use crate::credential::{Renew, Renewal};
-use crate::source::{Request, Source};
-use crate::{Credential, CredentialCandidate};
+use crate::{CloudCredential, CloudCredentials};
 
 impl Source for CloudCredentials {
     fn kind(&self) -> &'static str {

@@ -1,15 +1,14 @@
 //! Credentials from each node-level source resolve a private image on the real registry
 //! (htpasswd and token auth), and a wrong credential from an earlier source falls through to the
 //! right one from a later source.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine as _;
-use noe_registry::credentials::exec::ExecLimits;
-use noe_registry::credentials::{Sources, SourcesConfig};
+use noe_credentials::exec::ExecLimits;
+use noe_credentials::{Sources, SourcesConfig};
 use noe_registry::{Config, Resolver};
 use noe_test_support::{push_standard_fixtures, Registry, TokenServer};
 
@@ -233,8 +232,8 @@ async fn wrong_credential_from_an_earlier_source_falls_through() {
 /// the old answer being served until its TTL.
 #[tokio::test]
 async fn a_changed_docker_config_credential_is_not_hidden_by_the_cache() {
-    use noe_registry::credentials::docker_config::{CredentialHelpers, DockerConfigSource};
-    use noe_registry::credentials::Generation;
+    use noe_credentials::docker_config::{CredentialHelpers, DockerConfigSource};
+    use noe_credentials::Generation;
 
     let registry = Registry::builder()
         .htpasswd("alice", "s3cret")

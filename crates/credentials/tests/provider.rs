@@ -2,106 +2,25 @@
 //! protocol.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use noe_registry::credentials::exec::ExecLimits;
-use noe_registry::credentials::provider::{parse_provider_config, ProviderSource};
-use noe_registry::Credential;
+use noe_credentials::exec::ExecLimits;
+use noe_credentials::provider::{parse_provider_config, ProviderSource};
+use noe_credentials::Credential;
+use noe_test_support::{
+    provider_config as config, provider_response as response, ProviderPlugins as Fixture,
+};
 
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
-impl Fixture {
-    fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn bin(&self) -> PathBuf {
-        let bin = self.dir.path().join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        bin
-    }
-
-    fn log(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.log"))
-    }
-
-    /// A plugin that logs its request (one line per run) and prints `response`, where
-    /// `$API` is replaced by the request's apiVersion and `$USER` by its first argument.
-    fn plugin(&self, name: &str, response: &str) {
-        let path = self.bin().join(name);
-        let body = format!(
-            r#"#!/bin/sh
-req=$(cat)
-printf '%s\n' "$req" >> "{log}"
-API=$(printf '%s' "$req" | sed -n 's/.*"apiVersion":"\([^"]*\)".*/\1/p')
-USER="$1"
-cat <<RESPONSE
-{response}
-RESPONSE
-"#,
-            log = self.log(name).display(),
-            response = response.replace('\'', "\""),
-        );
-        std::fs::write(&path, body).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    fn raw_plugin(&self, name: &str, body: &str) {
-        let path = self.bin().join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    fn runs(&self, name: &str) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.log(name))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    fn source(&self, yaml: &str) -> ProviderSource {
-        ProviderSource::new(
-            self.bin(),
-            parse_provider_config(yaml).unwrap(),
-            ExecLimits {
-                timeout: Duration::from_millis(700),
-                max_output: 64 * 1024,
-            },
-        )
-    }
-}
-
-fn config(providers: &[(&str, &str, &str, &str)]) -> String {
-    // (name, matchImage, defaultCacheDuration, exec apiVersion suffix)
-    let mut yaml = String::from(
-        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n",
-    );
-    for (name, pattern, duration, version) in providers {
-        yaml.push_str(&format!(
-            "  - name: {name}\n    matchImages: [\"{pattern}\"]\n    defaultCacheDuration: \"{duration}\"\n    apiVersion: credentialprovider.kubelet.k8s.io/{version}\n    args: [user-{name}]\n    env: [{{name: PLUGIN_MODE, value: test}}]\n"
-        ));
-    }
-    yaml
-}
-
-fn response(key_type: &str, duration: Option<&str>, auth_keys: &[&str]) -> String {
-    let auth: Vec<String> = auth_keys
-        .iter()
-        .map(|k| format!("'{k}':{{'username':'$USER','password':'pw-{k}'}}"))
-        .collect();
-    let duration = duration
-        .map(|d| format!(",'cacheDuration':'{d}'"))
-        .unwrap_or_default();
-    format!(
-        "{{'apiVersion':'$API','kind':'CredentialProviderResponse','cacheKeyType':'{key_type}'{duration},'auth':{{{}}}}}",
-        auth.join(",")
+/// The provider source of the configuration `yaml` over the plugins of `fx`.
+fn provider_source(fx: &Fixture, yaml: &str) -> ProviderSource {
+    ProviderSource::new(
+        fx.bin(),
+        parse_provider_config(yaml).unwrap(),
+        ExecLimits {
+            timeout: Duration::from_millis(700),
+            max_output: 64 * 1024,
+        },
     )
 }
 
@@ -115,9 +34,10 @@ fn basic(user: &str, password: &str) -> Credential {
 #[tokio::test]
 async fn each_exec_api_version_round_trips() {
     for version in ["v1", "v1beta1", "v1alpha1"] {
-        let fx = Fixture::new();
-        fx.plugin("p", &response("Image", None, &["*.example.com"]));
-        let source = fx.source(&config(&[("p", "*.example.com", "0s", version)]));
+        let fx = Fixture::new().unwrap();
+        fx.plugin("p", &response("Image", None, &["*.example.com"]))
+            .unwrap();
+        let source = provider_source(&fx, &config(&[("p", "*.example.com", "0s", version)]));
         let got = source.candidates("reg.example.com/team/app:1").await;
         assert_eq!(got.len(), 1, "{version}");
         assert_eq!(got[0].source, "credential-provider:p");
@@ -136,14 +56,14 @@ async fn each_exec_api_version_round_trips() {
 
 #[tokio::test]
 async fn env_is_passed_to_the_plugin() {
-    let fx = Fixture::new();
+    let fx = Fixture::new().unwrap();
     fx.raw_plugin(
         "p",
         r#"cat >/dev/null
 [ "$PLUGIN_MODE" = test ] || exit 1
 printf '{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Image","auth":{"x.io":{"username":"env","password":"ok"}}}'"#,
-    );
-    let source = fx.source(&config(&[("p", "x.io", "0s", "v1")]));
+    ).unwrap();
+    let source = provider_source(&fx, &config(&[("p", "x.io", "0s", "v1")]));
     assert_eq!(
         source.candidates("x.io/a:1").await[0].credential,
         basic("env", "ok")
@@ -152,9 +72,10 @@ printf '{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialP
 
 #[tokio::test]
 async fn plugin_not_run_when_match_images_do_not_match() {
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Global", Some("1h"), &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Global", Some("1h"), &["*.example.com"]))
+        .unwrap();
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "0s", "v1")]));
     // Same label count required: a.b.example.com has one label too many.
     for image in [
         "example.com/a:1",
@@ -169,7 +90,7 @@ async fn plugin_not_run_when_match_images_do_not_match() {
 
 #[tokio::test]
 async fn response_auth_keys_are_patterns_most_specific_first() {
-    let fx = Fixture::new();
+    let fx = Fixture::new().unwrap();
     fx.plugin(
         "p",
         &response(
@@ -183,8 +104,9 @@ async fn response_auth_keys_are_patterns_most_specific_first() {
                 "reg.example.com/else",
             ],
         ),
-    );
-    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    )
+    .unwrap();
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "0s", "v1")]));
     let got: Vec<Credential> = source
         .candidates("reg.example.com/team/app:1")
         .await
@@ -203,9 +125,10 @@ async fn response_auth_keys_are_patterns_most_specific_first() {
 
 #[tokio::test]
 async fn cache_key_image() {
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Image", Some("1h"), &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Image", Some("1h"), &["*.example.com"]))
+        .unwrap();
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "0s", "v1")]));
     source.candidates("reg.example.com/app:1").await;
     source.candidates("reg.example.com/app:2").await;
     source.candidates("reg.example.com/app@sha256:00").await;
@@ -216,9 +139,10 @@ async fn cache_key_image() {
 
 #[tokio::test]
 async fn cache_key_registry() {
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Registry", Some("1h"), &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Registry", Some("1h"), &["*.example.com"]))
+        .unwrap();
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "0s", "v1")]));
     source.candidates("reg.example.com/app:1").await;
     source.candidates("reg.example.com/other:1").await;
     assert_eq!(fx.runs("p").len(), 1, "same registry: cached");
@@ -229,9 +153,10 @@ async fn cache_key_registry() {
 
 #[tokio::test]
 async fn cache_key_global() {
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Global", Some("1h"), &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Global", Some("1h"), &["*.example.com"]))
+        .unwrap();
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "0s", "v1")]));
     source.candidates("reg.example.com/app:1").await;
     let got = source.candidates("two.example.com/other:1").await;
     assert_eq!(fx.runs("p").len(), 1, "global: cached for every image");
@@ -241,27 +166,29 @@ async fn cache_key_global() {
 #[tokio::test]
 async fn cache_duration_zero_and_default_and_expiry() {
     // cacheDuration 0 in the response: never cached, even with a default duration.
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Global", Some("0s"), &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "1h", "v1")]));
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Global", Some("0s"), &["*.example.com"]))
+        .unwrap();
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "1h", "v1")]));
     source.candidates("reg.example.com/app:1").await;
     source.candidates("reg.example.com/app:1").await;
     assert_eq!(fx.runs("p").len(), 2);
 
     // No cacheDuration: the provider's defaultCacheDuration applies (0 = no cache).
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Global", None, &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Global", None, &["*.example.com"]))
+        .unwrap();
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "0s", "v1")]));
     source.candidates("reg.example.com/app:1").await;
     source.candidates("reg.example.com/app:1").await;
     assert_eq!(fx.runs("p").len(), 2);
 
     // A short duration expires (on the source's clock, moved by hand).
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Global", None, &["*.example.com"]));
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Global", None, &["*.example.com"]))
+        .unwrap();
     let clock = noe_core::clock::Clock::manual();
-    let source = fx
-        .source(&config(&[("p", "*.example.com", "300ms", "v1")]))
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "300ms", "v1")]))
         .with_clock(clock.clone());
     source.candidates("reg.example.com/app:1").await;
     clock.advance(Duration::from_millis(299));
@@ -274,9 +201,10 @@ async fn cache_duration_zero_and_default_and_expiry() {
 
 #[tokio::test]
 async fn concurrent_lookups_run_the_plugin_once() {
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Registry", Some("1h"), &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Registry", Some("1h"), &["*.example.com"]))
+        .unwrap();
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "0s", "v1")]));
     let lookups = (0..8).map(|i| {
         let source = source.clone();
         async move {
@@ -292,22 +220,27 @@ async fn concurrent_lookups_run_the_plugin_once() {
 
 #[tokio::test]
 async fn invalid_cache_key_type_discards_the_response() {
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Repository", Some("1h"), &["*.example.com"]));
-    let source = fx.source(&config(&[("p", "*.example.com", "0s", "v1")]));
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Repository", Some("1h"), &["*.example.com"]))
+        .unwrap();
+    let source = provider_source(&fx, &config(&[("p", "*.example.com", "0s", "v1")]));
     assert!(source.candidates("reg.example.com/app:1").await.is_empty());
     assert_eq!(fx.runs("p").len(), 1);
 }
 
 #[tokio::test]
 async fn hanging_plugin_times_out_and_next_provider_answers() {
-    let fx = Fixture::new();
-    fx.raw_plugin("hang", "exec sleep 30");
-    fx.plugin("good", &response("Image", None, &["*.example.com"]));
-    let source = fx.source(&config(&[
-        ("hang", "*.example.com", "0s", "v1"),
-        ("good", "*.example.com", "0s", "v1"),
-    ]));
+    let fx = Fixture::new().unwrap();
+    fx.raw_plugin("hang", "exec sleep 30").unwrap();
+    fx.plugin("good", &response("Image", None, &["*.example.com"]))
+        .unwrap();
+    let source = provider_source(
+        &fx,
+        &config(&[
+            ("hang", "*.example.com", "0s", "v1"),
+            ("good", "*.example.com", "0s", "v1"),
+        ]),
+    );
     let started = Instant::now();
     let got = source.candidates("reg.example.com/app:1").await;
     assert!(started.elapsed() < Duration::from_secs(3));
@@ -335,33 +268,34 @@ async fn bad_outputs_give_no_credentials() {
         ),
     ];
     for (name, body) in cases {
-        let fx = Fixture::new();
-        fx.raw_plugin(name, body);
-        let source = fx.source(&config(&[(name, "*.example.com", "0s", "v1")]));
+        let fx = Fixture::new().unwrap();
+        fx.raw_plugin(name, body).unwrap();
+        let source = provider_source(&fx, &config(&[(name, "*.example.com", "0s", "v1")]));
         assert!(
             source.candidates("reg.example.com/app:1").await.is_empty(),
             "{name}"
         );
     }
     // A missing binary is not fatal either.
-    let fx = Fixture::new();
-    let source = fx.source(&config(&[("absent", "*.example.com", "0s", "v1")]));
+    let fx = Fixture::new().unwrap();
+    let source = provider_source(&fx, &config(&[("absent", "*.example.com", "0s", "v1")]));
     assert!(source.candidates("reg.example.com/app:1").await.is_empty());
 }
 
 #[tokio::test]
 async fn loads_yaml_and_json_config_files() {
-    let fx = Fixture::new();
-    fx.plugin("p", &response("Image", None, &["*.example.com"]));
-    let yaml = fx.dir.path().join("config.yaml");
+    let fx = Fixture::new().unwrap();
+    fx.plugin("p", &response("Image", None, &["*.example.com"]))
+        .unwrap();
+    let yaml = fx.path().join("config.yaml");
     std::fs::write(&yaml, config(&[("p", "*.example.com", "0s", "v1")])).unwrap();
-    let json = fx.dir.path().join("config.json");
+    let json = fx.path().join("config.json");
     std::fs::write(
         &json,
         r#"{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"CredentialProviderConfig","providers":[{"name":"p","matchImages":["*.example.com"],"defaultCacheDuration":"0s","apiVersion":"credentialprovider.kubelet.k8s.io/v1beta1","args":["user-p"]}]}"#,
     )
     .unwrap();
-    let empty = fx.dir.path().join("empty.json");
+    let empty = fx.path().join("empty.json");
     std::fs::write(&empty, "").unwrap();
     for path in [&yaml, &json] {
         let source = ProviderSource::load(fx.bin(), path, ExecLimits::default())
@@ -386,19 +320,24 @@ async fn loads_yaml_and_json_config_files() {
 
 #[tokio::test]
 async fn a_plugin_answer_says_until_when_it_is_good_and_which_hosts_it_serves() {
-    use noe_registry::credentials::{Request, Source};
+    use noe_credentials::{Request, Source};
     use std::time::SystemTime;
 
-    let fx = Fixture::new();
+    let fx = Fixture::new().unwrap();
     fx.plugin(
         "hour",
         &response("Registry", Some("1h"), &["*.example.com"]),
+    )
+    .unwrap();
+    fx.plugin("once", &response("Image", Some("0s"), &["once.io:5000"]))
+        .unwrap();
+    let source = provider_source(
+        &fx,
+        &config(&[
+            ("hour", "*.example.com/team", "0s", "v1"),
+            ("once", "once.io:5000", "0s", "v1"),
+        ]),
     );
-    fx.plugin("once", &response("Image", Some("0s"), &["once.io:5000"]));
-    let source = fx.source(&config(&[
-        ("hour", "*.example.com/team", "0s", "v1"),
-        ("once", "once.io:5000", "0s", "v1"),
-    ]));
     let before = SystemTime::now();
     let got = source
         .credentials(Request::new("reg.example.com/team/app:1"))
@@ -442,7 +381,7 @@ struct Accounts {
     tokens: std::sync::Mutex<Vec<String>>,
 }
 
-impl noe_registry::credentials::ServiceAccounts for Accounts {
+impl noe_credentials::ServiceAccounts for Accounts {
     fn get<'a>(
         &'a self,
         namespace: &'a str,
@@ -450,14 +389,14 @@ impl noe_registry::credentials::ServiceAccounts for Accounts {
     ) -> futures::future::BoxFuture<
         'a,
         Result<
-            std::sync::Arc<noe_registry::credentials::ServiceAccountInfo>,
-            noe_registry::credentials::ServiceAccountError,
+            std::sync::Arc<noe_credentials::ServiceAccountInfo>,
+            noe_credentials::ServiceAccountError,
         >,
     > {
         self.gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Box::pin(async move {
             if name == "ghost" {
-                return Err(noe_registry::credentials::ServiceAccountError {
+                return Err(noe_credentials::ServiceAccountError {
                     namespace: namespace.into(),
                     name: name.into(),
                     reason: "not found".into(),
@@ -469,12 +408,10 @@ impl noe_registry::credentials::ServiceAccounts for Accounts {
                 .filter(|(account, _, _)| *account == name)
                 .map(|(_, k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect();
-            Ok(std::sync::Arc::new(
-                noe_registry::credentials::ServiceAccountInfo {
-                    uid: format!("uid-{name}"),
-                    annotations,
-                },
-            ))
+            Ok(std::sync::Arc::new(noe_credentials::ServiceAccountInfo {
+                uid: format!("uid-{name}"),
+                annotations,
+            }))
         })
     }
 
@@ -485,16 +422,13 @@ impl noe_registry::credentials::ServiceAccounts for Accounts {
         audience: &'a str,
     ) -> futures::future::BoxFuture<
         'a,
-        Result<
-            noe_registry::credentials::ServiceAccountToken,
-            noe_registry::credentials::ServiceAccountError,
-        >,
+        Result<noe_credentials::ServiceAccountToken, noe_credentials::ServiceAccountError>,
     > {
         let mut tokens = self.tokens.lock().unwrap();
         let token = format!("tok.{namespace}.{name}.{audience}.{}", tokens.len());
         tokens.push(token.clone());
         Box::pin(async move {
-            Ok(noe_registry::credentials::ServiceAccountToken {
+            Ok(noe_credentials::ServiceAccountToken {
                 token,
                 expires: std::time::SystemTime::now() + Duration::from_secs(600),
             })
@@ -518,7 +452,7 @@ printf '{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"Credential
 "#,
             log = fx.log(name).display(),
         ),
-    );
+    ).unwrap();
 }
 
 const TOKEN_PROVIDER: &str = r#"apiVersion: kubelet.config.k8s.io/v1
@@ -560,9 +494,9 @@ fn accounts() -> Accounts {
 
 #[tokio::test]
 async fn a_token_provider_gets_the_pods_service_account_token_and_annotations() {
-    use noe_registry::credentials::{PodIdentity, Request, Source};
+    use noe_credentials::{PodIdentity, Request, Source};
 
-    let fx = Fixture::new();
+    let fx = Fixture::new().unwrap();
     token_plugin(
         &fx,
         "ecr",
@@ -657,9 +591,9 @@ async fn a_token_provider_gets_the_pods_service_account_token_and_annotations() 
 
 #[tokio::test]
 async fn cache_type_token_keys_the_answer_by_token_and_without_the_flag_the_provider_is_skipped() {
-    use noe_registry::credentials::{PodIdentity, Request, Source};
+    use noe_credentials::{PodIdentity, Request, Source};
 
-    let fx = Fixture::new();
+    let fx = Fixture::new().unwrap();
     token_plugin(
         &fx,
         "ecr",
@@ -710,148 +644,4 @@ async fn cache_type_token_keys_the_answer_by_token_and_without_the_flag_the_prov
     // Each lookup asked for a token first; a new token is a new cache key (the scripted API
     // hands out a new token each time; the webhook's caches one per account and audience).
     assert_eq!(fx.runs("ecr").len(), 2);
-}
-
-/// The fetches that walk a lookup's credentials, each renewing a refused one.
-#[derive(Clone, Copy, Debug)]
-enum Fetch {
-    Lookup,
-    Inspect,
-    Artifact,
-}
-
-/// A cached plugin answer the registry refuses (a real htpasswd registry) is dropped and the
-/// plugin asked again, once: its second answer serves the fetch. One always refused is an
-/// error naming the provider, after exactly one more run. A lookup, `noe inspect`'s fetch and
-/// image selection's artifact fetch each renew.
-#[tokio::test]
-async fn a_refused_plugin_answer_is_renewed_once() {
-    let registry = noe_test_support::Registry::builder()
-        .htpasswd("ci", "right")
-        .start()
-        .await
-        .unwrap();
-    let pusher = registry.pusher().unwrap();
-    noe_test_support::push_image(
-        &pusher,
-        "app",
-        Some("1"),
-        "linux/arm64",
-        noe_test_support::Flavor::Oci,
-    )
-    .await
-    .unwrap();
-    let artifact = noe_test_support::compat_artifact(
-        noe_test_support::ORAS_DEFAULT_ARTIFACT_TYPE,
-        noe_core::compat::OCIFIT_MEDIA_TYPE,
-        b"{}",
-        None,
-        None,
-    );
-    noe_test_support::push_artifact(&pusher, "compat", &artifact, Some("1"))
-        .await
-        .unwrap();
-    let host = registry.host();
-    let fetches = [Fetch::Lookup, Fetch::Inspect, Fetch::Artifact];
-    for (fetch, (passwords, resolves)) in fetches
-        .into_iter()
-        .flat_map(|f| [(f, ("stale right", true)), (f, ("stale stale", false))])
-    {
-        let resolver = noe_registry::Resolver::new(
-            noe_registry::Config {
-                insecure_registries: vec![host.clone()],
-                ..noe_registry::Config::default()
-            },
-            &prometheus::Registry::new(),
-        )
-        .unwrap();
-        let fx = Fixture::new();
-        // The n-th run answers the n-th word of `passwords` (the last one after that).
-        fx.raw_plugin(
-            "p",
-            &format!(
-                r#"cat > /dev/null
-echo run >> "{log}"
-n=$(wc -l < "{log}")
-set -- {passwords}
-[ "$n" -gt 1 ] && shift
-cat <<EOF
-{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Registry","cacheDuration":"1h","auth":{{"{host}":{{"username":"ci","password":"$1"}}}}}}
-EOF"#,
-                log = fx.log("runs").display(),
-            ),
-        );
-        let source = fx.source(&config(&[("p", &host, "0s", "v1")]));
-        let image = match fetch {
-            Fetch::Lookup | Fetch::Inspect => format!("{host}/app:1"),
-            Fetch::Artifact => format!("{host}/compat:1"),
-        };
-        let candidates = source.candidates(&image).await;
-        assert_eq!(candidates.len(), 1, "{candidates:?}");
-        assert!(candidates[0].renewal.is_some());
-        let runs = || {
-            std::fs::read_to_string(fx.log("runs"))
-                .unwrap_or_default()
-                .lines()
-                .count()
-        };
-        let result = match fetch {
-            Fetch::Lookup => resolver
-                .resolve(&image, &candidates)
-                .await
-                .map(|resolution| resolution.credential_source.clone()),
-            Fetch::Inspect => resolver
-                .inspect(
-                    &resolver.routed(&image).await.unwrap(),
-                    &candidates,
-                    &noe_registry::inspect::Want::default(),
-                )
-                .await
-                .map(|inspection| {
-                    assert_eq!(inspection.resolution.platforms.len(), 1);
-                    inspection.resolution.credential_source
-                }),
-            Fetch::Artifact => noe_registry::compat::Artifacts::new(resolver.clone())
-                .explicit(
-                    &resolver.routed(&image).await.unwrap(),
-                    noe_core::compat::OCIFIT_MEDIA_TYPE,
-                    &candidates,
-                    None,
-                )
-                .await
-                .map(|fetched| {
-                    assert_eq!(fetched.digest, artifact.digest);
-                    Some("credential-provider:p".to_owned())
-                }),
-        };
-        assert_eq!(runs(), 2, "{fetch:?} {passwords}: one renewal");
-        match result {
-            Ok(source_used) => {
-                assert!(resolves, "{fetch:?} {passwords}");
-                assert_eq!(source_used.as_deref(), Some("credential-provider:p"));
-                // The renewed answer is the cached one now.
-                let now = source.candidates(&image).await;
-                assert_eq!(now[0].credential, basic("ci", "right"));
-                assert_eq!(runs(), 2);
-            }
-            Err(error) => {
-                assert!(!resolves, "{fetch:?} {passwords}: {error}");
-                let message = error.to_string();
-                assert!(
-                    message.starts_with("credential-provider: registry login:"),
-                    "{fetch:?}: {message}"
-                );
-                assert!(
-                    matches!(
-                        error,
-                        noe_registry::Error::Renewal {
-                            provider: "credential-provider",
-                            ..
-                        }
-                    ),
-                    "{fetch:?}: {error:?}"
-                );
-            }
-        }
-    }
 }
