@@ -12,8 +12,8 @@ mod noe {
     mod e2e_controllers;
     mod e2e_facts;
     mod e2e_gate;
-    mod e2e_lookup;
     mod e2e_overrides;
+    mod e2e_policy_endpoint;
     mod e2e_private;
     mod e2e_select;
     mod e2e_shared;

@@ -39,7 +39,7 @@ pub struct Admission {
     /// `None`: every pod is decided inline (`--lookup-mode=inline`).
     gate: Option<gate::Gate>,
     /// `None`: no image selection (`--image-selection` off).
-    selection: Option<Arc<crate::select::Selection>>,
+    selection: Option<Arc<crate::selection::Selection>>,
     /// Decisions remembered by pod ([`memo`]); `None` when pods are gated or images selected
     /// (those paths decide otherwise), or when turned off.
     memo: Option<Memo>,
@@ -69,7 +69,7 @@ impl Admission {
     }
 
     /// Selects images by compatibility artifacts before deciding (`--image-selection`).
-    pub fn with_selection(mut self, selection: crate::select::Selection) -> Self {
+    pub fn with_selection(mut self, selection: crate::selection::Selection) -> Self {
         self.selection = Some(Arc::new(selection));
         self.memo = None;
         self
@@ -268,7 +268,7 @@ impl Admission {
     /// the decision's (written against the changed pod). Skipped in audit mode.
     async fn select_then_decide(
         &self,
-        selection: &crate::select::Selection,
+        selection: &crate::selection::Selection,
         pod: &Value,
         scope: &Scope<'_>,
     ) -> Decision {
@@ -290,11 +290,11 @@ impl Admission {
     /// What selection makes of `pod`: a decision already (a denial), or the pod to decide on.
     async fn selection_step(
         &self,
-        selection: &crate::select::Selection,
+        selection: &crate::selection::Selection,
         pod: &Value,
         scope: &Scope<'_>,
     ) -> Step {
-        use crate::select::Selected;
+        use crate::selection::Selected;
         use tracing::Instrument as _;
         let unchanged = Step::Decide {
             pod: None,

@@ -4,25 +4,25 @@
 //! opt-in and bounded, and says "unknown" rather than wait.
 //!
 //! The server's source is [`ClusterFacts`]: the namespace's `arch.noe.adevinta.com/preferred`
-//! label through [`namespaces::NamespacePreferences`] (a cached GET of the Namespace), and a
+//! label through [`namespace_preference::NamespacePreferences`] (a cached GET of the Namespace), and a
 //! node's platform through any [`nodes::NodeLookup`] (a cached GET of the Node,
 //! [`nodes::NodeGets`], or a view of a node reflector).
 
-pub(crate) mod gets;
-pub mod namespaces;
+pub mod namespace_preference;
 pub mod nodes;
+pub(crate) mod object_gets;
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-pub use namespaces::NamespacePreferences;
+pub use namespace_preference::NamespacePreferences;
 pub use nodes::{NodeGets, NodeLookup};
 use noe_core::decide::Facts;
 
 /// Why a namespace or node could not be read: logged, counted in `noe_hook_fact_errors_total`
 /// (the `reason` label), and the fact is then unknown.
-pub use crate::gets::Failure;
+pub use crate::cached_gets::Failure;
 
 /// What the admission asks about one pod. A part that is `None` is not wanted.
 #[derive(Clone, Copy, Debug, Default)]

@@ -23,14 +23,14 @@
 //! docs/architecture.md draws how these fit together.
 
 pub mod admission;
+mod cached_gets;
 pub mod facts;
-mod gets;
-pub mod lookup;
-mod memo;
 pub mod metrics;
+pub mod policy_endpoint;
 pub mod resolve;
-pub mod select;
+pub mod selection;
 pub mod server;
+mod table;
 
 /// The allocator settings the container image sets (`ENV` in the Dockerfile): memory freed after
 /// a burst of registry lookups goes back to the OS at once instead of staying in mimalloc's

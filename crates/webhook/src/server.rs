@@ -2,7 +2,7 @@
 //! path): the HTTPS one the routes it is given (the admission at [`MUTATE_PATH`], answered by a
 //! [`Post`] route over a [`Handler`]), plain HTTP `/metrics`, and plain HTTP `/healthz` and
 //! `/readyz`; optionally a second HTTPS listener ([`Running::add_https`]: the policy engines'
-//! lookup routes, `crate::lookup`) with the same limits and drain. It knows nothing of
+//! lookup routes, `crate::policy_endpoint`) with the same limits and drain. It knows nothing of
 //! admission; the routes know nothing of the listeners.
 
 pub mod conn;
@@ -53,7 +53,7 @@ pub enum Error {
         source: io::Error,
     },
     #[error(transparent)]
-    Tls(#[from] tls::Error),
+    Tls(#[from] tls::TlsError),
     #[error("cannot register metrics")]
     Metrics(#[from] prometheus::Error),
 }

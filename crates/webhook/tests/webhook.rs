@@ -9,8 +9,8 @@ mod webhook {
     mod bounded;
     mod facts;
     mod fault_admission;
-    mod lookup_listener;
     mod memo;
+    mod policy_endpoint_listener;
     mod prop_admission;
     mod pull_secrets;
     mod route_once;

@@ -223,11 +223,11 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
         .map_err(|error| Error::Setup(one_line(&error)))?
         .with_facts(std::sync::Arc::new(facts.clone()));
     let admission = match nodes {
-        Some(nodes) => admission.with_selection(noe_webhook::select::Selection::new(
+        Some(nodes) => admission.with_selection(noe_webhook::selection::Selection::new(
             app.resolver.clone(),
             std::sync::Arc::new(app.credentials(None)),
-            std::sync::Arc::new(noe_webhook::select::StaticNodes(nodes)),
-            noe_webhook::select::Discovery::Everywhere,
+            std::sync::Arc::new(noe_webhook::selection::StaticNodes(nodes)),
+            noe_webhook::selection::Discovery::Everywhere,
         )),
         None => admission,
     };

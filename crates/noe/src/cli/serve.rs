@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use noe_controller::{Controllers, Deps, Leadership, NodeView};
-use noe_webhook::admission::gate::namespaces::NamespaceSelection;
+use noe_webhook::admission::gate::namespace_selection::NamespaceSelection;
 use noe_webhook::admission::gate::{ExemptNamespaces, GateSettings, LookupMode};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::health::Readiness;
@@ -233,14 +233,14 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             .filter(|_| settings.node_features)
             .map(|r| r.start_node_features());
         let discovery = match (settings.all_namespaces, &client_for_gate) {
-            (true, _) => noe_webhook::select::Discovery::Everywhere,
-            (false, Some(client)) => noe_webhook::select::Discovery::Labelled(Arc::new(
-                noe_webhook::select::namespaces::LabelledNamespaces::new(client.clone()),
+            (true, _) => noe_webhook::selection::Discovery::Everywhere,
+            (false, Some(client)) => noe_webhook::selection::Discovery::Labelled(Arc::new(
+                noe_webhook::selection::opt_in::LabelledNamespaces::new(client.clone()),
             )),
-            (false, None) => noe_webhook::select::Discovery::Off,
+            (false, None) => noe_webhook::selection::Discovery::Off,
         };
         admission = admission.with_selection(
-            noe_webhook::select::Selection::new(
+            noe_webhook::selection::Selection::new(
                 app.resolver.clone(),
                 Arc::new(app.credentials(pull_secrets.clone())),
                 Arc::new(select::NodeViewNodes { view, features }),

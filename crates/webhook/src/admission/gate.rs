@@ -7,7 +7,7 @@
 //! otherwise. Pods gating could harm are never gated ([`exemption`]), nor pods outside
 //! `--gate-object-selector` and `--gate-namespace-selector` ([`selector`], [`namespaces`]).
 
-pub mod namespaces;
+pub mod namespace_selection;
 pub mod selector;
 
 use std::collections::BTreeSet;
@@ -84,7 +84,7 @@ pub struct GateSettings {
     pub object_selector: selector::Selector,
     /// Only pods of the namespaces it selects are gated (`--gate-namespace-selector`);
     /// `None`: every namespace.
-    pub namespaces: Option<namespaces::NamespaceSelection>,
+    pub namespaces: Option<namespace_selection::NamespaceSelection>,
 }
 
 /// What the admission keeps of the settings.

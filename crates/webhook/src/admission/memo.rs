@@ -26,8 +26,8 @@ use noe_core::decide::{Facts, Lookups, Signal};
 use prometheus::IntCounter;
 
 use super::review::Rendered;
-use crate::memo::{Table, Weighed};
 use crate::metrics::Metrics;
+use crate::table::{Table, Weighed};
 
 /// Bytes of remembered answers and what they were decided from, at most.
 pub const MAX_BYTES: u64 = 4 * 1024 * 1024;

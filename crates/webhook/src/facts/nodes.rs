@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 
-use super::gets::CachedGets;
+use super::object_gets::ObjectGets;
 use crate::metrics::fact;
 use noe_core::decide::{NodeFacts, ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 
@@ -24,7 +24,7 @@ pub const DEFAULT_FAILURE_TTL: Duration = Duration::from_secs(5);
 /// Bound on one GET.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most nodes remembered.
-pub use super::gets::MAX_ENTRIES;
+pub use super::object_gets::MAX_ENTRIES;
 
 /// Finds the platform of a node by name. An unknown node (absent, unreadable, not yet seen) is
 /// `None`: the debug containers of its pods are then allowed unchecked.
@@ -64,7 +64,7 @@ pub fn node_facts_json(node: &serde_json::Value) -> NodeFacts {
 #[derive(Clone, Debug)]
 pub struct NodeGets {
     /// Node → its platform (`None`: no such node).
-    gets: CachedGets<Option<Arc<NodeFacts>>>,
+    gets: ObjectGets<Option<Arc<NodeFacts>>>,
 }
 
 impl NodeGets {
@@ -80,7 +80,7 @@ impl NodeGets {
         timeout: Duration,
     ) -> Self {
         Self {
-            gets: CachedGets::new(client, fact::NODE, ttl, failure_ttl, timeout),
+            gets: ObjectGets::new(client, fact::NODE, ttl, failure_ttl, timeout),
         }
     }
 

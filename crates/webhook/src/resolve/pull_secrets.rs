@@ -15,7 +15,7 @@ use noe_credentials::docker_config::{parse_docker_config, DockerConfig};
 use noe_credentials::CredentialCandidate;
 use noe_registry::cache::Scope;
 
-use crate::gets::{CachedGets, Failure, Missed};
+use crate::cached_gets::{CachedGets, Failure, Missed};
 
 /// How long a secret read from the API is reused.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::gets::{CachedGets, Failure};
+use crate::cached_gets::{CachedGets, Failure};
 use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -34,7 +34,7 @@ pub const FAILURE_TTL: Duration = Duration::from_secs(5);
 pub const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Service accounts and their tokens through the Kubernetes API, on the one cached GET
-/// ([`crate::gets::CachedGets`]).
+/// ([`crate::cached_gets::CachedGets`]).
 #[derive(Clone)]
 pub struct ServiceAccountApi {
     client: kube::Client,

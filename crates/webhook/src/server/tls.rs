@@ -23,7 +23,7 @@ pub const KEY_FILE: &str = "tls.key";
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum TlsError {
     #[error("cannot read {path}")]
     Read {
         path: PathBuf,
@@ -58,19 +58,19 @@ pub fn certified_key(
     key_pem: &[u8],
     cert_path: &Path,
     key_path: &Path,
-) -> Result<CertifiedKey, Error> {
+) -> Result<CertifiedKey, TlsError> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .filter_map(Result::ok)
         .collect();
     if chain.is_empty() {
-        return Err(Error::NoCertificate {
+        return Err(TlsError::NoCertificate {
             path: cert_path.to_owned(),
         });
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| Error::NoKey {
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| TlsError::NoKey {
         path: key_path.to_owned(),
     })?;
-    CertifiedKey::from_der(chain, key, &provider()).map_err(|source| Error::Mismatch {
+    CertifiedKey::from_der(chain, key, &provider()).map_err(|source| TlsError::Mismatch {
         cert: cert_path.to_owned(),
         key: key_path.to_owned(),
         source,
@@ -153,10 +153,10 @@ impl Reloadable {
     }
 
     /// A rustls server configuration serving this resolver's certificate (HTTP/2 and HTTP/1.1).
-    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, Error> {
+    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, TlsError> {
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(Error::Config)?
+            .map_err(TlsError::Config)?
             .with_no_client_auth()
             .with_cert_resolver(self.clone());
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -182,10 +182,12 @@ impl CertDir {
     /// Loads the pair when it is there; otherwise (cert-manager has not written the Secret yet,
     /// the usual install race) an empty resolver that [`CertDir::watch`] fills once the files
     /// appear. Errors other than missing files are returned: they will not fix themselves.
-    pub fn open(dir: &Path) -> Result<(Self, Arc<Reloadable>), Error> {
+    pub fn open(dir: &Path) -> Result<(Self, Arc<Reloadable>), TlsError> {
         match Self::load(dir) {
             Ok((watched, key)) => Ok((watched, Reloadable::new(key))),
-            Err(Error::Read { path, source }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Err(TlsError::Read { path, source })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
                 tracing::warn!(missing = %path.display(), "No serving certificate yet: not ready until it is written");
                 let watched = Self {
                     cert: dir.join(CERT_FILE),
@@ -199,7 +201,7 @@ impl CertDir {
     }
 
     /// Loads the pair once; the error names the file at fault.
-    pub fn load(dir: &Path) -> Result<(Self, CertifiedKey), Error> {
+    pub fn load(dir: &Path) -> Result<(Self, CertifiedKey), TlsError> {
         let cert = dir.join(CERT_FILE);
         let key = dir.join(KEY_FILE);
         let contents = (read(&cert)?, read(&key)?);
@@ -217,7 +219,7 @@ impl CertDir {
     /// `Ok(Some(key))` when the files changed and parse, `Ok(None)` when unchanged, `Err` when
     /// changed but unusable (the caller keeps serving the old certificate). A half-written pair is
     /// retried at the next poll, since the contents stay "changed" until they parse.
-    pub fn poll(&mut self) -> Result<Option<CertifiedKey>, Error> {
+    pub fn poll(&mut self) -> Result<Option<CertifiedKey>, TlsError> {
         let contents = (read(&self.cert)?, read(&self.key)?);
         if contents == self.last {
             return Ok(None);
@@ -256,21 +258,21 @@ impl CertDir {
     }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|source| Error::Read {
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
         path: path.to_owned(),
         source,
     })
 }
 
 /// A throw-away self-signed certificate for `localhost`, `127.0.0.1` and `::1`.
-pub fn self_signed() -> Result<(CertifiedKey, String), Error> {
+pub fn self_signed() -> Result<(CertifiedKey, String), TlsError> {
     let generated = rcgen::generate_simple_self_signed(vec![
         "localhost".to_owned(),
         "127.0.0.1".to_owned(),
         "::1".to_owned(),
     ])
-    .map_err(Error::SelfSigned)?;
+    .map_err(TlsError::SelfSigned)?;
     let cert_pem = generated.cert.pem();
     let key_pem = generated.signing_key.serialize_pem();
     let key = certified_key(
@@ -303,13 +305,19 @@ mod tests {
 
         // garbage: an error, and the next poll retries (still changed)
         std::fs::write(dir.path().join(CERT_FILE), "not a cert").unwrap();
-        assert!(matches!(watched.poll(), Err(Error::NoCertificate { .. })));
-        assert!(matches!(watched.poll(), Err(Error::NoCertificate { .. })));
+        assert!(matches!(
+            watched.poll(),
+            Err(TlsError::NoCertificate { .. })
+        ));
+        assert!(matches!(
+            watched.poll(),
+            Err(TlsError::NoCertificate { .. })
+        ));
 
         // a certificate with someone else's key
         let (cert2, key2) = pair("two.test");
         std::fs::write(dir.path().join(CERT_FILE), &cert2).unwrap();
-        assert!(matches!(watched.poll(), Err(Error::Mismatch { .. })));
+        assert!(matches!(watched.poll(), Err(TlsError::Mismatch { .. })));
 
         std::fs::write(dir.path().join(KEY_FILE), &key2).unwrap();
         let second = watched.poll().unwrap().expect("changed");

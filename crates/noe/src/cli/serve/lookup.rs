@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use noe_webhook::lookup::{
-    self, Auth, ClientCa, KubeTokenReviews, Lookup, Metrics, RegistryImages, TokenAuth,
+use noe_webhook::policy_endpoint::{
+    self, Auth, ClientCa, KubeTokenReviews, Metrics, PolicyEndpoint, RegistryImages, TokenAuth,
 };
 use noe_webhook::server::tls::Reloadable;
 use noe_webhook::server::CERT_POLL_INTERVAL;
@@ -22,7 +22,7 @@ const TOKEN_REVIEW_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Endpoint {
     pub addr: SocketAddr,
     pub config: rustls::ServerConfig,
-    pub routes: lookup::Routes,
+    pub routes: policy_endpoint::Routes,
 }
 
 /// Builds the endpoint (within the runtime: the client CA's watch is spawned); fails when no caller could ever be admitted, when the client CA is
@@ -63,11 +63,11 @@ pub fn build(
         // Re-read like the serving certificate: a rotated CA Secret needs no restart.
         tokio::spawn(ca.clone().watch(CERT_POLL_INTERVAL));
     }
-    let config = lookup::server_config(tls, client_ca.as_ref())?;
+    let config = policy_endpoint::server_config(tls, client_ca.as_ref())?;
     let images = RegistryImages::new(app.resolver.clone(), Arc::new(app.credentials(None)));
     let metrics =
         Metrics::register(&app.metrics).context("cannot register the lookup endpoint metrics")?;
-    let endpoint = Lookup::new(
+    let endpoint = PolicyEndpoint::new(
         auth,
         Arc::new(images),
         deadline,
@@ -77,6 +77,6 @@ pub fn build(
     Ok(Endpoint {
         addr,
         config,
-        routes: lookup::routes(Arc::new(endpoint)),
+        routes: policy_endpoint::routes(Arc::new(endpoint)),
     })
 }

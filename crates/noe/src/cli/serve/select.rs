@@ -1,10 +1,10 @@
-//! Image selection's nodes ([`noe_webhook::select::NodeSource`]) answered by the node
+//! Image selection's nodes ([`noe_webhook::selection::NodeSource`]) answered by the node
 //! reflector (`--watch-nodes`) and, with `--watch-node-features`, the `NodeFeature` reflector,
 //! from memory.
 
 use noe_controller::{NodeFeatureView, NodeView};
 use noe_core::compat::NodeFacts;
-use noe_webhook::select::NodeSource;
+use noe_webhook::selection::NodeSource;
 
 /// The reflectors' nodes, as image selection evaluates them.
 pub struct NodeViewNodes {

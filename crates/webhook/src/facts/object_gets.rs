@@ -1,5 +1,5 @@
 //! The facts read from cluster-scoped objects (namespaces, nodes) through the one cached GET
-//! ([`crate::gets`]), each new failure counted in `noe_hook_fact_errors_total`.
+//! ([`crate::cached_gets`]), each new failure counted in `noe_hook_fact_errors_total`.
 
 use std::time::Duration;
 
@@ -7,24 +7,24 @@ use kube::Api;
 use noe_core::clock::Clock;
 
 use super::Failure;
-use crate::gets::{self, Missed};
+use crate::cached_gets::{self, Missed};
 
-pub use crate::gets::MAX_ENTRIES;
+pub use crate::cached_gets::MAX_ENTRIES;
 
 /// Cached GETs of cluster-scoped objects, each answer turned into a `V` once.
 #[derive(Clone)]
-pub(crate) struct CachedGets<V: Clone + Send + Sync + 'static> {
+pub(crate) struct ObjectGets<V: Clone + Send + Sync + 'static> {
     client: kube::Client,
-    cache: gets::CachedGets<String, V, Failure>,
+    cache: cached_gets::CachedGets<String, V, Failure>,
     timeout: Duration,
     /// `noe_hook_fact_errors_total`, when counted, and this fact's `fact` label value.
     errors: Option<prometheus::IntCounterVec>,
     fact: &'static str,
 }
 
-impl<V: Clone + Send + Sync + 'static> std::fmt::Debug for CachedGets<V> {
+impl<V: Clone + Send + Sync + 'static> std::fmt::Debug for ObjectGets<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachedGets")
+        f.debug_struct("ObjectGets")
             .field("fact", &self.fact)
             .field("cache", &self.cache)
             .field("timeout", &self.timeout)
@@ -32,7 +32,7 @@ impl<V: Clone + Send + Sync + 'static> std::fmt::Debug for CachedGets<V> {
     }
 }
 
-impl<V: Clone + Send + Sync + 'static> CachedGets<V> {
+impl<V: Clone + Send + Sync + 'static> ObjectGets<V> {
     /// Gets of the `fact` (a [`crate::metrics::fact`] value): answers kept `ttl`, failures
     /// `failure_ttl`, each GET bounded by `timeout`.
     pub(crate) fn new(
@@ -44,7 +44,7 @@ impl<V: Clone + Send + Sync + 'static> CachedGets<V> {
     ) -> Self {
         Self {
             client,
-            cache: gets::CachedGets::new(ttl, failure_ttl),
+            cache: cached_gets::CachedGets::new(ttl, failure_ttl),
             timeout,
             errors: None,
             fact,

@@ -1,4 +1,4 @@
-//! The policy engines' lookup endpoint behind its own HTTPS listener (`Running::add_https`), with
+//! The policy-engine endpoint behind its own HTTPS listener (`Running::add_https`), with
 //! a scripted token reviewer and image source: what real HTTP/1.1 and HTTP/2 clients get.
 
 use std::sync::Arc;
@@ -7,8 +7,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use noe_test_support::TestCa;
-use noe_webhook::lookup::auth::Verdict;
-use noe_webhook::lookup::{self, Auth, ImageSource, KeyAnswer, Lookup, TokenAuth, TokenReviewer};
+use noe_webhook::policy_endpoint::auth::Verdict;
+use noe_webhook::policy_endpoint::{
+    self, Auth, ImageSource, KeyAnswer, PolicyEndpoint, TokenAuth, TokenReviewer,
+};
 use noe_webhook::server::tls::{CertDir, Reloadable};
 use noe_webhook::server::{self, Addresses, BodyLimits, Limits, Running};
 
@@ -54,7 +56,7 @@ impl ImageSource for Images {
     }
 
     fn lookup<'a>(&'a self, _image: &'a str) -> BoxFuture<'a, KeyAnswer> {
-        Box::pin(async { lookup::images::failed("notfound", "not found") })
+        Box::pin(async { policy_endpoint::images::failed("notfound", "not found") })
     }
 }
 
@@ -85,7 +87,7 @@ async fn start(limits: Limits) -> Endpoint {
     )
     .await
     .unwrap();
-    let endpoint = Lookup::new(
+    let endpoint = PolicyEndpoint::new(
         Auth {
             certificates: false,
             tokens: Some(TokenAuth::new(Arc::new(Reviewer), "aud")),
@@ -93,11 +95,17 @@ async fn start(limits: Limits) -> Endpoint {
         Arc::new(Images),
         Duration::from_secs(2),
         8,
-        lookup::Metrics::register(&prometheus::Registry::new()).unwrap(),
+        policy_endpoint::Metrics::register(&prometheus::Registry::new()).unwrap(),
     );
-    let config = lookup::server_config(&tls, None).unwrap();
+    let config = policy_endpoint::server_config(&tls, None).unwrap();
     let addr = running
-        .add_https(any, config, tls, lookup::routes(Arc::new(endpoint)), limits)
+        .add_https(
+            any,
+            config,
+            tls,
+            policy_endpoint::routes(Arc::new(endpoint)),
+            limits,
+        )
         .await
         .unwrap();
     Endpoint {
@@ -149,8 +157,11 @@ struct Ended {
 /// POSTs `body` to the Kyverno route with `token`, the way clients send: the headers, then the
 /// body in DATA frames ending the stream.
 async fn post(sender: h2::client::SendRequest<Bytes>, token: Option<&str>, body: Bytes) -> Ended {
-    let mut request = http::Request::post(format!("https://localhost{}", lookup::KYVERNO_PATH))
-        .header("content-type", "application/json");
+    let mut request = http::Request::post(format!(
+        "https://localhost{}",
+        policy_endpoint::KYVERNO_PATH
+    ))
+    .header("content-type", "application/json");
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
@@ -261,7 +272,7 @@ async fn refusals_are_whole_answers_over_http2_and_http1() {
     let url = format!(
         "https://localhost:{}{}",
         e.addr.port(),
-        lookup::KYVERNO_PATH
+        policy_endpoint::KYVERNO_PATH
     );
     for i in 0..30 {
         let (token, want) = match i % 3 {
@@ -301,7 +312,7 @@ async fn connections_that_never_start_tls_do_not_keep_a_policy_engine_waiting() 
     let url = format!(
         "https://localhost:{}{}",
         e.addr.port(),
-        lookup::KYVERNO_PATH
+        policy_endpoint::KYVERNO_PATH
     );
     let mut held = Vec::new();
     for source in ["127.0.0.2", "127.0.0.1"] {

@@ -100,7 +100,7 @@ fn fixture() -> Fixture {
         certificates: true,
         tokens: Some(TokenAuth::new(Arc::new(Reviewer), "noe")),
     };
-    let lookup = Lookup::new(
+    let lookup = PolicyEndpoint::new(
         auth,
         images.clone(),
         Duration::from_secs(5),

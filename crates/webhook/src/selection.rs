@@ -9,7 +9,7 @@
 //!   image. A failure leaves the pod unchanged with a warning, unless the pod's annotation
 //!   `arch.noe.adevinta.com/image-compatibility: require` makes it deny.
 
-pub mod namespaces;
+pub mod opt_in;
 
 use std::sync::Arc;
 

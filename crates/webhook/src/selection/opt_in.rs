@@ -1,26 +1,26 @@
 //! The namespaces opted in to discovered selection (label
 //! `arch.noe.adevinta.com/image-compatibility: enabled`), read with a cached GET of the
-//! Namespace as the namespace's preferred arch is (`crate::facts::namespaces`).
+//! Namespace as the namespace's preferred arch is (`crate::facts::namespace_preference`).
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Namespace;
 use noe_core::compat::{DISCOVERY_ENABLED, DISCOVERY_KEY};
 
 use super::NamespaceOptIn;
-use crate::facts::gets::CachedGets;
-use crate::facts::namespaces;
+use crate::facts::namespace_preference;
+use crate::facts::object_gets::ObjectGets;
 
 /// Reads the opt-in label through the Kubernetes API. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct LabelledNamespaces {
-    gets: CachedGets<bool>,
+    gets: ObjectGets<bool>,
 }
 
 impl LabelledNamespaces {
     /// With the namespace facts' lifetimes and timeout.
     pub fn new(client: kube::Client) -> Self {
         Self {
-            gets: namespaces::gets(client),
+            gets: namespace_preference::gets(client),
         }
     }
 }

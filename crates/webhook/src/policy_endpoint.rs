@@ -33,11 +33,11 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use tower::Service;
 
-use crate::memo::{Table, Weighed};
 use crate::server::post::{self, PostFuture};
 use crate::server::router::{Answer, NotFound, Route, Router};
 use crate::server::tls::{provider, Reloadable};
 use crate::server::{BodyLimits, ClientCertificate};
+use crate::table::{Table, Weighed};
 pub use auth::{Auth, Caller, KubeTokenReviews, Refused, TokenAuth, TokenReviewer};
 pub use client_ca::ClientCa;
 pub use images::{ImageSource, RegistryImages};
@@ -56,7 +56,7 @@ pub const MAX_DEADLINE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum PolicyEndpointError {
     #[error("cannot read the lookup client CA {}", path.display())]
     ReadClientCa {
         path: PathBuf,
@@ -76,10 +76,10 @@ pub enum Error {
 pub fn server_config(
     tls: &Arc<Reloadable>,
     client_ca: Option<&Arc<ClientCa>>,
-) -> Result<rustls::ServerConfig, Error> {
+) -> Result<rustls::ServerConfig, PolicyEndpointError> {
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(Error::Config)?;
+        .map_err(PolicyEndpointError::Config)?;
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => builder.with_client_cert_verifier(ca.clone()),
@@ -91,7 +91,7 @@ pub fn server_config(
 
 /// The endpoint: who may ask, where answers come from, within what. Cheap to share behind an
 /// `Arc`.
-pub struct Lookup {
+pub struct PolicyEndpoint {
     auth: Auth,
     images: Arc<dyn ImageSource>,
     /// min(`--lookup-deadline`, [`MAX_DEADLINE`]).
@@ -127,16 +127,16 @@ impl Weighed for Remembered {
     }
 }
 
-impl std::fmt::Debug for Lookup {
+impl std::fmt::Debug for PolicyEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lookup")
+        f.debug_struct("PolicyEndpoint")
             .field("auth", &self.auth)
             .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
 
-impl Lookup {
+impl PolicyEndpoint {
     /// Answers within `deadline` (at most [`MAX_DEADLINE`]), with at most `max_in_flight`
     /// registry lookups at once.
     pub fn new(
@@ -353,7 +353,7 @@ pub fn caller_timeout(query: Option<&str>) -> Result<Option<Duration>, String> {
 /// One of the lookup routes: `engine`'s requests answered by `lookup`.
 #[derive(Debug)]
 pub struct LookupRoute {
-    lookup: Arc<Lookup>,
+    lookup: Arc<PolicyEndpoint>,
     engine: Engine,
 }
 
@@ -390,7 +390,7 @@ where
 pub type Routes = Router<Route<LookupRoute, Route<LookupRoute, NotFound>>>;
 
 /// The two routes over one endpoint; anything else is 404.
-pub fn routes(lookup: Arc<Lookup>) -> Routes {
+pub fn routes(lookup: Arc<PolicyEndpoint>) -> Routes {
     Router::new()
         .route(
             GATEKEEPER_PATH,

@@ -1,5 +1,5 @@
 //! A bounded table of answers remembered under keyed hashes: the admission's decision memo
-//! ([`crate::admission::memo`]) and the lookup endpoint's answers ([`crate::lookup`]). Each
+//! ([`crate::admission::memo`]) and the lookup endpoint's answers ([`crate::policy_endpoint`]). Each
 //! user says what makes a remembered answer still right; this only holds them.
 //!
 //! Keys are keyed 128-bit hashes ([`noe_registry::cache::keyed_hash`]: a per-process secret key,

@@ -18,7 +18,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
-use super::Error;
+use super::PolicyEndpointError;
 use crate::server::tls::{provider, Reloads};
 
 /// The client CA file and the verifier built from its current contents.
@@ -40,26 +40,26 @@ impl std::fmt::Debug for ClientCa {
 
 /// A verifier trusting the PEM certificates of `pem` (read from `path`); clients without a
 /// certificate are let through the handshake (they may still present a Bearer token).
-fn verifier(pem: &[u8], path: &Path) -> Result<Arc<dyn ClientCertVerifier>, Error> {
+fn verifier(pem: &[u8], path: &Path) -> Result<Arc<dyn ClientCertVerifier>, PolicyEndpointError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(pem).filter_map(Result::ok) {
         let _ = roots.add(cert);
     }
     if roots.is_empty() {
-        return Err(Error::ClientCa {
+        return Err(PolicyEndpointError::ClientCa {
             path: path.to_owned(),
         });
     }
     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
         .allow_unauthenticated()
         .build()
-        .map_err(|_| Error::ClientCa {
+        .map_err(|_| PolicyEndpointError::ClientCa {
             path: path.to_owned(),
         })
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|source| Error::ReadClientCa {
+fn read(path: &Path) -> Result<Vec<u8>, PolicyEndpointError> {
+    std::fs::read(path).map_err(|source| PolicyEndpointError::ReadClientCa {
         path: path.to_owned(),
         source,
     })
@@ -67,7 +67,7 @@ fn read(path: &Path) -> Result<Vec<u8>, Error> {
 
 impl ClientCa {
     /// Reads the CA file; it must hold at least one usable PEM certificate.
-    pub fn load(path: &Path) -> Result<Arc<Self>, Error> {
+    pub fn load(path: &Path) -> Result<Arc<Self>, PolicyEndpointError> {
         let pem = read(path)?;
         let verifier = verifier(&pem, path)?;
         Ok(Arc::new(Self {
@@ -88,7 +88,7 @@ impl ClientCa {
     /// Reads the file again: `Ok(true)` when it changed and the new CA is in use, `Ok(false)`
     /// when unchanged, `Err` when changed but unusable (the current CA stays; a half-written
     /// file is retried at the next poll, its contents still "changed").
-    pub fn poll(&self) -> Result<bool, Error> {
+    pub fn poll(&self) -> Result<bool, PolicyEndpointError> {
         let pem = read(&self.path)?;
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         if *last == pem {
@@ -300,6 +300,9 @@ mod tests {
 
         assert!(!ca.poll().unwrap(), "unchanged");
         std::fs::remove_file(&path).unwrap();
-        assert!(matches!(ca.poll(), Err(Error::ReadClientCa { .. })));
+        assert!(matches!(
+            ca.poll(),
+            Err(PolicyEndpointError::ReadClientCa { .. })
+        ));
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use super::gets::CachedGets;
+use super::object_gets::ObjectGets;
 use crate::metrics::fact;
 use noe_core::decide::PREFERRED_LABEL;
 
@@ -20,19 +20,19 @@ pub const DEFAULT_FAILURE_TTL: Duration = Duration::from_secs(5);
 /// Bound on one GET.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most namespaces remembered (each entry is a name and at most a short label value).
-pub use super::gets::MAX_ENTRIES;
+pub use super::object_gets::MAX_ENTRIES;
 
 /// Reads namespaces' preferred architecture through the Kubernetes API. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct NamespacePreferences {
     /// Namespace → its label (`None`: no label, or no such namespace).
-    gets: CachedGets<Option<Arc<str>>>,
+    gets: ObjectGets<Option<Arc<str>>>,
 }
 
 /// Cached GETs of Namespaces with the default lifetimes and timeout, each answer turned into a
-/// `V`: the preferred architecture's, and image selection's opt-in (`crate::select::namespaces`).
-pub(crate) fn gets<V: Clone + Send + Sync + 'static>(client: kube::Client) -> CachedGets<V> {
-    CachedGets::new(
+/// `V`: the preferred architecture's, and image selection's opt-in (`crate::selection::opt_in`).
+pub(crate) fn gets<V: Clone + Send + Sync + 'static>(client: kube::Client) -> ObjectGets<V> {
+    ObjectGets::new(
         client,
         fact::NAMESPACE,
         DEFAULT_TTL,
@@ -54,7 +54,7 @@ impl NamespacePreferences {
         timeout: Duration,
     ) -> Self {
         Self {
-            gets: CachedGets::new(client, fact::NAMESPACE, ttl, failure_ttl, timeout),
+            gets: ObjectGets::new(client, fact::NAMESPACE, ttl, failure_ttl, timeout),
         }
     }
 

@@ -1,7 +1,7 @@
 //! `--gate-namespace-selector`: whether a namespace's labels match, read with a GET of the
 //! Namespace (RBAC `get namespaces`) through the facts' cached GETs: one API call per namespace
 //! per [`TTL`], a failure remembered for [`FAILURE_TTL`], at most
-//! [`crate::facts::namespaces::MAX_ENTRIES`] namespaces, each remembered as one boolean (never
+//! [`crate::facts::namespace_preference::MAX_ENTRIES`] namespaces, each remembered as one boolean (never
 //! its labels). A namespace that cannot be read is not known to match: its pods are not gated.
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 
 use super::selector::Selector;
-use crate::facts::gets::CachedGets;
+use crate::facts::object_gets::ObjectGets;
 use crate::metrics::fact;
 
 /// How long a namespace's answer is reused.
@@ -23,7 +23,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Clone, Debug)]
 pub struct NamespaceSelection {
     selector: Selector,
-    gets: CachedGets<bool>,
+    gets: ObjectGets<bool>,
 }
 
 impl NamespaceSelection {
@@ -31,7 +31,7 @@ impl NamespaceSelection {
     pub fn new(client: kube::Client, selector: Selector) -> Self {
         Self {
             selector,
-            gets: CachedGets::new(client, fact::NAMESPACE, TTL, FAILURE_TTL, TIMEOUT),
+            gets: ObjectGets::new(client, fact::NAMESPACE, TTL, FAILURE_TTL, TIMEOUT),
         }
     }
 

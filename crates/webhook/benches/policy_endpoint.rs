@@ -18,9 +18,10 @@ use http::{header, Request};
 use http_body_util::Full;
 use noe_registry::{Config, Resolver};
 use noe_test_support::{build_index, push_image, Flavor, IndexEntry, Registry};
-use noe_webhook::lookup::auth::Verdict;
-use noe_webhook::lookup::{
-    wire, Auth, Engine, ImageSource, Lookup, Metrics, RegistryImages, TokenAuth, TokenReviewer,
+use noe_webhook::policy_endpoint::auth::Verdict;
+use noe_webhook::policy_endpoint::{
+    wire, Auth, Engine, ImageSource, Metrics, PolicyEndpoint, RegistryImages, TokenAuth,
+    TokenReviewer,
 };
 use noe_webhook::resolve::Anonymous;
 
@@ -86,7 +87,7 @@ fn provider_request(keys: &[String]) -> Bytes {
 
 /// The request as wrk sends it (headers included: they are read on the way).
 fn request(body: &Bytes) -> Request<Full<Bytes>> {
-    Request::post(noe_webhook::lookup::GATEKEEPER_PATH)
+    Request::post(noe_webhook::policy_endpoint::GATEKEEPER_PATH)
         .header(header::HOST, "localhost:8443")
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
@@ -115,11 +116,11 @@ fn bench(c: &mut Criterion) {
         for image in &images {
             assert!(matches!(
                 source.lookup(image).await,
-                noe_webhook::lookup::KeyAnswer::Found { .. }
+                noe_webhook::policy_endpoint::KeyAnswer::Found { .. }
             ));
         }
     });
-    let lookup = Lookup::new(
+    let lookup = PolicyEndpoint::new(
         Auth {
             certificates: false,
             tokens: Some(TokenAuth::new(Arc::new(Accepts), AUDIENCE)),
