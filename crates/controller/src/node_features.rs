@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock};
 use futures::StreamExt as _;
 use kube::runtime::{watcher, WatchStreamExt as _};
 use kube::Api;
-use noe_core::compat::NodeFeatures;
+use noe_core::selection::NodeFeatures;
 
 use crate::objects::NodeFeatureRecord;
 use crate::shutdown::Shutdown;

@@ -22,13 +22,13 @@
 pub mod binary;
 pub mod bucket;
 pub mod clock;
-pub mod compat;
 pub mod decide;
 pub mod explain;
 pub mod images;
 pub mod patch;
 pub mod platform;
 pub mod report;
+pub mod selection;
 pub mod truth;
 pub mod upgrade;
 pub mod workload;

@@ -11,8 +11,8 @@
 //!   they run now.
 //! - [`render`]: JSON (`report.noe.adevinta.com/v1` `ReadinessReport`), table, CSV, Markdown.
 
+pub mod objects;
 pub mod quantity;
-pub mod read;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::images::ImageKind;
 use crate::{Platform, Support};
-pub use read::{read, Owner, Read, ReadError, Requests, Running, Workload};
+pub use objects::{read, Owner, Read, ReadError, Requests, Running, Workload};
 
 /// The JSON report's `apiVersion`.
 pub const API_VERSION: &str = "report.noe.adevinta.com/v1";

@@ -30,7 +30,7 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 /// Why a containerd config file cannot be used. Never carries its content.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum ContainerdError {
     #[error("containerd config is not valid TOML")]
     Malformed,
 }
@@ -70,8 +70,8 @@ impl std::fmt::Debug for ContainerdConfig {
 }
 
 /// Parse a containerd `config.toml`. An empty file is an empty config.
-pub fn parse_containerd_config(text: &str) -> Result<ContainerdConfig, Error> {
-    let value: toml::Table = toml::from_str(text).map_err(|_| Error::Malformed)?;
+pub fn parse_containerd_config(text: &str) -> Result<ContainerdConfig, ContainerdError> {
+    let value: toml::Table = toml::from_str(text).map_err(|_| ContainerdError::Malformed)?;
     let mut config = ContainerdConfig::default();
     if let Some(imports) = value.get("imports").and_then(toml::Value::as_array) {
         config.imports = imports
@@ -130,13 +130,13 @@ pub fn parse_containerd_config(text: &str) -> Result<ContainerdConfig, Error> {
 }
 
 /// A config file's text (runs inside [`FileReader::run`]); `Ok(None)` when missing.
-fn read_small(path: &Path) -> Result<Option<String>, crate::files::Error> {
+fn read_small(path: &Path) -> Result<Option<String>, crate::files::FileError> {
     let Some(bytes) = crate::files::read_blocking(path, MAX_FILE_BYTES)? else {
         return Ok(None);
     };
     String::from_utf8(bytes)
         .map(Some)
-        .map_err(|_| crate::files::Error::Io {
+        .map_err(|_| crate::files::FileError::Io {
             path: path.to_owned(),
             source: Arc::new(std::io::Error::other("not UTF-8")),
         })

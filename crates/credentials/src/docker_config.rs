@@ -29,7 +29,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Why a docker config could not be used. Never carries the file's content.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum DockerConfigError {
     #[error("docker config is not valid JSON (line {line}, column {column})")]
     Malformed { line: usize, column: usize },
     #[error("docker config is not a JSON object")]
@@ -37,7 +37,7 @@ pub enum Error {
     #[error("docker config is larger than {max} bytes")]
     TooLarge { max: u64 },
     #[error("could not read docker config")]
-    Read(#[from] crate::files::Error),
+    Read(#[from] crate::files::FileError),
 }
 
 /// A parsed docker config: credentials per registry key, and the credential helpers to ask.
@@ -151,16 +151,17 @@ pub(crate) fn basic(username: &str, password: &str) -> Credential {
 /// Parse a docker config: the `config.json` shape (`auths`, `credsStore`, `credHelpers`) or the
 /// legacy `.dockercfg` shape (a top-level map of registry keys). Empty input (or only whitespace)
 /// is an empty config. Entries that cannot be used are skipped and listed in [`DockerConfig::skipped`].
-pub fn parse_docker_config(bytes: &[u8]) -> Result<DockerConfig, Error> {
+pub fn parse_docker_config(bytes: &[u8]) -> Result<DockerConfig, DockerConfigError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(DockerConfig::default());
     }
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
-        line: e.line(),
-        column: e.column(),
-    })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| DockerConfigError::Malformed {
+            line: e.line(),
+            column: e.column(),
+        })?;
     let serde_json::Value::Object(mut object) = value else {
-        return Err(Error::NotAnObject);
+        return Err(DockerConfigError::NotAnObject);
     };
     let mut config = DockerConfig::default();
     let modern = ["auths", "credsStore", "credHelpers"]
@@ -316,12 +317,14 @@ pub fn default_paths_from(docker_config: Option<&Path>, home: Option<&Path>) -> 
 pub async fn read_config_file(
     files: &FileReader,
     path: &Path,
-) -> Result<Option<DockerConfig>, Error> {
+) -> Result<Option<DockerConfig>, DockerConfigError> {
     match files.read(path, MAX_CONFIG_BYTES).await {
         Ok(Some(bytes)) => parse_docker_config(&bytes).map(Some),
         Ok(None) => Ok(None),
-        Err(crate::files::Error::TooLarge { max, .. }) => Err(Error::TooLarge { max }),
-        Err(error) => Err(Error::Read(error)),
+        Err(crate::files::FileError::TooLarge { max, .. }) => {
+            Err(DockerConfigError::TooLarge { max })
+        }
+        Err(error) => Err(DockerConfigError::Read(error)),
     }
 }
 
@@ -372,7 +375,7 @@ async fn load_files(
                 out.push((path.clone(), config));
             }
             Ok(None) => {}
-            Err(Error::Read(error)) => {
+            Err(DockerConfigError::Read(error)) => {
                 let kept = previous
                     .and_then(|files| files.iter().find(|(p, _)| p == path))
                     .cloned();

@@ -17,7 +17,7 @@ const ACCUMULATOR_MAX: u64 = 1 << 63;
 /// Why a duration was refused. The text is quoted (cut to 64 characters).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum DurationError {
     #[error("invalid duration {text:?}: {reason} (expected e.g. 5s, 500ms, 1m30s, 1h)")]
     Invalid { text: String, reason: &'static str },
     #[error("invalid duration {text:?}: negative durations are not allowed")]
@@ -51,12 +51,12 @@ fn unit(name: &str) -> Option<u64> {
 /// assert_eq!(noe_credentials::duration::parse("1.5h"), Ok(Duration::from_secs(5400)));
 /// assert!(noe_credentials::duration::parse("-1s").is_err());
 /// ```
-pub fn parse(text: &str) -> Result<Duration, Error> {
-    let invalid = |reason| Error::Invalid {
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    let invalid = |reason| DurationError::Invalid {
         text: quoted(text),
         reason,
     };
-    let overflow = || Error::Overflow { text: quoted(text) };
+    let overflow = || DurationError::Overflow { text: quoted(text) };
     let (negative, mut rest) = match text.as_bytes().first() {
         Some(b'-') => (true, &text[1..]),
         Some(b'+') => (false, &text[1..]),
@@ -112,7 +112,7 @@ pub fn parse(text: &str) -> Result<Duration, Error> {
             .ok_or_else(overflow)?;
     }
     if negative && total > 0 {
-        return Err(Error::Negative { text: quoted(text) });
+        return Err(DurationError::Negative { text: quoted(text) });
     }
     if total > MAX_NANOS {
         return Err(overflow());
@@ -214,14 +214,14 @@ mod tests {
         ];
         for text in invalid {
             assert!(
-                matches!(parse(text), Err(Error::Invalid { .. })),
+                matches!(parse(text), Err(DurationError::Invalid { .. })),
                 "{text:?}: {:?}",
                 parse(text)
             );
         }
         for text in ["-1s", "-5m", "-0.5s", "-1ns"] {
             assert!(
-                matches!(parse(text), Err(Error::Negative { .. })),
+                matches!(parse(text), Err(DurationError::Negative { .. })),
                 "{text:?}"
             );
         }
@@ -234,7 +234,7 @@ mod tests {
             "2562047h47m16.854775808s",
         ] {
             assert!(
-                matches!(parse(text), Err(Error::Overflow { .. })),
+                matches!(parse(text), Err(DurationError::Overflow { .. })),
                 "{text:?}: {:?}",
                 parse(text)
             );

@@ -24,7 +24,7 @@ pub const MAX_STUCK: usize = 32;
 /// Why a file could not be read. Never carries the file's content.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum FileError {
     #[error("reading {path} did not finish within {timeout_ms} ms (a FIFO or a hung mount?)")]
     TimedOut { path: PathBuf, timeout_ms: u64 },
     #[error("{path} is still being read by an earlier attempt that has not finished")]
@@ -85,7 +85,7 @@ impl FileReader {
 
     /// Runs `work` (file-system operations on `path`, which names the work in errors and marks
     /// it busy) on a detached thread and waits at most the timeout for its result.
-    pub async fn run<T, F>(&self, path: &Path, work: F) -> Result<T, Error>
+    pub async fn run<T, F>(&self, path: &Path, work: F) -> Result<T, FileError>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
@@ -96,12 +96,12 @@ impl FileReader {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if set.contains(path) {
-                return Err(Error::StillBlocked {
+                return Err(FileError::StillBlocked {
                     path: path.to_owned(),
                 });
             }
             if set.len() >= MAX_STUCK {
-                return Err(Error::Busy {
+                return Err(FileError::Busy {
                     path: path.to_owned(),
                 });
             }
@@ -120,18 +120,18 @@ impl FileReader {
             });
         if let Err(source) = spawned {
             // The closure (and with it the guard) was dropped: the path is unmarked.
-            return Err(Error::Io {
+            return Err(FileError::Io {
                 path: path.to_owned(),
                 source: Arc::new(source),
             });
         }
         match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(_)) => Err(Error::Io {
+            Ok(Err(_)) => Err(FileError::Io {
                 path: path.to_owned(),
                 source: Arc::new(std::io::Error::other("the reading thread panicked")),
             }),
-            Err(_) => Err(Error::TimedOut {
+            Err(_) => Err(FileError::TimedOut {
                 path: path.to_owned(),
                 timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
             }),
@@ -139,7 +139,7 @@ impl FileReader {
     }
 
     /// The contents of `path`, at most `max` bytes; `Ok(None)` when it does not exist.
-    pub async fn read(&self, path: &Path, max: u64) -> Result<Option<Vec<u8>>, Error> {
+    pub async fn read(&self, path: &Path, max: u64) -> Result<Option<Vec<u8>>, FileError> {
         let owned = path.to_owned();
         self.run(path, move || read_blocking(&owned, max))
             .await
@@ -149,8 +149,8 @@ impl FileReader {
 
 /// Reads at most `max` bytes of `path` on the calling thread; `Ok(None)` when it does not exist.
 /// Only for threads that may block (inside [`FileReader::run`]).
-pub fn read_blocking(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Error> {
-    let io = |source| Error::Io {
+pub fn read_blocking(path: &Path, max: u64) -> Result<Option<Vec<u8>>, FileError> {
+    let io = |source| FileError::Io {
         path: path.to_owned(),
         source: Arc::new(source),
     };
@@ -164,7 +164,7 @@ pub fn read_blocking(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Error> {
         .read_to_end(&mut bytes)
         .map_err(io)?;
     if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > max {
-        return Err(Error::TooLarge {
+        return Err(FileError::TooLarge {
             path: path.to_owned(),
             max,
         });
@@ -201,7 +201,7 @@ mod tests {
             .is_none());
         assert!(matches!(
             reader.read(&path, 4).await,
-            Err(Error::TooLarge { max: 4, .. })
+            Err(FileError::TooLarge { max: 4, .. })
         ));
     }
 
@@ -212,12 +212,12 @@ mod tests {
         let reader = FileReader::new(Duration::from_millis(50));
         assert!(matches!(
             reader.read(&path, 10).await,
-            Err(Error::TimedOut { timeout_ms: 50, .. })
+            Err(FileError::TimedOut { timeout_ms: 50, .. })
         ));
         // The thread is still blocked in open(): no second thread for the same path.
         assert!(matches!(
             reader.read(&path, 10).await,
-            Err(Error::StillBlocked { .. })
+            Err(FileError::StillBlocked { .. })
         ));
         // A writer releases it; the path becomes readable again.
         std::fs::OpenOptions::new()
@@ -250,12 +250,12 @@ mod tests {
         for path in &fifos[..MAX_STUCK] {
             assert!(matches!(
                 reader.read(path, 10).await,
-                Err(Error::TimedOut { .. })
+                Err(FileError::TimedOut { .. })
             ));
         }
         assert!(matches!(
             reader.read(&fifos[MAX_STUCK], 10).await,
-            Err(Error::Busy { .. })
+            Err(FileError::Busy { .. })
         ));
         // Release every stuck thread so the test leaves none behind.
         for path in &fifos[..MAX_STUCK] {

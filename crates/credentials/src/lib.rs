@@ -52,7 +52,7 @@ pub enum Error {
     )]
     ProviderFlags,
     #[error(transparent)]
-    Provider(#[from] provider::Error),
+    Provider(#[from] provider::ProviderError),
 }
 
 /// The credential flags.

@@ -38,12 +38,12 @@ const MAX_CACHE_ENTRIES: usize = 10_000;
 /// Why the provider configuration cannot be loaded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum ProviderError {
     #[error("could not read credential provider config {path}")]
     Read {
         path: PathBuf,
         #[source]
-        source: crate::files::Error,
+        source: crate::files::FileError,
     },
     #[error("credential provider config {path} does not exist")]
     Missing { path: PathBuf },
@@ -226,7 +226,7 @@ impl ProviderSource {
         bin_dir: PathBuf,
         config_path: &Path,
         limits: ExecLimits,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, ProviderError> {
         Self::load_with(&FileReader::default(), bin_dir, config_path, limits, false).await
     }
 
@@ -237,29 +237,29 @@ impl ProviderSource {
         config_path: &Path,
         limits: ExecLimits,
         service_account_tokens: bool,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, ProviderError> {
         let bytes = match files.read(config_path, MAX_CONFIG_BYTES).await {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
-                return Err(Error::Missing {
+                return Err(ProviderError::Missing {
                     path: config_path.to_owned(),
                 })
             }
-            Err(crate::files::Error::TooLarge { .. }) => {
-                return Err(Error::TooLarge {
+            Err(crate::files::FileError::TooLarge { .. }) => {
+                return Err(ProviderError::TooLarge {
                     path: config_path.to_owned(),
                     max: MAX_CONFIG_BYTES,
                 })
             }
             Err(source) => {
-                return Err(Error::Read {
+                return Err(ProviderError::Read {
                     path: config_path.to_owned(),
                     source,
                 })
             }
         };
         let text = String::from_utf8_lossy(&bytes);
-        let config = parse_provider_config(&text).map_err(|source| Error::Config {
+        let config = parse_provider_config(&text).map_err(|source| ProviderError::Config {
             path: config_path.to_owned(),
             source,
         })?;

@@ -3,7 +3,7 @@
 //! followed by hand so `Authorization` never leaves the origin it was meant for.
 
 pub(crate) mod host_tls;
-pub(crate) mod hosts;
+pub(crate) mod hosts_toml;
 pub(crate) mod pool;
 pub(crate) mod tls;
 

@@ -19,7 +19,7 @@ use noe_credentials::reload::Reloading;
 use noe_credentials::Sources;
 
 pub use crate::client::host_tls::{ClientCert, TlsFiles};
-pub use crate::client::hosts::{
+pub use crate::client::hosts_toml::{
     default_server, host_dir, load_hosts, Capabilities, Endpoint, HostsConfig, HostsError,
 };
 

@@ -2,7 +2,7 @@
 //! imagetools inspect` do: the manifest or index exactly as served, each platform's child
 //! digest, one platform selected with `os/arch[/variant][:os.version]`, and the image config
 //! summary of that platform. The pure half (types, parsing, bounds); the fetching is
-//! `resolver/inspect.rs`, through the same hosts, credentials, TLS and limits as a lookup.
+//! `resolver/inspect_step.rs`, through the same hosts, credentials, TLS and limits as a lookup.
 //!
 //! Everything here comes from a registry any pod author may name: each string is bounded, each
 //! list capped (what was cut is said), the config blob read within the client's body cap.

@@ -48,12 +48,12 @@
 //! never receives unmarked ones). The same [`Routed`] is then looked up
 //! ([`Resolver::platforms_routed`]) without parsing or routing it again.
 
+pub mod artifacts;
 mod auth;
 mod budget;
 pub mod cache;
 pub mod challenge;
 mod client;
-pub mod compat;
 pub mod config;
 pub mod error;
 pub mod hosts;

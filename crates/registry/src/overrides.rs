@@ -50,12 +50,12 @@ pub const MAX_PATTERN_LEN: usize = 255;
 /// Why the overrides file cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum OverridesError {
     #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         #[source]
-        source: noe_credentials::files::Error,
+        source: noe_credentials::files::FileError,
     },
     #[error("{path} does not exist")]
     Missing { path: PathBuf },
@@ -65,7 +65,7 @@ pub enum Error {
     Invalid { path: PathBuf, reason: Invalid },
 }
 
-impl Error {
+impl OverridesError {
     /// A bounded label for the error.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -164,7 +164,7 @@ fn parse_platform(text: &str) -> Result<Platform, String> {
 }
 
 /// The error and its source on one line.
-fn with_source(error: &Error) -> String {
+fn with_source(error: &OverridesError) -> String {
     match std::error::Error::source(error) {
         Some(source) => format!("{error}: {source}"),
         None => error.to_string(),
@@ -314,12 +314,12 @@ impl std::fmt::Debug for PlatformOverrides {
     }
 }
 
-fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Overrides, Error> {
-    let text = std::str::from_utf8(bytes).map_err(|_| Error::Invalid {
+fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Overrides, OverridesError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| OverridesError::Invalid {
         path: path.to_owned(),
         reason: Invalid::Format("not UTF-8".into()),
     })?;
-    Overrides::parse(text).map_err(|reason| Error::Invalid {
+    Overrides::parse(text).map_err(|reason| OverridesError::Invalid {
         path: path.to_owned(),
         reason,
     })
@@ -328,13 +328,13 @@ fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Overrides, Error> {
 impl PlatformOverrides {
     /// Reads and validates `path` now (start-up: blocking, bounded to [`MAX_FILE_BYTES`]); it is
     /// read again every `every` once lookups run.
-    pub fn load(path: &Path, every: Duration) -> Result<Self, Error> {
+    pub fn load(path: &Path, every: Duration) -> Result<Self, OverridesError> {
         let bytes = noe_credentials::files::read_blocking(path, MAX_FILE_BYTES)
-            .map_err(|source| Error::Read {
+            .map_err(|source| OverridesError::Read {
                 path: path.to_owned(),
                 source,
             })?
-            .ok_or_else(|| Error::Missing {
+            .ok_or_else(|| OverridesError::Missing {
                 path: path.to_owned(),
             })?;
         let overrides = parse_bytes(path, &bytes)?;
@@ -345,7 +345,7 @@ impl PlatformOverrides {
             ),
             &["reason"],
         )
-        .map_err(|e| Error::Invalid {
+        .map_err(|e| OverridesError::Invalid {
             path: path.to_owned(),
             reason: Invalid::Format(e.to_string()),
         })?;
@@ -397,13 +397,13 @@ impl PlatformOverrides {
                     // Emptied (a truncated write, a ConfigMap key gone): like an invalid
                     // version, not "no override any more".
                     if parsed.is_empty() && had_entries {
-                        Err(Error::Emptied { path: path.clone() })
+                        Err(OverridesError::Emptied { path: path.clone() })
                     } else {
                         Ok(parsed)
                     }
                 }),
-                Ok(None) => Err(Error::Missing { path: path.clone() }),
-                Err(source) => Err(Error::Read {
+                Ok(None) => Err(OverridesError::Missing { path: path.clone() }),
+                Err(source) => Err(OverridesError::Read {
                     path: path.clone(),
                     source,
                 }),

@@ -1,11 +1,11 @@
 //! The resolver: the image as written → the cache (in-process, then shared) → on a miss, the
 //! reference → proxies → hosts → credential candidates in order → a HEAD when a digest is known,
-//! else the manifest walk (`resolver/lookup.rs`).
+//! else the manifest walk (`resolver/fetch.rs`).
 
-mod compat;
-mod inspect;
-mod lookup;
-mod verify;
+mod artifact_step;
+mod fetch;
+mod inspect_step;
+mod verify_step;
 
 use std::sync::Arc;
 
@@ -122,20 +122,20 @@ impl Routed {
         &'a self,
         credentials: &'a [CredentialCandidate],
         mirrors: bool,
-    ) -> lookup::Request<'a> {
+    ) -> fetch::Request<'a> {
         let endpoints = self
             .hosts
             .endpoints_for(self.resolved.digest.is_some() || !mirrors)
             .into_iter()
             .filter(|endpoint| mirrors || !endpoint.mirror)
             .collect();
-        lookup::Request {
+        fetch::Request {
             reference: &self.reference,
             resolved: &self.resolved,
             target: &self.target,
             endpoints,
             credentials,
-            refused: lookup::Refused::default(),
+            refused: fetch::Refused::default(),
         }
     }
 }

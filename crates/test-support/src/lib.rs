@@ -64,9 +64,9 @@
 //! Tokens are ES256 JWTs with an `x5c` header: the registry verifies any libtrust key type, and
 //! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
 
+mod artifacts;
 mod ca;
 pub mod cloud;
-mod compat;
 mod connect_proxy;
 mod delay_proxy;
 mod docker_config;
@@ -86,11 +86,11 @@ mod stalled_client;
 mod token_server;
 mod webhook_tls;
 
-pub use ca::{ServerCert, TestCa};
-pub use compat::{
+pub use artifacts::{
     attach, compat_artifact, fallback_tag, push_artifact, referrers_index, CompatArtifact,
     NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, OCIFIT_SPEC_TYPE, ORAS_DEFAULT_ARTIFACT_TYPE,
 };
+pub use ca::{ServerCert, TestCa};
 pub use connect_proxy::ConnectProxy;
 pub use delay_proxy::DelayProxy;
 pub use docker_config::DockerConfig;

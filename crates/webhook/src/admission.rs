@@ -312,7 +312,7 @@ impl Admission {
         let explicit = pod
             .get("metadata")
             .and_then(|m| m.get("labels"))
-            .and_then(|l| l.get(noe_core::compat::ENABLED_LABEL))
+            .and_then(|l| l.get(noe_core::selection::ENABLED_LABEL))
             .and_then(Value::as_str)
             == Some("true");
         let mode = if explicit { "explicit" } else { "discovered" };

@@ -1,5 +1,5 @@
 //! Image selection by compatibility artifacts, before the decision (docs/architecture.md,
-//! "Image selection"): the I/O around `noe_core::compat` — the artifact from the registry with
+//! "Image selection"): the I/O around `noe_core::selection` — the artifact from the registry with
 //! the pod's credentials, the nodes from a [`NodeSource`], the namespace's opt-in — turned into
 //! a [`Selected`] the admission applies before it decides on the (new) images.
 //!
@@ -14,15 +14,15 @@ pub mod opt_in;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use noe_core::compat::select::{already_selected, discovered_patch, explicit_patch};
-use noe_core::compat::{
-    candidates, choose, constrain, CompatError, NodeFacts, Spec, DEFAULT_TARGET_IMAGE,
+use noe_core::decide::SKIP_LABEL;
+use noe_core::patch::Op;
+use noe_core::selection::choose::{already_selected, discovered_patch, explicit_patch};
+use noe_core::selection::{
+    candidates, choose, constrain, NodeFacts, SelectionError, Spec, DEFAULT_TARGET_IMAGE,
     DISCOVERY_KEY, DISCOVERY_REQUIRE, ENABLED_LABEL, IMAGE_REF_ANNOTATION, MODEL_ANNOTATION,
     NFD_ARTIFACT_TYPE, NFD_MEDIA_TYPE, OCIFIT_MEDIA_TYPE, TARGET_IMAGE_ANNOTATION,
 };
-use noe_core::decide::SKIP_LABEL;
-use noe_core::patch::Op;
-use noe_registry::compat::Artifacts;
+use noe_registry::artifacts::Artifacts;
 use noe_registry::Resolver;
 use serde_json::Value;
 
@@ -135,7 +135,7 @@ impl Selection {
     }
 
     /// Absences of NFD artifacts are kept `ttl` rather than
-    /// [`noe_registry::compat::NEGATIVE_TTL`] (`--image-compatibility-negative-ttl`).
+    /// [`noe_registry::artifacts::NEGATIVE_TTL`] (`--image-compatibility-negative-ttl`).
     #[must_use]
     pub fn with_negative_ttl(mut self, ttl: std::time::Duration) -> Self {
         self.artifacts = Artifacts::with_negative_ttl(self.resolver.clone(), ttl);
@@ -162,11 +162,11 @@ impl Selection {
         }
     }
 
-    fn nodes_of(&self, pod: &Value) -> Result<Vec<NodeFacts>, CompatError> {
+    fn nodes_of(&self, pod: &Value) -> Result<Vec<NodeFacts>, SelectionError> {
         let nodes = self.nodes.nodes().unwrap_or_default();
         let admitted: Vec<NodeFacts> = candidates(pod, &nodes).into_iter().cloned().collect();
         if admitted.is_empty() {
-            return Err(CompatError::NoCandidates);
+            return Err(SelectionError::NoCandidates);
         }
         Ok(admitted)
     }
@@ -309,7 +309,7 @@ impl Selection {
 
 /// One image's spec from its artifacts: the image's own, or one per platform manifest (each
 /// set then holding only on that platform's nodes).
-fn image_spec(found: &[noe_registry::compat::Fetched]) -> Result<Spec, CompatError> {
+fn image_spec(found: &[noe_registry::artifacts::Fetched]) -> Result<Spec, SelectionError> {
     let specs = found
         .iter()
         .map(|fetched| {
@@ -338,8 +338,8 @@ fn compat_images(spec: &Value) -> Vec<&str> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use noe_core::compat::Tri;
-    use noe_registry::compat::Fetched;
+    use noe_core::selection::Tri;
+    use noe_registry::artifacts::Fetched;
 
     use super::*;
 

@@ -1,11 +1,11 @@
 //! NFD's `NodeFeature` (`nfd.k8s-sigs.io/v1alpha1`, namespaced) as the node-feature reflector
 //! stores it: identity, the node it describes (label `nfd.node.kubernetes.io/node-name`) and its
-//! `spec.features`, bounded while they are read (`noe_core::compat::NodeFeatures`).
+//! `spec.features`, bounded while they are read (`noe_core::selection::NodeFeatures`).
 
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use noe_core::compat::NodeFeatures;
+use noe_core::selection::NodeFeatures;
 use serde::Deserialize;
 
 use super::meta::{bounded, nullable, RawObject};

@@ -148,7 +148,7 @@ fn verdicts_per_target_arch_and_the_pod_os() {
 fn requests_as_the_scheduler_counts_them() {
     let spec = |spec: Value| pod_requests_of(&spec);
     fn pod_requests_of(spec: &Value) -> (String, String) {
-        let r = read::pod_requests(spec).unwrap();
+        let r = objects::pod_requests(spec).unwrap();
         (r.cpu.to_string(), r.memory.to_string())
     }
     let c = |cpu: &str, memory: &str| json!({"resources": {"requests": {"cpu": cpu, "memory": memory}}});
@@ -181,7 +181,7 @@ fn requests_as_the_scheduler_counts_them() {
         ("3250m".into(), "129Mi".into())
     );
     assert_eq!(spec(json!({})), ("0".into(), "0".into()));
-    let bad = read::pod_requests(&json!({"containers": [c("lots", "1Gi")]})).unwrap_err();
+    let bad = objects::pod_requests(&json!({"containers": [c("lots", "1Gi")]})).unwrap_err();
     assert!(
         bad.to_string().contains("resources.requests.cpu \"lots\""),
         "{bad}"

@@ -311,7 +311,7 @@ impl ControllerArgs {
         if self.watch_node_features && !self.image_selection {
             return contradiction("--watch-node-features needs --image-selection");
         }
-        if self.image_compatibility_negative_ttl > noe_registry::compat::MAX_NEGATIVE_TTL {
+        if self.image_compatibility_negative_ttl > noe_registry::artifacts::MAX_NEGATIVE_TTL {
             return contradiction("--image-compatibility-negative-ttl must be at most 1h");
         }
         let taint_arches = taints.arches()?;

@@ -266,7 +266,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
 }
 
 /// The nodes of a `kubectl get nodes -o yaml` (or JSON) file, for `--nodes`.
-fn read_nodes(path: &std::path::Path) -> Result<Vec<noe_core::compat::NodeFacts>, Error> {
+fn read_nodes(path: &std::path::Path) -> Result<Vec<noe_core::selection::NodeFacts>, Error> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
         file: name.clone(),
@@ -279,8 +279,8 @@ fn read_nodes(path: &std::path::Path) -> Result<Vec<noe_core::compat::NodeFacts>
     let nodes: Vec<_> = objects
         .iter()
         .filter(|o| o.get("kind").and_then(Value::as_str) == Some("Node"))
-        .take(noe_core::compat::nodes::MAX_NODES)
-        .filter_map(noe_core::compat::NodeFacts::from_node)
+        .take(noe_core::selection::nodes::MAX_NODES)
+        .filter_map(noe_core::selection::NodeFacts::from_node)
         .collect();
     if nodes.is_empty() {
         return Err(Error::Empty(format!("{name} (no Node)")));

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use noe_credentials::{SourcesConfig, DEFAULT_RELOAD_INTERVAL};
-use noe_registry::overrides::{Error as OverridesError, PlatformOverrides};
+use noe_registry::overrides::{OverridesError, PlatformOverrides};
 use noe_registry::shared::SharedConfig;
 
 use super::parse::{non_empty, non_empty_path, ConfigError};

@@ -37,7 +37,7 @@ async fn a_refused_plugin_answer_is_renewed_once() {
     .unwrap();
     let artifact = noe_test_support::compat_artifact(
         noe_test_support::ORAS_DEFAULT_ARTIFACT_TYPE,
-        noe_core::compat::OCIFIT_MEDIA_TYPE,
+        noe_core::selection::OCIFIT_MEDIA_TYPE,
         b"{}",
         None,
         None,
@@ -105,10 +105,10 @@ EOF"#,
                     assert_eq!(inspection.resolution.platforms.len(), 1);
                     inspection.resolution.credential_source
                 }),
-            Fetch::Artifact => noe_registry::compat::Artifacts::new(resolver.clone())
+            Fetch::Artifact => noe_registry::artifacts::Artifacts::new(resolver.clone())
                 .explicit(
                     &resolver.routed(&image).await.unwrap(),
-                    noe_core::compat::OCIFIT_MEDIA_TYPE,
+                    noe_core::selection::OCIFIT_MEDIA_TYPE,
                     &candidates,
                     None,
                 )

@@ -4,7 +4,7 @@
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Namespace;
-use noe_core::compat::{DISCOVERY_ENABLED, DISCOVERY_KEY};
+use noe_core::selection::{DISCOVERY_ENABLED, DISCOVERY_KEY};
 
 use super::NamespaceOptIn;
 use crate::facts::namespace_preference;

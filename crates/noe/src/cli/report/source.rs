@@ -126,7 +126,7 @@ impl<'a> Collector<'a> {
             .iter()
             .filter_map(|secret| secret.get("name").and_then(Value::as_str))
             .filter(|name| !name.is_empty() && name.len() <= 253)
-            .take(noe_core::report::read::MAX_IMAGES_PER_WORKLOAD)
+            .take(noe_core::report::objects::MAX_IMAGES_PER_WORKLOAD)
             .map(str::to_owned)
             .collect();
         if !secrets.is_empty() && namespace.len() <= 63 && name.len() <= 253 {

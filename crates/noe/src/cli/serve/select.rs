@@ -3,7 +3,7 @@
 //! from memory.
 
 use noe_controller::{NodeFeatureView, NodeView};
-use noe_core::compat::NodeFacts;
+use noe_core::selection::NodeFacts;
 use noe_webhook::selection::NodeSource;
 
 /// The reflectors' nodes, as image selection evaluates them.

@@ -3,7 +3,7 @@
 //! hold when one instance satisfies every expression; value counts are checked; and the label
 //! translation for nodes without a `NodeFeature`.
 
-use noe_core::compat::{CompatError, Spec, Tri};
+use noe_core::selection::{SelectionError, Spec, Tri};
 use serde_json::json;
 
 use super::helpers::{featured, node, x86_features};
@@ -14,7 +14,7 @@ fn one_term(term: serde_json::Value) -> String {
         .to_string()
 }
 
-fn eval_term(term: serde_json::Value, node: &noe_core::compat::NodeFacts) -> Tri {
+fn eval_term(term: serde_json::Value, node: &noe_core::selection::NodeFacts) -> Tri {
     let spec = Spec::parse_nfd(one_term(term).as_bytes()).unwrap();
     spec.sets[0].rule.eval(node)
 }
@@ -219,7 +219,7 @@ fn invalid_expressions_are_refused() {
         assert!(
             matches!(
                 Spec::parse_nfd(spec.as_bytes()),
-                Err(CompatError::Invalid(_))
+                Err(SelectionError::Invalid(_))
             ),
             "{exprs}"
         );
@@ -227,11 +227,11 @@ fn invalid_expressions_are_refused() {
     let wrong_version = json!({"version": "v1", "compatibilities": []}).to_string();
     assert!(matches!(
         Spec::parse_nfd(wrong_version.as_bytes()),
-        Err(CompatError::Invalid(_))
+        Err(SelectionError::Invalid(_))
     ));
     assert!(matches!(
         Spec::parse_nfd(b"version: [\n"),
-        Err(CompatError::Parse(_))
+        Err(SelectionError::Parse(_))
     ));
 }
 
@@ -241,7 +241,7 @@ fn counts_and_sizes_are_bounded() {
     let spec = json!({"version": "v1alpha1", "compatibilities": sets}).to_string();
     assert_eq!(
         Spec::parse_nfd(spec.as_bytes()).unwrap_err(),
-        CompatError::TooMany {
+        SelectionError::TooMany {
             what: "compatibility sets",
             limit: 64
         }
@@ -252,12 +252,12 @@ fn counts_and_sizes_are_bounded() {
     );
     assert!(matches!(
         Spec::parse_nfd(spec.as_bytes()),
-        Err(CompatError::Parse(_))
+        Err(SelectionError::Parse(_))
     ));
     let big = vec![b' '; 256 * 1024 + 1];
     assert_eq!(
         Spec::parse_nfd(&big).unwrap_err(),
-        CompatError::TooLarge(256 * 1024)
+        SelectionError::TooLarge(256 * 1024)
     );
 }
 
@@ -305,8 +305,8 @@ compatibilities:
 /// never false; long values are cut, and what fits is still evaluated exactly.
 #[test]
 fn node_features_past_the_bounds_are_unknown_not_false() {
-    use noe_core::compat::nodes::{MAX_FEATURE_ITEMS, MAX_VALUE_BYTES};
-    use noe_core::compat::NodeFeatures;
+    use noe_core::selection::nodes::{MAX_FEATURE_ITEMS, MAX_VALUE_BYTES};
+    use noe_core::selection::NodeFeatures;
     let big = || {
         let mut features = x86_features();
         let many: serde_json::Map<String, serde_json::Value> = (0..=MAX_FEATURE_ITEMS)

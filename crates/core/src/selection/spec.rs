@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer};
 
-use super::labels::translate;
+use super::feature_labels::translate;
 use super::rule::{FeatureTerm, LabelOp, LabelReq, NfdExpr, NfdOp, Rule};
-use super::{limits, CompatError};
+use super::{limits, SelectionError};
 
 /// Which format a spec was read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,23 +180,23 @@ struct NfdWireExpr {
     kind: String,
 }
 
-fn at_most<T>(items: &[T], what: &'static str, limit: usize) -> Result<(), CompatError> {
+fn at_most<T>(items: &[T], what: &'static str, limit: usize) -> Result<(), SelectionError> {
     if items.len() > limit {
-        return Err(CompatError::TooMany { what, limit });
+        return Err(SelectionError::TooMany { what, limit });
     }
     Ok(())
 }
 
-fn bounded(text: String, what: &str, limit: usize) -> Result<String, CompatError> {
+fn bounded(text: String, what: &str, limit: usize) -> Result<String, SelectionError> {
     if text.chars().count() > limit {
-        return Err(CompatError::Invalid(format!(
+        return Err(SelectionError::Invalid(format!(
             "a {what} is longer than {limit} characters"
         )));
     }
     Ok(text)
 }
 
-fn checked_values(values: Vec<String>) -> Result<Vec<String>, CompatError> {
+fn checked_values(values: Vec<String>) -> Result<Vec<String>, SelectionError> {
     // A longer value can never equal a label value, but a regular expression may be longer.
     values
         .into_iter()
@@ -204,9 +204,9 @@ fn checked_values(values: Vec<String>) -> Result<Vec<String>, CompatError> {
         .collect()
 }
 
-fn size_check(bytes: &[u8]) -> Result<(), CompatError> {
+fn size_check(bytes: &[u8]) -> Result<(), SelectionError> {
     if bytes.len() > limits::SPEC_BYTES {
-        return Err(CompatError::TooLarge(limits::SPEC_BYTES));
+        return Err(SelectionError::TooLarge(limits::SPEC_BYTES));
     }
     Ok(())
 }
@@ -230,7 +230,7 @@ impl Spec {
     /// The spec of an artifact attached to one platform manifest of a multi-platform image:
     /// each set holds only on nodes of that platform (`kubernetes.io/os` and
     /// `kubernetes.io/arch` ANDed into its rule).
-    pub fn on_platform(self, os: &str, arch: &str) -> Result<Self, CompatError> {
+    pub fn on_platform(self, os: &str, arch: &str) -> Result<Self, SelectionError> {
         let os = LabelReq::new("kubernetes.io/os", LabelOp::In, vec![os.to_owned()])?;
         let arch = LabelReq::new("kubernetes.io/arch", LabelOp::In, vec![arch.to_owned()])?;
         let sets = self
@@ -250,11 +250,11 @@ impl Spec {
 
     /// One image's specs (one per platform manifest) as one: its sets in order, at most
     /// [`limits::SETS`].
-    pub fn union(specs: Vec<Self>) -> Result<Self, CompatError> {
+    pub fn union(specs: Vec<Self>) -> Result<Self, SelectionError> {
         let format = specs.first().map_or(Format::Nfd, |s| s.format);
         let sets: Vec<CompatSet> = specs.into_iter().flat_map(|s| s.sets).collect();
         if sets.len() > limits::SETS {
-            return Err(CompatError::TooMany {
+            return Err(SelectionError::TooMany {
                 what: "compatibility sets over the image's platforms",
                 limit: limits::SETS,
             });
@@ -263,10 +263,10 @@ impl Spec {
     }
 
     /// Reads ocifit-k8s's compatibilities JSON.
-    pub fn parse_ocifit(bytes: &[u8]) -> Result<Self, CompatError> {
+    pub fn parse_ocifit(bytes: &[u8]) -> Result<Self, SelectionError> {
         size_check(bytes)?;
         let wire: OcifitSpec =
-            serde_json::from_slice(bytes).map_err(|e| CompatError::Parse(e.to_string()))?;
+            serde_json::from_slice(bytes).map_err(|e| SelectionError::Parse(e.to_string()))?;
         at_most(&wire.compatibilities, "compatibility sets", limits::SETS)?;
         let mut sets = Vec::with_capacity(wire.compatibilities.len());
         for set in wire.compatibilities {
@@ -283,7 +283,7 @@ impl Spec {
                     for e in feature.match_expressions {
                         // ocifit-k8s evaluates any other operator as false.
                         let op = ocifit_op(&e.op).ok_or_else(|| {
-                            CompatError::Invalid(format!("unknown operator {:?}", e.op))
+                            SelectionError::Invalid(format!("unknown operator {:?}", e.op))
                         })?;
                         let key = bounded(e.key, "key", limits::KEY_CHARS)?;
                         let values = match op {
@@ -316,12 +316,12 @@ impl Spec {
     }
 
     /// Reads NFD's image-compatibility spec (YAML, or JSON, which is YAML).
-    pub fn parse_nfd(bytes: &[u8]) -> Result<Self, CompatError> {
+    pub fn parse_nfd(bytes: &[u8]) -> Result<Self, SelectionError> {
         size_check(bytes)?;
         let wire: NfdSpec =
-            yaml_serde::from_slice(bytes).map_err(|e| CompatError::Parse(e.to_string()))?;
+            yaml_serde::from_slice(bytes).map_err(|e| SelectionError::Parse(e.to_string()))?;
         if wire.version != "v1alpha1" {
-            return Err(CompatError::Invalid(format!(
+            return Err(SelectionError::Invalid(format!(
                 "version {:?} (v1alpha1 expected)",
                 wire.version
             )));
@@ -350,7 +350,7 @@ impl Spec {
 }
 
 /// A GroupRule: `(matchAny empty OR any matches) AND (all matchFeatures terms match)`.
-fn group_rule(rule: GroupRule) -> Result<Rule, CompatError> {
+fn group_rule(rule: GroupRule) -> Result<Rule, SelectionError> {
     at_most(&rule.match_any, "matchAny branches", limits::ANY)?;
     let mut all = terms(rule.match_features)?;
     if !rule.match_any.is_empty() {
@@ -364,24 +364,24 @@ fn group_rule(rule: GroupRule) -> Result<Rule, CompatError> {
     Ok(Rule::All(all))
 }
 
-fn expr(wire: NfdWireExpr) -> Result<NfdExpr, CompatError> {
+fn expr(wire: NfdWireExpr) -> Result<NfdExpr, SelectionError> {
     let op = NfdOp::parse(&wire.op)
-        .ok_or_else(|| CompatError::Invalid(format!("unknown operator {:?}", wire.op)))?;
+        .ok_or_else(|| SelectionError::Invalid(format!("unknown operator {:?}", wire.op)))?;
     let version = match wire.kind.as_str() {
         "" => false,
         "version" => true,
-        other => return Err(CompatError::Invalid(format!("unknown type {other:?}"))),
+        other => return Err(SelectionError::Invalid(format!("unknown type {other:?}"))),
     };
     NfdExpr::new(op, checked_values(wire.value.0)?, version)
 }
 
-fn terms(features: Vec<NfdTerm>) -> Result<Vec<Rule>, CompatError> {
+fn terms(features: Vec<NfdTerm>) -> Result<Vec<Rule>, SelectionError> {
     at_most(&features, "matchFeatures", limits::EXPRESSIONS)?;
     features
         .into_iter()
         .map(|t| {
             if t.match_expressions.len() > limits::EXPRESSIONS {
-                return Err(CompatError::TooMany {
+                return Err(SelectionError::TooMany {
                     what: "expressions in a term",
                     limit: limits::EXPRESSIONS,
                 });
@@ -391,7 +391,7 @@ fn terms(features: Vec<NfdTerm>) -> Result<Vec<Rule>, CompatError> {
                 .match_expressions
                 .into_iter()
                 .map(|(el, e)| Ok((bounded(el, "element", limits::KEY_CHARS)?, expr(e)?)))
-                .collect::<Result<Vec<_>, CompatError>>()?;
+                .collect::<Result<Vec<_>, SelectionError>>()?;
             let name = t.match_name.map(expr).transpose()?;
             let mut term = FeatureTerm {
                 feature,

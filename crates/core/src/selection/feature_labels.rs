@@ -7,7 +7,7 @@
 //! told only by the node's `NodeFeature`, else it is unknown.
 
 use super::rule::{FeatureTerm, LabelOp, LabelReq, NfdExpr, NfdOp, Rule};
-use super::CompatError;
+use super::SelectionError;
 
 /// The prefix of nfd-worker's built-in labels.
 pub const PREFIX: &str = "feature.node.kubernetes.io/";
@@ -98,12 +98,12 @@ fn attribute_label(feature: &str, element: &str) -> Option<String> {
     Some(format!("{PREFIX}{stem}{element}"))
 }
 
-fn req(key: &str, op: LabelOp, values: &[String]) -> Result<Rule, CompatError> {
+fn req(key: &str, op: LabelOp, values: &[String]) -> Result<Rule, SelectionError> {
     LabelReq::new(key, op, values.to_vec()).map(Rule::Label)
 }
 
 /// An attribute expression on `key`, with NFD's meaning, as label requirements.
-fn attribute(key: &str, e: &NfdExpr) -> Result<Option<Rule>, CompatError> {
+fn attribute(key: &str, e: &NfdExpr) -> Result<Option<Rule>, SelectionError> {
     if e.version {
         return Ok(None);
     }
@@ -189,7 +189,7 @@ fn device(term: &FeatureTerm) -> Option<Rule> {
 }
 
 /// The label form of an NFD feature term, or `None` when no label says it.
-pub fn translate(term: &FeatureTerm) -> Result<Option<Rule>, CompatError> {
+pub fn translate(term: &FeatureTerm) -> Result<Option<Rule>, SelectionError> {
     if term.name.is_some() {
         return Ok(None);
     }

@@ -3,7 +3,7 @@
 //! unanchored match, `value` is a string or a list; the highest weight wins, ties in document
 //! order.
 
-use noe_core::compat::{choose, CompatError, Spec, Tri};
+use noe_core::selection::{choose, SelectionError, Spec, Tri};
 use serde_json::json;
 
 use super::helpers::{node, pod};
@@ -71,30 +71,33 @@ fn refused_specs() {
     };
     assert!(matches!(
         bad("Matches", json!("x")),
-        Err(CompatError::Invalid(_))
+        Err(SelectionError::Invalid(_))
     ));
     assert!(matches!(
         bad("Gte", json!("x")),
-        Err(CompatError::Invalid(_))
+        Err(SelectionError::Invalid(_))
     ));
-    assert!(matches!(bad("In", json!([])), Err(CompatError::Invalid(_))));
+    assert!(matches!(
+        bad("In", json!([])),
+        Err(SelectionError::Invalid(_))
+    ));
     assert!(matches!(
         bad("InRegexp", json!("(")),
-        Err(CompatError::Invalid(_))
+        Err(SelectionError::Invalid(_))
     ));
     assert!(matches!(
         bad("In", json!({"a": 1})),
-        Err(CompatError::Parse(_))
+        Err(SelectionError::Parse(_))
     ));
     assert!(matches!(
         Spec::parse_ocifit(b"not json"),
-        Err(CompatError::Parse(_))
+        Err(SelectionError::Parse(_))
     ));
     let rules: Vec<_> = (0..33).map(|_| json!({"matchFeatures": []})).collect();
     let spec = json!({"compatibilities": [{"tag": "t", "rules": rules}]}).to_string();
     assert_eq!(
         Spec::parse_ocifit(spec.as_bytes()).unwrap_err(),
-        CompatError::TooMany {
+        SelectionError::TooMany {
             what: "rules in a set",
             limit: 32
         }
@@ -127,10 +130,10 @@ fn highest_weight_wins_ties_in_document_order() {
     assert_eq!(pick(&[("one", -3, "x")]).unwrap(), "one");
     assert_eq!(
         pick(&[("one", 5, "z")]).unwrap_err(),
-        CompatError::NoMatch { candidates: 2 }
+        SelectionError::NoMatch { candidates: 2 }
     );
     assert_eq!(
         choose(&p, &weighted(&[("one", 0, "x")]), &[]).unwrap_err(),
-        CompatError::NoCandidates
+        SelectionError::NoCandidates
     );
 }

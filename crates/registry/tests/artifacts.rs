@@ -5,10 +5,10 @@
 //! Request counts are read from the registry's own access log.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use noe_core::compat::{
+use noe_core::selection::{
     candidates, choose, NodeFacts, Spec, NFD_ARTIFACT_TYPE, NFD_MEDIA_TYPE, OCIFIT_MEDIA_TYPE,
 };
-use noe_registry::compat::Artifacts;
+use noe_registry::artifacts::Artifacts;
 use noe_registry::{Config, Resolver, Routed};
 use noe_test_support::{
     attach, compat_artifact, fallback_tag, manifest_path, push_artifact, push_image, Behavior,

@@ -1,7 +1,7 @@
 //! A cache miss: the endpoints in order (mirrors, then the server), at each its credential
 //! candidates in order then anonymous access, and with one of them a [`Step`]: a lookup's is
 //! either a HEAD that confirms a known digest (no GET) or the manifest walk; `noe inspect`'s
-//! (`inspect.rs`) fetches the manifest as served; image selection's (`compat.rs`) fetches a
+//! (`inspect_step.rs`) fetches the manifest as served; image selection's (`artifact_step.rs`) fetches a
 //! compatibility artifact. When every credential was refused, the refused ones whose source can
 //! renew them are renewed once and the step runs once more ([`Resolver::fetch`]), whichever
 //! step it is.

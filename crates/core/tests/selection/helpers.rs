@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use noe_core::compat::{NodeFacts, NodeFeatures};
+use noe_core::selection::{NodeFacts, NodeFeatures};
 use serde_json::{json, Value};
 
 /// A schedulable node with `labels`.

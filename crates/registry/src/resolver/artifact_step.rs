@@ -1,5 +1,5 @@
-//! The fetch of compatibility artifacts (`crate::compat`): a [`Step`] of the lookup's own
-//! endpoint and credential loop (`lookup.rs`), so the same hosts, proxies, mirrors, credentials
+//! The fetch of compatibility artifacts (`crate::artifacts`): a [`Step`] of the lookup's own
+//! endpoint and credential loop (`fetch.rs`), so the same hosts, proxies, mirrors, credentials
 //! in order then anonymous access (unless private), insecure registries, TLS, address guard,
 //! throttle and request budget. Referrers are asked of the registry itself, never of a mirror
 //! (a mirror's 404 would hide the registry's artifacts).
@@ -7,9 +7,9 @@
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use super::lookup::{At, Step};
+use super::fetch::{At, Step};
 use super::{Resolver, Routed};
-use crate::compat::{
+use crate::artifacts::{
     fallback_tag, filter_applied, newest_first, next_page, referrers, ArtifactManifest, Fetched,
     Layer, Learned, Query, Referrer, INDEX_MEDIA_TYPE, MAX_ATTEMPTS, MAX_MANIFEST_BYTES, MAX_PAGES,
     MAX_PLATFORM_SUBJECTS, MAX_REFERRERS, MAX_SPEC_BYTES,
@@ -62,7 +62,7 @@ impl Resolver {
     /// artifact itself; referrers: the image they refer to). Empty: the image has no such
     /// referrer. The lookup's own endpoint and credential loop ([`Resolver::fetch`]), mirrors
     /// left out for referrers.
-    pub async fn compat(
+    pub async fn fetch_artifacts(
         &self,
         routed: &Routed,
         credentials: &[CredentialCandidate],

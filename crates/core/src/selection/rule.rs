@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::limits;
 use super::nodes::{integer, NodeFacts, NodeFeatures};
-use super::CompatError;
+use super::SelectionError;
 
 /// A three-valued answer: whether a rule holds on a node, or whether that cannot be known from
 /// what we see of it (a feature that is no label, on a node without its `NodeFeature`).
@@ -86,9 +86,9 @@ pub struct LabelReq {
 }
 
 /// A regular expression under the size limits.
-pub(crate) fn regex(pattern: &str) -> Result<Regex, CompatError> {
+pub(crate) fn regex(pattern: &str) -> Result<Regex, SelectionError> {
     if pattern.chars().count() > limits::REGEX_CHARS {
-        return Err(CompatError::Invalid(format!(
+        return Err(SelectionError::Invalid(format!(
             "a regular expression is longer than {} characters",
             limits::REGEX_CHARS
         )));
@@ -97,13 +97,13 @@ pub(crate) fn regex(pattern: &str) -> Result<Regex, CompatError> {
         .size_limit(limits::REGEX_BYTES)
         .dfa_size_limit(limits::REGEX_BYTES)
         .build()
-        .map_err(|_| CompatError::Invalid(format!("invalid regular expression {pattern:?}")))
+        .map_err(|_| SelectionError::Invalid(format!("invalid regular expression {pattern:?}")))
 }
 
 impl LabelReq {
     /// A requirement, checked: value counts, integers, regular expressions.
-    pub fn new(key: &str, op: LabelOp, values: Vec<String>) -> Result<Self, CompatError> {
-        let invalid = |why: &str| Err(CompatError::Invalid(format!("{key}: {why}")));
+    pub fn new(key: &str, op: LabelOp, values: Vec<String>) -> Result<Self, SelectionError> {
+        let invalid = |why: &str| Err(SelectionError::Invalid(format!("{key}: {why}")));
         let mut number = 0;
         let mut regexes = Vec::new();
         match op {
@@ -282,8 +282,8 @@ pub struct NfdExpr {
 
 impl NfdExpr {
     /// An expression, checked as NFD checks it (value counts, integers, `GtLt` order).
-    pub fn new(op: NfdOp, values: Vec<String>, version_type: bool) -> Result<Self, CompatError> {
-        let invalid = |why: &str| Err(CompatError::Invalid(format!("{op:?}: {why}")));
+    pub fn new(op: NfdOp, values: Vec<String>, version_type: bool) -> Result<Self, SelectionError> {
+        let invalid = |why: &str| Err(SelectionError::Invalid(format!("{op:?}: {why}")));
         let count = match op {
             NfdOp::Exists | NfdOp::DoesNotExist | NfdOp::IsTrue | NfdOp::IsFalse => Some(0),
             NfdOp::Gt | NfdOp::Ge | NfdOp::Lt | NfdOp::Le => Some(1),

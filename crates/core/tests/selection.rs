@@ -2,9 +2,9 @@
 //! ocifit-k8s's semantics, the label translation, the choice and its patch.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod compat {
+mod selection {
+    mod choose;
     mod helpers;
     mod nfd;
     mod ocifit;
-    mod select;
 }

@@ -2,8 +2,10 @@
 //! chocolate → ubuntu, strawberry → rockylinux), candidate nodes from the pod's own constraints
 //! (all of them), the KEP-3838 append-only writer, pinning by name, discovered constraints.
 
-use noe_core::compat::select::{already_selected, discovered_patch, explicit_patch};
-use noe_core::compat::{candidates, choose, constrain, CompatError, NodeFacts, Pinning, Spec};
+use noe_core::selection::choose::{already_selected, discovered_patch, explicit_patch};
+use noe_core::selection::{
+    candidates, choose, constrain, NodeFacts, Pinning, SelectionError, Spec,
+};
 use serde_json::{json, Value};
 
 use super::helpers::{featured, node, pod, x86_features};
@@ -27,7 +29,7 @@ fn apply(pod: &Value, ops: &[noe_core::patch::Op]) -> Value {
     out
 }
 
-fn select(pod: &Value, nodes: &[NodeFacts]) -> Result<Value, CompatError> {
+fn select(pod: &Value, nodes: &[NodeFacts]) -> Result<Value, SelectionError> {
     let spec = walkthrough();
     let candidates = candidates(pod, nodes);
     let choice = choose(pod, &spec, &candidates)?;
@@ -135,7 +137,10 @@ fn candidates_are_what_the_pods_own_constraints_admit() {
     noe_core::patch::release(&p, &ops, &Default::default()).unwrap();
     // Nothing admitted.
     let p = pod("placeholder:latest", json!({"nodeSelector": {"pool": "z"}}));
-    assert_eq!(select(&p, &nodes).unwrap_err(), CompatError::NoCandidates);
+    assert_eq!(
+        select(&p, &nodes).unwrap_err(),
+        SelectionError::NoCandidates
+    );
 }
 
 #[test]
@@ -144,12 +149,12 @@ fn failures_name_the_cause() {
     let p = pod("placeholder:latest", json!({}));
     assert_eq!(
         select(&p, &nodes).unwrap_err(),
-        CompatError::NoMatch { candidates: 1 }
+        SelectionError::NoMatch { candidates: 1 }
     );
     let nodes = [node("w1", &[(FLAVOR, "vanilla")])];
     let p = pod("nginx:1", json!({}));
     let err = select(&p, &nodes).unwrap_err();
-    assert_eq!(err, CompatError::NoTarget("placeholder:latest".into()));
+    assert_eq!(err, SelectionError::NoTarget("placeholder:latest".into()));
     assert_eq!(
         err.to_string(),
         "no container or init container has the image \"placeholder:latest\""
@@ -195,7 +200,7 @@ fn features_that_are_no_labels_pin_node_names() {
     let c = candidates(&p, &nodes);
     assert_eq!(
         constrain(&p, &[&needs_kvm], &c).unwrap_err(),
-        CompatError::TooManyToPin {
+        SelectionError::TooManyToPin {
             nodes: 102,
             limit: 100
         }

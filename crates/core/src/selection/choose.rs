@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::nodes::NodeFacts;
 use super::rule::{Rule, Tri};
 use super::spec::Spec;
-use super::{limits, CompatError, ARTIFACT_ANNOTATION, PINNED_ANNOTATION, TAG_ANNOTATION};
+use super::{limits, SelectionError, ARTIFACT_ANNOTATION, PINNED_ANNOTATION, TAG_ANNOTATION};
 use crate::patch::{Op, PatchBuilder};
 
 const AFFINITY: [&str; 3] = ["spec", "affinity", "nodeAffinity"];
@@ -76,7 +76,7 @@ fn pinning(
     rule: &Rule,
     candidates: &[&NodeFacts],
     fitting: &[String],
-) -> Result<Pinning, CompatError> {
+) -> Result<Pinning, SelectionError> {
     if fitting.len() == candidates.len() {
         return Ok(Pinning::None);
     }
@@ -86,7 +86,7 @@ fn pinning(
         }
     }
     if fitting.len() > limits::PINNED_NODES {
-        return Err(CompatError::TooManyToPin {
+        return Err(SelectionError::TooManyToPin {
             nodes: fitting.len(),
             limit: limits::PINNED_NODES,
         });
@@ -104,9 +104,13 @@ fn fitting(rule: &Rule, candidates: &[&NodeFacts]) -> Vec<String> {
 
 /// Explicit mode: the highest-weight set that fits at least one candidate node (ties: the first
 /// in document order), and how the pod is kept to the nodes it fits.
-pub fn choose(pod: &Value, spec: &Spec, candidates: &[&NodeFacts]) -> Result<Choice, CompatError> {
+pub fn choose(
+    pod: &Value,
+    spec: &Spec,
+    candidates: &[&NodeFacts],
+) -> Result<Choice, SelectionError> {
     if candidates.is_empty() {
-        return Err(CompatError::NoCandidates);
+        return Err(SelectionError::NoCandidates);
     }
     let mut best: Option<(usize, Vec<String>)> = None;
     for (index, set) in spec.sets.iter().enumerate() {
@@ -121,13 +125,13 @@ pub fn choose(pod: &Value, spec: &Spec, candidates: &[&NodeFacts]) -> Result<Cho
             best = Some((index, fits));
         }
     }
-    let (index, fits) = best.ok_or(CompatError::NoMatch {
+    let (index, fits) = best.ok_or(SelectionError::NoMatch {
         candidates: candidates.len(),
     })?;
     let set = spec
         .sets
         .get(index)
-        .ok_or(CompatError::NoMatch { candidates: 0 })?;
+        .ok_or(SelectionError::NoMatch { candidates: 0 })?;
     Ok(Choice {
         index,
         tag: set.tag.clone(),
@@ -144,9 +148,9 @@ pub fn constrain(
     pod: &Value,
     specs: &[&Spec],
     candidates: &[&NodeFacts],
-) -> Result<Constraint, CompatError> {
+) -> Result<Constraint, SelectionError> {
     if candidates.is_empty() {
-        return Err(CompatError::NoCandidates);
+        return Err(SelectionError::NoCandidates);
     }
     let rule = Rule::All(
         specs
@@ -156,7 +160,7 @@ pub fn constrain(
     );
     let fits = fitting(&rule, candidates);
     if fits.is_empty() {
-        return Err(CompatError::NoMatch {
+        return Err(SelectionError::NoMatch {
             candidates: candidates.len(),
         });
     }
@@ -268,7 +272,7 @@ pub fn explicit_patch(
     choice: &Choice,
     target: &str,
     artifact: &str,
-) -> Result<Vec<Op>, CompatError> {
+) -> Result<Vec<Op>, SelectionError> {
     let mut builder = PatchBuilder::new(pod);
     let mut replaced = 0usize;
     for list in ["containers", "initContainers"] {
@@ -284,7 +288,7 @@ pub fn explicit_patch(
         }
     }
     if replaced == 0 {
-        return Err(CompatError::NoTarget(target.to_owned()));
+        return Err(SelectionError::NoTarget(target.to_owned()));
     }
     write_pinning(&mut builder, &choice.pinning);
     annotate(&mut builder, artifact, &choice.tag, &choice.pinning);

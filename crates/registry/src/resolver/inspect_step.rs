@@ -3,11 +3,11 @@
 //! asked the registry). Hosts, proxies, mirrors, credentials in order then anonymous access
 //! (unless private), insecure registries, TLS, the address guard, the throttle and the request
 //! budget are the lookup's: inspecting is a [`Step`] of the lookup's own endpoint and credential
-//! loop (`lookup.rs`), with the same client, the same `Auth`, the same rules.
+//! loop (`fetch.rs`), with the same client, the same `Auth`, the same rules.
 
 use futures::future::BoxFuture;
 
-use super::lookup::{used, At, Step};
+use super::fetch::{used, At, Step};
 use super::{Resolver, Routed};
 use crate::auth::Session;
 use crate::cache::Answered;

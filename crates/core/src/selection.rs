@@ -12,15 +12,15 @@
 //!   a pod's own constraints already admit.
 //! - [`select`]: the choice (explicit) and the constraint (discovered), and their patch.
 
-pub mod labels;
+pub mod choose;
+pub mod feature_labels;
 pub mod nodes;
 pub mod rule;
-pub mod select;
 pub mod spec;
 
+pub use choose::{choose, constrain, Choice, Constraint, Pinning};
 pub use nodes::{candidates, NodeFacts, NodeFeatures};
 pub use rule::{Rule, Tri};
-pub use select::{choose, constrain, Choice, Constraint, Pinning};
 pub use spec::{CompatSet, Format, Spec};
 
 /// Pod label enabling explicit selection (value `"true"`), as ocifit-k8s names it.
@@ -91,7 +91,7 @@ pub mod limits {
 /// Why a spec or a selection failed. Messages name the cause, for the denial a user reads.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum CompatError {
+pub enum SelectionError {
     /// The spec is not valid JSON/YAML of the expected shape.
     #[error("the compatibility spec cannot be read: {0}")]
     Parse(String),

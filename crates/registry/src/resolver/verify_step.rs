@@ -1,5 +1,5 @@
 //! Verification's fetch (`crate::verify`): a [`Step`] of the lookup's own endpoint and
-//! credential loop (`lookup.rs`), so manifests, configs and layers come through the same hosts,
+//! credential loop (`fetch.rs`), so manifests, configs and layers come through the same hosts,
 //! proxies, mirrors, credentials in order then anonymous access (unless private), insecure
 //! registries, TLS, address guard, throttle and client as every lookup; a redirect to blob
 //! storage carries no registry `Authorization` (the client's rule). Each platform has a request
@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use futures::StreamExt as _;
 use noe_core::binary::{Reason, Report, Run, Verification};
 
-use super::lookup::{At, Step};
+use super::fetch::{At, Step};
 use super::{Resolver, Routed};
 use crate::auth::Session;
 use crate::budget::{Budget, Context};

@@ -4,7 +4,7 @@
 //! registries, the CNCF registry among them, have no referrers API; that is remembered per
 //! registry). [`Artifacts`] caches answers and coalesces concurrent loads; the fetch itself is
 //! the resolver's (hosts, proxies, mirrors, credentials, TLS, the address guard, the throttle),
-//! in `resolver/compat.rs`. What is read is bounded: the referrers index and the fallback index
+//! in `resolver/artifact_step.rs`. What is read is bounded: the referrers index and the fallback index
 //! [`MAX_INDEX_BYTES`], an artifact manifest [`MAX_MANIFEST_BYTES`], the spec
 //! [`MAX_SPEC_BYTES`] (descriptor sizes checked before the GET, bodies digest-verified).
 
@@ -26,7 +26,7 @@ pub const MAX_INDEX_BYTES: usize = 256 * 1024;
 /// Bytes of an artifact manifest.
 pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
 /// Bytes of a spec layer.
-pub const MAX_SPEC_BYTES: usize = noe_core::compat::limits::SPEC_BYTES;
+pub const MAX_SPEC_BYTES: usize = noe_core::selection::limits::SPEC_BYTES;
 /// Referrers pages read (the first and `Link` pages after it).
 pub const MAX_PAGES: usize = 3;
 /// Referrers considered per subject (further entries are ignored).
@@ -365,7 +365,10 @@ impl Artifacts {
         let loaded = self
             .cache
             .try_get_with(key, async {
-                let (fetched, _) = self.resolver.compat(routed, credentials, &query).await?;
+                let (fetched, _) = self
+                    .resolver
+                    .fetch_artifacts(routed, credentials, &query)
+                    .await?;
                 Ok::<_, Error>(Arc::from(fetched))
             })
             .await
@@ -406,7 +409,10 @@ impl Artifacts {
                     skip_api: self.lacks_api(registry),
                     index,
                 };
-                let (fetched, learned) = self.resolver.compat(routed, credentials, &query).await?;
+                let (fetched, learned) = self
+                    .resolver
+                    .fetch_artifacts(routed, credentials, &query)
+                    .await?;
                 if learned.no_referrers_api {
                     self.remember_no_api(registry);
                 }
