@@ -16,7 +16,7 @@
 //! - [`fleet`]: registry requests of 3 replicas without and with a shared cache (real
 //!   `redis-server`), and admissions while it is killed.
 //! - [`cold`]: cold admissions of K images through a proxy adding a round trip.
-//! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper requests of 1 and 64 cached
+//! - [`policy_endpoint`]: the policy engines' endpoint (Gatekeeper requests of 1 and 64 cached
 //!   keys) against the floor, side by side like [`warm`].
 //! - [`gate`]: the gate and hybrid lookup modes beside inline (admission latency against a slow
 //!   registry, creation to release, API writes, a storm of gated pods).
@@ -29,9 +29,9 @@ pub mod fleet;
 pub mod floor;
 pub mod gate;
 pub mod images;
-pub mod lookup;
 pub mod memory;
 pub mod noe;
+pub mod policy_endpoint;
 pub mod pulls;
 pub mod report;
 pub mod requests;
@@ -219,7 +219,7 @@ impl Cli {
                     fleet::run(&options).await?;
                     gate::run(&options).await?;
                     report::run(&options).await?;
-                    lookup::run(&options).await?;
+                    policy_endpoint::run(&options).await?;
                     warm::run(&options).await
                 }
                 Command::Warm(options) => warm::run(&options).await,
@@ -231,7 +231,7 @@ impl Cli {
                 Command::Cold(options) => cold::run(&options).await,
                 Command::Gate(options) => gate::run(&options).await,
                 Command::Report(options) => report::run(&options).await,
-                Command::Lookup(options) => lookup::run(&options).await,
+                Command::Lookup(options) => policy_endpoint::run(&options).await,
             }
         });
         match result {

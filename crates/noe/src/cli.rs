@@ -7,22 +7,12 @@
 //! the subcommand does not use is refused rather than ignored. A subcommand's `--help` shows only
 //! the groups it accepts ([`Args::command_for`]). Each group turns into the typed
 //! configuration of what it configures ([`Run`]); nothing below the command line sees a flag.
+//!
+//! [`flags`] holds the flag groups, [`commands`] the subcommands; serving is `crate::serve`, the
+//! composition root.
 
-pub mod controller;
-pub mod explain;
-pub mod go_flags;
-pub mod hosts;
-pub mod inspect;
-pub mod kube;
-pub mod logging;
-pub mod parse;
-pub mod policy;
-pub mod registry;
-pub mod report;
-pub mod serve;
-pub mod server;
-pub mod ungate;
-pub mod untaint;
+pub mod commands;
+pub mod flags;
 
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsString;
@@ -31,20 +21,19 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-pub use controller::{ControllerArgs, TaintArgs};
-pub use kube::KubeArgs;
-pub use logging::{LogArgs, LogFormat};
-pub use parse::ConfigError;
-pub use policy::PolicyArgs;
-pub use registry::RegistryArgs;
-pub use server::ServerArgs;
+pub use flags::{
+    ConfigError, ControllerArgs, KubeArgs, LogArgs, LogFormat, PolicyArgs, RegistryArgs,
+    ServerArgs, TaintArgs,
+};
 
 use crate::config;
-use explain::ExplainArgs;
-use inspect::InspectArgs;
-use report::ReportArgs;
-use ungate::UngateArgs;
-use untaint::UntaintArgs;
+use commands::explain::ExplainArgs;
+use commands::inspect::InspectArgs;
+use commands::report::ReportArgs;
+use commands::ungate::UngateArgs;
+use commands::untaint::UntaintArgs;
+use commands::{explain, inspect, report, ungate, untaint};
+use flags::go_flags;
 
 /// noe-rs: pins Pods to the CPU architectures all their images support.
 ///
@@ -148,7 +137,7 @@ impl Args {
     /// it does not accept are hidden from its `--help` (they still parse there, and are refused
     /// by [`Args::to_run`] with a message naming the flag).
     pub fn command_for(argv: &[OsString]) -> clap::Command {
-        let mut command = Self::command();
+        let mut command = go_flags::booleans(Self::command());
         let names: Vec<String> = command
             .get_subcommands()
             .map(|sub| sub.get_name().to_owned())
@@ -316,7 +305,7 @@ impl Args {
         };
         let code = runtime.block_on(async move {
             match run {
-                Run::Serve(config) => serve::run(config).await,
+                Run::Serve(config) => crate::serve::run(config).await,
                 Run::Inspect(config) => inspect::run(config).await,
                 Run::Explain(config) => explain::run(config).await,
                 Run::Untaint(config) => untaint::run(config).await,

@@ -8,7 +8,7 @@
 //! for its own host ([`crate::CredentialCandidate::for_mirror`]), and its `header` values.
 //!
 //! The model and its file format live beside the HTTP client that uses them
-//! (`client/hosts.rs`, `client/host_tls.rs`); the containerd configuration only says where the
+//! (`client/hosts_toml.rs`, `client/host_tls.rs`); the containerd configuration only says where the
 //! files are ([`ContainerdSource::host_source`]), and [`ContainerdHosts`] reads them.
 
 use std::sync::Arc;

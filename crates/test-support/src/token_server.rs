@@ -1,6 +1,6 @@
 //! An in-process Docker token server (the `realm` of a Bearer challenge).
 
-mod handler;
+mod answer;
 mod signer;
 
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 pub use signer::{decode_claims, Access, TokenSigner};
 
-use handler::State;
+use answer::State;
 
 use crate::serve::Server;
 use crate::ServerCert;

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use super::policy::{OnLookupErrorFlag as OnLookupError, PreferenceModeFlag as PreferenceMode};
+use super::flags::policy::{
+    OnLookupErrorFlag as OnLookupError, PreferenceModeFlag as PreferenceMode,
+};
 
 use super::*;
 
@@ -15,6 +17,43 @@ fn parse(argv: &[&str]) -> Result<Args, clap::Error> {
 #[test]
 fn clap_definition_is_consistent() {
     Args::command().debug_assert();
+    super::go_flags::booleans(Args::command()).debug_assert();
+}
+
+/// Every boolean flag, the subcommands' too, takes the Go spellings: `-flag`, `--flag`,
+/// `-flag=false`, `--flag=true`.
+#[test]
+fn every_boolean_flag_is_a_go_boolean() {
+    let ungate = |args: &Args| match &args.command {
+        Some(super::Command::Ungate(ungate)) => (ungate.force, ungate.all_namespaces),
+        other => panic!("not ungate: {other:?}"),
+    };
+    for (argv, want) in [
+        (&["noe", "ungate", "-A"][..], (false, true)),
+        (
+            &["noe", "ungate", "-force", "-all-namespaces=true"][..],
+            (true, true),
+        ),
+        (
+            &["noe", "ungate", "--force=false", "-A=false"][..],
+            (false, false),
+        ),
+    ] {
+        assert_eq!(ungate(&parse(argv).unwrap()), want, "{argv:?}");
+    }
+    for argv in [
+        &["noe", "-leader-elect"][..],
+        &["noe", "--leader-elect=true"][..],
+    ] {
+        assert!(parse(argv).unwrap().controller.leader_elect, "{argv:?}");
+    }
+    assert!(
+        !parse(&["noe", "-leader-elect=false"])
+            .unwrap()
+            .controller
+            .leader_elect
+    );
+    assert!(parse(&["noe", "--leader-elect=maybe"]).is_err());
 }
 
 #[test]
@@ -133,7 +172,7 @@ fn lists_durations_and_repeatable_paths() {
         (2.5, 7)
     );
     assert_eq!(
-        parse::non_empty(&args.policy.match_node_labels),
+        flags::parse::non_empty(&args.policy.match_node_labels),
         ["team", "example.com/zone"]
     );
     assert_eq!(

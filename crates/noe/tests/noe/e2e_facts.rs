@@ -171,7 +171,7 @@ async fn facts_without_api_access_refuse_to_start() {
     let noe::cli::Run::Serve(config) = args.to_run().unwrap() else {
         panic!("not a server command line")
     };
-    let error = noe::cli::serve::start(config).await.err().unwrap();
+    let error = noe::serve::start(config).await.err().unwrap();
     assert!(
         error.to_string().contains("need Kubernetes API access"),
         "{error:#}"

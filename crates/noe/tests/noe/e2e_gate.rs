@@ -310,7 +310,7 @@ async fn ungate(h: &Harness, api: &KubeApi, dir: &std::path::Path, extra: &[&str
     let Run::Ungate(config) = args.to_run().unwrap() else {
         panic!("not an ungate command line")
     };
-    noe::cli::ungate::run(config).await
+    noe::cli::commands::ungate::run(config).await
 }
 
 /// The arch constraints the release wrote (nodeSelector and required terms), as text.

@@ -20,7 +20,7 @@ struct Endpoint {
     gatekeeper_ca: TestCa,
     serving_ca_pem: String,
     api: KubeApi,
-    _running: noe::cli::serve::Serving,
+    _running: noe::serve::Serving,
 }
 
 /// A TLS-1.3-only client trusting the serving CA, presenting `client` when given.
@@ -347,10 +347,7 @@ async fn an_endpoint_nobody_could_use_does_not_start() {
     let noe::cli::Run::Serve(config) = args.to_run().unwrap() else {
         panic!("not a server command line")
     };
-    let error = noe::cli::serve::start(config)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = noe::serve::start(config).await.unwrap_err().to_string();
     assert!(
         error.contains("--lookup-client-ca and/or --lookup-token-audience"),
         "{error}"

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Pod;
-use noe::cli::serve::Serving;
 use noe::cli::{Args, Run};
+use noe::serve::Serving;
 use noe_test_support::{push_standard_fixtures, Fixtures, Registry, TestCa};
 use serde_json::{json, Value};
 
@@ -247,5 +247,5 @@ pub async fn start_server(argv: Vec<String>) -> Serving {
     let Run::Serve(config) = args.to_run().unwrap() else {
         panic!("not a server command line")
     };
-    noe::cli::serve::start(config).await.unwrap()
+    noe::serve::start(config).await.unwrap()
 }

@@ -1,6 +1,6 @@
 //! The routes in-process (`oneshot`), with a scripted image source and token reviewer: what
 //! each refusal and each answer looks like, and what is counted. Over real TLS, real client
-//! certificates, the scripted API's TokenReview and a real registry: `tests/lookup.rs`.
+//! certificates, the scripted API's TokenReview and a real registry: `noe/tests/noe/e2e_policy_endpoint.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -14,9 +14,9 @@
 //! Not a test: it measures and prints markdown, it asserts nothing about timing.
 
 mod latency;
-mod memory;
 mod nodeview;
 mod process;
+mod reflector_memory;
 
 use std::process::ExitCode;
 
@@ -36,7 +36,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Reflector memory: RSS above idle with N nodes and M pods.
-    Memory(memory::Options),
+    Memory(reflector_memory::Options),
     /// Time from a wrong-arch pod in the watch to its Event and eviction request.
     Latency(latency::Options),
     /// What the admission path pays to read the node store.
@@ -44,7 +44,7 @@ enum Command {
     /// The real `noe` process: reflector memory and wrong-arch pod to Event.
     Process(process::Options),
     /// (internal) The measured process of `memory`.
-    Child(memory::ChildOptions),
+    Child(reflector_memory::ChildOptions),
 }
 
 fn main() -> ExitCode {
@@ -59,9 +59,9 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Memory(options) => memory::run(&options).await,
+            Command::Memory(options) => reflector_memory::run(&options).await,
             Command::Latency(options) => latency::run(&options).await,
-            Command::Child(options) => memory::child(&options).await,
+            Command::Child(options) => reflector_memory::child(&options).await,
             Command::Process(options) => process::run(&options).await,
             Command::Nodeview(options) => {
                 nodeview::run(&options);

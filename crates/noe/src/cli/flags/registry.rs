@@ -45,9 +45,7 @@ pub struct RegistryArgs {
     /// Run kubelet credential provider plugins that ask for a service account token
     /// (`tokenAttributes`, KEP-4412) with a token of each pod's own ServiceAccount (needs `get
     /// serviceaccounts` and `create serviceaccounts/token`); off: such plugins are skipped.
-    #[arg(long, global = true, env = "NOE_CREDENTIAL_PROVIDER_SA_TOKENS", action = clap::ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, global = true, env = "NOE_CREDENTIAL_PROVIDER_SA_TOKENS")]
     pub credential_provider_sa_tokens: bool,
 
     /// Docker `config.json` file to read credentials from; repeatable (or comma separated); an

@@ -16,10 +16,10 @@ use noe_controller::{Controllers, Deps, GateConfig, Running};
 use noe_webhook::facts::FactSource;
 use noe_webhook::resolve::one_line;
 
-use super::serve::gate::DecisionPlanner;
-use super::serve::{facts, platforms};
 use crate::app::{self, App};
 use crate::config;
+use crate::serve::gate::DecisionPlanner;
+use crate::serve::{facts, platforms};
 
 #[derive(Clone, Debug, Args)]
 pub struct UngateArgs {
@@ -38,7 +38,7 @@ pub struct UngateArgs {
 
     /// Give up on pods still gated after this long (their lookups keep failing, or their
     /// release is refused): they are listed and the exit code is 1.
-    #[arg(long, env = "NOE_DEADLINE", default_value = "5m", value_parser = super::parse::positive_duration)]
+    #[arg(long, env = "NOE_DEADLINE", default_value = "5m", value_parser = crate::cli::flags::parse::positive_duration)]
     pub deadline: Duration,
 
     /// Release without looking images up: no arch constraint is written.
@@ -53,7 +53,7 @@ pub struct UngateArgs {
 
 impl UngateArgs {
     /// The namespace to release in (`None`: all), refusing a name that is not one.
-    pub fn namespace(&self) -> Result<Option<String>, super::parse::ConfigError> {
+    pub fn namespace(&self) -> Result<Option<String>, crate::cli::flags::parse::ConfigError> {
         let Some(namespace) = self.namespace.as_deref().map(str::trim) else {
             return Ok(None);
         };
@@ -63,9 +63,9 @@ impl UngateArgs {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !valid {
-            return Err(super::parse::ConfigError::Contradiction(format!(
-                "--namespace {namespace:?} is not a namespace name"
-            )));
+            return Err(crate::cli::flags::parse::ConfigError::Contradiction(
+                format!("--namespace {namespace:?} is not a namespace name"),
+            ));
         }
         Ok(Some(namespace.to_owned()))
     }

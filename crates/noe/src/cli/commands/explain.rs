@@ -11,7 +11,7 @@
 //! the file or the flags cannot be used, 3 when an image lookup failed (unless
 //! `--allow-lookup-errors`): a CI gate must not pass because a registry was unreachable.
 
-mod facts;
+mod file_facts;
 pub mod validate;
 
 use std::io::{Read, Write};
@@ -30,10 +30,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::hosts::Hosts;
-use super::inspect::progress::Progress;
+use super::progress::Progress;
 use crate::app::App;
 use crate::config::{self, Output};
-use facts::FileFacts;
+use file_facts::FileFacts;
 
 /// Documents decided at the same time.
 const CONCURRENCY: usize = 8;
@@ -61,9 +61,7 @@ pub struct ExplainArgs {
 
     /// Exit 0 even when an image lookup failed (by default `explain` then exits 3, so a CI gate
     /// does not pass because a registry was unreachable).
-    #[arg(long, env = "NOE_ALLOW_LOOKUP_ERRORS", action = clap::ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "NOE_ALLOW_LOOKUP_ERRORS")]
     pub allow_lookup_errors: bool,
 
     /// The cluster's nodes (`kubectl get nodes -o yaml`): image selection by compatibility
@@ -95,7 +93,7 @@ impl From<Exit> for ExitCode {
 
 /// Why a file cannot be explained at all.
 #[derive(Debug, thiserror::Error)]
-enum Error {
+enum ExplainError {
     #[error("cannot read {file}: {source}")]
     Read {
         file: String,
@@ -146,7 +144,7 @@ impl Tally {
 }
 
 /// Explains every document.
-async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
+async fn explain_file(config: config::Explain) -> Result<Exit, ExplainError> {
     let config::Explain {
         file,
         output,
@@ -165,27 +163,27 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
-            .map_err(|source| Error::Read {
+            .map_err(|source| ExplainError::Read {
                 file: "stdin".into(),
                 source,
             })?;
         text
     } else {
-        std::fs::read_to_string(&file).map_err(|source| Error::Read {
+        std::fs::read_to_string(&file).map_err(|source| ExplainError::Read {
             file: name.clone(),
             source,
         })?
     };
-    let objects = documents(&text).map_err(|error| Error::Parse {
+    let objects = documents(&text).map_err(|error| ExplainError::Parse {
         file: name.clone(),
         reason: error.to_string(),
     })?;
     if objects.is_empty() {
-        return Err(Error::Empty(name));
+        return Err(ExplainError::Empty(name));
     }
     for object in &objects {
         if let Some(reason) = validate::refusal(object) {
-            return Err(Error::Invalid {
+            return Err(ExplainError::Invalid {
                 file: name,
                 object: object_name(object),
                 reason,
@@ -197,7 +195,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
     let pod_identity = registry.sources.service_account_tokens;
     let pull_secrets = if pod_identity {
         let client = crate::app::kube_client(&kube).await.map_err(|error| {
-            Error::Setup(format!(
+            ExplainError::Setup(format!(
                 "--credential-provider-sa-tokens needs the Kubernetes API: {}",
                 one_line(&error)
             ))
@@ -208,7 +206,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
     };
     let app = App::build(registry)
         .await
-        .map_err(|error| Error::Setup(one_line(&error)))?;
+        .map_err(|error| ExplainError::Setup(one_line(&error)))?;
     let facts = FileFacts::of(&objects);
     // The same admission flow as the server, with node-level credentials only (the pods' own
     // with `--credential-provider-sa-tokens`), and the file's Namespaces and Nodes as the
@@ -220,7 +218,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
             noe_webhook::metrics::DEFAULT_MAX_NAMESPACES,
             pull_secrets,
         )
-        .map_err(|error| Error::Setup(one_line(&error)))?
+        .map_err(|error| ExplainError::Setup(one_line(&error)))?
         .with_facts(std::sync::Arc::new(facts.clone()));
     let admission = match nodes {
         Some(nodes) => admission.with_selection(noe_webhook::selection::Selection::new(
@@ -257,7 +255,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
                 .and_then(|line| writeln!(stdout, "{line}")),
             Output::Text => write!(stdout, "{}", explained.text()),
         });
-        printed.map_err(|source| Error::Read {
+        printed.map_err(|source| ExplainError::Read {
             file: "stdout".into(),
             source,
         })?;
@@ -266,13 +264,13 @@ async fn explain_file(config: config::Explain) -> Result<Exit, Error> {
 }
 
 /// The nodes of a `kubectl get nodes -o yaml` (or JSON) file, for `--nodes`.
-fn read_nodes(path: &std::path::Path) -> Result<Vec<noe_core::selection::NodeFacts>, Error> {
+fn read_nodes(path: &std::path::Path) -> Result<Vec<noe_core::selection::NodeFacts>, ExplainError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+    let text = std::fs::read_to_string(path).map_err(|source| ExplainError::Read {
         file: name.clone(),
         source,
     })?;
-    let objects = documents(&text).map_err(|error| Error::Parse {
+    let objects = documents(&text).map_err(|error| ExplainError::Parse {
         file: name.clone(),
         reason: error.to_string(),
     })?;
@@ -283,7 +281,7 @@ fn read_nodes(path: &std::path::Path) -> Result<Vec<noe_core::selection::NodeFac
         .filter_map(noe_core::selection::NodeFacts::from_node)
         .collect();
     if nodes.is_empty() {
-        return Err(Error::Empty(format!("{name} (no Node)")));
+        return Err(ExplainError::Empty(format!("{name} (no Node)")));
     }
     Ok(nodes)
 }

@@ -4,11 +4,42 @@
 //! `--flag v` and `--flag=v`, and booleans as `-flag` or `-flag=true|false`. clap only knows the
 //! double-dash spelling, so a single-dash long flag is rewritten to its double-dash form. Only
 //! names clap knows are rewritten: anything else (short flags such as `-f`, values such as `-`)
-//! reaches clap untouched. Boolean values are handled by the flags themselves
-//! (`require_equals` + an optional value), so `--leader-elect=true` needs no rewriting.
+//! reaches clap untouched. Boolean flags are declared as plain `bool` fields and made Go
+//! booleans by [`booleans`] (an optional value after `=`), so `--leader-elect=true` needs no
+//! rewriting.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
+
+use clap::builder::BoolishValueParser;
+use clap::{Arg, ArgAction, Command};
+
+/// Every boolean flag of `command` and its subcommands (a `bool` field: clap's `SetTrue`) made a
+/// Go boolean: `--flag` or `-flag` is true, `--flag=true|false` (and `yes|no|on|off|1|0`) says
+/// which, it is false when absent, and its environment variable is read the same way.
+pub fn booleans(command: Command) -> Command {
+    let subcommands: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_owned())
+        .collect();
+    let mut command = command.mut_args(|arg| match arg.get_action() {
+        ArgAction::SetTrue => go_boolean(arg),
+        _ => arg,
+    });
+    for name in subcommands {
+        command = command.mut_subcommand(name, booleans);
+    }
+    command
+}
+
+fn go_boolean(arg: Arg) -> Arg {
+    arg.action(ArgAction::Set)
+        .num_args(0..=1)
+        .require_equals(true)
+        .default_value("false")
+        .default_missing_value("true")
+        .value_parser(BoolishValueParser::new())
+}
 
 /// Rewrites `-name` and `-name=value` to `--name` / `--name=value` for every `name` in `long_names`.
 /// Arguments after a bare `--` are left alone.

@@ -5,8 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use clap::builder::BoolishValueParser;
-use clap::{ArgAction, Args, ValueEnum};
+use clap::{Args, ValueEnum};
 use noe_controller::taints::{TAINT_EFFECT, TAINT_KEY};
 use noe_controller::{Config, GateConfig, LeaseConfig, Remediate, KUBE_SYSTEM};
 use noe_core::decide::Policy;
@@ -73,9 +72,7 @@ pub struct ControllerArgs {
     /// Keep a reflector of the cluster's Nodes: pods whose architectures no node has get a
     /// warning, debug containers are checked against their node without an API call, and
     /// `--cluster-schedulable-archs=auto` reads the nodes' architectures.
-    #[arg(long, global = true, env = "NOE_WATCH_NODES", action = ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "NOE_WATCH_NODES")]
     pub watch_nodes: bool,
 
     /// Pods running on a node their images cannot run on: `off`, `report` (an Event and a
@@ -103,9 +100,7 @@ pub struct ControllerArgs {
 
     /// Run the writing controllers (remediation, taints) only on the replica that holds a
     /// Lease; every replica serves admissions.
-    #[arg(long, global = true, env = "NOE_LEADER_ELECT", action = ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "NOE_LEADER_ELECT")]
     pub leader_elect: bool,
 
     /// Name of the Lease (coordination.k8s.io/v1).
@@ -183,24 +178,18 @@ pub struct ControllerArgs {
     /// can run (ocifit-k8s), and in namespaces labelled
     /// `arch.noe.adevinta.com/image-compatibility: enabled` the NFD artifacts attached to the
     /// images constrain the pods to the nodes that fit them.
-    #[arg(long, global = true, env = "NOE_IMAGE_SELECTION", action = ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "NOE_IMAGE_SELECTION")]
     pub image_selection: bool,
 
     /// With --image-selection: look for NFD artifacts in every namespace, not only the
     /// labelled ones.
-    #[arg(long, global = true, env = "NOE_IMAGE_COMPATIBILITY_ALL_NAMESPACES", action = ArgAction::Set,
-          num_args = 0..=1, require_equals = true, default_value = "false",
-          default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "NOE_IMAGE_COMPATIBILITY_ALL_NAMESPACES")]
     pub image_compatibility_all_namespaces: bool,
 
     /// With --image-selection: watch node-feature-discovery's `NodeFeature` objects
     /// (`list/watch nodefeatures.nfd.k8s-sigs.io`), so the node features that never become
     /// labels are evaluated too (else they are unknown, and a set needing them fits no node).
-    #[arg(long, global = true, env = "NOE_WATCH_NODE_FEATURES", action = ArgAction::Set,
-          num_args = 0..=1, require_equals = true, default_value = "false",
-          default_missing_value = "true", value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "NOE_WATCH_NODE_FEATURES")]
     pub watch_node_features: bool,
 
     /// With --image-selection: how long the absence of an NFD artifact on an image is

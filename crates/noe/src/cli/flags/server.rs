@@ -3,8 +3,7 @@
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 
-use clap::builder::BoolishValueParser;
-use clap::{ArgAction, Args};
+use clap::Args;
 
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Server")]
@@ -14,9 +13,7 @@ pub struct ServerArgs {
     pub cert_dir: PathBuf,
 
     /// Serve with a generated self-signed certificate (local trials only).
-    #[arg(long, global = true, env = "NOE_DEV_SELF_SIGNED_CERT", action = ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "NOE_DEV_SELF_SIGNED_CERT")]
     pub dev_self_signed_cert: bool,
 
     /// HTTPS admission endpoint (`/mutate`); `:8443` means all interfaces.
@@ -33,16 +30,12 @@ pub struct ServerArgs {
 
     /// Read each pod's namespace label `arch.noe.adevinta.com/preferred` (a cached GET of the
     /// Namespace; needs `get namespaces`): the namespace's preferred arch, after the pod's label.
-    #[arg(long, global = true, env = "NOE_NAMESPACE_PREFERENCE", action = ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "NOE_NAMESPACE_PREFERENCE")]
     pub namespace_preference: bool,
 
     /// Check the images of debug containers added to a running pod (`pods/ephemeralcontainers`)
     /// against its node's platform (a cached GET of the Node; needs `get nodes`).
-    #[arg(long, global = true, env = "NOE_CHECK_EPHEMERAL_CONTAINERS", action = ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = BoolishValueParser::new())]
+    #[arg(long, global = true, env = "NOE_CHECK_EPHEMERAL_CONTAINERS")]
     pub check_ephemeral_containers: bool,
 
     /// After SIGTERM: report not ready at once, keep answering for this long (Go duration) while the

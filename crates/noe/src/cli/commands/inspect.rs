@@ -7,7 +7,6 @@
 //! with the server's `--shared-cache` and none of those flags, images are resolved as a replica
 //! would (the shared cache may answer, without index entries).
 
-pub mod progress;
 mod show;
 mod verify;
 
@@ -23,10 +22,10 @@ use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{one_line, Credentials};
 
 use super::hosts::Hosts;
+use super::progress::Progress;
 use crate::app::{App, Overridden};
-use crate::cli::parse::ConfigError;
+use crate::cli::flags::parse::ConfigError;
 use crate::config::{self, InspectShow, Output};
-use progress::Progress;
 
 #[derive(Clone, Debug, Args)]
 pub struct InspectArgs {
@@ -47,9 +46,7 @@ pub struct InspectArgs {
     /// Print the manifest or index exactly as served (with `--platform`, that platform's
     /// manifest; with `--config`, the config blob). Text: the bytes alone on stdout, media type
     /// and digest on stderr (one image); json: in `raw`.
-    #[arg(long, env = "NOE_RAW", action = clap::ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "NOE_RAW")]
     pub raw: bool,
 
     /// Select one platform of an index, `os/arch[/variant][:os.version]` (`linux/arm64`,
@@ -61,16 +58,12 @@ pub struct InspectArgs {
     /// Print the image config summary (os, architecture, variant, os.version, os.features,
     /// created, entrypoint, cmd, user, working dir, exposed ports, labels); an index needs
     /// `--platform`.
-    #[arg(long, env = "NOE_CONFIG", action = clap::ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "NOE_CONFIG")]
     pub config: bool,
 
     /// Print the digest alone (with `--platform`, that platform's manifest digest), as `crane
     /// digest` does.
-    #[arg(long, env = "NOE_DIGEST", action = clap::ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "NOE_DIGEST")]
     pub digest: bool,
 
     /// Resolve as a pod running as this ServiceAccount would be (`NAMESPACE/NAME`): credential
@@ -85,9 +78,7 @@ pub struct InspectArgs {
     /// Verify each platform by its own program: the ELF header of what the platform's config
     /// runs, read from its layers (top down, at most --verify-max-bytes compressed bytes per
     /// platform). Exit 1 when any platform's program is of another machine (`mismatch`).
-    #[arg(long, env = "NOE_VERIFY", action = clap::ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "NOE_VERIFY")]
     pub verify: bool,
 }
 

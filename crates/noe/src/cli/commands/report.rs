@@ -11,7 +11,7 @@
 //! the source could not be read (a list refused, an object that is not valid): the report is
 //! partial.
 
-mod lookup;
+mod images;
 mod source;
 
 use std::io::Write as _;
@@ -60,9 +60,7 @@ pub struct ReportArgs {
 
     /// Also show where each workload's pods run now, per node architecture (lists pods and
     /// nodes).
-    #[arg(long, env = "NOE_INCLUDE_PODS", action = clap::ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "NOE_INCLUDE_PODS")]
     pub include_pods: bool,
 
     /// Architecture to assess readiness for (`arm64`, `amd64`, ...). Repeatable or comma
@@ -94,9 +92,7 @@ pub struct ReportArgs {
     /// Verify each image's platforms by its own programs (as `noe inspect --verify`): a
     /// platform whose program is of another machine does not count as support, and the image
     /// lists it under `mismatches` (JSON).
-    #[arg(long, env = "NOE_VERIFY", action = clap::ArgAction::Set, num_args = 0..=1,
-          require_equals = true, default_value = "false", default_missing_value = "true",
-          value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "NOE_VERIFY")]
     pub verify: bool,
 }
 
@@ -150,8 +146,10 @@ fn parse_arch(text: &str) -> Result<String, String> {
 
 impl ReportArgs {
     /// The typed settings of the report (not the registry's).
-    pub fn settings(&self) -> Result<config::ReportSettings, super::parse::ConfigError> {
-        let contradiction = super::parse::ConfigError::Contradiction;
+    pub fn settings(
+        &self,
+    ) -> Result<config::ReportSettings, crate::cli::flags::parse::ConfigError> {
+        let contradiction = crate::cli::flags::parse::ConfigError::Contradiction;
         let mut targets: Vec<String> = Vec::new();
         for arch in &self.target_arch {
             if !targets.contains(arch) {
@@ -249,7 +247,7 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         pull_secrets,
         ..
     } = collected;
-    let looked = lookup::resolve_all(
+    let looked = images::resolve_all(
         &app,
         &workloads,
         pull_secrets.as_ref(),

@@ -4,10 +4,10 @@
 
 pub mod facts;
 pub mod gate;
-pub mod lookup;
 pub mod platforms;
+pub mod policy_endpoint;
 pub mod process;
-pub mod select;
+pub mod selection;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -179,7 +179,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     let client_for_gate = client.clone();
     // Checked before anything listens: a bad client CA or a missing API fails the start.
     let lookup = lookup_settings
-        .map(|settings| lookup::build(settings, &app, client.clone(), &tls))
+        .map(|settings| policy_endpoint::build(settings, &app, client.clone(), &tls))
         .transpose()?;
     let mut running = match client {
         Some(client) if controllers.config.is_enabled() => Some(start_controllers(
@@ -243,7 +243,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             noe_webhook::selection::Selection::new(
                 app.resolver.clone(),
                 Arc::new(app.credentials(pull_secrets.clone())),
-                Arc::new(select::NodeViewNodes { view, features }),
+                Arc::new(selection::NodeViewNodes { view, features }),
                 discovery,
             )
             .with_negative_ttl(settings.negative_ttl),

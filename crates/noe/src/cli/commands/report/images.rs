@@ -16,8 +16,8 @@ use noe_registry::verify::Options;
 use noe_webhook::resolve::one_line;
 use noe_webhook::resolve::pull_secrets::{PodPullSecrets, PullSecrets};
 
-use super::super::inspect::progress::Progress;
 use super::super::inspect::{is_plain_http_text, plain_http_hint};
+use super::super::progress::Progress;
 use crate::app::App;
 
 /// Longest one image's lookup may take (its registry requests have their own timeouts).
