@@ -42,7 +42,7 @@ mod pod;
 
 pub use node::{NodeRecord, Taint};
 pub use node_feature::{NodeFeatureRecord, NODE_NAME_LABEL};
-pub use pod::{Owner, Phase, PodRecord, MAX_IMAGES};
+pub use pod::{Accounts, Owner, Phase, PodRecord, MAX_IMAGES};
 
 /// Label keys the node record keeps.
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";

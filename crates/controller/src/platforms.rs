@@ -25,7 +25,8 @@ pub struct ImageLookup {
     pub support: Result<Support, LookupError>,
 }
 
-/// What a lookup needs to know of a pod: where it is (for its pull secrets) and its images.
+/// What a lookup needs to know of a pod: where it is (for its pull secrets), who it runs as
+/// (for credential providers that ask for its token) and its images.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodImages {
     /// Namespace (pull secrets are read there).
@@ -36,6 +37,8 @@ pub struct PodImages {
     pub images: Vec<String>,
     /// `spec.imagePullSecrets` names.
     pub pull_secrets: Vec<String>,
+    /// `spec.serviceAccountName`, when set.
+    pub service_account: Option<String>,
 }
 
 /// Finds what each of a pod's images can run on. The composition root answers it with the

@@ -25,7 +25,7 @@ use kube::Api;
 use noe_core::bucket::TokenBucket;
 
 use crate::context::{Context, Controller, Stop};
-use crate::objects::PodRecord;
+use crate::objects::{Accounts, PodRecord};
 use crate::{Config, Error, PodImages, PodPlatforms, Remediate};
 use memo::Memo;
 
@@ -94,10 +94,16 @@ impl Controller for Remediation {
             let metrics = state.ctx.metrics.clone();
             let (reader, writer) = reflector::store();
             // The store keeps no resourceVersion (the watcher read it already): one string less
-            // per pod in the record and in its store key.
+            // per pod in the record and in its store key; the pods of one account share its name.
+            let mut accounts = Accounts::default();
             let pods = watcher(api, watcher::Config::default().fields("spec.nodeName!="))
                 .default_backoff()
-                .map_ok(|event| event.modify(PodRecord::forget_version))
+                .map_ok(move |event| {
+                    event.modify(|pod| {
+                        pod.forget_version();
+                        accounts.share(pod);
+                    })
+                })
                 .reflect(writer)
                 .applied_objects();
             let rechecks = recheck::stream(reader.clone(), state.ctx.config.timings.recheck)
@@ -164,6 +170,7 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         name: pod.name().to_owned(),
         images: pod.images.clone(),
         pull_secrets: pod.pull_secrets.clone(),
+        service_account: pod.service_account.as_deref().map(str::to_owned),
     };
     let lookups = shared.platforms.platforms(&images).await;
     let (misfits, remedy) = match judge(&pod, &platform, &lookups, shared.mode) {

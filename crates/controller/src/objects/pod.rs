@@ -1,5 +1,8 @@
 //! A Pod as the remediation reflector stores it: identity, node, images, pull secret names,
-//! controller owner, phase, and the flags that make it out of scope.
+//! service account, controller owner, phase, and the flags that make it out of scope.
+
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use noe_core::images;
@@ -73,6 +76,10 @@ pub struct PodRecord {
     pub too_many_images: bool,
     /// `spec.imagePullSecrets` names.
     pub pull_secrets: Vec<String>,
+    /// `spec.serviceAccountName` (`None` when empty): credential providers that ask for the
+    /// pod's own token (`--credential-provider-sa-tokens`) get one of this account. Shared
+    /// between the pods of one account ([`Accounts`]).
+    pub service_account: Option<Arc<str>>,
     /// The controller owner.
     pub owner: Option<Owner>,
     /// `status.phase`.
@@ -117,6 +124,7 @@ impl PodRecord {
             images: images.iter().map(|image| (*image).to_owned()).collect(),
             too_many_images: false,
             pull_secrets: Vec::new(),
+            service_account: Some(Arc::from("default")),
             owner: Some(Owner {
                 kind: "ReplicaSet".to_owned(),
                 name: format!("{name}-rs"),
@@ -143,6 +151,8 @@ struct RawSpec {
     volumes: Vec<images::Volume>,
     #[serde(default, deserialize_with = "nullable")]
     image_pull_secrets: Vec<RawName>,
+    #[serde(default, deserialize_with = "nullable")]
+    service_account_name: String,
 }
 
 #[derive(Default, Deserialize)]
@@ -165,6 +175,7 @@ impl From<RawPod> for PodRecord {
             init_containers,
             volumes,
             image_pull_secrets,
+            service_account_name,
         } = raw.spec;
         let (images, too_many_images) =
             images::distinct(containers, init_containers, volumes, MAX_IMAGES);
@@ -190,6 +201,8 @@ impl From<RawPod> for PodRecord {
             images,
             too_many_images,
             pull_secrets,
+            service_account: (!service_account_name.is_empty())
+                .then(|| Arc::from(bounded(&service_account_name))),
             mirror: raw.metadata.annotations.contains_key(MIRROR_ANNOTATION),
             deleting: raw.metadata.deletion_timestamp.is_some(),
             owner,
@@ -204,3 +217,57 @@ impl From<RawPod> for PodRecord {
 }
 
 super::resource!(PodRecord, "Pod", "pods", NamespaceResourceScope);
+
+/// Most pods of a cluster run as a few accounts: the records of one account share its name
+/// instead of holding a copy each (16 bytes per pod, not a string). At most [`MAX_ACCOUNTS`]
+/// names are shared; past that, records keep their own copy.
+#[derive(Debug, Default)]
+pub struct Accounts(HashSet<Arc<str>>);
+
+/// Distinct account names shared.
+const MAX_ACCOUNTS: usize = 4096;
+
+impl Accounts {
+    /// Points `pod`'s account name at the shared copy (remembering it when it is new).
+    pub fn share(&mut self, pod: &mut PodRecord) {
+        let Some(account) = &pod.service_account else {
+            return;
+        };
+        if let Some(shared) = self.0.get(account) {
+            pod.service_account = Some(shared.clone());
+        } else if self.0.len() < MAX_ACCOUNTS {
+            self.0.insert(account.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_of_one_account_share_its_name() {
+        let raw = |account: serde_json::Value| {
+            serde_json::from_value::<PodRecord>(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+                "spec": {"nodeName": "n1", "serviceAccountName": account,
+                         "containers": [{"image": "app:1"}]},
+            }))
+            .unwrap()
+        };
+        assert_eq!(raw(serde_json::Value::Null).service_account, None);
+        assert_eq!(raw("".into()).service_account, None);
+        let mut accounts = Accounts::default();
+        let mut first = raw("app".into());
+        let mut second = raw("app".into());
+        accounts.share(&mut first);
+        accounts.share(&mut second);
+        let (first, second) = (
+            first.service_account.unwrap(),
+            second.service_account.unwrap(),
+        );
+        assert_eq!(&*second, "app");
+        assert!(Arc::ptr_eq(&first, &second));
+    }
+}

@@ -1,12 +1,14 @@
 //! The controllers' image platforms ([`noe_controller::PodPlatforms`]) answered by the webhook's
 //! lookups ([`noe_webhook::resolve::Resolve`]): the same resolver and platform cache, the same
-//! credentials (the pod's pull secrets, then the node-level sources) as the admission.
+//! credentials (the pod's pull secrets, its service account for credential providers that ask
+//! for its token, then the node-level sources) as the admission.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use noe_controller::{ImageLookup, LookupError, PodImages, PodPlatforms, Support};
+use noe_webhook::resolve::credentials::PodAccess;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{RegistryLookup, Resolve};
 
@@ -37,9 +39,13 @@ impl ResolverPlatforms {
 impl PodPlatforms for ResolverPlatforms {
     fn platforms<'a>(&'a self, pod: &'a PodImages) -> BoxFuture<'a, Vec<ImageLookup>> {
         Box::pin(async move {
+            let access = PodAccess {
+                pull_secrets: &pod.pull_secrets,
+                service_account: pod.service_account.as_deref(),
+            };
             let resolved = self
                 .resolve
-                .platforms(&pod.namespace, &pod.pull_secrets, &pod.images)
+                .platforms_for(&pod.namespace, access, &pod.images, tracing::Span::none)
                 .await;
             pod.images
                 .iter()

@@ -399,3 +399,60 @@ async fn untaint_removes_our_taints_and_nothing_else() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("cannot read the kubeconfig"), "{stderr}");
 }
+
+/// Remediation looks a pod's images up as the pod's own ServiceAccount, as admission does: with
+/// `--credential-provider-sa-tokens`, a credential provider plugin with `tokenAttributes` gets
+/// that account's token (the scripted API's TokenRequest) and its credential opens a real
+/// htpasswd registry. Without the account the image's platforms stay unknown and the misplaced
+/// pod is never reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remediation_looks_a_pod_up_as_its_service_account() {
+    let h = Harness::start().await;
+    let api = KubeApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // linux/arm64 only, behind the plugin's credential: misplaced on an amd64 node.
+    let (private, fixtures) =
+        super::inspect_account::private_registry(dir.path(), &api, "shop", "app").await;
+    let image = fixtures.oci_single.reference();
+    api.put_node(node_json("amd-1", "amd64", "linux"));
+    let mut pod = PodFixture::new("shop", "wrong", "amd-1", &[&image]).json();
+    pod["spec"]["serviceAccountName"] = json!("app");
+    api.put_pod(pod);
+    let kubeconfig = write_kubeconfig(&api, dir.path());
+    let mut argv = h.base_flags();
+    argv.retain(|flag| {
+        !flag.starts_with("--kubeconfig") && !flag.starts_with("--insecure-registries")
+    });
+    argv.extend([
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--insecure-registries={}", private.host()),
+        "--remediate=report".into(),
+        "--credential-provider-sa-tokens".into(),
+    ]);
+    argv.extend(super::inspect_account::plugin_flags(dir.path()));
+    let running = harness::start_server(argv).await;
+    let events = "/apis/events.k8s.io/v1/namespaces/shop/events";
+    eventually(
+        "an Event on the misplaced pod",
+        || format!("{:#?}", api.requests()),
+        || !writes_to(&api, events).is_empty(),
+    )
+    .await;
+    let event = &writes_to(&api, events)[0];
+    assert_eq!(event.body["reason"], "UnsupportedPlatform");
+    assert_eq!(
+        event.body["note"],
+        format!("node amd-1 is linux/amd64; images that cannot run there: {image} [linux/arm64]")
+    );
+    let tokens = api
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.method == "POST"
+                && r.path
+                    .ends_with("/namespaces/shop/serviceaccounts/app/token")
+        })
+        .count();
+    assert!(tokens >= 1, "a TokenRequest for shop/app");
+    running.shutdown().await;
+}

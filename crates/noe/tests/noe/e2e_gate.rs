@@ -384,26 +384,10 @@ async fn ungate_decides_with_the_architectures_of_the_cluster_s_nodes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gated_pod_is_looked_up_as_its_service_account() {
     let Setup { h, api, dir } = Setup::start().await;
-    let private = noe_test_support::Registry::builder()
-        .htpasswd("alice", "s3cret")
-        .start()
-        .await
-        .unwrap();
-    let image = noe_test_support::push_standard_fixtures(&private)
-        .await
-        .unwrap()
-        .oci_index
-        .reference();
-    super::inspect_account::plugin(dir.path(), &private.host(), "shop", "app");
-    api.put(
-        Resource::ServiceAccounts,
-        "shop",
-        noe_test_support::service_account_json(
-            "shop",
-            "app",
-            &[(super::inspect_account::ROLE, "puller")],
-        ),
-    );
+    let (private, fixtures) =
+        super::inspect_account::private_registry(dir.path(), &api, "shop", "app").await;
+    let image = fixtures.oci_index.reference();
+    let [bin_dir, config] = super::inspect_account::plugin_flags(dir.path());
     let flags = [
         "--lookup-mode=gate".to_owned(),
         "--credential-provider-sa-tokens".to_owned(),
@@ -412,14 +396,8 @@ async fn a_gated_pod_is_looked_up_as_its_service_account() {
             h.registry.host(),
             private.host()
         ),
-        format!(
-            "--image-credential-provider-bin-dir={}",
-            dir.path().join("bin").display()
-        ),
-        format!(
-            "--image-credential-provider-config={}",
-            dir.path().join("providers.yaml").display()
-        ),
+        bin_dir,
+        config,
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let s = server(&h, &api, dir.path(), &flags).await;

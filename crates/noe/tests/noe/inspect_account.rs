@@ -41,6 +41,45 @@ printf '{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"Credential
     .unwrap();
 }
 
+/// `--image-credential-provider-bin-dir` and `--image-credential-provider-config` for the
+/// plugin [`plugin`] wrote under `dir`.
+pub(super) fn plugin_flags(dir: &Path) -> [String; 2] {
+    [
+        format!(
+            "--image-credential-provider-bin-dir={}",
+            dir.join("bin").display()
+        ),
+        format!(
+            "--image-credential-provider-config={}",
+            dir.join("providers.yaml").display()
+        ),
+    ]
+}
+
+/// A real htpasswd registry holding the standard fixtures that only the plugin's credential
+/// opens, the plugin under `dir` and the ServiceAccount `namespace/account` (its role annotation
+/// set) in `api`: what a pod running as that account is looked up with.
+pub(super) async fn private_registry(
+    dir: &Path,
+    api: &KubeApi,
+    namespace: &str,
+    account: &str,
+) -> (Registry, noe_test_support::Fixtures) {
+    let registry = Registry::builder()
+        .htpasswd("alice", "s3cret")
+        .start()
+        .await
+        .unwrap();
+    let fixtures = push_standard_fixtures(&registry).await.unwrap();
+    plugin(dir, &registry.host(), namespace, account);
+    api.put(
+        Resource::ServiceAccounts,
+        namespace,
+        service_account_json(namespace, account, &[(ROLE, "puller")]),
+    );
+    (registry, fixtures)
+}
+
 /// What both tests run against: a real htpasswd registry holding the standard fixtures, the
 /// scripted API with the ServiceAccount `team/app` (its role annotation set), the plugin and its
 /// config, and a kubeconfig for the API, under `dir`.
@@ -55,25 +94,11 @@ struct World {
 
 impl World {
     async fn start() -> Self {
-        let registry = Registry::builder()
-            .htpasswd("alice", "s3cret")
-            .start()
-            .await
-            .unwrap();
-        let image = push_standard_fixtures(&registry)
-            .await
-            .unwrap()
-            .oci_index
-            .reference();
-        let host = registry.host();
         let api = KubeApi::start().await.unwrap();
-        api.put(
-            Resource::ServiceAccounts,
-            "team",
-            service_account_json("team", "app", &[(ROLE, "puller")]),
-        );
         let dir = tempfile::tempdir().unwrap();
-        plugin(dir.path(), &host, "team", "app");
+        let (registry, fixtures) = private_registry(dir.path(), &api, "team", "app").await;
+        let image = fixtures.oci_index.reference();
+        let host = registry.host();
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
         Self {
@@ -104,18 +129,11 @@ async fn inspect_resolves_as_a_service_account() {
             format!("--insecure-registries={host}"),
             format!("--docker-config-path={}", none.display()),
             format!("--containerd-config-path={}", none.display()),
-            format!(
-                "--image-credential-provider-bin-dir={}",
-                dir.path().join("bin").display()
-            ),
-            format!(
-                "--image-credential-provider-config={}",
-                dir.path().join("providers.yaml").display()
-            ),
             format!("--kubeconfig={}", kubeconfig.display()),
             "-o".to_owned(),
             "json".to_owned(),
         ];
+        args.extend(plugin_flags(dir.path()));
         if !account.is_empty() {
             args.push(format!("--service-account={account}"));
         }
@@ -228,16 +246,9 @@ async fn explain_looks_a_pod_up_as_its_service_account() {
             format!("--insecure-registries={host}"),
             format!("--docker-config-path={}", none.display()),
             format!("--containerd-config-path={}", none.display()),
-            format!(
-                "--image-credential-provider-bin-dir={}",
-                dir.path().join("bin").display()
-            ),
-            format!(
-                "--image-credential-provider-config={}",
-                dir.path().join("providers.yaml").display()
-            ),
             format!("--kubeconfig={}", kubeconfig.display()),
         ];
+        args.extend(plugin_flags(dir.path()));
         args.extend(extra.iter().map(|flag| (*flag).to_owned()));
         args
     };
