@@ -27,6 +27,12 @@
 //!   account, the audiences and a counter, with its `expirationTimestamp`);
 //! - `POST pods/NAME/eviction` (deletes the pod; a PodDisruptionBudget's `429` is scripted with
 //!   [`Fault::pdb_blocks_eviction`]);
+//! - `GET pods/NAME/log` with `container`, `previous` and `limitBytes`, from logs scripted with
+//!   [`KubeApi::set_log`] ([`PodLog`]: any bytes, one that hangs, one that never ends), `400`
+//!   for `previous` without a previous run, as the kubelet answers;
+//! - `v1` configmaps, and server-side apply of any object (`PATCH` with
+//!   `application/apply-patch+yaml`, JSON or YAML: `fieldManager`, `force`, conflicts between
+//!   managers, omitted fields removed, `metadata.managedFields` kept; see `kube_api/apply.rs`);
 //! - `POST authentication.k8s.io/v1 tokenreviews` for the tokens of [`KubeApi::accept_token`];
 //! - scripted [`Fault`]s for any method and path; every request recorded ([`KubeApi::requests`]).
 //!
@@ -39,9 +45,11 @@
 //! # Ok(()) }
 //! ```
 
+mod apply;
 mod fault;
 mod handler;
 mod in_memory;
+mod logs;
 mod objects;
 mod select;
 mod store;
@@ -57,12 +65,16 @@ use crate::serve::{Handler, Server};
 use crate::TestCa;
 pub use fault::{Fault, RecordedRequest};
 use handler::{lock, Shared};
+pub use logs::PodLog;
 pub use objects::{
-    gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
-    service_account_json, PodFixture, NFD_NAMESPACE, NOE_GATE, NOE_GATE_LABEL,
+    crash_loop, gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
+    service_account_json, Crash, PodFixture, NFD_NAMESPACE, NOE_GATE, NOE_GATE_LABEL,
 };
 use store::Inner;
 pub use store::Resource;
+
+/// The content type of server-side apply.
+pub const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
 /// The scripted API server; dropping it stops it.
 pub struct KubeApi {
@@ -215,6 +227,27 @@ impl KubeApi {
                 username: username.to_owned(),
                 audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
             },
+        );
+    }
+
+    /// Scripts the log of `container` of `namespace/pod`: its current run's, or with
+    /// `previous` its previous run's (without one, `previous=true` answers `400`).
+    pub fn set_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        previous: bool,
+        log: PodLog,
+    ) {
+        lock(&self.state).logs.insert(
+            (
+                namespace.to_owned(),
+                pod.to_owned(),
+                container.to_owned(),
+                previous,
+            ),
+            log,
         );
     }
 

@@ -107,9 +107,9 @@ pub use image::{
     build_index, media_types, platform_json, BuiltImage, Descriptor, Flavor, IndexEntry, OCI_EMPTY,
 };
 pub use kube_api::{
-    gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
-    service_account_json, Fault, KubeApi, PodFixture, RecordedRequest, Resource, NFD_NAMESPACE,
-    NOE_GATE, NOE_GATE_LABEL,
+    crash_loop, gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
+    service_account_json, Crash, Fault, KubeApi, PodFixture, PodLog, RecordedRequest, Resource,
+    APPLY_PATCH, NFD_NAMESPACE, NOE_GATE, NOE_GATE_LABEL,
 };
 pub use layers::{
     elf_program, gzip, push_mislabelled_index, script, tar_archive, Compression, LayerBlob,

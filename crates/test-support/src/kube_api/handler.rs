@@ -28,6 +28,73 @@ const MAX_PAGE: usize = 5000;
 
 pub(crate) type Shared = Arc<Mutex<Inner>>;
 
+/// The manager of an update that is not an apply: `fieldManager`, else `unknown`.
+fn updater(query: &Query) -> &str {
+    query
+        .get("fieldManager")
+        .filter(|m| !m.is_empty())
+        .unwrap_or("unknown")
+}
+
+/// `PATCH` with `application/apply-patch+yaml` (see `apply.rs`).
+fn server_side_apply(
+    state: &Shared,
+    target: &Target,
+    name: &str,
+    request: &RecordedRequest,
+    query: &Query,
+) -> http::Response<ResBody> {
+    let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) else {
+        return invalid("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch");
+    };
+    let applied = &request.body;
+    if !applied.is_object()
+        || applied["kind"].as_str() != Some(target.resource.kind())
+        || applied["apiVersion"].as_str() != Some(target.resource.api_version())
+    {
+        return status(
+            400,
+            "the applied configuration must name this object's apiVersion and kind",
+        );
+    }
+    if applied["metadata"]["name"].as_str() != Some(name) {
+        return status(
+            400,
+            "the name of the object (metadata.name) does not match the name on the URL",
+        );
+    }
+    let key = key_of(target, name);
+    let mut inner = lock(state);
+    let current: Option<Value> = inner
+        .get(target.resource, &key)
+        .and_then(|stored| serde_json::from_slice(&stored.json).ok());
+    let wanted_version = applied["metadata"]["resourceVersion"]
+        .as_str()
+        .filter(|rv| !rv.is_empty());
+    if let Some(wanted) = wanted_version {
+        let now = current
+            .as_ref()
+            .and_then(|object| object["metadata"]["resourceVersion"].as_str());
+        if now != Some(wanted) {
+            drop(inner);
+            return conflict(target.resource.kind(), name);
+        }
+    }
+    let created = current.is_none();
+    let object = match super::apply::apply(current.as_ref(), applied, manager, query.flag("force"))
+    {
+        Ok(object) => object,
+        Err((code, message)) => {
+            drop(inner);
+            return status(code, &message);
+        }
+    };
+    match inner.put(target.resource, &key.0, object) {
+        Ok(stored) => json_response(if created { 201 } else { 200 }, stored.json),
+        Err(message) => status(422, &message),
+    }
+}
+
 pub(crate) fn lock(state: &Shared) -> MutexGuard<'_, Inner> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -77,6 +144,7 @@ fn parse_path(path: &str) -> Option<Target> {
         ("", "secrets") => Resource::Secrets,
         ("", "serviceaccounts") => Resource::ServiceAccounts,
         ("nfd.k8s-sigs.io", "nodefeatures") => Resource::NodeFeatures,
+        ("", "configmaps") => Resource::ConfigMaps,
         _ => return None,
     };
     if resource.namespaced() == namespace.is_none() && name.is_some() {
@@ -90,7 +158,7 @@ fn parse_path(path: &str) -> Option<Target> {
     })
 }
 
-struct Query(Vec<(String, String)>);
+pub(crate) struct Query(Vec<(String, String)>);
 
 impl Query {
     fn parse(query: &str) -> Self {
@@ -101,14 +169,14 @@ impl Query {
         )
     }
 
-    fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .find(|(key, _)| key == name)
             .map(|(_, value)| value.as_str())
     }
 
-    fn flag(&self, name: &str) -> bool {
+    pub(crate) fn flag(&self, name: &str) -> bool {
         matches!(self.get(name), Some("1" | "true"))
     }
 }
@@ -128,7 +196,14 @@ pub(crate) async fn handle(
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
     let body = read_body(body, BODY_LIMIT).await;
-    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let json: Value = serde_json::from_slice(&body)
+        .ok()
+        .or_else(|| {
+            // Server-side apply bodies may be YAML.
+            let yaml = content_type.as_deref() == Some(super::APPLY_PATCH);
+            yaml.then(|| yaml_serde::from_slice(&body).ok()).flatten()
+        })
+        .unwrap_or(Value::Null);
     let mut record = RecordedRequest {
         method,
         path,
@@ -188,6 +263,9 @@ fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> 
         ("GET", None, None) if query.flag("watch") => watch(state, &target, &query),
         ("GET", None, None) => list(state, &target, &query),
         ("GET", Some(name), None) => get(state, &target, name),
+        ("GET", Some(name), Some("log")) if target.resource == Resource::Pods => {
+            super::logs::answer(state, &key_of(&target, name), &query)
+        }
         ("POST", None, None) => create(state, &target, &request.body),
         ("POST", Some(name), Some("eviction")) if target.resource == Resource::Pods => {
             evict(state, &target, name, &request.body)
@@ -195,18 +273,23 @@ fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> 
         ("POST", Some(name), Some("token")) if target.resource == Resource::ServiceAccounts => {
             token_request(state, &target, name, &request.body)
         }
-        ("PUT", Some(name), None) => replace(state, &target, name, &request.body),
-        ("PATCH", Some(name), None) => patch(state, &target, name, request),
+        ("PUT", Some(name), None) => replace(state, &target, name, &request.body, &query),
+        ("PATCH", Some(name), None)
+            if request.content_type.as_deref() == Some(super::APPLY_PATCH) =>
+        {
+            server_side_apply(state, &target, name, request, &query)
+        }
+        ("PATCH", Some(name), None) => patch(state, &target, name, request, &query),
         ("DELETE", Some(name), None) => delete(state, &target, name, &request.body),
         _ => status(405, "method not scripted"),
     }
 }
 
-fn json_response(code: u16, body: impl Into<Bytes>) -> http::Response<ResBody> {
+pub(crate) fn json_response(code: u16, body: impl Into<Bytes>) -> http::Response<ResBody> {
     response(code, &[("content-type", "application/json")], body)
 }
 
-fn status(code: u16, message: &str) -> http::Response<ResBody> {
+pub(crate) fn status(code: u16, message: &str) -> http::Response<ResBody> {
     json_response(code, status_body(code, reason(code), message).to_string())
 }
 
@@ -409,7 +492,13 @@ fn validate_update(resource: Resource, current: &Stored, new: &Value) -> Result<
     validate::pod_update(new, &old)
 }
 
-fn replace(state: &Shared, target: &Target, name: &str, body: &Value) -> http::Response<ResBody> {
+fn replace(
+    state: &Shared,
+    target: &Target,
+    name: &str,
+    body: &Value,
+    query: &Query,
+) -> http::Response<ResBody> {
     let key = key_of(target, name);
     let mut inner = lock(state);
     let Some(current) = inner.get(target.resource, &key) else {
@@ -424,7 +513,12 @@ fn replace(state: &Shared, target: &Target, name: &str, body: &Value) -> http::R
         drop(inner);
         return invalid(&message);
     }
-    match inner.put(target.resource, &key.0, body.clone()) {
+    let mut object = body.clone();
+    if target.resource == Resource::ConfigMaps {
+        let old: Value = serde_json::from_slice(&current.json).unwrap_or(Value::Null);
+        super::apply::updated(&old, &mut object, updater(query));
+    }
+    match inner.put(target.resource, &key.0, object) {
         Ok(stored) => json_response(200, stored.json),
         Err(message) => status(422, &message),
     }
@@ -456,6 +550,7 @@ fn patch(
     target: &Target,
     name: &str,
     request: &RecordedRequest,
+    query: &Query,
 ) -> http::Response<ResBody> {
     let merge_type = matches!(
         request.content_type.as_deref(),
@@ -474,8 +569,12 @@ fn patch(
         drop(inner);
         return conflict(target.resource.kind(), name);
     }
-    let mut object: Value = serde_json::from_slice(&current.json).unwrap_or(Value::Null);
+    let old: Value = serde_json::from_slice(&current.json).unwrap_or(Value::Null);
+    let mut object = old.clone();
     merge(&mut object, &request.body);
+    if target.resource == Resource::ConfigMaps {
+        super::apply::updated(&old, &mut object, updater(query));
+    }
     if let Err(message) = validate_update(target.resource, current, &object) {
         drop(inner);
         return invalid(&message);

@@ -390,3 +390,91 @@ pub fn node_feature_json(node: &str, features: Value) -> Value {
         "spec": {"features": features, "labels": {}},
     })
 }
+
+/// How a container of a [`pod_json`] pod crashed (see [`crash_loop`]).
+#[derive(Clone, Debug)]
+pub struct Crash {
+    /// `restartCount`.
+    pub restarts: u32,
+    /// The last run's `exitCode`.
+    pub exit_code: i32,
+    /// The last run's `reason` (`Error`, `StartError`, ...).
+    pub reason: String,
+    /// The last run's `message`.
+    pub message: String,
+    /// How long the last run lasted, in seconds.
+    pub seconds: i64,
+    /// `imageID` (what the kubelet pulled).
+    pub image_id: String,
+    /// `state.waiting` `(reason, message)`; `CrashLoopBackOff` with the kubelet's back-off
+    /// message when `None`.
+    pub waiting: Option<(String, String)>,
+}
+
+impl Crash {
+    /// A crash loop: `restarts` restarts, the last run ended with exit code 1 at once, the
+    /// kubelet backing off; `image_id` as given.
+    pub fn new(image_id: &str, restarts: u32) -> Self {
+        Self {
+            restarts,
+            exit_code: 1,
+            reason: "Error".to_owned(),
+            message: String::new(),
+            seconds: 0,
+            image_id: image_id.to_owned(),
+            waiting: None,
+        }
+    }
+}
+
+/// Writes `crash` into the status of container `index` of a [`pod_json`] pod: not ready,
+/// waiting, its last run terminated.
+pub fn crash_loop(pod: &mut Value, index: usize, crash: &Crash) {
+    let name = pod["spec"]["containers"][index]["name"]
+        .as_str()
+        .unwrap_or("c0")
+        .to_owned();
+    let (reason, message) = crash.waiting.clone().unwrap_or_else(|| {
+        (
+            "CrashLoopBackOff".to_owned(),
+            format!(
+                "back-off 10s restarting failed container={name} pod={}_{}({})",
+                pod["metadata"]["name"].as_str().unwrap_or_default(),
+                pod["metadata"]["namespace"].as_str().unwrap_or_default(),
+                pod["metadata"]["uid"].as_str().unwrap_or_default()
+            ),
+        )
+    });
+    let started = 1_793_523_600_i64; // 2026-11-01T09:00:00Z
+    let at = |seconds: i64| {
+        k8s_openapi::chrono::DateTime::from_timestamp(seconds, 0)
+            .unwrap_or_default()
+            .to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Secs, true)
+    };
+    let mut terminated = json!({
+        "exitCode": crash.exit_code,
+        "reason": crash.reason,
+        "startedAt": at(started),
+        "finishedAt": at(started.saturating_add(crash.seconds)),
+        "containerID": format!("containerd://{:064x}", crash.restarts),
+    });
+    if !crash.message.is_empty() {
+        terminated["message"] = Value::from(crash.message.as_str());
+    }
+    let status = json!({
+        "name": name,
+        "image": pod["spec"]["containers"][index]["image"],
+        "imageID": crash.image_id,
+        "containerID": format!("containerd://{:064x}", crash.restarts),
+        "ready": false,
+        "started": false,
+        "restartCount": crash.restarts,
+        "state": {"waiting": {"reason": reason, "message": message}},
+        "lastState": {"terminated": terminated},
+    });
+    if !pod["status"]["containerStatuses"].is_array() {
+        pod["status"]["containerStatuses"] = json!([]);
+    }
+    pod["status"]["containerStatuses"][index] = status;
+    pod["status"]["phase"] = json!("Running");
+}

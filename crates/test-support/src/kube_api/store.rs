@@ -49,6 +49,8 @@ pub enum Resource {
     ServiceAccounts,
     /// `nfd.k8s-sigs.io/v1alpha1` NodeFeature (node-feature-discovery's CRD).
     NodeFeatures,
+    /// `v1` ConfigMap (server-side apply too).
+    ConfigMaps,
 }
 
 impl Resource {
@@ -69,6 +71,7 @@ impl Resource {
             Self::Secrets => "Secret",
             Self::ServiceAccounts => "ServiceAccount",
             Self::NodeFeatures => "NodeFeature",
+            Self::ConfigMaps => "ConfigMap",
         }
     }
 
@@ -79,7 +82,8 @@ impl Resource {
             | Self::Namespaces
             | Self::ReplicationControllers
             | Self::Secrets
-            | Self::ServiceAccounts => "v1",
+            | Self::ServiceAccounts
+            | Self::ConfigMaps => "v1",
             Self::Deployments | Self::StatefulSets | Self::DaemonSets | Self::ReplicaSets => {
                 "apps/v1"
             }
@@ -162,6 +166,8 @@ pub(crate) struct Inner {
     pub(crate) watch_lifetime: Option<std::time::Duration>,
     /// The tokens TokenReviews accept ([`crate::KubeApi::accept_token`]).
     pub(crate) tokens: BTreeMap<String, super::token_review::ScriptedToken>,
+    /// Container logs by `(namespace, pod, container, previous)` ([`crate::KubeApi::set_log`]).
+    pub(crate) logs: BTreeMap<(String, String, String, bool), super::logs::PodLog>,
 }
 
 impl Inner {
@@ -180,6 +186,7 @@ impl Inner {
             uid: 0,
             watch_lifetime: None,
             tokens: BTreeMap::new(),
+            logs: BTreeMap::new(),
         }
     }
 
