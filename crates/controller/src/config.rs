@@ -3,6 +3,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::detect::DetectConfig;
+use crate::learned::LearnedConfig;
 use crate::Error;
 
 /// What pod remediation does with a pod bound to a node its images cannot run on.
@@ -134,6 +136,11 @@ pub struct Config {
     pub timings: Timings,
     /// The gate controller; `None`: off.
     pub gate: Option<GateConfig>,
+    /// Exec-format-error detection on the pod watch (`--detect-exec-format-errors`); `None`:
+    /// off. Needs `learned`.
+    pub detect: Option<DetectConfig>,
+    /// The learned store, read by every replica, written by the leader; `None`: not used.
+    pub learned: Option<LearnedConfig>,
 }
 
 impl Default for Config {
@@ -150,6 +157,8 @@ impl Default for Config {
             metrics_max_namespaces: 1000,
             timings: Timings::default(),
             gate: None,
+            detect: None,
+            learned: None,
         }
     }
 }
@@ -161,18 +170,30 @@ pub const KUBE_SYSTEM: &str = "kube-system";
 const MIN_LEASE: Duration = Duration::from_secs(1);
 /// The longest retry interval accepted.
 const MAX_TIMING: Duration = Duration::from_secs(24 * 3600);
+/// The most previous logs read per second.
+const MAX_LOG_READS: u32 = 100;
+/// The longest deadline of one log read.
+const MAX_LOG_DEADLINE: Duration = Duration::from_secs(60);
 /// Arch names are label values: at most 63 characters.
 const MAX_ARCH_LEN: usize = 63;
 
 impl Config {
     /// Whether the Node reflector runs.
     pub fn needs_nodes(&self) -> bool {
-        self.watch_nodes || self.remediate != Remediate::Off || !self.taint_arches.is_empty()
+        self.watch_nodes
+            || self.remediate != Remediate::Off
+            || !self.taint_arches.is_empty()
+            || self.detect.is_some()
+    }
+
+    /// Whether the pod watch runs (remediation or detection).
+    pub fn watches_pods(&self) -> bool {
+        self.remediate != Remediate::Off || self.detect.is_some()
     }
 
     /// Whether anything runs at all.
     pub fn is_enabled(&self) -> bool {
-        self.needs_nodes() || self.gate.is_some()
+        self.needs_nodes() || self.gate.is_some() || self.learned.is_some()
     }
 
     /// Refuses configurations that cannot work, naming the setting.
@@ -224,6 +245,43 @@ impl Config {
             {
                 return Err(Error::Config(format!(
                     "the gate controller needs at least 1 attempt and 0 < backoff min <= max <= 24 h (got {gate:?})"
+                )));
+            }
+        }
+        if let Some(detect) = &self.detect {
+            if self.learned.is_none() {
+                return Err(Error::Config(
+                    "exec-format-error detection needs the learned store".into(),
+                ));
+            }
+            if !(1..=MAX_LOG_READS).contains(&detect.log_reads_per_second)
+                || detect.log_deadline.is_zero()
+                || detect.log_deadline > MAX_LOG_DEADLINE
+            {
+                return Err(Error::Config(format!(
+                    "exec-format-error detection needs 1 to {MAX_LOG_READS} log reads per second and a read deadline of at most 60 s (got {detect:?})"
+                )));
+            }
+        }
+        if let Some(learned) = &self.learned {
+            let name_ok = |name: &str, max: usize| {
+                !name.is_empty()
+                    && name.len() <= max
+                    && name.bytes().all(|b| {
+                        b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
+                    })
+            };
+            if !name_ok(&learned.name, 253) || !name_ok(&learned.namespace, 63) {
+                return Err(Error::Config(format!(
+                    "the learned store needs a ConfigMap name and a namespace (got {:?} in {:?})",
+                    learned.name, learned.namespace
+                )));
+            }
+            if !(1..=crate::learned::MAX_ENTRIES).contains(&learned.max_entries) {
+                return Err(Error::Config(format!(
+                    "the learned store holds 1 to {} entries (got {})",
+                    crate::learned::MAX_ENTRIES,
+                    learned.max_entries
                 )));
             }
         }

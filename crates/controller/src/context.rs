@@ -3,7 +3,7 @@
 //! the stop signal. The runtime (`runtime.rs`) starts the controllers; they depend
 //! on this module only, never on the runtime.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use kube::runtime::events::Recorder;
@@ -21,6 +21,9 @@ pub(crate) struct Context {
     pub(crate) nodes: NodeView,
     pub(crate) recorder: Recorder,
     pub(crate) metrics: Metrics,
+    /// At most `--remediate-rate` evictions per minute, whoever evicts (remediation,
+    /// exec-format-error detection).
+    pub(crate) evictions: Arc<Mutex<noe_core::bucket::TokenBucket>>,
 }
 
 impl Context {

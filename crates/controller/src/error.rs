@@ -33,6 +33,9 @@ pub enum Error {
     /// An object from the API lacks a field the controller needs.
     #[error("{0} lacks a field the controller needs")]
     Incomplete(String),
+    /// The learned store could not be written (the whole chain of causes, on one line).
+    #[error("learned store: {0}")]
+    Learned(String),
 }
 
 impl Error {
@@ -44,7 +47,20 @@ impl Error {
             Self::Conflict { .. } => "conflict",
             Self::NotLeader { .. } => "not_leader",
             Self::Incomplete(_) => "incomplete",
+            Self::Learned(_) => "learned_store",
         }
+    }
+
+    /// The error and its sources on one line.
+    pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+        let mut text = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
     }
 
     pub(crate) fn kube(action: impl Into<String>, source: kube::Error) -> Self {

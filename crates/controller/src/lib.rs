@@ -9,6 +9,9 @@
 //!   nodes of those arches; [`untaint`] removes ours;
 //! - **gate release** ([`gate`], `--lookup-mode=gate|hybrid`): pods the admission gated are
 //!   released with their constraints in one write, by [`Running::start_gate`];
+//! - **exec-format-error detection** ([`detect`], `Config::detect`): containers that crash
+//!   with `exec format error` become corrections in the **learned store** ([`learned`], a
+//!   ConfigMap every replica reads: [`LearnedView`] answers `noe_core::truth::Corrections`);
 //! - **leader election** on a Lease ([`LeaseConfig`]): writing controllers run only on the
 //!   leader and check leadership right before every write; reflectors run everywhere.
 //!
@@ -29,16 +32,19 @@
 
 mod config;
 mod context;
+pub mod detect;
 mod error;
 pub mod gate;
 mod jitter;
 mod leader;
+pub mod learned;
 mod metrics;
 mod node_features;
 mod nodes;
 pub mod objects;
 mod pace;
 mod platforms;
+mod pods;
 mod queue;
 pub mod remediate;
 mod runtime;
@@ -46,8 +52,10 @@ mod shutdown;
 pub mod taints;
 
 pub use config::{Config, GateConfig, LeaseConfig, Remediate, Timings, KUBE_SYSTEM};
+pub use detect::DetectConfig;
 pub use error::Error;
 pub use leader::Leadership;
+pub use learned::{LearnedConfig, LearnedView, LearnedWriter};
 pub use metrics::{Metrics, OTHER_NAMESPACE};
 pub use node_features::NodeFeatureView;
 pub use nodes::NodeView;

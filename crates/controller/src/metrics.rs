@@ -51,6 +51,22 @@ pub struct Metrics {
     pub(crate) gate_queue_full: IntCounter,
     /// `noe_gate_queued`: gated pods the work queue holds (waiting, in flight or retried later).
     pub(crate) gate_queued: IntGauge,
+    /// `noe_exec_format_errors_total{source}`: exec format errors acted on (an Event each),
+    /// by where they were seen: `status`, `log`, `learned`.
+    pub(crate) exec_format_errors: IntCounterVec,
+    /// `noe_exec_format_log_reads_total{result}`: previous logs read: `matched`, `no_match`,
+    /// `not_found`, `timeout`, `error`.
+    pub(crate) log_reads: IntCounterVec,
+    /// `noe_exec_format_queue_drops_total{queue}`: signals dropped by a full queue (`pods`,
+    /// `reads`, `acts`); the next status update or restart brings them again.
+    pub(crate) detect_drops: IntCounterVec,
+    /// `noe_learned_corrections`: valid entries in the learned store, as this replica reads it.
+    pub(crate) learned_entries: IntGauge,
+    /// `noe_learned_invalid_entries`: entries of the learned store ignored (edited by hand).
+    pub(crate) learned_invalid: IntGauge,
+    /// `noe_learned_writes_total{result}`: applies of the learned store: `applied`,
+    /// `conflict` (retried on the fresh object), `error`.
+    pub(crate) learned_writes: IntCounterVec,
     namespaces: Arc<Mutex<HashSet<String>>>,
     max_namespaces: usize,
 }
@@ -158,6 +174,36 @@ impl Metrics {
             "Gated pods the gate controller's work queue holds: waiting, in flight or retried later (on the leader)",
         )?;
         registry.register(Box::new(gate_queued.clone()))?;
+        let exec_format_errors = vec(
+            "noe_exec_format_errors_total",
+            "Exec format errors seen on nodes and acted on (an Event each), by where they were seen",
+            &["source"],
+        )?;
+        let log_reads = vec(
+            "noe_exec_format_log_reads_total",
+            "Previous logs of crashed containers read for an exec format error, by result",
+            &["result"],
+        )?;
+        let detect_drops = vec(
+            "noe_exec_format_queue_drops_total",
+            "Exec format error signals dropped by a full queue (brought again by the next update)",
+            &["queue"],
+        )?;
+        let learned_entries = IntGauge::new(
+            "noe_learned_corrections",
+            "Valid entries of the learned store, as this replica reads it",
+        )?;
+        registry.register(Box::new(learned_entries.clone()))?;
+        let learned_invalid = IntGauge::new(
+            "noe_learned_invalid_entries",
+            "Entries of the learned store ignored because they cannot be read (edited by hand?)",
+        )?;
+        registry.register(Box::new(learned_invalid.clone()))?;
+        let learned_writes = vec(
+            "noe_learned_writes_total",
+            "Server-side applies of the learned store, by result",
+            &["result"],
+        )?;
         Ok(Self {
             deletions,
             checked,
@@ -175,6 +221,12 @@ impl Metrics {
             gate_stages,
             gate_queue_full,
             gate_queued,
+            exec_format_errors,
+            log_reads,
+            detect_drops,
+            learned_entries,
+            learned_invalid,
+            learned_writes,
             namespaces: Arc::default(),
             max_namespaces,
         })

@@ -35,11 +35,14 @@ macro_rules! resource {
 }
 use resource;
 
+mod container;
 mod meta;
 mod node;
 mod node_feature;
 mod pod;
 
+pub(crate) use container::cut;
+pub use container::{ContainerRun, Termination, Waiting, MAX_MESSAGE};
 pub use node::{NodeRecord, Taint};
 pub use node_feature::{NodeFeatureRecord, NODE_NAME_LABEL};
 pub use pod::{Accounts, Owner, Phase, PodRecord, MAX_IMAGES};

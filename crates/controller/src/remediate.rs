@@ -1,10 +1,10 @@
 //! Pod remediation (noe's pod reconciler, safer): pods bound to a node whose platform none of an
 //! image supports get an Event and a metric; with `Evict`, pods with a controller owner are
 //! evicted through the Eviction API (PodDisruptionBudgets respected, `429` retried later), at
-//! most N per minute, except in exempt namespaces (`kube-system` and noe's own by default). The reflector watches only bound pods (`spec.nodeName!=`), trimmed to
-//! images, pull secret names, owner, node name and phase.
+//! most N per minute, except in exempt namespaces (`kube-system` and noe's own by default). It
+//! reads the pod watch of [`crate::pods`] (bound pods only, trimmed) into a store.
 
-mod act;
+pub(crate) mod act;
 mod judge;
 mod memo;
 mod recheck;
@@ -14,18 +14,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use futures::future::BoxFuture;
 use futures::StreamExt as _;
-use futures::TryStreamExt as _;
-pub use judge::{exempt, judge, note, screen, Misfit, Remedy, Skip, Verdict, MAX_NOTE};
+pub use judge::{exempt, judge, note, screen, shorten, Misfit, Remedy, Skip, Verdict, MAX_NOTE};
 use kube::runtime::controller::{self, applier, trigger_self, Action, ReconcileRequest};
 use kube::runtime::reflector;
 use kube::runtime::{watcher, WatchStreamExt as _};
-use kube::Api;
-use noe_core::bucket::TokenBucket;
 
-use crate::context::{Context, Controller, Stop};
-use crate::objects::{Accounts, PodRecord};
+use crate::context::{Context, Stop};
+use crate::objects::PodRecord;
 use crate::{Config, Error, PodImages, PodPlatforms, Remediate};
 use memo::Memo;
 
@@ -33,16 +29,15 @@ use memo::Memo;
 const CONCURRENCY: u16 = 8;
 
 /// The remediation controller.
+#[derive(Clone)]
 pub(crate) struct Remediation {
     state: Arc<Shared>,
 }
 
-/// What outlives one leadership term: the rate limit and what was already done.
+/// What outlives one leadership term: what was already done.
 struct Shared {
     platforms: Arc<dyn PodPlatforms>,
     mode: Remediate,
-    /// At most `--remediate-rate` evictions per minute, a burst of as many.
-    bucket: Mutex<TokenBucket>,
     /// Pods that need nothing more until they change or the next recheck (fit, reported, or
     /// evicted).
     settled: Mutex<Memo>,
@@ -55,80 +50,54 @@ struct State {
     shared: Arc<Shared>,
 }
 
+/// The pod watch's events, as [`crate::pods`] hands them over.
+pub(crate) type PodEvents =
+    futures::stream::BoxStream<'static, Result<watcher::Event<PodRecord>, watcher::Error>>;
+
 impl Remediation {
     pub(crate) fn new(platforms: Arc<dyn PodPlatforms>, config: &Config) -> Self {
         Self {
             state: Arc::new(Shared {
                 platforms,
                 mode: config.remediate,
-                bucket: Mutex::new(TokenBucket::new(
-                    f64::from(config.remediate_rate_per_minute.max(1)) / 60.0,
-                    config.remediate_rate_per_minute,
-                    Instant::now().into_std(),
-                )),
                 settled: Mutex::default(),
                 reported: Mutex::default(),
             }),
         }
     }
-}
 
-impl Controller for Remediation {
-    fn name(&self) -> &'static str {
-        "remediation"
-    }
-
-    fn run(&self, ctx: Context, stop: Stop) -> BoxFuture<'static, ()> {
-        let api: Api<PodRecord> = Api::all(ctx.client.clone());
+    /// Judges the pods of `events` (kept in a store) and every pod again each `recheck`, until
+    /// `stop`; in-flight reconciles finish.
+    pub(crate) async fn drive(&self, ctx: Context, events: PodEvents, stop: Stop) {
         let state = Arc::new(State {
             ctx,
             shared: self.state.clone(),
         });
-        Box::pin(async move {
-            let mut stop = stop;
-            // A pod judged before its node is listed would wait `node_wait` for nothing.
-            tokio::select! {
-                () = state.ctx.nodes.ready() => {}
-                () = &mut stop => return,
+        let metrics = state.ctx.metrics.clone();
+        let (reader, writer) = reflector::store();
+        let pods = events.reflect(writer).applied_objects();
+        let rechecks = recheck::stream(reader.clone(), state.ctx.config.timings.recheck)
+            .map(|pod| Ok(ReconcileRequest::from(pod)));
+        // kube-runtime's `applier` (what its `Controller` runs) fed by the pod watch and the
+        // spread recheck; the queue ends on `stop`.
+        let queue = futures::stream::select(trigger_self(pods, ()), rechecks).take_until(stop);
+        let config = controller::Config::default().concurrency(CONCURRENCY);
+        applier(
+            |pod, state| Box::pin(reconcile(pod, state)),
+            error_policy,
+            state,
+            reader,
+            queue,
+            config,
+        )
+        .for_each(|result| {
+            if let Err(controller::Error::QueueError(error)) = result {
+                metrics.watch_errors.with_label_values(&["pods"]).inc();
+                tracing::warn!(%error, "pod watch failed; retrying with backoff");
             }
-            let metrics = state.ctx.metrics.clone();
-            let (reader, writer) = reflector::store();
-            // The store keeps no resourceVersion (the watcher read it already): one string less
-            // per pod in the record and in its store key; the pods of one account share its name.
-            let mut accounts = Accounts::default();
-            let pods = watcher(api, watcher::Config::default().fields("spec.nodeName!="))
-                .default_backoff()
-                .map_ok(move |event| {
-                    event.modify(|pod| {
-                        pod.forget_version();
-                        accounts.share(pod);
-                    })
-                })
-                .reflect(writer)
-                .applied_objects();
-            let rechecks = recheck::stream(reader.clone(), state.ctx.config.timings.recheck)
-                .map(|pod| Ok(ReconcileRequest::from(pod)));
-            // kube-runtime's `applier` (what its `Controller` runs) fed by the pod watch and the
-            // spread recheck; the queue ends on `stop`, in-flight reconciles finish.
-            let queue = futures::stream::select(trigger_self(pods, ()), rechecks).take_until(stop);
-            let config = controller::Config::default().concurrency(CONCURRENCY);
-            applier(
-                |pod, state| Box::pin(reconcile(pod, state)),
-                error_policy,
-                state,
-                reader,
-                queue,
-                config,
-            )
-            .for_each(|result| {
-                if let Err(controller::Error::QueueError(error)) = result {
-                    metrics.watch_errors.with_label_values(&["pods"]).inc();
-                    tracing::warn!(%error, "pod watch failed; retrying with backoff");
-                }
-                std::future::ready(())
-            })
-            .await;
+            std::future::ready(())
         })
+        .await;
     }
 }
 
@@ -203,8 +172,8 @@ async fn reconcile(pod: Arc<PodRecord>, state: Arc<State>) -> Result<Action, Err
         remember(&shared.settled, &pod);
         return Ok(Action::await_change());
     }
-    let token = shared
-        .bucket
+    let token = ctx
+        .evictions
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take(Instant::now().into_std());

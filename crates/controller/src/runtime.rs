@@ -2,7 +2,7 @@
 //! leadership, an Event recorder, metrics and shutdown. A controller is a type implementing
 //! [`Controller`]; adding one is a module and one line in [`Controllers::start`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
@@ -10,14 +10,19 @@ use tokio::task::JoinSet;
 
 use crate::context::{Context, Controller, Stop};
 use crate::leader::{self, Leadership};
+use crate::learned::{LearnedView, LearnedWriter};
 use crate::nodes::{self, NodeView};
 use crate::shutdown::Shutdown;
-use crate::{remediate, taints, Config, Error, Metrics, PodPlatforms, Remediate};
+use crate::{
+    detect, learned, pods, remediate, taints, Config, Error, Metrics, PodPlatforms, Remediate,
+};
+use noe_core::bucket::TokenBucket;
 
 /// What the composition root hands in.
 #[derive(Clone, Default)]
 pub struct Deps {
-    /// Required with remediation: what each pod's images can run on.
+    /// Required with remediation (and used by detection before an eviction): what each pod's
+    /// images can run on.
     pub platforms: Option<Arc<dyn PodPlatforms>>,
 }
 
@@ -43,6 +48,8 @@ pub struct Running {
     gate: Option<GateStart>,
     /// What [`Running::start_node_features`] needs, and what it started.
     features: FeatureStart,
+    /// The learned store's read and write sides, when it is used.
+    learned: Option<(LearnedView, LearnedWriter)>,
 }
 
 /// The node-feature reflector's part of the runtime.
@@ -117,6 +124,26 @@ impl Controllers {
             metrics: metrics.clone(),
             view: None,
         };
+        // Every replica reads the learned store; the writer writes only while leading.
+        let learned = config.learned.clone().map(|store| {
+            let view = LearnedView::new(store, Some(metrics.clone()));
+            tasks.spawn(learned::watch(
+                client.clone(),
+                view.clone(),
+                metrics.clone(),
+                shutdown.clone(),
+            ));
+            let (writer, write) = learned::writer(
+                client.clone(),
+                config.controller_name.clone(),
+                view.clone(),
+                leadership.clone(),
+                metrics.clone(),
+                shutdown.clone(),
+            );
+            tasks.spawn(write);
+            (view, writer)
+        });
         if !config.needs_nodes() {
             return Ok(Running {
                 nodes: None,
@@ -125,6 +152,7 @@ impl Controllers {
                 tasks,
                 gate,
                 features,
+                learned,
             });
         }
         let (nodes, reflect) = nodes::reflector(client.clone(), metrics.clone(), shutdown.clone());
@@ -136,16 +164,43 @@ impl Controllers {
             leadership: leadership.clone(),
             nodes: nodes.clone(),
             metrics,
+            evictions: Arc::new(Mutex::new(TokenBucket::new(
+                f64::from(config.remediate_rate_per_minute.max(1)) / 60.0,
+                config.remediate_rate_per_minute,
+                tokio::time::Instant::now().into_std(),
+            ))),
         };
-        if config.remediate != Remediate::Off {
-            let platforms = deps.platforms.ok_or_else(|| {
-                Error::Config("pod remediation needs the image platform lookup".into())
-            })?;
+        if config.watches_pods() {
+            let remediation = match config.remediate {
+                Remediate::Off => None,
+                Remediate::Report | Remediate::Evict => {
+                    let platforms = deps.platforms.clone().ok_or_else(|| {
+                        Error::Config("pod remediation needs the image platform lookup".into())
+                    })?;
+                    Some(remediate::Remediation::new(platforms, &config))
+                }
+            };
+            let detection = match (config.detect, &learned) {
+                (Some(detect), Some((_, writer))) => Some(detect::Detection::new(
+                    detect,
+                    writer.clone(),
+                    deps.platforms.clone(),
+                )),
+                (Some(_), None) => {
+                    return Err(Error::Config(
+                        "exec-format-error detection needs the learned store".into(),
+                    ))
+                }
+                (None, _) => None,
+            };
             spawn_leading(
                 &mut tasks,
                 &ctx,
                 &shutdown,
-                remediate::Remediation::new(platforms, &config),
+                pods::Pods {
+                    remediation,
+                    detection,
+                },
             );
         }
         if !config.taint_arches.is_empty() {
@@ -158,6 +213,7 @@ impl Controllers {
             tasks,
             gate,
             features,
+            learned,
         })
     }
 }
@@ -234,6 +290,18 @@ impl Running {
             planner,
             shutdown,
         ));
+    }
+
+    /// The learned store's read side (`Config::learned`): every replica's view of the
+    /// corrections, for the decisions.
+    pub fn learned_view(&self) -> Option<LearnedView> {
+        self.learned.as_ref().map(|(view, _)| view.clone())
+    }
+
+    /// The learned store's write side: it writes only while this replica leads (verification
+    /// mismatches are learned through it).
+    pub fn learned_writer(&self) -> Option<LearnedWriter> {
+        self.learned.as_ref().map(|(_, writer)| writer.clone())
     }
 
     /// The `NodeFeature` reflector's view, once [`Running::start_node_features`] started it.

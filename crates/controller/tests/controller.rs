@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod controller {
+    mod detect;
+    mod detect_tables;
     mod e2e;
     mod gate;
     mod limits;

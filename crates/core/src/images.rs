@@ -124,6 +124,13 @@ pub struct Container {
     image: String,
 }
 
+impl From<String> for Container {
+    /// A container of this image (a reflector that reads more of a container builds it).
+    fn from(image: String) -> Self {
+        Self { image }
+    }
+}
+
 /// A volume as a reflector that trims objects deserializes it: its image reference only.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Volume {

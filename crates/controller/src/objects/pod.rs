@@ -1,5 +1,6 @@
-//! A Pod as the remediation reflector stores it: identity, node, images, pull secret names,
-//! service account, controller owner, phase, and the flags that make it out of scope.
+//! A Pod as the pod reflector stores it: identity, node, images, pull secret names, service
+//! account, controller owner, phase, the flags that make it out of scope, and the statuses of
+//! the containers whose status is an exec-format-error signal (none for a healthy pod).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -8,6 +9,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use noe_core::images;
 use serde::Deserialize;
 
+use super::container::{
+    ContainerRun, RawSpecContainer, RawStatus as RawContainerStatus, MAX_STATUSES,
+};
 use super::meta::{bounded, nullable, RawObject};
 
 /// Pods with more distinct images than this are not judged (see [`PodRecord::too_many_images`]).
@@ -59,7 +63,7 @@ pub struct Owner {
     pub name: String,
 }
 
-/// What pod remediation knows of a pod.
+/// What pod remediation and exec-format-error detection know of a pod.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(from = "RawPod")]
 pub struct PodRecord {
@@ -88,6 +92,9 @@ pub struct PodRecord {
     pub deleting: bool,
     /// A mirror pod of a static pod (annotation `kubernetes.io/config.mirror`).
     pub mirror: bool,
+    /// The containers (and init containers) whose status is a signal of an exec format error
+    /// ([`crate::detect::signal`]), trimmed; empty (no allocation) for a healthy pod.
+    pub runs: Box<[ContainerRun]>,
 }
 
 impl PodRecord {
@@ -132,6 +139,7 @@ impl PodRecord {
             phase: Phase::Running,
             deleting: false,
             mirror: false,
+            runs: Box::default(),
         }
     }
 }
@@ -144,9 +152,9 @@ struct RawSpec {
     #[serde(default, deserialize_with = "nullable")]
     node_name: String,
     #[serde(default, deserialize_with = "nullable")]
-    containers: Vec<images::Container>,
+    containers: Vec<RawSpecContainer>,
     #[serde(default, deserialize_with = "nullable")]
-    init_containers: Vec<images::Container>,
+    init_containers: Vec<RawSpecContainer>,
     #[serde(default, deserialize_with = "nullable")]
     volumes: Vec<images::Volume>,
     #[serde(default, deserialize_with = "nullable")]
@@ -162,9 +170,31 @@ struct RawName {
 }
 
 #[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct RawStatus {
     #[serde(default, deserialize_with = "nullable")]
     phase: String,
+    #[serde(default, deserialize_with = "nullable")]
+    container_statuses: Vec<RawContainerStatus>,
+    #[serde(default, deserialize_with = "nullable")]
+    init_container_statuses: Vec<RawContainerStatus>,
+}
+
+/// The statuses that are signals, with their spec container's image and overrides.
+fn signal_runs(
+    statuses: Vec<RawContainerStatus>,
+    containers: &[RawSpecContainer],
+) -> Box<[ContainerRun]> {
+    let runs: Vec<ContainerRun> = statuses
+        .into_iter()
+        .take(MAX_STATUSES)
+        .map(|status| {
+            let spec = containers.iter().find(|c| c.name == status.name());
+            status.trim(spec)
+        })
+        .filter(|run| crate::detect::signal(run) != crate::detect::Signal::Nothing)
+        .collect();
+    runs.into_boxed_slice()
 }
 
 impl From<RawPod> for PodRecord {
@@ -177,8 +207,24 @@ impl From<RawPod> for PodRecord {
             image_pull_secrets,
             service_account_name,
         } = raw.spec;
-        let (images, too_many_images) =
-            images::distinct(containers, init_containers, volumes, MAX_IMAGES);
+        let RawStatus {
+            phase,
+            mut container_statuses,
+            init_container_statuses,
+        } = raw.status;
+        container_statuses.extend(init_container_statuses);
+        let mut spec_containers = containers;
+        spec_containers.extend(init_containers);
+        let runs = signal_runs(container_statuses, &spec_containers);
+        let (images, too_many_images) = images::distinct(
+            spec_containers
+                .into_iter()
+                .map(|c| images::Container::from(c.image))
+                .collect(),
+            Vec::new(),
+            volumes,
+            MAX_IMAGES,
+        );
         let images = images.iter().map(|image| bounded(image)).collect();
         let pull_secrets = image_pull_secrets
             .into_iter()
@@ -206,7 +252,8 @@ impl From<RawPod> for PodRecord {
             mirror: raw.metadata.annotations.contains_key(MIRROR_ANNOTATION),
             deleting: raw.metadata.deletion_timestamp.is_some(),
             owner,
-            phase: Phase::parse(&raw.status.phase),
+            phase: Phase::parse(&phase),
+            runs,
             uid: bounded(&raw.metadata.uid),
             metadata: ObjectMeta {
                 uid: None,

@@ -22,17 +22,28 @@ pub(crate) async fn report(
     note: String,
     remedy: Remedy,
 ) -> Result<(), Error> {
-    let action = || format!("writing an Event on pod {}/{}", pod.namespace(), pod.name());
-    ctx.check_leader(action)?;
+    let action = match remedy {
+        Remedy::Evict => "Evict",
+        Remedy::Report | Remedy::ReportNoController | Remedy::ReportExempt => "Report",
+    };
+    warn(ctx, pod, REASON, action, note).await
+}
+
+/// Writes a Warning Event with `reason`, `action` and `note` on the pod.
+pub(crate) async fn warn(
+    ctx: &Context,
+    pod: &PodRecord,
+    reason: &str,
+    action: &str,
+    note: String,
+) -> Result<(), Error> {
+    let what = || format!("writing an Event on pod {}/{}", pod.namespace(), pod.name());
+    ctx.check_leader(what)?;
     let event = Event {
         type_: EventType::Warning,
-        reason: REASON.to_owned(),
+        reason: reason.to_owned(),
         note: Some(note),
-        action: match remedy {
-            Remedy::Evict => "Evict",
-            Remedy::Report | Remedy::ReportNoController | Remedy::ReportExempt => "Report",
-        }
-        .to_owned(),
+        action: action.to_owned(),
         secondary: None,
     };
     let reference = ObjectReference {
@@ -50,7 +61,7 @@ pub(crate) async fn report(
         }
         Err(source) => {
             ctx.metrics.events.with_label_values(&["error"]).inc();
-            Err(Error::kube(action(), source))
+            Err(Error::kube(what(), source))
         }
     }
 }

@@ -174,6 +174,11 @@ pub fn note(node_name: &str, node: &Platform, misfits: &[Misfit], remedy: Remedy
         }
         Remedy::ReportExempt => text.push_str("; not evicted: its namespace is exempt"),
     }
+    shorten(text)
+}
+
+/// `text` cut to [`MAX_NOTE`] bytes (ending with `...` when cut).
+pub fn shorten(mut text: String) -> String {
     if text.len() > MAX_NOTE {
         let mut end = MAX_NOTE.saturating_sub(3);
         while !text.is_char_boundary(end) {
