@@ -431,7 +431,7 @@ impl Actor {
                     .or(run.ended.as_ref())
                     .and_then(|end| end.finished_at)
                     .map(crate::learned::entry::rfc3339)
-                    .unwrap_or_else(now);
+                    .unwrap_or_else(crate::learned::now);
                 let entry = Entry::new(
                     &run.image,
                     digest,
@@ -516,11 +516,6 @@ impl Actor {
             .collect();
         placeable(&lookups, &pod.images, image, platform, &cluster).map_err(Kept::Nowhere)
     }
-}
-
-/// Now, as RFC 3339.
-fn now() -> String {
-    k8s_openapi::chrono::Utc::now().to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Secs, true)
 }
 
 /// Evicts the pods sent, through the remediation's token bucket; a PodDisruptionBudget's refusal

@@ -7,6 +7,7 @@
 
 pub mod entry;
 mod snapshot;
+pub mod verified;
 mod view;
 mod write;
 
@@ -32,6 +33,11 @@ pub const DEFAULT_MAX_ENTRIES: usize = 1000;
 pub const MAX_ENTRIES: usize = 5000;
 /// Read-modify-write rounds of `forget` on conflicts.
 const FORGET_ATTEMPTS: u32 = 5;
+
+/// Now, as RFC 3339 (UTC, seconds).
+pub(crate) fn now() -> String {
+    k8s_openapi::chrono::Utc::now().to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Secs, true)
+}
 
 /// Reads the store once: `None` when its ConfigMap does not exist.
 pub async fn read(client: kube::Client, config: &LearnedConfig) -> Result<Option<Snapshot>, Error> {

@@ -304,6 +304,22 @@ impl Running {
         self.learned.as_ref().map(|(_, writer)| writer.clone())
     }
 
+    /// Learns the verification mismatches `feed` brings into the learned store while this
+    /// replica leads (`Verdicts::subscribe`); nothing without the learned store.
+    pub fn learn_verifications(
+        &mut self,
+        feed: tokio::sync::broadcast::Receiver<noe_core::truth::Correction>,
+    ) {
+        if let Some((_, writer)) = &self.learned {
+            self.tasks.spawn(learned::verified::learn(
+                writer.clone(),
+                feed,
+                self.leadership.clone(),
+                Shutdown(self.stop.subscribe()),
+            ));
+        }
+    }
+
     /// The `NodeFeature` reflector's view, once [`Running::start_node_features`] started it.
     pub fn node_feature_view(&self) -> Option<crate::NodeFeatureView> {
         self.features.view.clone()

@@ -560,3 +560,60 @@ async fn many_pods_of_one_lying_image_cost_a_few_reads_and_one_entry() {
     .await;
     running.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_verification_mismatch_is_learned_by_the_leader_only() {
+    use noe_core::truth::{Correction, Source};
+    let api = cluster().await;
+    let elected = |identity: &str| Config {
+        leader_election: Some(noe_controller::LeaseConfig {
+            identity: identity.to_owned(),
+            ..short_lease()
+        }),
+        ..config(Remediate::Off)
+    };
+    api.put(
+        Resource::Leases,
+        "noe",
+        lease_json("noe-controller", "replica-b", &now_rfc3339(), 60),
+    );
+    let (mut a, _) = start(&api, elected("replica-a"));
+    let (mut b, _) = start(&api, elected("replica-b"));
+    eventually("b leads", || b.leadership().is_leader()).await;
+    let (feed_a, rx_a) = tokio::sync::broadcast::channel(16);
+    let (feed_b, rx_b) = tokio::sync::broadcast::channel(16);
+    a.learn_verifications(rx_a);
+    b.learn_verifications(rx_b);
+    let mismatch = Correction::new(
+        DIGEST,
+        Platform::new("linux", "arm64", None),
+        Source::Verification,
+        "/app is an x86-64 ELF (EM_X86_64)",
+    );
+    let other = Correction::new(
+        DIGEST,
+        Platform::new("linux", "ppc64le", None),
+        Source::Verification,
+        "/app is an x86-64 ELF (EM_X86_64)",
+    );
+    // The follower drops what it finds; the leader learns it.
+    feed_a.send(other).unwrap();
+    feed_b.send(mismatch).unwrap();
+    eventually("learned", || stored_entries(&api).len() == 1).await;
+    let (_, value) = stored_entries(&api).into_iter().next().unwrap();
+    let entry: Value = serde_json::from_str(value.as_str().unwrap()).unwrap();
+    assert_eq!(entry["source"], "verification");
+    assert_eq!(entry["platform"], "linux/arm64");
+    assert_eq!(
+        entry["evidence"]["message"],
+        "/app is an x86-64 ELF (EM_X86_64)"
+    );
+    let view_a = a.learned_view().unwrap();
+    eventually("every replica applies it", || {
+        view_a.for_digest(DIGEST).len() == 1
+    })
+    .await;
+    assert_eq!(applies(&api).len(), 1, "one writer");
+    a.shutdown().await;
+    b.shutdown().await;
+}
