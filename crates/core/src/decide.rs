@@ -11,7 +11,8 @@
 //! previous one's output, and one that settles the pod (a denial, a pod that fails open) ends
 //! the pass with its verdict:
 //! 1. the pod, read once ([`read`], [`plan`]): skipped or not, its arch constraint, images, OS;
-//! 2. what each image supports, failed lookups under `--on-lookup-error` ([`support`]);
+//! 2. the platforms proven false left out of each image's ([`correct`]), then what each image
+//!    supports, failed lookups under `--on-lookup-error` ([`support`]);
 //! 3. the common set, and where that leaves the pod ([`intersect`]);
 //! 4. the preferred arch, pinned or soft ([`prefer`]);
 //! 5. the arch constraint written into the patch ([`constrain`]);
@@ -28,6 +29,7 @@ mod architectures;
 mod audit;
 mod cluster;
 mod constrain;
+mod correct;
 mod ephemeral;
 mod facts;
 mod intersect;
@@ -47,11 +49,12 @@ mod windows;
 
 pub use crate::images::ephemeral as ephemeral_images;
 pub use architectures::{ArchSettings, Architectures};
+pub use correct::MAX_ANNOTATION_BYTES as MAX_CORRECTIONS_ANNOTATION_BYTES;
 pub use ephemeral::check_ephemeral;
 pub use facts::{Facts, NodeFacts};
 pub use keys::{
-    ARCH_LABEL, AUDIT_ANNOTATION, BETA_ARCH_LABEL, OS_LABEL, PLATFORMS_ANNOTATION, PREFERRED_LABEL,
-    SKIP_LABEL, WINDOWS_BUILD_LABEL,
+    ARCH_LABEL, AUDIT_ANNOTATION, BETA_ARCH_LABEL, CORRECTIONS_ANNOTATION, OS_LABEL,
+    PLATFORMS_ANNOTATION, PREFERRED_LABEL, SKIP_LABEL, WINDOWS_BUILD_LABEL,
 };
 pub use outcome::{
     selector, Decision, DenyReason, LookupError, LookupKind, Signal, SkipReason, Verdict, DENY_CODE,
@@ -98,7 +101,10 @@ fn decide_into(
         reason: SkipReason::NoImages,
     });
     decision.summary = summary;
-    decision.verdict = match pass(plan, lookups, facts, policy, &mut decision) {
+    let corrected = correct::apply(&plan.images, lookups, facts);
+    let none = correct::Applied::default();
+    let (lookups, applied) = corrected.as_ref().map_or((lookups, &none), |(l, a)| (l, a));
+    decision.verdict = match pass(plan, lookups, facts, policy, applied, &mut decision) {
         Ok(verdict) | Err(verdict) => verdict,
     };
     if policy.mode == Mode::Audit {
@@ -114,18 +120,20 @@ fn pass(
     lookups: &Lookups,
     facts: &Facts,
     policy: &Policy,
+    applied: &correct::Applied<'_>,
     decision: &mut Decision,
 ) -> Result<Verdict, Verdict> {
     if let Some(reason) = plan.skip {
         decision.signals.push(Signal::Skipped { reason });
         return Err(Verdict::Unchanged { reason });
     }
-    let resolution = support::assess(plan, lookups, policy, decision)?;
+    decision.warnings.extend(applied.warnings());
+    let resolution = support::assess(plan, lookups, policy, applied, decision)?;
     let placement = intersect::place(plan, &resolution, policy, decision)?;
     let preference = prefer::choose(plan, &placement, facts, policy, decision);
     let mut patch = PatchBuilder::new(plan.pod);
     let written = constrain::write(&mut patch, plan, &placement, preference, policy, decision);
     labels::copy(&mut patch, plan.view, policy, &written, decision);
     tolerations::tolerate(&mut patch, &placement, preference, facts, policy, decision);
-    Ok(annotate::finish(patch, plan, &placement, decision))
+    Ok(annotate::finish(patch, plan, &placement, applied, decision))
 }

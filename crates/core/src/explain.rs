@@ -179,8 +179,8 @@ impl Explanation {
         }
     }
 
-    /// `{"kind","name","allowed","message","warnings","patch"}` (`"notes"` and `"lookupErrors"`
-    /// when there are any), or `{"kind","name","skipped"}`.
+    /// `{"kind","name","allowed","message","warnings","patch"}` (`"notes"`, `"lookupErrors"`
+    /// and `"corrections"` when there are any), or `{"kind","name","skipped"}`.
     pub fn json(&self) -> Value {
         let mut json = match &self.outcome {
             Outcome::Skipped(reason) => {
@@ -200,6 +200,10 @@ impl Explanation {
         if !self.notes.is_empty() {
             json["notes"] = json!(self.notes);
         }
+        let corrections = self.corrections();
+        if !corrections.is_empty() {
+            json["corrections"] = Value::Array(corrections);
+        }
         if !self.lookup_errors.is_empty() {
             json["lookupErrors"] = self
                 .lookup_errors
@@ -208,6 +212,26 @@ impl Explanation {
                 .collect();
         }
         json
+    }
+
+    /// Each platform correction the decision applied (`{"image","digest","platform","source",
+    /// "evidence"}`), images in the pod's order.
+    fn corrections(&self) -> Vec<Value> {
+        let Some(decision) = self.decision() else {
+            return Vec::new();
+        };
+        decision
+            .summary
+            .images
+            .iter()
+            .flat_map(|entry| {
+                entry.corrections.iter().map(|c| {
+                    json!({"image": entry.image, "digest": c.digest,
+                           "platform": c.platform.to_string(), "source": c.source.as_str(),
+                           "evidence": c.evidence})
+                })
+            })
+            .collect()
     }
 
     /// The verdict line, the message, warnings, lookup errors, notes and the patch (pretty JSON).

@@ -4,8 +4,9 @@
 
 use serde_json::json;
 
+use super::correct::{self, Applied};
 use super::intersect::Placement;
-use super::keys::PLATFORMS_ANNOTATION;
+use super::keys::{CORRECTIONS_ANNOTATION, PLATFORMS_ANNOTATION};
 use super::outcome::{Decision, Signal, SkipReason, Verdict};
 use super::read::Plan;
 use crate::patch::PatchBuilder;
@@ -15,8 +16,18 @@ pub(crate) fn finish(
     mut patch: PatchBuilder<'_>,
     plan: &Plan<'_>,
     placement: &Placement<'_, '_>,
+    applied: &Applied<'_>,
     decision: &mut Decision,
 ) -> Verdict {
+    if !applied.is_empty() {
+        let value = correct::annotation(applied);
+        if plan.view.annotation(CORRECTIONS_ANNOTATION) != Some(value.as_str()) {
+            patch.set(
+                &["metadata", "annotations", CORRECTIONS_ANNOTATION],
+                json!(value),
+            );
+        }
+    }
     let common = match placement {
         Placement::Untouched { reason, .. } if patch.is_empty() => {
             return Verdict::Unchanged { reason: *reason }

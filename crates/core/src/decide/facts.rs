@@ -2,8 +2,10 @@
 //! so it stays pure. Every field is optional: absent means unknown, and the decision then does
 //! what it does without that fact.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use crate::truth::Correction;
 
 /// Facts about the pod's surroundings.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -17,6 +19,9 @@ pub struct Facts {
     /// (`--watch-nodes`): with `--cluster-schedulable-archs=auto` they are the schedulable
     /// archs, and a pod that may only run on archs no node has gets a warning.
     pub cluster_archs: Option<Arc<BTreeSet<String>>>,
+    /// Platform truth: by image (as written in the pod), the corrections known for the digest
+    /// it resolved to ([`crate::truth`]); the platforms they prove false are not used.
+    pub corrections: BTreeMap<String, Vec<Correction>>,
 }
 
 /// A node's platform, from its labels.

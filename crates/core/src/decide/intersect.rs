@@ -58,8 +58,14 @@ fn no_common_message(resolved: &[Resolved<'_>], os: &str, policy: &Policy) -> St
         if r.assumed {
             let fallback = policy.fallback().unwrap_or_default();
             format!("{} [assumed {fallback}]", text::image(r.image))
-        } else {
+        } else if r.corrections.is_empty() {
             text::image_platforms(r.image, r.platforms)
+        } else {
+            format!(
+                "{} (not used: {})",
+                text::image_platforms(r.image, r.platforms),
+                super::correct::evidence(r.corrections)
+            )
         }
     }));
     let mut out = format!("no architecture is supported by every container: {images}");

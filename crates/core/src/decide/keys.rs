@@ -7,6 +7,9 @@ pub const SKIP_LABEL: &str = "arch.noe.adevinta.com/skip";
 pub const PREFERRED_LABEL: &str = "arch.noe.adevinta.com/preferred";
 /// Pod annotation written on every pod we constrain: the common architectures, comma-separated.
 pub const PLATFORMS_ANNOTATION: &str = "arch.noe.adevinta.com/platforms";
+/// Pod annotation written when platforms of the pod's images were proven false: each correction
+/// applied (image, platform, source, evidence), a JSON array of at most 1 KiB.
+pub const CORRECTIONS_ANNOTATION: &str = "arch.noe.adevinta.com/corrections";
 /// Pod annotation written in audit mode: what enforcement would have done.
 pub const AUDIT_ANNOTATION: &str = "arch.noe.adevinta.com/audit";
 /// The node label of the CPU architecture.

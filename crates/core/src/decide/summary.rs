@@ -50,6 +50,8 @@ pub struct ImageSummary {
     /// The reference as written in the pod.
     pub image: String,
     pub support: ImageSupport,
+    /// The platforms proven false that its support leaves out ([`crate::truth`]).
+    pub corrections: Vec<crate::truth::Correction>,
 }
 
 impl ImageSummary {
@@ -57,6 +59,7 @@ impl ImageSummary {
         Self {
             image: image.to_owned(),
             support,
+            corrections: Vec::new(),
         }
     }
 }

@@ -4,8 +4,10 @@
 
 use std::collections::BTreeSet;
 
+use crate::truth::Correction;
 use crate::Platform;
 
+use super::correct::Applied;
 use super::outcome::{Decision, DenyReason, Signal, SkipReason, Verdict};
 use super::pod::ImageKind;
 use super::policy::{OnLookupError, Policy};
@@ -37,6 +39,9 @@ pub(crate) struct Resolved<'a> {
     pub other_os: bool,
     /// `--on-lookup-error=fallback`: the platforms were not found, the fallback arch is assumed.
     pub assumed: bool,
+    /// The corrections that left platforms out of `platforms` (an image they left none supports
+    /// no architecture).
+    pub corrections: &'a [&'a Correction],
 }
 
 /// An image whose platforms could not be found.
@@ -78,14 +83,17 @@ fn resolve<'a>(
     lookups: &'a Lookups,
     os: &str,
     policy: &'a Policy,
+    applied: &'a Applied<'a>,
     summary: &mut Summary,
 ) -> Resolution<'a> {
     let mut out = Resolution::default();
     for &(image, kind) in images {
+        let corrections = applied.of(image);
         let error = match lookups.get(image) {
             Some(Ok(platforms))
-                if (platforms.is_empty() && kind == ImageKind::Volume)
-                    || platforms.iter().any(Platform::is_any) =>
+                if corrections.is_empty()
+                    && ((platforms.is_empty() && kind == ImageKind::Volume)
+                        || platforms.iter().any(Platform::is_any)) =>
             {
                 summary.record(|s| {
                     s.images
@@ -93,17 +101,19 @@ fn resolve<'a>(
                 });
                 continue;
             }
-            Some(Ok(platforms)) if platforms.is_empty() => NO_PLATFORM,
+            Some(Ok(platforms)) if platforms.is_empty() && corrections.is_empty() => NO_PLATFORM,
             Some(Ok(platforms)) => {
                 let (usable, other_os) = usable(platforms, os, policy);
                 summary.record(|s| {
-                    s.images.push(ImageSummary::new(
+                    let mut entry = ImageSummary::new(
                         image,
                         ImageSupport::Platforms {
                             platforms: std::sync::Arc::clone(platforms),
                             usable: usable.iter().map(|a| (*a).to_owned()).collect(),
                         },
-                    ))
+                    );
+                    entry.corrections = corrections.iter().map(|c| (*c).clone()).collect();
+                    s.images.push(entry)
                 });
                 out.resolved.push(Resolved {
                     image,
@@ -111,6 +121,7 @@ fn resolve<'a>(
                     platforms,
                     other_os,
                     assumed: false,
+                    corrections,
                 });
                 continue;
             }
@@ -137,6 +148,7 @@ pub(crate) fn assess<'a>(
     plan: &Plan<'a>,
     lookups: &'a Lookups,
     policy: &'a Policy,
+    applied: &'a Applied<'a>,
     decision: &mut Decision,
 ) -> Result<Resolution<'a>, Verdict> {
     let mut resolution = resolve(
@@ -144,6 +156,7 @@ pub(crate) fn assess<'a>(
         lookups,
         plan.os,
         policy,
+        applied,
         &mut decision.summary,
     );
     for failure in &resolution.failed {
@@ -215,6 +228,7 @@ pub(crate) fn assess<'a>(
             platforms: &[],
             other_os: false,
             assumed: true,
+            corrections: &[],
         });
         decision.warnings.push(format!(
             "image {} taken to support only {arch}: could not find its platforms ({})",

@@ -78,6 +78,7 @@ impl FactSource for FileFacts {
                             .collect(),
                     )
                 }),
+                ..Facts::default()
             }
         })
     }
