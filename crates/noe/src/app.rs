@@ -1,14 +1,16 @@
-//! What `serve`, `explain` and `inspect` share: the metrics registry, the registry crate's
-//! resolver, the node-level credential sources, and the admission built on them. Built once from
+//! What `serve`, `explain`, `ungate` and `inspect` share: the metrics registry, the registry
+//! crate's resolver, the node-level credential sources, the sources of platform corrections, and
+//! the decider built on them. Built once from
 //! typed configuration; it knows no flag.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use noe_core::decide::Policy;
+use noe_core::truth::Corrections;
 use noe_credentials::Sources;
 use noe_registry::{Resolution, Resolver};
-use noe_webhook::admission::Admission;
+use noe_webhook::decider::Decider;
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{Credentials, RegistryLookup, Resolve};
@@ -77,6 +79,9 @@ pub struct App {
     pub sources: Arc<Sources>,
     /// Bounds on the registry lookups of admissions.
     pub lookups: noe_webhook::resolve::LookupLimits,
+    /// What proves platforms false, given to every decider ([`App::with_corrections`]);
+    /// `None`: nothing does.
+    corrections: Option<Arc<dyn Corrections>>,
 }
 
 impl App {
@@ -112,6 +117,7 @@ impl App {
             resolver,
             sources: Arc::new(sources),
             lookups,
+            corrections: None,
         })
     }
 
@@ -124,15 +130,29 @@ impl App {
         }
     }
 
-    /// The admission: lookups within `deadline`, decided by `policy`, its metrics registered on
-    /// [`App::metrics`] with at most `max_namespaces` namespace label values.
-    pub fn admission(
+    /// The decider of admission: lookups within `deadline`, decided by `policy`, its metrics
+    /// registered on [`App::metrics`] with at most `max_namespaces` namespace label values.
+    pub fn decider(
         &self,
         policy: Policy,
         deadline: Duration,
         max_namespaces: usize,
         pull_secrets: Option<PullSecrets>,
-    ) -> Result<Admission, Error> {
+    ) -> Result<Decider, Error> {
+        let metrics = Metrics::register(&self.metrics)?.with_namespace_limit(max_namespaces);
+        Ok(self.decider_counting_in(policy, deadline, pull_secrets, metrics))
+    }
+
+    /// A decider whose lookup and selection metrics go to `metrics` (the gate release's go to a
+    /// registry of its own, as they are not admissions), with the same resolver, caches,
+    /// credentials and corrections as every other.
+    pub fn decider_counting_in(
+        &self,
+        policy: Policy,
+        deadline: Duration,
+        pull_secrets: Option<PullSecrets>,
+        metrics: Metrics,
+    ) -> Decider {
         let lookup = RegistryLookup::new(self.resolver.clone());
         let resolve = Resolve::new(
             Arc::new(lookup),
@@ -140,8 +160,25 @@ impl App {
             deadline,
         )
         .with_limits(self.lookups);
-        let metrics = Metrics::register(&self.metrics)?.with_namespace_limit(max_namespaces);
-        Ok(Admission::new(resolve, policy, metrics))
+        let decider = Decider::new(resolve, policy, metrics);
+        match &self.corrections {
+            Some(corrections) => decider.with_corrections(corrections.clone()),
+            None => decider,
+        }
+    }
+
+    /// What proves platforms false, when something does (the policy engines' endpoint answers
+    /// with it too).
+    pub fn corrections(&self) -> Option<Arc<dyn Corrections>> {
+        self.corrections.clone()
+    }
+
+    /// Every decider built from now on leaves out the platforms `corrections` prove false (a
+    /// `noe_core::truth::Chain` of the verification verdicts and the learned store).
+    #[must_use]
+    pub fn with_corrections(mut self, corrections: Arc<dyn Corrections>) -> Self {
+        self.corrections = Some(corrections);
+        self
     }
 
     /// The `--platform-overrides` entry answering for `image`, if any (`noe inspect`, `noe

@@ -18,6 +18,7 @@ use anyhow::Context as _;
 use noe_controller::{Controllers, Deps, Leadership, NodeView};
 use noe_webhook::admission::gate::namespace_selection::NamespaceSelection;
 use noe_webhook::admission::gate::{ExemptNamespaces, GateSettings, LookupMode};
+use noe_webhook::admission::Admission;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::server::health::Readiness;
 use noe_webhook::server::tls::{self, CertDir, Reloadable};
@@ -193,7 +194,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     };
     let gating = controllers.lookup_mode != LookupMode::Inline;
     let gate_policy = gating.then(|| policy.clone());
-    let mut admission = app.admission(
+    let mut decider = app.decider(
         policy,
         admission_deadline,
         metrics_max_namespaces,
@@ -206,7 +207,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     let source = facts::source(
         facts,
         client_for_facts,
-        admission.metrics().fact_errors.clone(),
+        decider.metrics().fact_errors.clone(),
         view,
     )?;
     // The gate controller decides with the same facts as inline admission (the namespace's
@@ -222,7 +223,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         running.start_gate(Arc::new(planner));
     }
     if let Some(source) = source {
-        admission = admission.with_facts(source);
+        decider = decider.with_facts(source);
     }
     if let Some(settings) = controllers.image_selection {
         let Some(view) = running.as_ref().and_then(|r| r.node_view()) else {
@@ -239,7 +240,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             )),
             (false, None) => noe_webhook::selection::Discovery::Off,
         };
-        admission = admission.with_selection(
+        decider = decider.with_selection(
             noe_webhook::selection::Selection::new(
                 app.resolver.clone(),
                 Arc::new(app.credentials(pull_secrets.clone())),
@@ -249,6 +250,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             .with_negative_ttl(settings.negative_ttl),
         );
     }
+    let mut admission = Admission::deciding(decider);
     if gating {
         let exempt = ExemptNamespaces::default();
         if let Some(client) = &client_for_gate {

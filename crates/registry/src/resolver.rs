@@ -302,6 +302,26 @@ impl Resolver {
             .map(|entry| entry.platforms())
     }
 
+    /// The digest the fresh cached answer of `image` (any pod's, or one found in `scope`)
+    /// resolved to: the index's for a multi-platform image, the manifest's for a single one. No
+    /// I/O; `None` when nothing fresh is cached, and for an image a `--platform-overrides` entry
+    /// answers (it has no digest).
+    pub fn cached_digest(&self, image: &str, scope: Option<Scope>) -> Option<String> {
+        if let Some(overrides) = &self.inner.config.platform_overrides {
+            let current = overrides.now()?;
+            if !current.is_empty() {
+                let reference = Reference::parse(image).ok()?;
+                if current.find(&reference).is_some() {
+                    return None;
+                }
+            }
+        }
+        self.inner
+            .cache
+            .fresh(image, scope)
+            .map(|entry| entry.digest())
+    }
+
     /// A probe of the cache for the fresh answers of many images (with their manifest digests:
     /// [`crate::cache::Entry::into_found`]), the clock read once and the hits counted together
     /// when it is dropped: the policy engines' lookup endpoint probes every key of a request

@@ -68,6 +68,7 @@ mod artifacts;
 mod ca;
 pub mod cloud;
 mod connect_proxy;
+mod corrections;
 mod delay_proxy;
 mod docker_config;
 mod fake;
@@ -92,6 +93,7 @@ pub use artifacts::{
 };
 pub use ca::{ServerCert, TestCa};
 pub use connect_proxy::ConnectProxy;
+pub use corrections::FakeCorrections;
 pub use delay_proxy::DelayProxy;
 pub use docker_config::DockerConfig;
 pub use fake::{

@@ -1,6 +1,9 @@
 //! noe-rs webhook: the admission decision and its serving, as a library the `noe` binary wires.
 //!
-//! - [`admission`]: the AdmissionReview envelope: parse, look up, decide, answer, report.
+//! - [`admission`]: the AdmissionReview envelope: parse, answer from the memo, gate or decide,
+//!   answer, report.
+//! - [`decider`]: the one service that turns a pod into a decision (lookups, facts, image
+//!   selection, platform truth, [`noe_core::decide`]); every path decides through it.
 //! - [`resolve`]: from a pod's images to their platforms under one deadline (credentials, pull
 //!   secrets, the registry crate's resolver).
 //! - [`facts`]: what else the decision may know about a pod's surroundings (its namespace, its
@@ -8,13 +11,13 @@
 //! - [`server`]: the transport (HTTPS, `/metrics` and health listeners, certificate reload),
 //!   each listener serving a [`server::Router`] of `tower::Service` routes; the admission is a
 //!   [`server::Handler`] behind the `/mutate` route.
-//! - [`select`]: image selection by compatibility artifacts, before the decision.
+//! - [`selection`]: image selection by compatibility artifacts, before the decision.
 //! - [`metrics`]: the admission's Prometheus metrics.
-//! - [`lookup`]: the policy engines' lookup endpoint (Gatekeeper external data, Kyverno), its
+//! - [`policy_endpoint`]: the policy engines' endpoint (Gatekeeper external data, Kyverno), its
 //!   routes served on a listener of their own.
-//! - `memo`: the bounded table of remembered answers (the decision memo, the lookup
+//! - `table`: the bounded table of remembered answers (the decision memo, the policy
 //!   endpoint's answers).
-//! - `gets`: the one cached GET of what admissions read from the API server (namespaces,
+//! - `cached_gets`: the one cached GET of what admissions read from the API server (namespaces,
 //!   nodes, pull secrets), its lifetimes on a clock seam.
 //!
 //! The pure decision and the patch it writes are `noe_core`'s (`noe_core::decide`,
@@ -24,6 +27,7 @@
 
 pub mod admission;
 mod cached_gets;
+pub mod decider;
 pub mod facts;
 pub mod metrics;
 pub mod policy_endpoint;

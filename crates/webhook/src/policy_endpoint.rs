@@ -105,6 +105,8 @@ pub struct PolicyEndpoint {
     /// Whether an answer was ever remembered: until then no body is hashed to look for one
     /// (a source that cannot stamp its answers, `--platform-overrides`, never remembers).
     remembers: std::sync::atomic::AtomicBool,
+    /// What proves platforms false ([`noe_core::truth`]); `None`: nothing does.
+    corrections: Option<Arc<dyn noe_core::truth::Corrections>>,
 }
 
 /// Bytes of remembered answers, at most.
@@ -118,6 +120,8 @@ struct Remembered {
     keys: usize,
     failed: usize,
     stamp: noe_registry::cache::Stamp,
+    /// The generation of the corrections it was written under: never answered under another.
+    generation: u64,
 }
 
 impl Weighed for Remembered {
@@ -156,7 +160,21 @@ impl PolicyEndpoint {
             metrics,
             answers: Table::new(REMEMBERED_BYTES, 1024),
             remembers: std::sync::atomic::AtomicBool::new(false),
+            corrections: None,
         }
+    }
+
+    /// Answers with the platforms `corrections` prove false left out (by each image's digest),
+    /// as every decision does.
+    #[must_use]
+    pub fn with_corrections(mut self, corrections: Arc<dyn noe_core::truth::Corrections>) -> Self {
+        self.corrections = Some(corrections);
+        self
+    }
+
+    /// The generation of the corrections answers are written under.
+    fn generation(&self) -> u64 {
+        self.corrections.as_ref().map_or(0, |c| c.generation())
     }
 
     /// Answers one request of `engine`'s route.
@@ -219,13 +237,14 @@ impl PolicyEndpoint {
         // The same request answered from the cache before, and every cache answer it was
         // written from still the same: that answer again, byte for byte.
         let key = || Table::<Remembered>::key(&("lookup", engine.label(), &body[..]));
+        let generation = self.generation();
         let remembered = self
             .remembers
             .load(std::sync::atomic::Ordering::Relaxed)
             .then(key);
         if let Some(hit) = remembered
             .and_then(|remembered| self.answers.get(remembered))
-            .filter(|hit| self.images.holds(&hit.stamp))
+            .filter(|hit| hit.generation == generation && self.images.holds(&hit.stamp))
         {
             tracing::debug!(caller = engine.label(), who = ?caller, keys = hit.keys, failed = hit.failed, "Lookup answered (as before)");
             return (hit.outcome, json(StatusCode::OK, hit.body.clone()));
@@ -244,7 +263,10 @@ impl PolicyEndpoint {
                 );
             }
         };
-        let answers = images::answer(&self.images, &self.in_flight, &keys, deadline).await;
+        let mut answers = images::answer(&self.images, &self.in_flight, &keys, deadline).await;
+        if let Some(corrections) = &self.corrections {
+            answers.correct(corrections.as_ref());
+        }
         let outcome = match answers.failed {
             0 => Outcome::Ok,
             n if n == answers.distinct() => Outcome::Failed,
@@ -263,6 +285,7 @@ impl PolicyEndpoint {
                 keys: keys.len(),
                 failed: answers.failed,
                 stamp,
+                generation,
             };
             self.answers.remember(remembered.unwrap_or_else(key), entry);
             self.remembers

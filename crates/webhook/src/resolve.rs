@@ -137,6 +137,12 @@ pub trait PlatformLookup: Send + Sync + 'static {
     fn registry_label(&self, _image: &str) -> String {
         "other".to_owned()
     }
+
+    /// The digest `image` resolved to, when its fresh answer is cached (any pod's, or one found
+    /// in `scope`): no I/O. `None` for an answer without one (a platform override).
+    fn digest(&self, _image: &str, _scope: Option<Scope>) -> Option<String> {
+        None
+    }
 }
 
 /// The registry crate's resolver as a [`PlatformLookup`].
@@ -154,6 +160,10 @@ impl RegistryLookup {
 impl PlatformLookup for RegistryLookup {
     fn cached(&self, image: &str, scope: Option<Scope>) -> Option<Arc<[Platform]>> {
         self.resolver.cached(image, scope)
+    }
+
+    fn digest(&self, image: &str, scope: Option<Scope>) -> Option<String> {
+        self.resolver.cached_digest(image, scope)
     }
 
     fn lookup<'a>(
@@ -212,6 +222,9 @@ pub struct Resolved {
     pub failed_registries: Vec<String>,
     /// Pull secrets of the pod that could not be used.
     pub failed_pull_secrets: usize,
+    /// The credential scope its answers were found in (`None`: node-level credentials only):
+    /// where [`Resolve::digest`] finds them.
+    pub scope: Option<Scope>,
 }
 
 /// Bounds on the registry lookups of admissions (`--max-images-per-admission`,
@@ -370,6 +383,7 @@ impl Resolve {
         };
         let mut resolved = Resolved {
             failed_pull_secrets: pod.failed_pull_secrets,
+            scope: pod.scope,
             ..Resolved::default()
         };
         let mut missed: Vec<&str> = Vec::new();
@@ -436,6 +450,12 @@ impl Resolve {
             resolved.record(image, result);
         }
         resolved
+    }
+
+    /// The digest `image` resolved to, from the cache its answer is in (found in `scope`, or by
+    /// any pod): no I/O.
+    pub fn digest(&self, image: &str, scope: Option<Scope>) -> Option<String> {
+        self.lookup.digest(image, scope)
     }
 
     fn deadline(&self, image: &str) -> LookupError {

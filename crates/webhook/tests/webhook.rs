@@ -7,6 +7,7 @@
 mod webhook {
     mod admission_scripted;
     mod bounded;
+    mod corrections;
     mod facts;
     mod fault_admission;
     mod memo;

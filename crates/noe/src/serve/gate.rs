@@ -1,5 +1,6 @@
 //! The gate mode's parts the composition root builds: the [`GatePlanner`] that answers the gate
-//! controller (and `noe ungate`) with the webhook's resolver, credentials and decision, and the
+//! controller (and `noe ungate`) with the webhook's decider (its resolver, credentials, facts
+//! and corrections), and the
 //! namespaces of the cluster's admission-webhook backends, never gated.
 
 use std::collections::BTreeSet;
@@ -15,11 +16,10 @@ use kube::Api;
 use noe_controller::gate::{GatePlanner, Plan};
 use noe_core::decide::{DenyReason, OnLookupError, Policy, SkipReason, Verdict};
 use noe_webhook::admission::gate::ExemptNamespaces;
-use noe_webhook::admission::Admission;
+use noe_webhook::decider::Decider;
 use noe_webhook::facts::FactSource;
 use noe_webhook::metrics::Metrics;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
-use noe_webhook::resolve::{RegistryLookup, Resolve};
 use serde_json::Value;
 
 use crate::app::App;
@@ -32,8 +32,8 @@ const MAX_EXEMPT: usize = 10_000;
 /// The decision of a gated pod: the inline decision, with failed lookups reported as such
 /// until the last attempt, when `--on-lookup-error` decides.
 pub struct DecisionPlanner {
-    retrying: Admission,
-    last: Admission,
+    retrying: Decider,
+    last: Decider,
 }
 
 impl std::fmt::Debug for DecisionPlanner {
@@ -52,25 +52,18 @@ impl DecisionPlanner {
         pull_secrets: Option<PullSecrets>,
         facts: Option<Arc<dyn FactSource>>,
     ) -> anyhow::Result<Self> {
-        let admission = |policy: Policy| -> anyhow::Result<Admission> {
-            let resolve = Resolve::new(
-                Arc::new(RegistryLookup::new(app.resolver.clone())),
-                Arc::new(app.credentials(pull_secrets.clone())),
-                deadline,
-            );
-            // The admission's metrics are not the gate's: a private registry.
-            let metrics = Metrics::register(&prometheus::Registry::new())?;
-            let admission = Admission::new(resolve, policy, metrics);
-            Ok(match &facts {
-                Some(facts) => admission.with_facts(facts.clone()),
-                None => admission,
-            })
+        // The admission's metrics are not the gate's: a private registry.
+        let metrics = Metrics::register(&prometheus::Registry::new())?;
+        let last = app.decider_counting_in(policy.clone(), deadline, pull_secrets, metrics);
+        let last = match facts {
+            Some(facts) => last.with_facts(facts),
+            None => last,
         };
         let mut strict = policy.clone();
         strict.on_lookup_error = OnLookupError::Deny;
         Ok(Self {
-            retrying: admission(strict)?,
-            last: admission(policy.clone())?,
+            retrying: last.with_policy(strict),
+            last,
         })
     }
 }
@@ -106,12 +99,12 @@ impl GatePlanner for DecisionPlanner {
     fn plan<'a>(&'a self, pod: &'a Value, last_attempt: bool) -> BoxFuture<'a, Plan> {
         Box::pin(async move {
             let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
-            let admission = if last_attempt {
+            let decider = if last_attempt {
                 &self.last
             } else {
                 &self.retrying
             };
-            plan_of(admission.decision(pod, namespace).await)
+            plan_of(decider.decision(pod, namespace).await)
         })
     }
 }

@@ -74,6 +74,10 @@ pub fn build(
         app.lookups.max_concurrent,
         metrics,
     );
+    let endpoint = match app.corrections() {
+        Some(corrections) => endpoint.with_corrections(corrections),
+        None => endpoint,
+    };
     Ok(Endpoint {
         addr,
         config,

@@ -168,7 +168,7 @@ impl Admission {
     /// The decision of a pod being created: inline, or gated (`--lookup-mode`).
     pub(super) async fn decide_or_gate(&self, pod: &Value, scope: &Scope<'_>) -> Decision {
         match &self.gate {
-            None => self.decide(pod, scope).await,
+            None => self.decider.decide(pod, scope).await,
             // Boxed: its state (the background lookups, the namespace selector's read) would
             // otherwise make the future of every admission, gated or not, that much larger, and
             // that future is moved into a box per request.
@@ -179,7 +179,7 @@ impl Admission {
     /// [`Admission::decide_or_gate`] with a gate.
     async fn gate_or_decide(&self, gate: &Gate, pod: &Value, scope: &Scope<'_>) -> Decision {
         let (images, exempt) = {
-            let plan = decide::plan(pod, &self.policy);
+            let plan = decide::plan(pod, self.decider.policy());
             let images: Vec<String> = plan.images().map(str::to_owned).collect();
             let exempt = exemption(pod, scope.namespace, plan.writes_arch(), &gate.settings);
             (images, exempt)
@@ -199,13 +199,13 @@ impl Admission {
                 reason,
                 "Not gated"
             );
-            return self.decide(pod, scope).await;
+            return self.decider.decide(pod, scope).await;
         }
         let secrets = pod
             .get("spec")
             .map(image_pull_secret_names)
             .unwrap_or_default();
-        let resolve = self.resolve.clone();
+        let resolve = self.decider.resolve().clone();
         let namespace = scope.namespace.to_owned();
         let lookups = async move { resolve.platforms(&namespace, &secrets, &images).await };
         if gate.settings.mode == LookupMode::Hybrid {
@@ -222,7 +222,7 @@ impl Admission {
             };
             if known.is_some_and(|resolved| resolved.lookups.values().all(Result::is_ok)) {
                 // Every image is cached now: the inline path costs no registry request.
-                return self.decide(pod, scope).await;
+                return self.decider.decide(pod, scope).await;
             }
         } else if let Ok(permit) = gate.prefetches.clone().try_acquire_owned() {
             tokio::spawn(async move {

@@ -49,8 +49,11 @@ pub struct Inputs {
     pub wants_namespace: bool,
     /// What the lookups found.
     pub lookups: Lookups,
-    /// The facts the decision was given (default when none were asked).
+    /// The facts the decision was given (default when none were asked), corrections included.
     pub facts: Facts,
+    /// The generation of the corrections it was decided under
+    /// ([`noe_core::truth::Corrections::generation`]): never answered under another.
+    pub generation: u64,
 }
 
 /// One remembered decision.
@@ -130,6 +133,14 @@ pub enum Checked {
 }
 
 impl Memo {
+    /// Whether it serves an admission that gates pods (`--lookup-mode=gate|hybrid`) or selects
+    /// images (`--image-selection`): neither. A gated pod's answer is the gate, not a decision;
+    /// selection decides on a pod it changed from facts (nodes, artifacts) a hit does not check
+    /// again. It serves inline admission without selection.
+    pub fn serves(gated: bool, selects: bool) -> bool {
+        !gated && !selects
+    }
+
     pub fn new(metrics: &Metrics) -> Self {
         let counter = |result: &str| metrics.decision_memo.with_label_values(&[result]);
         Self {
@@ -225,6 +236,7 @@ mod tests {
                 service_account: None,
                 wants_namespace: false,
                 facts: Facts::default(),
+                generation: 0,
             },
             signals: Vec::new(),
             outcome: "allowed",

@@ -175,6 +175,31 @@ impl<K: AsRef<str>> Answers<'_, K> {
     pub fn distinct(&self) -> usize {
         self.distinct.len()
     }
+
+    /// Leaves out of each found image's platforms those `corrections` prove false for its
+    /// digest ([`noe_core::truth`]); an image left with none answers an empty list (it runs
+    /// nowhere). A platform override's answer has no digest and is left as it is.
+    pub fn correct(&mut self, corrections: &dyn noe_core::truth::Corrections) {
+        for answer in &mut self.distinct {
+            let KeyAnswer::Found { platforms, digest } = answer else {
+                continue;
+            };
+            let known = digest.with_text(|text| {
+                if text.is_empty() {
+                    Vec::new()
+                } else {
+                    corrections.for_digest(text)
+                }
+            });
+            if known.is_empty() {
+                continue;
+            }
+            let corrected = noe_core::truth::correct(platforms, &known);
+            if corrected.changed() {
+                *platforms = Arc::from(corrected.kept);
+            }
+        }
+    }
 }
 
 /// For each key, the index of the first key equal to it among the distinct ones, and how many

@@ -94,6 +94,10 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_with(None)
+}
+
+fn fixture_with(corrections: Option<Arc<dyn noe_core::truth::Corrections>>) -> Fixture {
     let registry = prometheus::Registry::new();
     let images = Arc::new(Images::default());
     let auth = Auth {
@@ -107,6 +111,10 @@ fn fixture() -> Fixture {
         8,
         Metrics::register(&registry).unwrap(),
     );
+    let lookup = match corrections {
+        Some(corrections) => lookup.with_corrections(corrections),
+        None => lookup,
+    };
     Fixture {
         routes: routes(Arc::new(lookup)),
         images,
@@ -410,5 +418,36 @@ async fn answers_from_the_cache_are_remembered_while_they_hold() {
     assert_eq!(
         counted, 7.0,
         "every request counted, answered as before or not"
+    );
+}
+
+/// A platform proven false for an image's digest is left out of its answer, and an answer
+/// remembered under one generation of corrections is not given under another.
+#[tokio::test]
+async fn corrected_platforms_are_left_out_and_never_answered_from_another_generation() {
+    let fake = noe_test_support::FakeCorrections::arm64_false("sha256:n");
+    let f = fixture_with(Some(fake.clone()));
+    f.images.stamps.store(true, Ordering::SeqCst);
+    f.images.holding.store(true, Ordering::SeqCst);
+    let body = gatekeeper(&["nginx"]);
+    for _ in 0..2 {
+        let (status, json) = call(&f.routes, GATEKEEPER_PATH, true, None, body.clone()).await;
+        assert_eq!(status, StatusCode::OK);
+        let value = &json["response"]["items"][0]["value"];
+        assert_eq!(value["platforms"], serde_json::json!([]), "{json}");
+        assert_eq!(value["digest"], "sha256:n");
+    }
+    assert_eq!(f.images.probes.load(Ordering::SeqCst), 1, "remembered");
+    fake.clear();
+    let (_, json) = call(&f.routes, GATEKEEPER_PATH, true, None, body).await;
+    assert_eq!(
+        json["response"]["items"][0]["value"]["platforms"],
+        serde_json::json!(["linux/arm64"]),
+        "{json}"
+    );
+    assert_eq!(
+        f.images.probes.load(Ordering::SeqCst),
+        2,
+        "not the old answer"
     );
 }

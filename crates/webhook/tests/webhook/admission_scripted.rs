@@ -188,7 +188,10 @@ async fn lookups_run_concurrently_with_the_pods_credentials() {
     let scripted = Arc::new(scripted);
     let (admission, registry) = admission(scripted.clone(), Duration::from_secs(5));
     let started = Instant::now();
-    let decision = admission.decision(&pod(&["a:1", "b:1", "c:1"]), "ns").await;
+    let decision = admission
+        .decider()
+        .decision(&pod(&["a:1", "b:1", "c:1"]), "ns")
+        .await;
     // Three lookups of one second each, all at once; sequential lookups would take 3 s.
     assert_eq!(started.elapsed(), Duration::from_secs(1));
     assert!(
@@ -265,7 +268,10 @@ async fn a_lookup_past_the_deadline_fails_as_deadline_exceeded() {
     );
     let (admission, _) = admission(Arc::new(scripted), Duration::from_millis(300));
     let started = Instant::now();
-    let decision = admission.decision(&pod(&["fast:1", "slow:1"]), "ns").await;
+    let decision = admission
+        .decider()
+        .decision(&pod(&["fast:1", "slow:1"]), "ns")
+        .await;
     // The lookups end at the deadline minus the margin to answer (30 ms of 300 ms), not when the
     // slow lookup would (30 s).
     assert_eq!(started.elapsed(), Duration::from_millis(270));
@@ -399,8 +405,8 @@ async fn the_cache_is_asked_first_and_credentials_are_matched_only_for_misses() 
         );
     };
 
-    patched(&admission.decision(&pod(&["a:1"]), "ns").await);
-    patched(&admission.decision(&pod(&["a:1"]), "ns").await);
+    patched(&admission.decider().decision(&pod(&["a:1"]), "ns").await);
+    patched(&admission.decider().decision(&pod(&["a:1"]), "ns").await);
     assert_eq!(
         lookups(),
         1,
@@ -409,23 +415,26 @@ async fn the_cache_is_asked_first_and_credentials_are_matched_only_for_misses() 
     assert_eq!(matched(), 1, "no credential matching for a cached image");
 
     // Another namespace is another scope: looked up again, with its own credentials.
-    patched(&admission.decision(&pod(&["a:1"]), "other").await);
+    patched(&admission.decider().decision(&pod(&["a:1"]), "other").await);
     assert_eq!(lookups(), 2);
     let seen = scripted.seen.lock().unwrap().clone();
     assert_eq!(seen[1].1, ["pull-secret:other/regcred"]);
     // A pod without pull secrets has no scope: the scoped answers are not its own.
     let without_secret = json!({"spec": {"containers": [{"name": "c", "image": "a:1"}]}});
-    patched(&admission.decision(&without_secret, "ns").await);
+    patched(&admission.decider().decision(&without_secret, "ns").await);
     assert_eq!(lookups(), 3);
     assert_eq!(seen.len(), 2);
 
     // Failures are asked again (the registry crate caches them briefly).
     for _ in 0..2 {
-        admission.decision(&pod(&["b:1"]), "ns").await;
+        admission.decider().decision(&pod(&["b:1"]), "ns").await;
     }
     assert_eq!(lookups(), 5);
     // A pod with one cached image and one new one looks up only the new one.
-    admission.decision(&pod(&["a:1", "b:1"]), "ns").await;
+    admission
+        .decider()
+        .decision(&pod(&["a:1", "b:1"]), "ns")
+        .await;
     assert_eq!(lookups(), 6);
 }
 
@@ -441,7 +450,7 @@ async fn unusable_pull_secrets_are_counted_on_every_admission_even_when_cached()
     let scripted = Arc::new(scripted);
     let (admission, registry) = admission(scripted.clone(), Duration::from_secs(5));
     for _ in 0..2 {
-        let decision = admission.decision(&pod(&["a:1"]), "ns").await;
+        let decision = admission.decider().decision(&pod(&["a:1"]), "ns").await;
         assert!(matches!(decision.verdict, Verdict::Patch { .. }));
     }
     assert_eq!(scripted.seen.lock().unwrap().len(), 1);

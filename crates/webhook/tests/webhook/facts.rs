@@ -280,7 +280,7 @@ async fn the_admission_uses_the_namespace_preference_and_the_node() {
 
     // The namespace prefers arm64 over the flag's amd64.
     let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "multi:1"}]}});
-    let decision = admission.decision(&pod, "team-a").await;
+    let decision = admission.decider().decision(&pod, "team-a").await;
     let ops = serde_json::to_value(match decision.verdict {
         noe_core::decide::Verdict::Patch { ops, .. } => ops,
         other => panic!("{other:?}"),
@@ -301,7 +301,7 @@ async fn the_admission_uses_the_namespace_preference_and_the_node() {
     api.reset_requests();
     let mut labelled = pod.clone();
     labelled["metadata"]["labels"] = json!({PREFERRED: "amd64"});
-    admission.decision(&labelled, "other-ns").await;
+    admission.decider().decision(&labelled, "other-ns").await;
     assert_eq!(gets(&api, "/api/v1/namespaces/other-ns"), 0);
 
     // kubectl debug with an amd64-only image on an arm64 node: warned, allowed.

@@ -23,7 +23,7 @@ use futures::StreamExt;
 use noe_core::decide::{Lookups, PREFERRED_LABEL};
 use noe_core::explain::Explanation;
 use noe_core::workload;
-use noe_webhook::admission::Admission;
+use noe_webhook::decider::Decider;
 use noe_webhook::resolve::one_line;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use serde::Deserialize;
@@ -208,11 +208,11 @@ async fn explain_file(config: config::Explain) -> Result<Exit, ExplainError> {
         .await
         .map_err(|error| ExplainError::Setup(one_line(&error)))?;
     let facts = FileFacts::of(&objects);
-    // The same admission flow as the server, with node-level credentials only (the pods' own
+    // The same decider as the server, with node-level credentials only (the pods' own
     // with `--credential-provider-sa-tokens`), and the file's Namespaces and Nodes as the
     // cluster's facts.
-    let admission = app
-        .admission(
+    let decider = app
+        .decider(
             policy,
             admission_deadline,
             noe_webhook::metrics::DEFAULT_MAX_NAMESPACES,
@@ -220,18 +220,18 @@ async fn explain_file(config: config::Explain) -> Result<Exit, ExplainError> {
         )
         .map_err(|error| ExplainError::Setup(one_line(&error)))?
         .with_facts(std::sync::Arc::new(facts.clone()));
-    let admission = match nodes {
-        Some(nodes) => admission.with_selection(noe_webhook::selection::Selection::new(
+    let decider = match nodes {
+        Some(nodes) => decider.with_selection(noe_webhook::selection::Selection::new(
             app.resolver.clone(),
             std::sync::Arc::new(app.credentials(None)),
             std::sync::Arc::new(noe_webhook::selection::StaticNodes(nodes)),
             noe_webhook::selection::Discovery::Everywhere,
         )),
-        None => admission,
+        None => decider,
     };
     let hosts = Hosts::default();
     let context = Context {
-        admission: &admission,
+        decider: &decider,
         app: &app,
         facts: &facts,
         hosts: &hosts,
@@ -322,9 +322,9 @@ pub fn documents(text: &str) -> Result<Vec<Value>, yaml_serde::Error> {
     Ok(out)
 }
 
-/// What explaining needs: the admission, the shared parts (platform overrides), the file's facts.
+/// What explaining needs: the decider, the shared parts (platform overrides), the file's facts.
 pub struct Context<'a> {
-    pub admission: &'a Admission,
+    pub decider: &'a Decider,
     pub app: &'a App,
     pub facts: &'a FileFacts,
     /// The registry hosts of this run that timed out (their later images are not tried).
@@ -339,7 +339,7 @@ pub struct Context<'a> {
 /// Decides for a Pod or the pod template of a workload, as the webhook would for its pods
 /// (the engine is `noe_core::explain`; here are the lookups, the file's facts and the notes).
 pub async fn explain(context: &Context<'_>, object: &Value) -> Explanation {
-    let admission = context.admission;
+    let decider = context.decider;
     let kind = object
         .get("kind")
         .and_then(Value::as_str)
@@ -377,11 +377,11 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explanation {
                 "debug containers not checked: node {node} is not in the file (add the Node to check them)"
             ));
         }
-        let decision = admission.debug_decision(pod, None, namespace).await;
+        let decision = decider.debug_decision(pod, None, namespace).await;
         Explanation::debug(&pod_of, decision)
     } else {
         let known = looked_up(context, pod).await;
-        let decision = admission.decision_with(pod, namespace, known).await;
+        let decision = decider.decision_with(pod, namespace, known).await;
         Explanation::decided(&pod_of, decision)
     };
     explanation.notes = notes;
