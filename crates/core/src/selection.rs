@@ -17,6 +17,7 @@ pub mod feature_labels;
 pub mod nodes;
 pub mod rule;
 pub mod spec;
+pub mod yaml;
 
 pub use choose::{choose, constrain, Choice, Constraint, Pinning};
 pub use nodes::{candidates, NodeFacts, NodeFeatures};
@@ -60,6 +61,12 @@ pub const NFD_MEDIA_TYPE: &str = "application/vnd.nfd.image-compatibility.spec.v
 pub mod limits {
     /// Bytes of a spec.
     pub const SPEC_BYTES: usize = 256 * 1024;
+    /// Levels of nesting of a YAML spec (sequences and mappings; NFD's own shape needs 12),
+    /// checked while it is read.
+    pub const DEPTH: usize = 64;
+    /// Nodes of a YAML spec (scalars, sequences, mappings; an alias counts the nodes it
+    /// repeats): a spec of [`SPEC_BYTES`] without aliases has fewer.
+    pub const NODES: usize = 128 * 1024;
     /// Compatibility sets per spec.
     pub const SETS: usize = 64;
     /// Rules per set.
@@ -78,12 +85,22 @@ pub mod limits {
     pub const TEXT_CHARS: usize = 1024;
     /// Characters of a regular expression.
     pub const REGEX_CHARS: usize = 256;
-    /// Compiled size of a regular expression.
+    /// Compiled size of a regular expression (each of its automata).
     pub const REGEX_BYTES: usize = 64 * 1024;
+    /// Compiled bytes of a spec's regular expressions together (each distinct pattern once,
+    /// with one search cache).
+    pub const SPEC_REGEX_BYTES: usize = 2 * 1024 * 1024;
+    /// Compiled bytes of the regular expressions of every spec alive in the process.
+    pub const PROCESS_REGEX_BYTES: usize = 32 * 1024 * 1024;
+    /// The lazy DFA's cache of a regular expression, per thread that searches with it.
+    pub const REGEX_CACHE_BYTES: usize = 64 * 1024;
     /// Node selector terms a rule may expand to (DNF), checked before it is built.
     pub const TERMS: usize = 16;
     /// Expressions per node selector term.
     pub const TERM_EXPRESSIONS: usize = 64;
+    /// Comparisons one selection may make: the cost of the specs' rules (their values and
+    /// patterns, [`super::Rule::cost`]) times the candidate nodes, checked before evaluating.
+    pub const EVALUATIONS: usize = 8_000_000;
     /// Nodes a pod may be pinned to by name.
     pub const PINNED_NODES: usize = 100;
 }
@@ -109,6 +126,10 @@ pub enum SelectionError {
     /// A field is invalid (unknown op, wrong value count, bad regex, ...).
     #[error("the compatibility spec is invalid: {0}")]
     Invalid(String),
+    /// The process's budget for compiled regular expressions is held by other specs: try again
+    /// later (not a property of the spec; never cached).
+    #[error("the compatibility spec cannot be compiled now: {0}")]
+    Busy(String),
     /// No set fits any candidate node.
     #[error("no compatibility set fits any of the {candidates} candidate nodes")]
     NoMatch {

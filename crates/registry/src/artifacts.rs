@@ -17,6 +17,8 @@ use http::HeaderMap;
 use serde::Deserialize;
 use url::Url;
 
+use noe_core::selection::{Format, SelectionError, Spec};
+
 use crate::cache::Scope;
 use crate::{Error, Resolver, Routed};
 use noe_credentials::CredentialCandidate;
@@ -63,6 +65,8 @@ pub struct Fetched {
     pub digest: String,
     /// The spec layer's media type.
     pub media_type: String,
+    /// The spec layer's digest (its bytes verified against it).
+    pub spec_digest: String,
     /// The spec.
     pub spec: Bytes,
     /// `(os, architecture)` when the artifact is attached to that platform's manifest of a
@@ -423,6 +427,106 @@ impl Artifacts {
     }
 }
 
+/// Weight of the compiled specs kept ([`Specs`]).
+pub const MAX_COMPILED_BYTES: u64 = 16 * 1024 * 1024;
+/// How long a compiled spec no admission asked for is kept.
+const COMPILED_IDLE: Duration = Duration::from_secs(600);
+/// Specs compiled (and selections evaluated) at once, on the blocking pool.
+pub const COMPILE_CONCURRENCY: usize = 2;
+
+/// A compiled spec, or why it cannot be (kept too: a spec that fails fails again).
+type Compiled = Result<Arc<Spec>, SelectionError>;
+
+/// Compatibility specs compiled once per spec digest (a spec's bytes are immutable): its rules
+/// and regular expressions, or the reason it was refused. The CPU work of image selection
+/// (compiling a spec, evaluating it on the nodes) runs on the blocking pool, never on the async
+/// workers, at most [`COMPILE_CONCURRENCY`] at a time; concurrent admissions of one spec wait
+/// for the one compile. Kept by weight (the compiled regular expressions and about 16 bytes per
+/// byte of the spec; at most [`MAX_COMPILED_BYTES`]), idle ones 10 minutes. A refusal because
+/// the process's budget for regular expressions is held ([`SelectionError::Busy`]) is not kept.
+#[derive(Clone)]
+pub struct Specs {
+    cache: moka::future::Cache<String, (Compiled, u32)>,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl std::fmt::Debug for Specs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Specs")
+            .field("entries", &self.cache.entry_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Specs {
+    fn default() -> Self {
+        Self {
+            cache: moka::future::Cache::builder()
+                .max_capacity(MAX_COMPILED_BYTES)
+                .weigher(|_, (_, weight): &(Compiled, u32)| *weight)
+                .time_to_idle(COMPILED_IDLE)
+                .build(),
+            permits: Arc::new(tokio::sync::Semaphore::new(COMPILE_CONCURRENCY)),
+        }
+    }
+}
+
+impl Specs {
+    /// The spec of `fetched`, read as `format`: compiled once per spec digest, on the blocking
+    /// pool.
+    pub async fn compile(&self, fetched: &Fetched, format: Format) -> Compiled {
+        let key = format!("{format:?}\0{}", fetched.spec_digest);
+        let bytes = fetched.spec.clone();
+        let loaded = self
+            .cache
+            .try_get_with(key, async move {
+                let weight = u32::try_from(bytes.len().saturating_mul(16)).unwrap_or(u32::MAX);
+                let compiled = self
+                    .blocking(move || match format {
+                        Format::Ocifit => Spec::parse_ocifit(&bytes),
+                        Format::Nfd => Spec::parse_nfd(&bytes),
+                    })
+                    .await?;
+                match compiled {
+                    Err(SelectionError::Busy(why)) => Err(SelectionError::Busy(why)),
+                    Err(error) => Ok((Err(error), 256)),
+                    Ok(spec) => {
+                        let weight = u32::try_from(spec.regex_bytes)
+                            .unwrap_or(u32::MAX)
+                            .saturating_add(weight);
+                        Ok((Ok(Arc::new(spec)), weight))
+                    }
+                }
+            })
+            .await;
+        match loaded {
+            Ok((compiled, _)) => compiled,
+            Err(error) => Err((*error).clone()),
+        }
+    }
+
+    /// `work` on the blocking pool, at most [`COMPILE_CONCURRENCY`] at a time (the caller bounds
+    /// the wait; dropping the future leaves a started `work` to finish, bounded by the limits).
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, SelectionError> {
+        let busy = |why: &str| SelectionError::Busy(format!("image selection's workers: {why}"));
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| busy("closed"))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await
+        .map_err(|_| busy("the work panicked"))
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -504,6 +608,58 @@ mod tests {
             "annotation, artifactType".parse().unwrap(),
         );
         assert!(filter_applied(&headers));
+    }
+
+    fn fetched(spec: &str, digest_char: char) -> Fetched {
+        Fetched {
+            digest: digest(digest_char),
+            media_type: noe_core::selection::NFD_MEDIA_TYPE.to_owned(),
+            spec_digest: digest(digest_char),
+            spec: Bytes::from(spec.to_owned()),
+            platform: None,
+        }
+    }
+
+    /// A spec is compiled once per digest (concurrent askers share the one compile), a refused
+    /// one stays refused without being read again.
+    #[tokio::test]
+    async fn specs_are_compiled_once_per_digest() {
+        let specs = Specs::default();
+        let good = fetched(
+            "version: v1alpha1\ncompatibilities:\n- rules:\n  - matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        full: {op: InRegexp, value: ['^6\\.']}\n",
+            'a',
+        );
+        let (a, b) = tokio::join!(
+            specs.compile(&good, Format::Nfd),
+            specs.compile(&good, Format::Nfd)
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(a.regex_bytes > 0);
+        assert!(Arc::ptr_eq(
+            &a,
+            &specs.compile(&good, Format::Nfd).await.unwrap()
+        ));
+        let deep = format!(
+            "version: v1alpha1\ncompatibilities: {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let bad = fetched(&deep, 'b');
+        let refused = specs.compile(&bad, Format::Nfd).await.unwrap_err();
+        assert_eq!(
+            refused,
+            SelectionError::TooMany {
+                what: "levels of nesting",
+                limit: noe_core::selection::limits::DEPTH
+            }
+        );
+        // The same digest is the same spec: the refusal is remembered, not read again.
+        let same_digest = fetched("version: v1alpha1\ncompatibilities: []\n", 'b');
+        assert_eq!(
+            specs.compile(&same_digest, Format::Nfd).await.unwrap_err(),
+            refused
+        );
     }
 
     #[test]

@@ -18,11 +18,11 @@ use noe_core::decide::SKIP_LABEL;
 use noe_core::patch::Op;
 use noe_core::selection::choose::{already_selected, discovered_patch, explicit_patch};
 use noe_core::selection::{
-    candidates, choose, constrain, NodeFacts, SelectionError, Spec, DEFAULT_TARGET_IMAGE,
+    candidates, choose, constrain, Format, NodeFacts, SelectionError, Spec, DEFAULT_TARGET_IMAGE,
     DISCOVERY_KEY, DISCOVERY_REQUIRE, ENABLED_LABEL, IMAGE_REF_ANNOTATION, MODEL_ANNOTATION,
     NFD_ARTIFACT_TYPE, NFD_MEDIA_TYPE, OCIFIT_MEDIA_TYPE, TARGET_IMAGE_ANNOTATION,
 };
-use noe_registry::artifacts::Artifacts;
+use noe_registry::artifacts::{Artifacts, Fetched, Specs};
 use noe_registry::Resolver;
 use serde_json::Value;
 
@@ -87,6 +87,7 @@ pub enum Selected {
 /// Image selection, configured.
 pub struct Selection {
     artifacts: Artifacts,
+    specs: Specs,
     resolver: Resolver,
     credentials: Arc<dyn CredentialSource>,
     nodes: Arc<dyn NodeSource>,
@@ -127,6 +128,7 @@ impl Selection {
     ) -> Self {
         Self {
             artifacts: Artifacts::new(resolver.clone()),
+            specs: Specs::default(),
             resolver,
             credentials,
             nodes,
@@ -162,13 +164,24 @@ impl Selection {
         }
     }
 
-    fn nodes_of(&self, pod: &Value) -> Result<Vec<NodeFacts>, SelectionError> {
+    /// `evaluate` with the candidate nodes of `pod`, on the blocking pool (image selection's
+    /// CPU work never runs on the async workers).
+    async fn on_candidates<T: Send + 'static>(
+        &self,
+        pod: &Value,
+        evaluate: impl FnOnce(&Value, &[&NodeFacts]) -> Result<T, SelectionError> + Send + 'static,
+    ) -> Result<T, SelectionError> {
         let nodes = self.nodes.nodes().unwrap_or_default();
-        let admitted: Vec<NodeFacts> = candidates(pod, &nodes).into_iter().cloned().collect();
-        if admitted.is_empty() {
-            return Err(SelectionError::NoCandidates);
-        }
-        Ok(admitted)
+        let pod = pod.clone();
+        self.specs
+            .blocking(move || {
+                let admitted = candidates(&pod, &nodes);
+                if admitted.is_empty() {
+                    return Err(SelectionError::NoCandidates);
+                }
+                evaluate(&pod, &admitted)
+            })
+            .await?
     }
 
     async fn explicit(&self, pod: &Value, namespace: &str) -> Selected {
@@ -205,12 +218,17 @@ impl Selection {
             Ok(fetched) => fetched,
             Err(error) => return explicit_failed(reference, one_line(&error)),
         };
-        let chosen = Spec::parse_ocifit(&fetched.spec).and_then(|spec| {
-            let nodes = self.nodes_of(pod)?;
-            let refs: Vec<&NodeFacts> = nodes.iter().collect();
-            let choice = choose(pod, &spec, &refs)?;
-            explicit_patch(pod, &choice, target, &fetched.digest)
-        });
+        let spec = match self.specs.compile(&fetched, Format::Ocifit).await {
+            Ok(spec) => spec,
+            Err(error) => return explicit_failed(reference, error),
+        };
+        let (target, digest) = (target.to_owned(), fetched.digest.clone());
+        let chosen = self
+            .on_candidates(pod, move |pod, nodes| {
+                let choice = choose(pod, &spec, nodes)?;
+                explicit_patch(pod, &choice, &target, &digest)
+            })
+            .await;
         match chosen {
             Ok(ops) => Selected::Patch { ops },
             Err(error) => explicit_failed(reference, error),
@@ -272,7 +290,7 @@ impl Selection {
             match result {
                 Ok((_, None)) => {}
                 Ok((_, Some(found))) if found.is_empty() => {}
-                Ok((image, Some(found))) => match image_spec(&found) {
+                Ok((image, Some(found))) => match self.image_spec(&found).await {
                     Ok(spec) => {
                         specs.push(spec);
                         digests.extend(found.iter().map(|f| f.digest.clone()));
@@ -289,38 +307,53 @@ impl Selection {
                 Selected::Skip
             };
         }
-        let nodes = match self.nodes_of(pod) {
-            Ok(nodes) => nodes,
-            Err(error) => return failed(error.to_string()),
-        };
-        let refs: Vec<&NodeFacts> = nodes.iter().collect();
-        let spec_refs: Vec<&Spec> = specs.iter().collect();
-        match constrain(pod, &spec_refs, &refs) {
-            Ok(constraint) => {
+        let constrained = self
+            .on_candidates(pod, move |pod, nodes| {
+                let spec_refs: Vec<&Spec> = specs.iter().map(|s| &**s).collect();
+                let constraint = constrain(pod, &spec_refs, nodes)?;
                 let digests: Vec<&str> = digests.iter().map(String::as_str).collect();
-                Selected::Patch {
-                    ops: discovered_patch(pod, &constraint, &digests),
-                }
-            }
+                Ok(discovered_patch(pod, &constraint, &digests))
+            })
+            .await;
+        match constrained {
+            Ok(ops) => Selected::Patch { ops },
             Err(error) => failed(error.to_string()),
         }
     }
+
+    /// One image's spec from its artifacts, each compiled once per spec digest
+    /// ([`image_spec`]).
+    async fn image_spec(&self, found: &[Fetched]) -> Result<Arc<Spec>, SelectionError> {
+        let mut compiled = Vec::with_capacity(found.len());
+        for fetched in found {
+            let spec = self.specs.compile(fetched, Format::Nfd).await?;
+            compiled.push((spec, fetched.platform.as_ref()));
+        }
+        image_spec(compiled)
+    }
 }
 
-/// One image's spec from its artifacts: the image's own, or one per platform manifest (each
-/// set then holding only on that platform's nodes).
-fn image_spec(found: &[noe_registry::artifacts::Fetched]) -> Result<Spec, SelectionError> {
-    let specs = found
-        .iter()
-        .map(|fetched| {
-            let spec = Spec::parse_nfd(&fetched.spec)?;
-            match &fetched.platform {
+/// A compiled spec, and the `(os, architecture)` of the platform manifest its artifact is
+/// attached to (`None`: the image's own).
+type PlatformSpec<'f> = (Arc<Spec>, Option<&'f (String, String)>);
+
+/// One image's spec from its artifacts' specs: the image's own (shared as compiled), or one per
+/// platform manifest (each set then holding only on that platform's nodes).
+fn image_spec(compiled: Vec<PlatformSpec<'_>>) -> Result<Arc<Spec>, SelectionError> {
+    if let [(spec, None)] = compiled.as_slice() {
+        return Ok(spec.clone());
+    }
+    let specs = compiled
+        .into_iter()
+        .map(|(spec, platform)| {
+            let spec = Spec::clone(&spec);
+            match platform {
                 Some((os, arch)) => spec.on_platform(os, arch),
                 None => Ok(spec),
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Spec::union(specs)
+    Spec::union(specs).map(Arc::new)
 }
 
 /// The images of containers and init containers, each once.
@@ -339,20 +372,14 @@ fn compat_images(spec: &Value) -> Vec<&str> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use noe_core::selection::Tri;
-    use noe_registry::artifacts::Fetched;
 
     use super::*;
 
-    fn fetched(major: &str, platform: Option<(&str, &str)>) -> Fetched {
+    fn parsed(major: &str) -> Arc<Spec> {
         let spec = format!(
             "version: v1alpha1\ncompatibilities:\n- rules:\n  - name: r\n    matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        major: {{op: In, value: [\"{major}\"]}}\n"
         );
-        Fetched {
-            digest: format!("sha256:{}", major.repeat(64)),
-            media_type: NFD_MEDIA_TYPE.into(),
-            spec: spec.into_bytes().into(),
-            platform: platform.map(|(os, arch)| (os.to_owned(), arch.to_owned())),
-        }
+        Arc::new(Spec::parse_nfd(spec.as_bytes()).unwrap())
     }
 
     fn node(arch: &str, major: &str) -> NodeFacts {
@@ -375,9 +402,13 @@ mod tests {
     /// Artifacts of an image's platform manifests: each set holds only on its platform's nodes.
     #[test]
     fn platform_artifacts_hold_on_their_platform_only() {
-        let spec = image_spec(&[
-            fetched("5", Some(("linux", "amd64"))),
-            fetched("6", Some(("linux", "arm64"))),
+        let (amd64, arm64) = (
+            ("linux".to_owned(), "amd64".to_owned()),
+            ("linux".to_owned(), "arm64".to_owned()),
+        );
+        let spec = image_spec(vec![
+            (parsed("5"), Some(&amd64)),
+            (parsed("6"), Some(&arm64)),
         ])
         .unwrap();
         let holds = |n: &NodeFacts| spec.sets.iter().any(|s| s.rule.eval(n) == Tri::True);
@@ -389,7 +420,7 @@ mod tests {
         );
         assert!(!holds(&node("arm64", "5")));
         // The image's own artifact holds on any platform.
-        let own = image_spec(&[fetched("5", None)]).unwrap();
+        let own = image_spec(vec![(parsed("5"), None)]).unwrap();
         assert_eq!(own.sets[0].rule.eval(&node("arm64", "5")), Tri::True);
     }
 }

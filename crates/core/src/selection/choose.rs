@@ -102,6 +102,24 @@ fn fitting(rule: &Rule, candidates: &[&NodeFacts]) -> Vec<String> {
         .collect()
 }
 
+/// Refuses an evaluation of `rules` on `candidates` past [`limits::EVALUATIONS`].
+fn affordable<'r>(
+    rules: impl Iterator<Item = &'r Rule>,
+    candidates: &[&NodeFacts],
+) -> Result<(), SelectionError> {
+    let cost = rules
+        .map(Rule::cost)
+        .fold(0usize, usize::saturating_add)
+        .saturating_mul(candidates.len());
+    if cost > limits::EVALUATIONS {
+        return Err(SelectionError::TooMany {
+            what: "comparisons (the values of the spec's rules times the candidate nodes)",
+            limit: limits::EVALUATIONS,
+        });
+    }
+    Ok(())
+}
+
 /// Explicit mode: the highest-weight set that fits at least one candidate node (ties: the first
 /// in document order), and how the pod is kept to the nodes it fits.
 pub fn choose(
@@ -112,6 +130,7 @@ pub fn choose(
     if candidates.is_empty() {
         return Err(SelectionError::NoCandidates);
     }
+    affordable(spec.sets.iter().map(|s| &s.rule), candidates)?;
     let mut best: Option<(usize, Vec<String>)> = None;
     for (index, set) in spec.sets.iter().enumerate() {
         if best
@@ -152,6 +171,12 @@ pub fn constrain(
     if candidates.is_empty() {
         return Err(SelectionError::NoCandidates);
     }
+    affordable(
+        specs
+            .iter()
+            .flat_map(|s| s.sets.iter().map(|set| &set.rule)),
+        candidates,
+    )?;
     let rule = Rule::All(
         specs
             .iter()

@@ -6,7 +6,7 @@
 //! because the feature is), `matchName`, `type: version` — has no translation: such a term is
 //! told only by the node's `NodeFeature`, else it is unknown.
 
-use super::rule::{FeatureTerm, LabelOp, LabelReq, NfdExpr, NfdOp, Rule};
+use super::rule::{FeatureTerm, LabelOp, LabelReq, NfdExpr, NfdOp, Patterns, Rule};
 use super::SelectionError;
 
 /// The prefix of nfd-worker's built-in labels.
@@ -98,34 +98,39 @@ fn attribute_label(feature: &str, element: &str) -> Option<String> {
     Some(format!("{PREFIX}{stem}{element}"))
 }
 
-fn req(key: &str, op: LabelOp, values: &[String]) -> Result<Rule, SelectionError> {
-    LabelReq::new(key, op, values.to_vec()).map(Rule::Label)
+fn req(
+    key: &str,
+    op: LabelOp,
+    values: &[String],
+    patterns: &mut Patterns,
+) -> Result<Rule, SelectionError> {
+    LabelReq::new(key, op, values.to_vec(), patterns).map(Rule::Label)
 }
 
 /// An attribute expression on `key`, with NFD's meaning, as label requirements.
-fn attribute(key: &str, e: &NfdExpr) -> Result<Option<Rule>, SelectionError> {
+fn attribute(key: &str, e: &NfdExpr, p: &mut Patterns) -> Result<Option<Rule>, SelectionError> {
     if e.version {
         return Ok(None);
     }
     let v = &e.values;
-    let one = |op, i: usize| req(key, op, v.get(i..=i).unwrap_or_default());
+    let mut one = |op, i: usize| req(key, op, v.get(i..=i).unwrap_or_default(), p);
     Ok(Some(match e.op {
-        NfdOp::In => req(key, LabelOp::In, v)?,
-        NfdOp::NotIn => Rule::All(vec![
-            req(key, LabelOp::Exists, &[])?,
-            req(key, LabelOp::NotIn, v)?,
-        ]),
-        NfdOp::InRegexp => req(key, LabelOp::InRegexp, v)?,
-        NfdOp::Exists => req(key, LabelOp::Exists, &[])?,
-        NfdOp::DoesNotExist => return Ok(None),
         NfdOp::Gt => one(LabelOp::Gt, 0)?,
         NfdOp::Ge => one(LabelOp::Ge, 0)?,
         NfdOp::Lt => one(LabelOp::Lt, 0)?,
         NfdOp::Le => one(LabelOp::Le, 0)?,
         NfdOp::GtLt => Rule::All(vec![one(LabelOp::Gt, 0)?, one(LabelOp::Lt, 1)?]),
         NfdOp::GeLe => Rule::All(vec![one(LabelOp::Ge, 0)?, one(LabelOp::Le, 1)?]),
-        NfdOp::IsTrue => req(key, LabelOp::In, &["true".to_owned()])?,
-        NfdOp::IsFalse => req(key, LabelOp::In, &["false".to_owned()])?,
+        NfdOp::In => req(key, LabelOp::In, v, p)?,
+        NfdOp::NotIn => Rule::All(vec![
+            req(key, LabelOp::Exists, &[], p)?,
+            req(key, LabelOp::NotIn, v, p)?,
+        ]),
+        NfdOp::InRegexp => req(key, LabelOp::InRegexp, v, p)?,
+        NfdOp::Exists => req(key, LabelOp::Exists, &[], p)?,
+        NfdOp::DoesNotExist => return Ok(None),
+        NfdOp::IsTrue => req(key, LabelOp::In, &["true".to_owned()], p)?,
+        NfdOp::IsFalse => req(key, LabelOp::In, &["false".to_owned()], p)?,
     }))
 }
 
@@ -137,7 +142,7 @@ fn in_values<'t>(term: &'t FeatureTerm, element: &str) -> Option<&'t [String]> {
 
 /// `pci.device` / `usb.device` terms whose expressions are exactly `In` on the label fields:
 /// an OR of the device labels.
-fn device(term: &FeatureTerm) -> Option<Rule> {
+fn device(term: &FeatureTerm, patterns: &mut Patterns) -> Option<Rule> {
     let (fields, stem): (&[&str], &str) = match term.feature.as_str() {
         "pci.device" => (&["class", "vendor"], "pci-"),
         "usb.device" => (&["class", "vendor", "device"], "usb-"),
@@ -180,6 +185,7 @@ fn device(term: &FeatureTerm) -> Option<Rule> {
                 &format!("{PREFIX}{stem}{c}.present"),
                 LabelOp::Exists,
                 Vec::new(),
+                patterns,
             )
         })
         .map(|r| r.map(Rule::Label))
@@ -189,12 +195,12 @@ fn device(term: &FeatureTerm) -> Option<Rule> {
 }
 
 /// The label form of an NFD feature term, or `None` when no label says it.
-pub fn translate(term: &FeatureTerm) -> Result<Option<Rule>, SelectionError> {
+pub fn translate(term: &FeatureTerm, p: &mut Patterns) -> Result<Option<Rule>, SelectionError> {
     if term.name.is_some() {
         return Ok(None);
     }
     if matches!(term.feature.as_str(), "pci.device" | "usb.device") {
-        return Ok(device(term));
+        return Ok(device(term, p));
     }
     let mut all = Vec::with_capacity(term.expressions.len());
     for (element, e) in &term.expressions {
@@ -205,7 +211,7 @@ pub fn translate(term: &FeatureTerm) -> Result<Option<Rule>, SelectionError> {
                 } else {
                     let key = format!("{PREFIX}cpu-cpuid.{element}");
                     match e.op {
-                        NfdOp::Exists => Some(req(&key, LabelOp::Exists, &[])?),
+                        NfdOp::Exists => Some(req(&key, LabelOp::Exists, &[], p)?),
                         NfdOp::DoesNotExist => None,
                         // Only Exists and DoesNotExist mean anything on a flag.
                         _ => Some(Rule::Any(Vec::new())),
@@ -219,8 +225,8 @@ pub fn translate(term: &FeatureTerm) -> Result<Option<Rule>, SelectionError> {
                     v.len() == 2 && v.iter().any(|x| x == "y") && v.iter().any(|x| x == "m")
                 };
                 match e.op {
-                    NfdOp::In if ym(&e.values) => Some(req(&key, LabelOp::Exists, &[])?),
-                    NfdOp::Exists => Some(req(&key, LabelOp::Exists, &[])?),
+                    NfdOp::In if ym(&e.values) => Some(req(&key, LabelOp::Exists, &[], p)?),
+                    NfdOp::Exists => Some(req(&key, LabelOp::Exists, &[], p)?),
                     _ => None,
                 }
             }
@@ -229,11 +235,11 @@ pub fn translate(term: &FeatureTerm) -> Result<Option<Rule>, SelectionError> {
                 let truthy = e.op == NfdOp::IsTrue
                     || (e.op == NfdOp::In && e.values.iter().all(|v| v == "true"));
                 truthy
-                    .then(|| req(&key, LabelOp::In, &["true".to_owned()]))
+                    .then(|| req(&key, LabelOp::In, &["true".to_owned()], p))
                     .transpose()?
             }
             feature => match attribute_label(feature, element) {
-                Some(key) => attribute(&key, e)?,
+                Some(key) => attribute(&key, e, p)?,
                 None => None,
             },
         };

@@ -6,7 +6,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use regex::Regex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use regex_automata::meta;
+use regex_automata::nfa::thompson::WhichCaptures;
 use serde_json::{json, Value};
 
 use super::limits;
@@ -81,28 +86,148 @@ pub struct LabelReq {
     pub op: LabelOp,
     /// The values (one integer for `Gt`/`Lt`/`Ge`/`Le`, checked when built).
     pub values: Vec<String>,
-    regexes: Vec<Regex>,
+    regexes: Vec<Arc<Pattern>>,
     number: i64,
 }
 
-/// A regular expression under the size limits.
-pub(crate) fn regex(pattern: &str) -> Result<Regex, SelectionError> {
-    if pattern.chars().count() > limits::REGEX_CHARS {
-        return Err(SelectionError::Invalid(format!(
-            "a regular expression is longer than {} characters",
-            limits::REGEX_CHARS
-        )));
+/// Bytes of compiled regular expressions alive in this process (every spec's): held by each
+/// [`Pattern`] until it is dropped.
+static PROCESS_REGEX_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of compiled regular expressions alive in this process, against
+/// [`limits::PROCESS_REGEX_BYTES`].
+pub fn process_regex_bytes() -> usize {
+    PROCESS_REGEX_BYTES.load(Ordering::Acquire)
+}
+
+/// Bytes a compiled regular expression holds beyond what it reports.
+const PATTERN_OVERHEAD: usize = 8 * 1024;
+
+/// A compiled regular expression (unanchored, as Go's `MatchString`), its compiled bytes counted
+/// in the process's budget until it is dropped.
+#[derive(Debug)]
+pub struct Pattern {
+    regex: meta::Regex,
+    bytes: usize,
+}
+
+impl Pattern {
+    /// Whether it matches somewhere in `text`.
+    pub fn is_match(&self, text: &str) -> bool {
+        self.regex.is_match(text)
     }
-    regex::RegexBuilder::new(pattern)
-        .size_limit(limits::REGEX_BYTES)
-        .dfa_size_limit(limits::REGEX_BYTES)
-        .build()
-        .map_err(|_| SelectionError::Invalid(format!("invalid regular expression {pattern:?}")))
+
+    /// Its compiled bytes (the automata and one search cache).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for Pattern {
+    fn drop(&mut self) {
+        PROCESS_REGEX_BYTES.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
+/// The regular expressions of one spec: each distinct pattern compiled once, their compiled
+/// bytes at most [`limits::SPEC_REGEX_BYTES`], and with every other spec's alive in the process
+/// at most [`limits::PROCESS_REGEX_BYTES`].
+#[derive(Debug, Default)]
+pub struct Patterns {
+    compiled: HashMap<String, Arc<Pattern>>,
+    bytes: usize,
+}
+
+impl Patterns {
+    /// The compiled bytes of the spec's patterns.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// `pattern` compiled (once per spec), under the limits.
+    pub fn compile(&mut self, pattern: &str) -> Result<Arc<Pattern>, SelectionError> {
+        if let Some(compiled) = self.compiled.get(pattern) {
+            return Ok(compiled.clone());
+        }
+        if pattern.chars().count() > limits::REGEX_CHARS {
+            return Err(SelectionError::Invalid(format!(
+                "a regular expression is longer than {} characters",
+                limits::REGEX_CHARS
+            )));
+        }
+        let spec_left = limits::SPEC_REGEX_BYTES.saturating_sub(self.bytes);
+        let process_left = limits::PROCESS_REGEX_BYTES.saturating_sub(process_regex_bytes());
+        let over_spec = || SelectionError::TooMany {
+            what: "bytes of compiled regular expressions",
+            limit: limits::SPEC_REGEX_BYTES,
+        };
+        let over_process = || {
+            SelectionError::Busy(format!(
+                "the process's regular expressions hold their budget ({} bytes)",
+                limits::PROCESS_REGEX_BYTES
+            ))
+        };
+        let size = limits::REGEX_BYTES.min(spec_left).min(process_left);
+        let regex = meta::Regex::builder()
+            .configure(
+                meta::Config::new()
+                    .which_captures(WhichCaptures::None)
+                    .nfa_size_limit(Some(size))
+                    .onepass_size_limit(Some(size))
+                    .dfa_size_limit(Some(size))
+                    .hybrid_cache_capacity(limits::REGEX_CACHE_BYTES),
+            )
+            .build(pattern)
+            .map_err(|e| {
+                if e.syntax_error().is_some() {
+                    return SelectionError::Invalid(format!(
+                        "invalid regular expression {pattern:?}"
+                    ));
+                }
+                match size {
+                    s if s < limits::REGEX_BYTES && s == spec_left => over_spec(),
+                    s if s < limits::REGEX_BYTES && s == process_left => over_process(),
+                    _ => SelectionError::Invalid(format!(
+                        "the regular expression {pattern:?} compiles to more than {} bytes",
+                        limits::REGEX_BYTES
+                    )),
+                }
+            })?;
+        // What a compiled expression holds, as resident memory shows it: regex-automata's
+        // `memory_usage` counts about half of its automata and search cache, and each holds
+        // about 5 KiB besides.
+        let bytes = regex
+            .memory_usage()
+            .saturating_add(regex.create_cache().memory_usage())
+            .saturating_mul(2)
+            .saturating_add(PATTERN_OVERHEAD)
+            .saturating_add(pattern.len());
+        if bytes > spec_left {
+            return Err(over_spec());
+        }
+        PROCESS_REGEX_BYTES
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |in_use| {
+                in_use
+                    .checked_add(bytes)
+                    .filter(|total| *total <= limits::PROCESS_REGEX_BYTES)
+            })
+            .map_err(|_| over_process())?;
+        let compiled = Arc::new(Pattern { regex, bytes });
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.compiled.insert(pattern.to_owned(), compiled.clone());
+        Ok(compiled)
+    }
 }
 
 impl LabelReq {
-    /// A requirement, checked: value counts, integers, regular expressions.
-    pub fn new(key: &str, op: LabelOp, values: Vec<String>) -> Result<Self, SelectionError> {
+    /// A requirement, checked: value counts, integers, regular expressions (compiled into the
+    /// spec's `patterns`).
+    pub fn new(
+        key: &str,
+        op: LabelOp,
+        values: Vec<String>,
+        patterns: &mut Patterns,
+    ) -> Result<Self, SelectionError> {
         let invalid = |why: &str| Err(SelectionError::Invalid(format!("{key}: {why}")));
         let mut number = 0;
         let mut regexes = Vec::new();
@@ -121,7 +246,10 @@ impl LabelReq {
                 if values.is_empty() {
                     return invalid("InRegexp needs at least one pattern");
                 }
-                regexes = values.iter().map(|v| regex(v)).collect::<Result<_, _>>()?;
+                regexes = values
+                    .iter()
+                    .map(|v| patterns.compile(v))
+                    .collect::<Result<_, _>>()?;
             }
             LabelOp::In | LabelOp::NotIn => {}
         }
@@ -276,13 +404,19 @@ pub struct NfdExpr {
     pub values: Vec<String>,
     /// `type: version`.
     pub version: bool,
-    regexes: Vec<Regex>,
+    regexes: Vec<Arc<Pattern>>,
     numbers: Vec<Num>,
 }
 
 impl NfdExpr {
-    /// An expression, checked as NFD checks it (value counts, integers, `GtLt` order).
-    pub fn new(op: NfdOp, values: Vec<String>, version_type: bool) -> Result<Self, SelectionError> {
+    /// An expression, checked as NFD checks it (value counts, integers, `GtLt` order), its
+    /// regular expressions compiled into the spec's `patterns`.
+    pub fn new(
+        op: NfdOp,
+        values: Vec<String>,
+        version_type: bool,
+        patterns: &mut Patterns,
+    ) -> Result<Self, SelectionError> {
         let invalid = |why: &str| Err(SelectionError::Invalid(format!("{op:?}: {why}")));
         let count = match op {
             NfdOp::Exists | NfdOp::DoesNotExist | NfdOp::IsTrue | NfdOp::IsFalse => Some(0),
@@ -319,7 +453,10 @@ impl NfdExpr {
             }
         }
         let regexes = if op == NfdOp::InRegexp {
-            values.iter().map(|v| regex(v)).collect::<Result<_, _>>()?
+            values
+                .iter()
+                .map(|v| patterns.compile(v))
+                .collect::<Result<_, _>>()?
         } else {
             Vec::new()
         };
@@ -467,6 +604,46 @@ impl Rule {
         }
     }
 
+    /// The comparisons one evaluation on a node may make: every value and pattern of every
+    /// requirement and expression (at least one each), saturating. A spec's cost times its
+    /// candidate nodes is bounded ([`limits::EVALUATIONS`]).
+    pub fn cost(&self) -> usize {
+        fn values(n: usize) -> usize {
+            n.max(1)
+        }
+        match self {
+            Self::All(rules) | Self::Any(rules) => rules
+                .iter()
+                .fold(1usize, |sum, r| sum.saturating_add(r.cost())),
+            Self::Label(req) => values(req.values.len()),
+            Self::Feature(term) => term
+                .expressions
+                .iter()
+                .map(|(_, e)| values(e.values.len()))
+                .chain(term.name.iter().map(|e| values(e.values.len())))
+                .fold(1usize, usize::saturating_add)
+                .saturating_add(term.labels.as_ref().map_or(0, Rule::cost)),
+        }
+    }
+
+    /// The label keys of its `InRegexp` requirements.
+    fn regexp_keys<'r>(&'r self, keys: &mut BTreeSet<&'r str>) {
+        match self {
+            Self::All(rules) | Self::Any(rules) => {
+                rules.iter().for_each(|r| r.regexp_keys(keys));
+            }
+            Self::Label(req) if req.op == LabelOp::InRegexp => {
+                keys.insert(req.key.as_str());
+            }
+            Self::Label(_) => {}
+            Self::Feature(term) => {
+                if let Some(labels) = &term.labels {
+                    labels.regexp_keys(keys);
+                }
+            }
+        }
+    }
+
     /// The size of the rule's DNF, or `None` when a part has no label form.
     fn size(&self) -> Option<Size> {
         match self {
@@ -492,11 +669,17 @@ impl Rule {
         if terms == 0 || terms > limits::TERMS || expressions > limits::TERM_EXPRESSIONS {
             return None;
         }
+        // The values of the labels an `InRegexp` may expand to, and no others.
+        let mut keys = BTreeSet::new();
+        self.regexp_keys(&mut keys);
         let mut observed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for node in nodes {
-            for (k, v) in node.labels.iter() {
-                observed.entry(k.clone()).or_default().insert(v.clone());
-            }
+        for key in keys {
+            let values = nodes
+                .iter()
+                .filter_map(|n| n.labels.get(key))
+                .cloned()
+                .collect();
+            observed.insert(key.to_owned(), values);
         }
         let out = self.dnf(&observed)?;
         (!out.is_empty()).then_some(out)

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer};
 
 use super::feature_labels::translate;
-use super::rule::{FeatureTerm, LabelOp, LabelReq, NfdExpr, NfdOp, Rule};
+use super::rule::{FeatureTerm, LabelOp, LabelReq, NfdExpr, NfdOp, Patterns, Rule};
 use super::{limits, SelectionError};
 
 /// Which format a spec was read from.
@@ -42,6 +42,8 @@ pub struct Spec {
     pub format: Format,
     /// The sets, in document order.
     pub sets: Vec<CompatSet>,
+    /// Compiled bytes of its regular expressions (each distinct pattern once).
+    pub regex_bytes: usize,
 }
 
 /// A string or a list of scalars (ocifit-k8s's `value`; numbers and booleans read as text).
@@ -134,11 +136,25 @@ struct NfdSpec {
     compatibilities: Vec<NfdSet>,
 }
 
+/// An integer written as a number or as text (YAML read as text: [`super::yaml`]).
+fn integer<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    use serde::de::Error;
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None => Ok(0),
+        Some(serde_json::Value::Number(n)) => n
+            .as_i64()
+            .ok_or_else(|| D::Error::custom("weight is not an integer")),
+        Some(serde_json::Value::String(s)) => super::nodes::integer(&s)
+            .ok_or_else(|| D::Error::custom(format!("weight {s:?} is not an integer"))),
+        Some(_) => Err(D::Error::custom("weight is not an integer")),
+    }
+}
+
 #[derive(Deserialize)]
 struct NfdSet {
     #[serde(default, deserialize_with = "nullable")]
     rules: Vec<GroupRule>,
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "integer")]
     weight: i64,
     #[serde(default, deserialize_with = "nullable")]
     tag: String,
@@ -231,8 +247,19 @@ impl Spec {
     /// each set holds only on nodes of that platform (`kubernetes.io/os` and
     /// `kubernetes.io/arch` ANDed into its rule).
     pub fn on_platform(self, os: &str, arch: &str) -> Result<Self, SelectionError> {
-        let os = LabelReq::new("kubernetes.io/os", LabelOp::In, vec![os.to_owned()])?;
-        let arch = LabelReq::new("kubernetes.io/arch", LabelOp::In, vec![arch.to_owned()])?;
+        let mut none = Patterns::default();
+        let os = LabelReq::new(
+            "kubernetes.io/os",
+            LabelOp::In,
+            vec![os.to_owned()],
+            &mut none,
+        )?;
+        let arch = LabelReq::new(
+            "kubernetes.io/arch",
+            LabelOp::In,
+            vec![arch.to_owned()],
+            &mut none,
+        )?;
         let sets = self
             .sets
             .into_iter()
@@ -252,6 +279,7 @@ impl Spec {
     /// [`limits::SETS`].
     pub fn union(specs: Vec<Self>) -> Result<Self, SelectionError> {
         let format = specs.first().map_or(Format::Nfd, |s| s.format);
+        let regex_bytes = specs.iter().map(|s| s.regex_bytes).sum();
         let sets: Vec<CompatSet> = specs.into_iter().flat_map(|s| s.sets).collect();
         if sets.len() > limits::SETS {
             return Err(SelectionError::TooMany {
@@ -259,7 +287,11 @@ impl Spec {
                 limit: limits::SETS,
             });
         }
-        Ok(Self { format, sets })
+        Ok(Self {
+            format,
+            sets,
+            regex_bytes,
+        })
     }
 
     /// Reads ocifit-k8s's compatibilities JSON.
@@ -268,6 +300,7 @@ impl Spec {
         let wire: OcifitSpec =
             serde_json::from_slice(bytes).map_err(|e| SelectionError::Parse(e.to_string()))?;
         at_most(&wire.compatibilities, "compatibility sets", limits::SETS)?;
+        let mut patterns = Patterns::default();
         let mut sets = Vec::with_capacity(wire.compatibilities.len());
         for set in wire.compatibilities {
             at_most(&set.rules, "rules in a set", limits::RULES)?;
@@ -298,6 +331,7 @@ impl Spec {
                             &key,
                             op,
                             checked_values(values)?,
+                            &mut patterns,
                         )?));
                     }
                 }
@@ -312,14 +346,16 @@ impl Spec {
         Ok(Self {
             format: Format::Ocifit,
             sets,
+            regex_bytes: patterns.bytes(),
         })
     }
 
-    /// Reads NFD's image-compatibility spec (YAML, or JSON, which is YAML).
+    /// Reads NFD's image-compatibility spec (YAML, or JSON, which is YAML), its nesting and
+    /// nodes bounded while it is read ([`super::yaml`]).
     pub fn parse_nfd(bytes: &[u8]) -> Result<Self, SelectionError> {
         size_check(bytes)?;
-        let wire: NfdSpec =
-            yaml_serde::from_slice(bytes).map_err(|e| SelectionError::Parse(e.to_string()))?;
+        let wire: NfdSpec = serde_json::from_value(super::yaml::read(bytes)?)
+            .map_err(|e| SelectionError::Parse(e.to_string()))?;
         if wire.version != "v1alpha1" {
             return Err(SelectionError::Invalid(format!(
                 "version {:?} (v1alpha1 expected)",
@@ -327,13 +363,14 @@ impl Spec {
             )));
         }
         at_most(&wire.compatibilities, "compatibility sets", limits::SETS)?;
+        let mut patterns = Patterns::default();
         let mut sets = Vec::with_capacity(wire.compatibilities.len());
         for set in wire.compatibilities {
             at_most(&set.rules, "rules in a set", limits::RULES)?;
             let rules = set
                 .rules
                 .into_iter()
-                .map(group_rule)
+                .map(|rule| group_rule(rule, &mut patterns))
                 .collect::<Result<_, _>>()?;
             sets.push(CompatSet {
                 tag: bounded(set.tag, "tag", limits::TEXT_CHARS)?,
@@ -345,26 +382,27 @@ impl Spec {
         Ok(Self {
             format: Format::Nfd,
             sets,
+            regex_bytes: patterns.bytes(),
         })
     }
 }
 
 /// A GroupRule: `(matchAny empty OR any matches) AND (all matchFeatures terms match)`.
-fn group_rule(rule: GroupRule) -> Result<Rule, SelectionError> {
+fn group_rule(rule: GroupRule, patterns: &mut Patterns) -> Result<Rule, SelectionError> {
     at_most(&rule.match_any, "matchAny branches", limits::ANY)?;
-    let mut all = terms(rule.match_features)?;
+    let mut all = terms(rule.match_features, patterns)?;
     if !rule.match_any.is_empty() {
         let any = rule
             .match_any
             .into_iter()
-            .map(|a| terms(a.match_features).map(Rule::All))
+            .map(|a| terms(a.match_features, patterns).map(Rule::All))
             .collect::<Result<_, _>>()?;
         all.push(Rule::Any(any));
     }
     Ok(Rule::All(all))
 }
 
-fn expr(wire: NfdWireExpr) -> Result<NfdExpr, SelectionError> {
+fn expr(wire: NfdWireExpr, patterns: &mut Patterns) -> Result<NfdExpr, SelectionError> {
     let op = NfdOp::parse(&wire.op)
         .ok_or_else(|| SelectionError::Invalid(format!("unknown operator {:?}", wire.op)))?;
     let version = match wire.kind.as_str() {
@@ -372,10 +410,10 @@ fn expr(wire: NfdWireExpr) -> Result<NfdExpr, SelectionError> {
         "version" => true,
         other => return Err(SelectionError::Invalid(format!("unknown type {other:?}"))),
     };
-    NfdExpr::new(op, checked_values(wire.value.0)?, version)
+    NfdExpr::new(op, checked_values(wire.value.0)?, version, patterns)
 }
 
-fn terms(features: Vec<NfdTerm>) -> Result<Vec<Rule>, SelectionError> {
+fn terms(features: Vec<NfdTerm>, patterns: &mut Patterns) -> Result<Vec<Rule>, SelectionError> {
     at_most(&features, "matchFeatures", limits::EXPRESSIONS)?;
     features
         .into_iter()
@@ -390,16 +428,21 @@ fn terms(features: Vec<NfdTerm>) -> Result<Vec<Rule>, SelectionError> {
             let expressions = t
                 .match_expressions
                 .into_iter()
-                .map(|(el, e)| Ok((bounded(el, "element", limits::KEY_CHARS)?, expr(e)?)))
+                .map(|(el, e)| {
+                    Ok((
+                        bounded(el, "element", limits::KEY_CHARS)?,
+                        expr(e, patterns)?,
+                    ))
+                })
                 .collect::<Result<Vec<_>, SelectionError>>()?;
-            let name = t.match_name.map(expr).transpose()?;
+            let name = t.match_name.map(|e| expr(e, patterns)).transpose()?;
             let mut term = FeatureTerm {
                 feature,
                 expressions,
                 name,
                 labels: None,
             };
-            term.labels = translate(&term)?;
+            term.labels = translate(&term, patterns)?;
             Ok(Rule::Feature(Box::new(term)))
         })
         .collect()

@@ -501,3 +501,115 @@ async fn explain_shows_the_choice_offline() {
         "{explained}"
     );
 }
+
+/// 512 `InRegexp` expressions of 64 patterns each (about 250 KB): `pattern(i)` is the i-th.
+fn regex_spec(pattern: impl Fn(usize) -> String) -> Vec<u8> {
+    let mut spec = String::from("version: v1alpha1\ncompatibilities:\n- rules:\n");
+    for rule in 0..32 {
+        spec.push_str(&format!("  - name: r{rule}\n    matchFeatures:\n"));
+        for term in 0..16 {
+            let values: Vec<String> = (0..64)
+                .map(|v| format!("'{}'", pattern((rule * 16 + term) * 64 + v)))
+                .collect();
+            spec.push_str(&format!(
+                "    - feature: kernel.version\n      matchExpressions: {{e{term}: {{op: InRegexp, value: [{}]}}}}\n",
+                values.join(",")
+            ));
+        }
+    }
+    spec.into_bytes()
+}
+
+/// Hostile NFD artifacts in the real registry, inside every byte bound (256 KiB): a spec nested
+/// 100,000 levels deep, the same nesting inside an expression's `value`, 32,768 copies of the
+/// Unicode `\w`, and distinct patterns past the spec's budget of compiled regular expressions.
+/// Four pods at once: each is answered within the admission deadline (the nesting fails at its
+/// bound while it is read, the regular expressions at their budget, `\w` is compiled once), and
+/// the health endpoint answers meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_nfd_specs_are_answered_within_the_deadline() {
+    let h = Harness::start().await;
+    let f = &h.fixtures;
+    let deep = 100_000;
+    let nested = format!(
+        "version: v1alpha1\ncompatibilities: {}{}\n",
+        "[".repeat(deep),
+        "]".repeat(deep)
+    );
+    let in_value = format!(
+        "version: v1alpha1\ncompatibilities:\n- rules:\n  - matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        major: {{op: In, value: {}{}}}\n",
+        "[".repeat(deep),
+        "]".repeat(deep)
+    );
+    let word = regex_spec(|_| "\\w".to_owned());
+    let distinct = regex_spec(|i| format!("\\w{}", char::from(b'a' + (i % 26) as u8)));
+    let images = [&f.oci_index, &f.docker_list, &f.nested_index, &f.oci_single];
+    let specs = [nested.as_bytes(), in_value.as_bytes(), &word, &distinct];
+    let pusher = h.registry.pusher().unwrap();
+    for (image, spec) in images.iter().zip(specs) {
+        assert!(spec.len() < 256 * 1024, "{} bytes", spec.len());
+        let subject = (image.media_type.as_str(), image.digest.as_str(), 0usize);
+        let artifact = compat_artifact(NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, spec, Some(subject), None);
+        attach(&pusher, &image.repository, &image.digest, &artifact, &[])
+            .await
+            .unwrap();
+    }
+    let api = KubeApi::start().await.unwrap();
+    api.put_node(node("n1", "amd64", &[(MAJOR, "6")]));
+    api.put_node(node("n2", "arm64", &[(MAJOR, "6")]));
+    let server = server(
+        &h,
+        &api,
+        &[
+            "--image-compatibility-all-namespaces",
+            "--admission-deadline=8s",
+        ],
+    )
+    .await;
+    let readyz = format!("http://{}/readyz", server.running.health_addr);
+    let bound = Duration::from_secs(8);
+    let reviews = images.iter().map(|image| {
+        let p = pod(&[&image.reference()]);
+        let server = &server;
+        async move { tokio::time::timeout(bound, server.review(&p)).await }
+    });
+    let health = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::timeout(bound, reqwest::get(&readyz)).await
+    };
+    let (answers, health) = tokio::join!(futures::future::join_all(reviews), health);
+    assert!(
+        health.expect("/readyz within the deadline").is_ok(),
+        "/readyz"
+    );
+    let warning = |i: usize| -> String {
+        let answer = answers[i].as_ref().expect("answered within the deadline");
+        assert_eq!(answer["allowed"], true, "{answer}");
+        answer["warnings"].to_string()
+    };
+    assert!(
+        warning(0).contains("levels of nesting (at most 64)"),
+        "{}",
+        warning(0)
+    );
+    assert!(
+        warning(1).contains("levels of nesting (at most 64)"),
+        "{}",
+        warning(1)
+    );
+    // One `\w`, compiled once: the spec is read; no node has the features it asks for.
+    assert!(
+        warning(2).contains("no compatibility set fits"),
+        "{}",
+        warning(2)
+    );
+    assert!(
+        warning(3).contains("bytes of compiled regular expressions"),
+        "{}",
+        warning(3)
+    );
+    assert!(
+        noe_core::selection::rule::process_regex_bytes()
+            <= noe_core::selection::limits::PROCESS_REGEX_BYTES
+    );
+}

@@ -115,6 +115,7 @@ async fn layer(fetcher: &Fetcher<'_>, layer: &Layer) -> Result<Fetched, Error> {
     Ok(Fetched {
         digest: String::new(),
         media_type: layer.media_type.clone(),
+        spec_digest: layer.digest.clone(),
         spec,
         platform: None,
     })
