@@ -39,7 +39,7 @@ mod jitter;
 mod leader;
 pub mod learned;
 mod metrics;
-mod node_features;
+pub mod node_features;
 mod nodes;
 pub mod objects;
 mod pace;

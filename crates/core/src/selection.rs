@@ -7,20 +7,25 @@
 //!   spec (discovered mode), bounded while they are read.
 //! - [`rule`]: the rule form, its evaluation against one node, and its translation into node
 //!   selector terms (DNF, capped before it is built).
-//! - [`labels`]: which NFD feature becomes which node label.
+//! - [`feature_labels`]: which NFD feature becomes which node label.
 //! - [`nodes`]: what a node is to the evaluation (labels, optional NFD features) and which nodes
 //!   a pod's own constraints already admit.
-//! - [`select`]: the choice (explicit) and the constraint (discovered), and their patch.
+//! - [`features`]: NFD's raw features of a node, bounded while read, stored once per distinct
+//!   content, merged as NFD merges a node's objects.
+//! - [`yaml`]: YAML from registries read into JSON, bounded while read.
+//! - [`choose`]: the choice (explicit) and the constraint (discovered), and their patch.
 
 pub mod choose;
 pub mod feature_labels;
+pub mod features;
 pub mod nodes;
 pub mod rule;
 pub mod spec;
 pub mod yaml;
 
 pub use choose::{choose, constrain, Choice, Constraint, Pinning};
-pub use nodes::{candidates, NodeFacts, NodeFeatures};
+pub use features::NodeFeatures;
+pub use nodes::{candidates, NodeFacts};
 pub use rule::{Rule, Tri};
 pub use spec::{CompatSet, Format, Spec};
 

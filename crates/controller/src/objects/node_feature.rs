@@ -1,6 +1,7 @@
 //! NFD's `NodeFeature` (`nfd.k8s-sigs.io/v1alpha1`, namespaced) as the node-feature reflector
 //! stores it: identity, the node it describes (label `nfd.node.kubernetes.io/node-name`) and its
-//! `spec.features`, bounded while they are read (`noe_core::selection::NodeFeatures`).
+//! `spec.features`, bounded while they are deserialized and stored once per distinct content
+//! (`noe_core::selection::NodeFeatures`: no JSON tree of the whole `spec.features` is built).
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use noe_core::selection::NodeFeatures;
 use serde::Deserialize;
 
-use super::meta::{bounded, nullable, RawObject};
+use super::meta::{bounded, RawObject};
 
 /// The label naming the node a `NodeFeature` describes.
 pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
@@ -20,7 +21,7 @@ pub struct NodeFeatureRecord {
     metadata: ObjectMeta,
     /// The node it describes (`None`: the label is missing; such an object is ignored).
     pub node: Option<String>,
-    /// `spec.features`, bounded (a malformed one reads as no feature).
+    /// `spec.features`, bounded and interned (a malformed one reads as no feature).
     pub features: Arc<NodeFeatures>,
 }
 
@@ -42,7 +43,7 @@ impl NodeFeatureRecord {
                 ..ObjectMeta::default()
             },
             node: Some(node.to_owned()),
-            features: Arc::new(features),
+            features: features.interned(),
         }
     }
 }
@@ -51,8 +52,13 @@ type RawNodeFeature = RawObject<RawSpec, NoStatus>;
 
 #[derive(Default, Deserialize)]
 struct RawSpec {
-    #[serde(default, deserialize_with = "nullable")]
-    features: serde_json::Value,
+    #[serde(default, deserialize_with = "features")]
+    features: Option<Arc<NodeFeatures>>,
+}
+
+/// `spec.features`, read by `NodeFeatures::read` straight from the object's bytes.
+fn features<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Arc<NodeFeatures>>, D::Error> {
+    NodeFeatures::read(d).map(Some)
 }
 
 /// `NodeFeature` has no status; whatever is there is ignored.
@@ -69,9 +75,10 @@ impl From<RawNodeFeature> for NodeFeatureRecord {
             .map(|name| bounded(name));
         Self {
             node,
-            features: Arc::new(
-                NodeFeatures::from_spec_features(&raw.spec.features).unwrap_or_default(),
-            ),
+            features: raw
+                .spec
+                .features
+                .unwrap_or_else(|| NodeFeatures::default().interned()),
             metadata: raw.metadata.identity(),
         }
     }

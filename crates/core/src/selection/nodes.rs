@@ -1,11 +1,12 @@
 //! What a node is to the evaluation, and which nodes a pod's own constraints already admit
 //! (its `nodeSelector` and required node affinity, as the scheduler reads them).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::Value;
+
+use super::features::NodeFeatures;
 
 /// Parses a decimal integer as Go's `strconv.Atoi` does (optional sign, digits).
 pub(crate) fn integer(s: &str) -> Option<i64> {
@@ -16,18 +17,6 @@ pub(crate) fn integer(s: &str) -> Option<i64> {
 pub const MAX_NODES: usize = 10_000;
 /// At most this many labels are kept per node.
 const MAX_LABELS: usize = 512;
-/// At most this many elements or instances are kept per feature; a feature with more is
-/// [`NodeFeatures::truncated`].
-pub const MAX_FEATURE_ITEMS: usize = 4096;
-/// At most this many features are kept per node (flags, attributes and instances together).
-pub const MAX_FEATURES: usize = 512;
-/// At most this many elements (instance attributes counted each) are kept per node; the
-/// features past it are [`NodeFeatures::truncated`].
-pub const MAX_NODE_ITEMS: usize = 16_384;
-/// Bytes kept of a feature value (cut at a character boundary): a spec value has at most 63
-/// characters, so a longer value equals none before or after the cut.
-pub const MAX_VALUE_BYTES: usize = 256;
-
 /// A node as the evaluation sees it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeFacts {
@@ -41,165 +30,6 @@ pub struct NodeFacts {
     pub features: Option<Arc<NodeFeatures>>,
     /// Ready and not cordoned: only these are candidates.
     pub schedulable: bool,
-}
-
-/// NFD's raw features of a node (`NodeFeature.spec.features`), by feature name.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct NodeFeatures {
-    /// Flag features: their element names.
-    pub flags: BTreeMap<String, BTreeSet<String>>,
-    /// Attribute features: element name → value.
-    pub attributes: BTreeMap<String, BTreeMap<String, String>>,
-    /// Instance features: each instance's attributes.
-    pub instances: BTreeMap<String, Vec<BTreeMap<String, String>>>,
-    /// Features present on the node but not kept whole (past a bound): what they would answer
-    /// is unknown, not false.
-    pub truncated: BTreeSet<String>,
-}
-
-#[derive(Deserialize)]
-struct RawElements<T> {
-    #[serde(default)]
-    elements: Option<T>,
-}
-
-#[derive(Deserialize)]
-struct RawInstance {
-    #[serde(default)]
-    attributes: Option<BTreeMap<String, String>>,
-}
-
-#[derive(Deserialize)]
-struct RawFeatures {
-    #[serde(default)]
-    flags: Option<BTreeMap<String, RawElements<BTreeMap<String, Value>>>>,
-    #[serde(default)]
-    attributes: Option<BTreeMap<String, RawElements<BTreeMap<String, String>>>>,
-    #[serde(default)]
-    instances: Option<BTreeMap<String, RawElements<Vec<RawInstance>>>>,
-}
-
-/// `text` cut to [`MAX_VALUE_BYTES`] at a character boundary.
-fn value(mut text: String) -> String {
-    if text.len() > MAX_VALUE_BYTES {
-        let mut end = MAX_VALUE_BYTES;
-        while !text.is_char_boundary(end) {
-            end = end.saturating_sub(1);
-        }
-        text.truncate(end);
-    }
-    text
-}
-
-/// Whether a feature or element name can be named by a spec (longer ones are dropped).
-fn nameable(name: &str) -> bool {
-    name.len() <= super::limits::KEY_CHARS
-}
-
-/// Counts what a node keeps, and names the features that did not fit.
-struct Budget {
-    items: usize,
-    features: usize,
-    truncated: BTreeSet<String>,
-}
-
-impl Budget {
-    /// Whether a feature of `size` items fits; when not, it is remembered as truncated.
-    fn admit(&mut self, feature: &str, size: usize) -> bool {
-        let fits = size <= MAX_FEATURE_ITEMS
-            && self.features < MAX_FEATURES
-            && self.items.saturating_add(size) <= MAX_NODE_ITEMS;
-        if fits {
-            self.items = self.items.saturating_add(size);
-            self.features = self.features.saturating_add(1);
-        } else if self.truncated.len() < MAX_FEATURES {
-            self.truncated.insert(feature.to_owned());
-        }
-        fits
-    }
-}
-
-impl NodeFeatures {
-    /// Reads `spec.features` of a `NodeFeature` object (`None` when it is not of that shape).
-    /// Bounded: [`MAX_FEATURES`] features, [`MAX_FEATURE_ITEMS`] elements per feature,
-    /// [`MAX_NODE_ITEMS`] in all (a feature past a bound is kept out and named in
-    /// [`Self::truncated`]), values cut to [`MAX_VALUE_BYTES`], names longer than a spec can
-    /// write dropped.
-    pub fn from_spec_features(features: &Value) -> Option<Self> {
-        let raw = RawFeatures::deserialize(features).ok()?;
-        let mut budget = Budget {
-            items: 0,
-            features: 0,
-            truncated: BTreeSet::new(),
-        };
-        let mut out = Self::default();
-        for (name, v) in raw.flags.unwrap_or_default() {
-            let name = name.to_lowercase();
-            let elements = v.elements.unwrap_or_default();
-            if nameable(&name) && budget.admit(&name, elements.len()) {
-                let names = elements.into_keys().filter(|k| nameable(k)).collect();
-                out.flags.insert(name, names);
-            }
-        }
-        for (name, v) in raw.attributes.unwrap_or_default() {
-            let name = name.to_lowercase();
-            let elements = v.elements.unwrap_or_default();
-            if nameable(&name) && budget.admit(&name, elements.len()) {
-                let elements = elements
-                    .into_iter()
-                    .filter(|(k, _)| nameable(k))
-                    .map(|(k, v)| (k, value(v)))
-                    .collect();
-                out.attributes.insert(name, elements);
-            }
-        }
-        for (name, v) in raw.instances.unwrap_or_default() {
-            let name = name.to_lowercase();
-            let items: Vec<BTreeMap<String, String>> = v
-                .elements
-                .unwrap_or_default()
-                .into_iter()
-                .map(|i| i.attributes.unwrap_or_default())
-                .collect();
-            let size = items.iter().map(|i| i.len().max(1)).sum::<usize>();
-            if nameable(&name) && budget.admit(&name, size) {
-                let items = items
-                    .into_iter()
-                    .map(|i| {
-                        i.into_iter()
-                            .filter(|(k, _)| nameable(k))
-                            .map(|(k, v)| (k, value(v)))
-                            .collect()
-                    })
-                    .collect();
-                out.instances.insert(name, items);
-            }
-        }
-        out.truncated = budget.truncated;
-        Some(out)
-    }
-
-    /// The union of two nodes' worth of features (a node described by several `NodeFeature`
-    /// objects, as NFD merges them): a feature in both is `self`'s.
-    pub fn merged(&self, other: &Self) -> Self {
-        let mut out = self.clone();
-        for (k, v) in &other.flags {
-            out.flags.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        for (k, v) in &other.attributes {
-            out.attributes.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        for (k, v) in &other.instances {
-            out.instances.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        out.truncated.extend(other.truncated.iter().cloned());
-        out
-    }
-
-    /// Whether `feature` was present but not kept whole.
-    pub fn is_truncated(&self, feature: &str) -> bool {
-        self.truncated.contains(feature)
-    }
 }
 
 fn string_map(value: Option<&Value>) -> BTreeMap<String, String> {

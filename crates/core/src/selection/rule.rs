@@ -14,8 +14,9 @@ use regex_automata::meta;
 use regex_automata::nfa::thompson::WhichCaptures;
 use serde_json::{json, Value};
 
+use super::features::{attribute, Feature, NodeFeatures};
 use super::limits;
-use super::nodes::{integer, NodeFacts, NodeFeatures};
+use super::nodes::{integer, NodeFacts};
 use super::SelectionError;
 
 /// A three-valued answer: whether a rule holds on a node, or whether that cannot be known from
@@ -523,40 +524,46 @@ impl FeatureTerm {
     /// flags answer only `Exists`/`DoesNotExist`; an instance feature holds when one instance
     /// satisfies every expression.
     pub fn holds(&self, features: &NodeFeatures) -> bool {
-        if let Some(flags) = features.flags.get(&self.feature) {
-            let key_ok = |e: &NfdExpr, present: bool| match e.op {
-                NfdOp::Exists => present,
-                NfdOp::DoesNotExist => !present,
-                _ => false,
-            };
-            return self
-                .expressions
+        let Some(feature) = features.get(&self.feature) else {
+            return false;
+        };
+        fn all<'v>(
+            expressions: &[(String, NfdExpr)],
+            value: impl Fn(&str) -> Option<&'v str>,
+        ) -> bool {
+            expressions
                 .iter()
-                .all(|(el, e)| key_ok(e, flags.contains(el)))
-                && self
-                    .name
-                    .as_ref()
-                    .is_none_or(|e| flags.iter().any(|f| e.holds(Some(f))));
+                .all(|(el, e)| e.holds(value(el.as_str())))
         }
-        if let Some(attributes) = features.attributes.get(&self.feature) {
-            return self
-                .expressions
-                .iter()
-                .all(|(el, e)| e.holds(attributes.get(el).map(String::as_str)))
-                && self
-                    .name
-                    .as_ref()
-                    .is_none_or(|e| attributes.keys().any(|k| e.holds(Some(k))));
-        }
-        if let Some(instances) = features.instances.get(&self.feature) {
-            return self.name.is_none()
-                && instances.iter().any(|instance| {
-                    self.expressions
+        match feature {
+            Feature::Flags(names) => {
+                let key_ok = |e: &NfdExpr, present: bool| match e.op {
+                    NfdOp::Exists => present,
+                    NfdOp::DoesNotExist => !present,
+                    _ => false,
+                };
+                self.expressions
+                    .iter()
+                    .all(|(el, e)| key_ok(e, feature.has_flag(el)))
+                    && self
+                        .name
+                        .as_ref()
+                        .is_none_or(|e| names.iter().any(|f| e.holds(Some(f))))
+            }
+            Feature::Attributes(elements) => {
+                all(&self.expressions, |el| feature.attribute(el))
+                    && self
+                        .name
+                        .as_ref()
+                        .is_none_or(|e| elements.iter().any(|(k, _)| e.holds(Some(k))))
+            }
+            Feature::Instances(instances) => {
+                self.name.is_none()
+                    && instances
                         .iter()
-                        .all(|(el, e)| e.holds(instance.get(el).map(String::as_str)))
-                });
+                        .any(|instance| all(&self.expressions, |el| attribute(instance, el)))
+            }
         }
-        false
     }
 }
 

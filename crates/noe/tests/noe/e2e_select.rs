@@ -410,10 +410,10 @@ async fn node_features_that_are_no_labels_pin_the_pod_by_name() {
     // The module appears on "plain": the next pod may run on both.
     api.put_node_feature(node_feature_json("plain", loaded_modules(&["kvm"])));
     for _ in 0..3000 {
-        if features
-            .features("plain")
-            .is_some_and(|f| f.flags["kernel.loadedmodule"].contains("kvm"))
-        {
+        if features.features("plain").is_some_and(|f| {
+            f.get("kernel.loadedmodule")
+                .is_some_and(|m| m.has_flag("kvm"))
+        }) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
