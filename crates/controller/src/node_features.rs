@@ -30,6 +30,9 @@ pub const MAX_OBJECTS: usize = 20_000;
 /// A node described by more objects than this has unknown features (it is evaluated by its
 /// labels), with a warning: merging is bounded per event.
 pub const MAX_OBJECTS_PER_NODE: usize = 16;
+/// Objects per list page: an nfd-worker object is 40–100 KB of JSON, and a page is read whole
+/// before its objects are.
+const LIST_PAGE: u32 = 50;
 /// node-feature-discovery's namespace (its Helm chart's and kustomization's default): its
 /// objects come first when a node's objects are merged, as nfd-master orders them.
 pub const NFD_NAMESPACE: &str = "node-feature-discovery";
@@ -193,7 +196,7 @@ pub(crate) fn reflector(
     let filled = view.clone();
     let task = async move {
         let api: Api<NodeFeatureRecord> = Api::all(client);
-        let mut events = watcher(api, watcher::Config::default())
+        let mut events = watcher(api, watcher::Config::default().page_size(LIST_PAGE))
             .default_backoff()
             .boxed();
         let mut shutdown = shutdown;

@@ -642,6 +642,109 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
     assert_eq!(registry.request_count(), 4, "{:?}", summary(&registry));
 }
 
+/// An image pinned to one platform's manifest beside its tag (`name:tag@sha256:...`) whose
+/// artifact is attached to the index: the tag's index is read, holds the manifest, and its
+/// artifact is the image's. Pinned by digest alone, no index can be known: none.
+#[tokio::test]
+async fn a_platform_digest_beside_its_tag_finds_the_artifact_of_its_index() {
+    use noe_test_support::{push_index, IndexEntry};
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let amd = push_image(&pusher, "pinned", None, "linux/amd64", Flavor::Oci)
+        .await
+        .unwrap();
+    let arm = push_image(&pusher, "pinned", None, "linux/arm64", Flavor::Oci)
+        .await
+        .unwrap();
+    let index = push_index(
+        &pusher,
+        "pinned",
+        Some("1"),
+        Flavor::Oci,
+        &[
+            IndexEntry::new(&amd, Some("linux/amd64")),
+            IndexEntry::new(&arm, Some("linux/arm64")),
+        ],
+    )
+    .await
+    .unwrap();
+    let on_index = attached(&index, "index", None);
+    attach(&pusher, "pinned", &index.digest, &on_index, &[])
+        .await
+        .unwrap();
+    let resolver = resolver(&registry.host());
+    let artifacts = Artifacts::new(resolver.clone());
+    let pinned = format!("{}/pinned:1@{}", registry.host(), arm.digest);
+    let resolved = resolver.resolve(&pinned, &[]).await.unwrap();
+    assert_eq!(resolved.digest, arm.digest, "the digest wins over the tag");
+    registry.reset_requests();
+    let found = artifacts
+        .discovered(
+            &routed(&pinned).await,
+            &arm.digest,
+            false,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1, "{:?}", summary(&registry));
+    assert_eq!(found[0].digest, on_index.digest);
+    assert_eq!(found[0].platform, None);
+    assert_eq!(
+        summary(&registry),
+        vec![
+            format!("GET /v2/pinned/referrers/{} 404", arm.digest),
+            format!("GET /v2/pinned/manifests/{} 404", fallback_tag(&arm.digest)),
+            "GET /v2/pinned/manifests/1 200".to_owned(),
+            format!(
+                "GET /v2/pinned/manifests/{} 200",
+                fallback_tag(&index.digest)
+            ),
+            format!("GET /v2/pinned/manifests/{} 200", on_index.digest),
+            format!(
+                "GET /v2/pinned/blobs/{} 200",
+                noe_test_support::sha256_digest(&nfd_spec("index"))
+            ),
+        ],
+    );
+    // By digest alone: the registry cannot say which index holds the manifest.
+    let alone = format!("{}/pinned@{}", registry.host(), amd.digest);
+    let found = artifacts
+        .discovered(
+            &routed(&alone).await,
+            &amd.digest,
+            false,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(found.is_empty());
+    // A tag naming an index that does not hold the manifest: none.
+    let other = push_image(&pusher, "pinned", Some("2"), "linux/s390x", Flavor::Oci)
+        .await
+        .unwrap();
+    let elsewhere = format!("{}/pinned:1@{}", registry.host(), other.digest);
+    let found = artifacts
+        .discovered(
+            &routed(&elsewhere).await,
+            &other.digest,
+            false,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(found.is_empty());
+}
+
 /// The absence of an artifact is kept for the negative TTL only (zero here: not at all), so an
 /// artifact attached later is seen at once; an artifact found is still kept.
 #[tokio::test]

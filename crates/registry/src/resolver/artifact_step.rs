@@ -50,7 +50,7 @@ impl Step for Compat<'_> {
                         media_type,
                         skip_api: *skip_api,
                     };
-                    discovered(&fetcher, &ask, *index).await
+                    discovered(&fetcher, &ask, *index, at.request.resolved).await
                 }
             }
         })
@@ -224,14 +224,21 @@ async fn list(fetcher: &Fetcher<'_>, ask: &Ask<'_>) -> Result<(Vec<Referrer>, Le
 /// none, the newest of each of its runnable platform manifests (at most
 /// [`MAX_PLATFORM_SUBJECTS`], attestations left out), each marked with its platform. The
 /// index's body is read for that (one more request), and every platform manifest costs its
-/// referrers lookup; an image whose index carries the artifact costs nothing more.
+/// referrers lookup; an image whose index carries the artifact costs nothing more. When the
+/// subject is a platform manifest with none, pinned by digest beside a tag (`image`:
+/// `name:tag@sha256:...`), the index the tag names is asked too ([`parent_index`]).
 async fn discovered(
     fetcher: &Fetcher<'_>,
     ask: &Ask<'_>,
     index: bool,
+    image: &Reference,
 ) -> Result<(Vec<Fetched>, Learned), Error> {
     let (found, mut learned) = newest(fetcher, ask).await?;
-    if found.is_some() || !index {
+    if found.is_some() {
+        return Ok((found.into_iter().collect(), learned));
+    }
+    if !index {
+        let found = parent_index(fetcher, ask, image, &mut learned).await?;
         return Ok((found.into_iter().collect(), learned));
     }
     let response = fetcher.manifest(ask.subject).await?;
@@ -262,6 +269,46 @@ async fn discovered(
         }
     }
     Ok((out, learned))
+}
+
+/// The artifact attached to the index that holds a platform manifest: the registry API cannot
+/// tell which index holds a manifest, but a reference pinned by digest beside its tag
+/// (`name:tag@sha256:...`, as Renovate and Flux pin images) names one. The tag's manifest is
+/// read (one request); when it is an index listing the subject, its newest artifact is the
+/// image's (it holds wherever the image runs: the decision keeps the pod to the subject's
+/// platform). Nothing when the reference has no tag, or the tag names no index holding it.
+async fn parent_index(
+    fetcher: &Fetcher<'_>,
+    ask: &Ask<'_>,
+    image: &Reference,
+    learned: &mut Learned,
+) -> Result<Option<Fetched>, Error> {
+    let (Some(tag), Some(_)) = (image.tag.as_deref(), image.digest.as_deref()) else {
+        return Ok(None);
+    };
+    let response = match fetcher.manifest(tag).await {
+        Err(Error::NotFound { .. }) => return Ok(None),
+        other => other?,
+    };
+    let holds_subject = match manifest::parse(response.content_type(), &response.body) {
+        Ok((_, manifest::Parsed::Index(entries))) => {
+            entries.iter().any(|entry| entry.digest == ask.subject)
+        }
+        _ => false,
+    };
+    if !holds_subject {
+        tracing::debug!(registry = %fetcher.session.ctx.registry, tag, "the tag beside the digest names no index holding it");
+        return Ok(None);
+    }
+    let digest = manifest::digest_of(&response.body, Some(ask.subject));
+    let parent = Ask {
+        subject: &digest,
+        skip_api: ask.skip_api || learned.no_referrers_api,
+        ..*ask
+    };
+    let (found, more) = newest(fetcher, &parent).await?;
+    learned.no_referrers_api |= more.no_referrers_api;
+    Ok(found)
 }
 
 /// The newest referrer whose manifest names the subject, its layer of `media_type` (else its
