@@ -20,6 +20,8 @@
 //!   keys) against the floor, side by side like [`warm`].
 //! - [`gate`]: the gate and hybrid lookup modes beside inline (admission latency against a slow
 //!   registry, creation to release, API writes, a storm of gated pods).
+//! - [`hostile`]: hostile NFD image-compatibility artifacts (deep nesting, tens of thousands of
+//!   regular expressions): CPU seconds and peak RSS of `noe explain` deciding one pod.
 //! - [`report`]: `noe report` over 10,000 workloads and 1,000 images through a proxy adding a
 //!   round trip (wall time, peak RSS, requests per image).
 
@@ -28,6 +30,7 @@ pub mod cold;
 pub mod fleet;
 pub mod floor;
 pub mod gate;
+pub mod hostile;
 pub mod images;
 pub mod memory;
 pub mod noe;
@@ -91,6 +94,8 @@ enum Command {
     Report(Options),
     /// The policy engines' lookup endpoint, warm (1 and 64 keys), beside the floor.
     Lookup(Options),
+    /// Hostile NFD artifacts: CPU seconds and peak RSS of `noe explain` (and `--baseline`).
+    Hostile(Options),
 }
 
 /// What the warm path's floor answers (see [`Options::floor_answer`]).
@@ -232,6 +237,7 @@ impl Cli {
                 Command::Gate(options) => gate::run(&options).await,
                 Command::Report(options) => report::run(&options).await,
                 Command::Lookup(options) => policy_endpoint::run(&options).await,
+                Command::Hostile(options) => hostile::run(&options).await,
             }
         });
         match result {

@@ -10,10 +10,13 @@
 //!   request arriving at the API server, over a bounded number of pods added one at a time.
 //! - `process`: the real `noe` binary with `--kubeconfig --watch-nodes --remediate=report`: RSS
 //!   above the same binary idle, and wrong-arch pod to Event through the webhook's resolver.
+//! - `nodefeatures`: the real `noe` binary with `--watch-nodes --image-selection`, with and
+//!   without `--watch-node-features`, over N nodes in G groups of nfd-worker `NodeFeature`s.
 //!
 //! Not a test: it measures and prints markdown, it asserts nothing about timing.
 
 mod latency;
+mod nodefeatures;
 mod nodeview;
 mod process;
 mod reflector_memory;
@@ -43,6 +46,8 @@ enum Command {
     Nodeview(nodeview::Options),
     /// The real `noe` process: reflector memory and wrong-arch pod to Event.
     Process(process::Options),
+    /// The real `noe` process: RSS of `--watch-node-features` over N nodes in G node groups.
+    Nodefeatures(nodefeatures::Options),
     /// (internal) The measured process of `memory`.
     Child(reflector_memory::ChildOptions),
 }
@@ -63,6 +68,7 @@ fn main() -> ExitCode {
             Command::Latency(options) => latency::run(&options).await,
             Command::Child(options) => reflector_memory::child(&options).await,
             Command::Process(options) => process::run(&options).await,
+            Command::Nodefeatures(options) => nodefeatures::run(&options).await,
             Command::Nodeview(options) => {
                 nodeview::run(&options);
                 Ok(())
