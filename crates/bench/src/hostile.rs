@@ -12,58 +12,31 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use noe_test_support::{
-    attach, compat_artifact, node_json, push_standard_fixtures, Registry, NFD_ARTIFACT_TYPE,
-    NFD_SPEC_TYPE,
+    attach, compat_artifact, nfd_nested_spec, nfd_regex_spec, node_json, push_standard_fixtures,
+    Registry, NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE,
 };
 use serde_json::{json, Value};
 
 use crate::Options;
 
-/// 512 `InRegexp` expressions of 64 patterns each: `pattern(i)` is the i-th.
-fn regex_spec(pattern: impl Fn(usize) -> String) -> String {
-    let mut spec = String::from("version: v1alpha1\ncompatibilities:\n- rules:\n");
-    for rule in 0..32 {
-        spec.push_str(&format!("  - name: r{rule}\n    matchFeatures:\n"));
-        for term in 0..16 {
-            let values: Vec<String> = (0..64)
-                .map(|v| format!("'{}'", pattern((rule * 16 + term) * 64 + v)))
-                .collect();
-            spec.push_str(&format!(
-                "    - feature: kernel.version\n      matchExpressions: {{e{term}: {{op: InRegexp, value: [{}]}}}}\n",
-                values.join(",")
-            ));
-        }
-    }
-    spec
-}
-
 /// The cases: (name, spec).
 fn cases() -> Vec<(&'static str, String)> {
-    let deep = 100_000;
     vec![
         (
             "100,000 nested flow sequences (200 KB)",
-            format!(
-                "version: v1alpha1\ncompatibilities: {}{}\n",
-                "[".repeat(deep),
-                "]".repeat(deep)
-            ),
+            nfd_nested_spec(100_000, false),
         ),
         (
             "100,000 nested sequences inside a `value`",
-            format!(
-                "version: v1alpha1\ncompatibilities:\n- rules:\n  - matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        major: {{op: In, value: {}{}}}\n",
-                "[".repeat(deep),
-                "]".repeat(deep)
-            ),
+            nfd_nested_spec(100_000, true),
         ),
         (
             "512 `InRegexp` × 64 values of `\\w` (32,768 regexes)",
-            regex_spec(|_| "\\w".to_owned()),
+            nfd_regex_spec(|_| "\\w".to_owned()),
         ),
         (
             "512 `InRegexp` × 64 values of 26 distinct `\\wX`",
-            regex_spec(|i| format!("\\w{}", char::from(b'a' + (i % 26) as u8))),
+            nfd_regex_spec(|i| format!("\\w{}", char::from(b'a' + (i % 26) as u8))),
         ),
     ]
 }

@@ -510,20 +510,42 @@ async fn a_referrer_naming_another_subject_is_skipped_and_sizes_are_bounded() {
 /// none, its runnable platform manifests are asked too (the index read once more, then one
 /// fallback tag per platform once the registry is known to lack the referrers API); the spec
 /// comes back marked with its platform. An artifact on the index itself costs nothing more.
-#[tokio::test]
-async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
+/// The NFD artifacts `artifacts` finds for `image`'s `subject` (`index`: the subject is an index).
+async fn discover(
+    artifacts: &Artifacts,
+    image: &str,
+    subject: &str,
+    index: bool,
+) -> std::sync::Arc<[noe_registry::artifacts::Fetched]> {
+    artifacts
+        .discovered(
+            &routed(image).await,
+            subject,
+            index,
+            NFD_ARTIFACT_TYPE,
+            NFD_MEDIA_TYPE,
+            &[],
+            None,
+        )
+        .await
+        .unwrap()
+}
+
+/// An amd64 and an arm64 manifest in `repository`, and their index tagged `1`.
+async fn two_platforms(
+    pusher: &noe_test_support::Pusher,
+    repository: &str,
+) -> [noe_test_support::Descriptor; 3] {
     use noe_test_support::{push_index, IndexEntry};
-    let registry = Registry::start().await.unwrap();
-    let pusher = registry.pusher().unwrap();
-    let amd = push_image(&pusher, "multi", None, "linux/amd64", Flavor::Oci)
+    let amd = push_image(pusher, repository, None, "linux/amd64", Flavor::Oci)
         .await
         .unwrap();
-    let arm = push_image(&pusher, "multi", None, "linux/arm64", Flavor::Oci)
+    let arm = push_image(pusher, repository, None, "linux/arm64", Flavor::Oci)
         .await
         .unwrap();
     let index = push_index(
-        &pusher,
-        "multi",
+        pusher,
+        repository,
         Some("1"),
         Flavor::Oci,
         &[
@@ -533,6 +555,14 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
     )
     .await
     .unwrap();
+    [amd, arm, index]
+}
+
+#[tokio::test]
+async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
+    let registry = Registry::start().await.unwrap();
+    let pusher = registry.pusher().unwrap();
+    let [amd, arm, index] = two_platforms(&pusher, "multi").await;
     let on_arm = attached(&arm, "arm", None);
     attach(&pusher, "multi", &arm.digest, &on_arm, &[])
         .await
@@ -544,18 +574,7 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
     assert_eq!(resolved.digest, index.digest);
     let artifacts = Artifacts::new(resolver.clone());
     registry.reset_requests();
-    let found = artifacts
-        .discovered(
-            &routed(&image).await,
-            &index.digest,
-            true,
-            NFD_ARTIFACT_TYPE,
-            NFD_MEDIA_TYPE,
-            &[],
-            None,
-        )
-        .await
-        .unwrap();
+    let found = discover(&artifacts, &image, &index.digest, true).await;
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].digest, on_arm.digest);
     assert_eq!(
@@ -606,18 +625,7 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
 
     // Warm: none. An index carrying the artifact itself is not looked through.
     registry.reset_requests();
-    artifacts
-        .discovered(
-            &routed(&image).await,
-            &index.digest,
-            true,
-            NFD_ARTIFACT_TYPE,
-            NFD_MEDIA_TYPE,
-            &[],
-            None,
-        )
-        .await
-        .unwrap();
+    discover(&artifacts, &image, &index.digest, true).await;
     assert_eq!(registry.request_count(), 0, "{:?}", summary(&registry));
     let on_index = attached(&index, "index", None);
     attach(&pusher, "multi", &index.digest, &on_index, &[])
@@ -625,18 +633,7 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
         .unwrap();
     let fresh = Artifacts::new(resolver);
     registry.reset_requests();
-    let found = fresh
-        .discovered(
-            &routed(&image).await,
-            &index.digest,
-            true,
-            NFD_ARTIFACT_TYPE,
-            NFD_MEDIA_TYPE,
-            &[],
-            None,
-        )
-        .await
-        .unwrap();
+    let found = discover(&fresh, &image, &index.digest, true).await;
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].platform, None);
     assert_eq!(registry.request_count(), 4, "{:?}", summary(&registry));
@@ -647,27 +644,9 @@ async fn an_artifact_on_a_platform_manifest_is_found_through_the_index() {
 /// artifact is the image's. Pinned by digest alone, no index can be known: none.
 #[tokio::test]
 async fn a_platform_digest_beside_its_tag_finds_the_artifact_of_its_index() {
-    use noe_test_support::{push_index, IndexEntry};
     let registry = Registry::start().await.unwrap();
     let pusher = registry.pusher().unwrap();
-    let amd = push_image(&pusher, "pinned", None, "linux/amd64", Flavor::Oci)
-        .await
-        .unwrap();
-    let arm = push_image(&pusher, "pinned", None, "linux/arm64", Flavor::Oci)
-        .await
-        .unwrap();
-    let index = push_index(
-        &pusher,
-        "pinned",
-        Some("1"),
-        Flavor::Oci,
-        &[
-            IndexEntry::new(&amd, Some("linux/amd64")),
-            IndexEntry::new(&arm, Some("linux/arm64")),
-        ],
-    )
-    .await
-    .unwrap();
+    let [amd, arm, index] = two_platforms(&pusher, "pinned").await;
     let on_index = attached(&index, "index", None);
     attach(&pusher, "pinned", &index.digest, &on_index, &[])
         .await
@@ -678,18 +657,7 @@ async fn a_platform_digest_beside_its_tag_finds_the_artifact_of_its_index() {
     let resolved = resolver.resolve(&pinned, &[]).await.unwrap();
     assert_eq!(resolved.digest, arm.digest, "the digest wins over the tag");
     registry.reset_requests();
-    let found = artifacts
-        .discovered(
-            &routed(&pinned).await,
-            &arm.digest,
-            false,
-            NFD_ARTIFACT_TYPE,
-            NFD_MEDIA_TYPE,
-            &[],
-            None,
-        )
-        .await
-        .unwrap();
+    let found = discover(&artifacts, &pinned, &arm.digest, false).await;
     assert_eq!(found.len(), 1, "{:?}", summary(&registry));
     assert_eq!(found[0].digest, on_index.digest);
     assert_eq!(found[0].platform, None);
@@ -712,36 +680,14 @@ async fn a_platform_digest_beside_its_tag_finds_the_artifact_of_its_index() {
     );
     // By digest alone: the registry cannot say which index holds the manifest.
     let alone = format!("{}/pinned@{}", registry.host(), amd.digest);
-    let found = artifacts
-        .discovered(
-            &routed(&alone).await,
-            &amd.digest,
-            false,
-            NFD_ARTIFACT_TYPE,
-            NFD_MEDIA_TYPE,
-            &[],
-            None,
-        )
-        .await
-        .unwrap();
+    let found = discover(&artifacts, &alone, &amd.digest, false).await;
     assert!(found.is_empty());
     // A tag naming an index that does not hold the manifest: none.
     let other = push_image(&pusher, "pinned", Some("2"), "linux/s390x", Flavor::Oci)
         .await
         .unwrap();
     let elsewhere = format!("{}/pinned:1@{}", registry.host(), other.digest);
-    let found = artifacts
-        .discovered(
-            &routed(&elsewhere).await,
-            &other.digest,
-            false,
-            NFD_ARTIFACT_TYPE,
-            NFD_MEDIA_TYPE,
-            &[],
-            None,
-        )
-        .await
-        .unwrap();
+    let found = discover(&artifacts, &elsewhere, &other.digest, false).await;
     assert!(found.is_empty());
 }
 

@@ -22,6 +22,38 @@ pub const OCIFIT_SPEC_TYPE: &str = "application/vnd.oci.image.compatibilities.v1
 /// `artifactType` `oras push` writes when none is given.
 pub const ORAS_DEFAULT_ARTIFACT_TYPE: &str = "application/vnd.unknown.artifact.v1";
 
+/// A hostile NFD spec inside every byte bound: 512 `InRegexp` expressions of 64 patterns each
+/// (YAML, single-quoted: about 240 KB for two-character patterns); `pattern(i)` is the i-th.
+pub fn nfd_regex_spec(pattern: impl Fn(usize) -> String) -> String {
+    let mut spec = String::from("version: v1alpha1\ncompatibilities:\n- rules:\n");
+    for rule in 0..32 {
+        spec.push_str(&format!("  - name: r{rule}\n    matchFeatures:\n"));
+        for term in 0..16 {
+            let values: Vec<String> = (0..64)
+                .map(|v| format!("'{}'", pattern((rule * 16 + term) * 64 + v)))
+                .collect();
+            spec.push_str(&format!(
+                "    - feature: kernel.version\n      matchExpressions: {{e{term}: {{op: InRegexp, value: [{}]}}}}\n",
+                values.join(",")
+            ));
+        }
+    }
+    spec
+}
+
+/// A hostile NFD spec nested `depth` levels deep in flow sequences (2 bytes a level): as the
+/// spec's `compatibilities`, or (`in_value`) inside an expression's `value`.
+pub fn nfd_nested_spec(depth: usize, in_value: bool) -> String {
+    let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    if in_value {
+        format!(
+            "version: v1alpha1\ncompatibilities:\n- rules:\n  - matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        major: {{op: In, value: {nested}}}\n"
+        )
+    } else {
+        format!("version: v1alpha1\ncompatibilities: {nested}\n")
+    }
+}
+
 /// An artifact manifest built in memory.
 #[derive(Debug, Clone)]
 pub struct CompatArtifact {

@@ -88,8 +88,9 @@ mod token_server;
 mod webhook_tls;
 
 pub use artifacts::{
-    attach, compat_artifact, fallback_tag, push_artifact, referrers_index, CompatArtifact,
-    NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, OCIFIT_SPEC_TYPE, ORAS_DEFAULT_ARTIFACT_TYPE,
+    attach, compat_artifact, fallback_tag, nfd_nested_spec, nfd_regex_spec, push_artifact,
+    referrers_index, CompatArtifact, NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, OCIFIT_SPEC_TYPE,
+    ORAS_DEFAULT_ARTIFACT_TYPE,
 };
 pub use ca::{ServerCert, TestCa};
 pub use connect_proxy::ConnectProxy;

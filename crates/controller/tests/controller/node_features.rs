@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use noe_controller::{Config, Controllers, Deps, Metrics};
+use noe_controller::{Config, Controllers, Deps, Metrics, NodeFeatureView, Running};
 use noe_test_support::{node_feature_json, Fault, KubeApi, Resource, NFD_NAMESPACE};
 use serde_json::json;
 
@@ -15,6 +15,21 @@ fn modules(names: &[&str]) -> serde_json::Value {
         names.iter().map(|n| ((*n).to_owned(), json!({}))).collect();
     json!({"flags": {"kernel.loadedmodule": {"elements": elements}},
         "attributes": {"kernel.version": {"elements": {"major": "6", "minor": "1"}}}})
+}
+
+/// The controllers (none configured) and the `NodeFeature` reflector started on `api`.
+fn start(api: &KubeApi) -> (prometheus::Registry, Running, NodeFeatureView) {
+    let registry = prometheus::Registry::new();
+    let metrics = Metrics::new(&registry, 10).unwrap();
+    let mut running = Controllers::start(
+        api.client().unwrap(),
+        Config::default(),
+        Deps::default(),
+        metrics,
+    )
+    .unwrap();
+    let view = running.start_node_features();
+    (registry, running, view)
 }
 
 #[tokio::test]
@@ -33,16 +48,7 @@ async fn node_features_are_listed_watched_and_a_missing_crd_is_retried() {
     unlabelled["metadata"]["labels"] = json!({});
     api.put_node_feature(unlabelled);
 
-    let registry = prometheus::Registry::new();
-    let metrics = Metrics::new(&registry, 10).unwrap();
-    let mut running = Controllers::start(
-        api.client().unwrap(),
-        Config::default(),
-        Deps::default(),
-        metrics,
-    )
-    .unwrap();
-    let view = running.start_node_features();
+    let (registry, running, view) = start(&api);
     poll("listed after the CRD appeared", 1500, || view.is_ready()).await;
     assert_eq!(
         metric(
@@ -112,16 +118,7 @@ async fn many_objects_for_one_node_cost_linear_work() {
         api.put_node_feature(object(i, 0));
     }
     api.put_node_feature(node_feature_json("calm", modules(&["kvm"])));
-    let registry = prometheus::Registry::new();
-    let metrics = Metrics::new(&registry, 10).unwrap();
-    let mut running = Controllers::start(
-        api.client().unwrap(),
-        Config::default(),
-        Deps::default(),
-        metrics,
-    )
-    .unwrap();
-    let view = running.start_node_features();
+    let (_registry, running, view) = start(&api);
     poll("listed", 1500, || view.is_ready()).await;
     assert!(
         view.features("busy").is_none(),

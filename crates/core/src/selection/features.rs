@@ -573,11 +573,21 @@ fn drain_seq<'de, A: SeqAccess<'de>>(seq: &mut A) -> Result<(), A::Error> {
     Ok(())
 }
 
-/// A visitor that reads a map with `on_map` and anything else as nothing.
+/// A visitor's answers to what is not the map it reads: nothing (a list is drained when it is
+/// not read either).
 macro_rules! tolerant {
+    ($expecting:literal, drains lists) => {
+        tolerant!($expecting);
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            drain_seq(&mut seq)
+        }
+    };
     ($expecting:literal) => {
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str($expecting)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
         }
         fn visit_bool<E>(self, _: bool) -> Result<(), E> {
             Ok(())
@@ -603,25 +613,26 @@ macro_rules! tolerant {
     };
 }
 
+/// A seed read by its own visitor, whatever the value is.
+macro_rules! seed {
+    ($name:ident) => {
+        impl<'de> DeserializeSeed<'de> for $name<'_> {
+            type Value = ();
+            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+    };
+}
+
 /// `spec.features`: `{flags, attributes, instances}`.
 struct FeaturesSeed<'r>(&'r mut Reading);
 
-impl<'de> DeserializeSeed<'de> for FeaturesSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed!(FeaturesSeed);
 
 impl<'de> Visitor<'de> for FeaturesSeed<'_> {
     type Value = ();
-    tolerant!("NodeFeature features");
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        drain_seq(&mut seq)
-    }
+    tolerant!("NodeFeature features", drains lists);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let kind = match key.0.as_ref() {
@@ -648,22 +659,11 @@ struct KindSeed<'r> {
     kind: Kind,
 }
 
-impl<'de> DeserializeSeed<'de> for KindSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed!(KindSeed);
 
 impl<'de> Visitor<'de> for KindSeed<'_> {
     type Value = ();
-    tolerant!("features by name");
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        drain_seq(&mut seq)
-    }
+    tolerant!("features by name", drains lists);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let name = key.0.to_lowercase();
@@ -757,22 +757,11 @@ fn sorted(mut pairs: Vec<(Text, Text)>) -> Attributes {
 /// `{elements: ...}` of one feature.
 struct FeatureSeed<'f>(&'f mut FeatureRead);
 
-impl<'de> DeserializeSeed<'de> for FeatureSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed!(FeatureSeed);
 
 impl<'de> Visitor<'de> for FeatureSeed<'_> {
     type Value = ();
-    tolerant!("a feature");
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        drain_seq(&mut seq)
-    }
+    tolerant!("a feature", drains lists);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             if key.0 == "elements" {
@@ -789,19 +778,11 @@ impl<'de> Visitor<'de> for FeatureSeed<'_> {
 /// (instances: `[{attributes: {...}}]`).
 struct ElementsSeed<'f>(&'f mut FeatureRead);
 
-impl<'de> DeserializeSeed<'de> for ElementsSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed!(ElementsSeed);
 
 impl<'de> Visitor<'de> for ElementsSeed<'_> {
     type Value = ();
     tolerant!("a feature's elements");
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let read = self.0;
         match read.kind {
@@ -869,22 +850,11 @@ struct InstanceRead {
 /// One instance, `{attributes: {name: value}}`.
 struct InstanceSeed<'a>(&'a mut InstanceRead);
 
-impl<'de> DeserializeSeed<'de> for InstanceSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed!(InstanceSeed);
 
 impl<'de> Visitor<'de> for InstanceSeed<'_> {
     type Value = ();
-    tolerant!("an instance");
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        drain_seq(&mut seq)
-    }
+    tolerant!("an instance", drains lists);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             if key.0 == "attributes" {
@@ -900,22 +870,11 @@ impl<'de> Visitor<'de> for InstanceSeed<'_> {
 /// An instance's `attributes`.
 struct AttributesSeed<'a>(&'a mut InstanceRead);
 
-impl<'de> DeserializeSeed<'de> for AttributesSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed!(AttributesSeed);
 
 impl<'de> Visitor<'de> for AttributesSeed<'_> {
     type Value = ();
-    tolerant!("an instance's attributes");
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        drain_seq(&mut seq)
-    }
+    tolerant!("an instance's attributes", drains lists);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let instance = self.0;
         while let Some(key) = map.next_key::<Key<'de>>()? {

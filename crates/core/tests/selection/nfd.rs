@@ -4,6 +4,7 @@
 //! translation for nodes without a `NodeFeature`.
 
 use noe_core::selection::{SelectionError, Spec, Tri};
+use noe_test_support::{nfd_nested_spec, nfd_regex_spec};
 use serde_json::json;
 
 use super::helpers::{featured, node, x86_features};
@@ -261,37 +262,17 @@ fn counts_and_sizes_are_bounded() {
     );
 }
 
-/// 512 `InRegexp` expressions of 64 patterns each (YAML, single-quoted): `pattern(i)` is the
-/// i-th.
-fn regex_spec(pattern: impl Fn(usize) -> String) -> Vec<u8> {
-    let mut spec = String::from("version: v1alpha1\ncompatibilities:\n- rules:\n");
-    for rule in 0..32 {
-        spec.push_str(&format!("  - name: r{rule}\n    matchFeatures:\n"));
-        for term in 0..16 {
-            let first = (rule * 16 + term) * 64;
-            let values: Vec<String> = (first..first + 64)
-                .map(|i| format!("'{}'", pattern(i)))
-                .collect();
-            spec.push_str(&format!(
-                "    - feature: kernel.version\n      matchExpressions: {{e{term}: {{op: InRegexp, value: [{}]}}}}\n",
-                values.join(",")
-            ));
-        }
-    }
-    assert!(spec.len() <= 256 * 1024, "{} bytes", spec.len());
-    spec.into_bytes()
-}
-
 /// 32,768 copies of the Unicode `\w` are one compiled expression; distinct patterns stop at the
 /// spec's budget of compiled bytes; a hostile nesting fails at its depth, whether in the
 /// document or inside an expression's `value`.
 #[test]
 fn regular_expressions_and_nesting_are_bounded() {
     use noe_core::selection::limits;
-    let word = Spec::parse_nfd(&regex_spec(|_| "\\w".to_owned())).unwrap();
+    let regex_spec = |pattern: &dyn Fn(usize) -> String| nfd_regex_spec(pattern).into_bytes();
+    let word = Spec::parse_nfd(&regex_spec(&|_| "\\w".to_owned())).unwrap();
     assert!(word.regex_bytes > 0);
     assert!(word.regex_bytes < 512 * 1024, "{}", word.regex_bytes);
-    let distinct = regex_spec(|i| format!("\\w{}", char::from(b'a' + (i % 26) as u8)));
+    let distinct = regex_spec(&|i| format!("\\w{}", char::from(b'a' + (i % 26) as u8)));
     assert_eq!(
         Spec::parse_nfd(&distinct).unwrap_err(),
         SelectionError::TooMany {
@@ -299,16 +280,17 @@ fn regular_expressions_and_nesting_are_bounded() {
             limit: limits::SPEC_REGEX_BYTES
         }
     );
-    let literals = regex_spec(|i| format!("{:03x}", i % 4096));
+    let literals = regex_spec(&|i| format!("{:03x}", i % 4096));
     assert!(matches!(
         Spec::parse_nfd(&literals),
         Err(SelectionError::TooMany { limit, .. }) if limit == limits::SPEC_REGEX_BYTES
     ));
-    let nested = |depth: usize| {
-        let value = format!("{}\"6\"{}", "[".repeat(depth), "]".repeat(depth));
-        format!("version: v1alpha1\ncompatibilities:\n- rules:\n  - matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        major: {{op: In, value: {value}}}\n")
-    };
-    assert!(Spec::parse_nfd(nested(1).as_bytes()).is_ok());
+    let nested = |depth: usize| nfd_nested_spec(depth, true);
+    // Within the bound, the nesting is read (and the empty list refused for what it is).
+    assert!(matches!(
+        Spec::parse_nfd(nested(50).as_bytes()),
+        Err(SelectionError::Parse(_) | SelectionError::Invalid(_))
+    ));
     for depth in [100, 100_000] {
         assert_eq!(
             Spec::parse_nfd(nested(depth).as_bytes()).unwrap_err(),

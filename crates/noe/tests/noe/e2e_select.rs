@@ -15,8 +15,9 @@
 use std::time::Duration;
 
 use noe_test_support::{
-    attach, compat_artifact, node_feature_json, node_json, push_artifact, KubeApi,
-    NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, OCIFIT_SPEC_TYPE, ORAS_DEFAULT_ARTIFACT_TYPE,
+    attach, compat_artifact, nfd_nested_spec, nfd_regex_spec, node_feature_json, node_json,
+    push_artifact, KubeApi, NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, OCIFIT_SPEC_TYPE,
+    ORAS_DEFAULT_ARTIFACT_TYPE,
 };
 use serde_json::{json, Value};
 
@@ -502,24 +503,6 @@ async fn explain_shows_the_choice_offline() {
     );
 }
 
-/// 512 `InRegexp` expressions of 64 patterns each (about 250 KB): `pattern(i)` is the i-th.
-fn regex_spec(pattern: impl Fn(usize) -> String) -> Vec<u8> {
-    let mut spec = String::from("version: v1alpha1\ncompatibilities:\n- rules:\n");
-    for rule in 0..32 {
-        spec.push_str(&format!("  - name: r{rule}\n    matchFeatures:\n"));
-        for term in 0..16 {
-            let values: Vec<String> = (0..64)
-                .map(|v| format!("'{}'", pattern((rule * 16 + term) * 64 + v)))
-                .collect();
-            spec.push_str(&format!(
-                "    - feature: kernel.version\n      matchExpressions: {{e{term}: {{op: InRegexp, value: [{}]}}}}\n",
-                values.join(",")
-            ));
-        }
-    }
-    spec.into_bytes()
-}
-
 /// Hostile NFD artifacts in the real registry, inside every byte bound (256 KiB): a spec nested
 /// 100,000 levels deep, the same nesting inside an expression's `value`, 32,768 copies of the
 /// Unicode `\w`, and distinct patterns past the spec's budget of compiled regular expressions.
@@ -530,19 +513,11 @@ fn regex_spec(pattern: impl Fn(usize) -> String) -> Vec<u8> {
 async fn hostile_nfd_specs_are_answered_within_the_deadline() {
     let h = Harness::start().await;
     let f = &h.fixtures;
-    let deep = 100_000;
-    let nested = format!(
-        "version: v1alpha1\ncompatibilities: {}{}\n",
-        "[".repeat(deep),
-        "]".repeat(deep)
-    );
-    let in_value = format!(
-        "version: v1alpha1\ncompatibilities:\n- rules:\n  - matchFeatures:\n    - feature: kernel.version\n      matchExpressions:\n        major: {{op: In, value: {}{}}}\n",
-        "[".repeat(deep),
-        "]".repeat(deep)
-    );
-    let word = regex_spec(|_| "\\w".to_owned());
-    let distinct = regex_spec(|i| format!("\\w{}", char::from(b'a' + (i % 26) as u8)));
+    let nested = nfd_nested_spec(100_000, false);
+    let in_value = nfd_nested_spec(100_000, true);
+    let word = nfd_regex_spec(|_| "\\w".to_owned()).into_bytes();
+    let distinct =
+        nfd_regex_spec(|i| format!("\\w{}", char::from(b'a' + (i % 26) as u8))).into_bytes();
     let images = [&f.oci_index, &f.docker_list, &f.nested_index, &f.oci_single];
     let specs = [nested.as_bytes(), in_value.as_bytes(), &word, &distinct];
     let pusher = h.registry.pusher().unwrap();
