@@ -41,8 +41,12 @@ async fn node_features_are_listed_watched_and_a_missing_crd_is_retried() {
     let mut gpu = node_feature_json("n1", modules(&["nvidia"]));
     gpu["metadata"]["name"] = json!("n1-gpu");
     gpu["metadata"]["namespace"] = json!("gpu-operator");
-    gpu["spec"]["features"] =
-        json!({"flags": {"kernel.enabledmodule": {"elements": {"nvidia": {}}}}});
+    // The same attribute as NFD's own object: nfd-master merges the objects of its namespace
+    // first, so this one's value wins, element by element.
+    gpu["spec"]["features"] = json!({
+        "flags": {"kernel.enabledmodule": {"elements": {"nvidia": {}}}},
+        "attributes": {"kernel.version": {"elements": {"minor": "15"}}}
+    });
     api.put_node_feature(gpu);
     let mut unlabelled = node_feature_json("n9", modules(&["kvm"]));
     unlabelled["metadata"]["labels"] = json!({});
@@ -64,9 +68,12 @@ async fn node_features_are_listed_watched_and_a_missing_crd_is_retried() {
         n1.get("kernel.enabledmodule").unwrap().has_flag("nvidia"),
         "merged"
     );
+    let version = n1.get("kernel.version").unwrap();
+    assert_eq!(version.attribute("major"), Some("6"));
     assert_eq!(
-        n1.get("kernel.version").unwrap().attribute("major"),
-        Some("6")
+        version.attribute("minor"),
+        Some("15"),
+        "the object outside NFD's namespace is merged last"
     );
     assert!(view.features("n9").is_none(), "no node-name label");
     assert_eq!(view.len(), 1);
