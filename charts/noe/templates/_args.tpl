@@ -137,6 +137,9 @@ args:
 {{- with .tokenAudience }}
 - {{ printf "--lookup-token-audience=%s" . | quote }}
 {{- end }}
+{{- if .tokenAudience }}
+- {{ printf "--lookup-token-review-qps=%d" (int .tokenReviewQPS) | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if .Values.namespacePreference.enabled }}

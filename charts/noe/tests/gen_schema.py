@@ -434,6 +434,8 @@ schema = {
                 },
                 "tokenAudience": {"type": "string",
                                   "description": "--lookup-token-audience (TokenReview)"},
+                "tokenReviewQPS": {"type": "integer", "minimum": 1, "maximum": 10000,
+                                   "description": "--lookup-token-review-qps: TokenReviews of new tokens per second"},
                 "service": {
                     "type": "object",
                     "additionalProperties": False,

@@ -14,7 +14,14 @@ use crate::wrk::{self, Report};
 use crate::Options;
 
 const AUDIENCE: &str = "noe-bench";
-const TOKEN: &str = "noe-bench-token";
+/// A projected service account token for [`AUDIENCE`] (its shape is checked before any
+/// TokenReview), the same for the whole run.
+fn token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| {
+        noe_test_support::fresh_token("system:serviceaccount:kyverno:kyverno", &[AUDIENCE])
+    })
+}
 const PATH: &str = "/gatekeeper/v1/platforms";
 
 /// The wrk script POSTing `body` to the Gatekeeper route with the token (wrk.path overrides the
@@ -27,7 +34,8 @@ fn script(dir: &std::path::Path, name: &str, body: &str) -> anyhow::Result<std::
     std::fs::write(
         &path,
         format!(
-            "wrk.method = \"POST\"\nwrk.path = \"{PATH}\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.headers[\"Authorization\"] = \"Bearer {TOKEN}\"\nwrk.body = [==[{body}]==]\n"
+            "wrk.method = \"POST\"\nwrk.path = \"{PATH}\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.headers[\"Authorization\"] = \"Bearer {}\"\nwrk.body = [==[{body}]==]\n",
+            token()
         ),
     )?;
     Ok(path)
@@ -51,7 +59,7 @@ async fn warm_up(
 ) -> anyhow::Result<bytes::Bytes> {
     let body = client
         .post(format!("{lookup}{PATH}"))
-        .bearer_auth(TOKEN)
+        .bearer_auth(token())
         .header("content-type", "application/json")
         .body(provider_request(keys))
         .send()
@@ -77,7 +85,11 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     let images = references(&registry.host(), &tags);
     let tls = Tls::new()?;
     let api = KubeApi::start().await?;
-    api.accept_token(TOKEN, "system:serviceaccount:kyverno:kyverno", &[AUDIENCE]);
+    api.accept_token(
+        token(),
+        "system:serviceaccount:kyverno:kyverno",
+        &[AUDIENCE],
+    );
     let kubeconfig = tls.dir.path().join("lookup-kubeconfig.yaml");
     std::fs::write(&kubeconfig, api.kubeconfig_yaml())?;
     let lookup_addr = crate::noe::free_addr()?;

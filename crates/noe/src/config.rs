@@ -59,6 +59,8 @@ pub struct LookupSettings {
     pub token_audience: Option<String>,
     /// Each request answers within this (at most 2 s).
     pub deadline: Duration,
+    /// TokenReviews of tokens not known, per second at most.
+    pub token_review_qps: u32,
 }
 
 /// How the Kubernetes API is reached.

@@ -24,7 +24,9 @@
 //!   `Authorization` arrived or to any URL such as plain HTTP) and for a hostile registry (huge
 //!   platform strings, nested fan-out, a redirect to a host that challenges with its own realm).
 //! - [`KubeApi`]: a scripted Kubernetes API server (nodes, pods, leases, events: list, watch
-//!   with bookmarks and `410 Gone`, conflicts, evictions) for kube's real `Client`.
+//!   with bookmarks and `410 Gone`, conflicts, evictions) for kube's real `Client`;
+//!   [`service_account_token`] and [`fresh_token`]: Bearer tokens shaped like projected service
+//!   account tokens, for its TokenReviews.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -75,6 +77,7 @@ mod fake;
 mod fixtures;
 mod htpasswd;
 mod image;
+mod jwt;
 mod kube_api;
 mod layers;
 mod plugins;
@@ -109,6 +112,7 @@ pub use image::{
     attestation_entry, build_artifact, build_attestation, build_image, build_image_with_config,
     build_index, media_types, platform_json, BuiltImage, Descriptor, Flavor, IndexEntry, OCI_EMPTY,
 };
+pub use jwt::{fresh_token, service_account_token};
 pub use kube_api::{
     crash_loop, gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
     service_account_json, Crash, Fault, KubeApi, PodFixture, PodLog, RecordedRequest, Resource,

@@ -25,7 +25,14 @@ use noe_webhook::policy_endpoint::{
 };
 use noe_webhook::resolve::Anonymous;
 
-const TOKEN: &str = "noe-bench-token";
+/// A projected service account token for [`AUDIENCE`] (its shape is checked before any
+/// TokenReview), the same for the whole run.
+fn token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| {
+        noe_test_support::fresh_token("system:serviceaccount:kyverno:kyverno", &[AUDIENCE])
+    })
+}
 const AUDIENCE: &str = "noe-bench";
 const REPOSITORY: &str = "bench/app";
 
@@ -39,7 +46,7 @@ impl TokenReviewer for Accepts {
         _audience: &'a str,
     ) -> BoxFuture<'a, Result<Verdict, String>> {
         Box::pin(async move {
-            Ok(if token == TOKEN {
+            Ok(if token == self::token() {
                 Verdict::Authenticated {
                     username: "system:serviceaccount:kyverno:kyverno".into(),
                 }
@@ -90,7 +97,7 @@ fn request(body: &Bytes) -> Request<Full<Bytes>> {
     Request::post(noe_webhook::policy_endpoint::GATEKEEPER_PATH)
         .header(header::HOST, "localhost:8443")
         .header(header::CONTENT_TYPE, "application/json")
-        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .header(header::AUTHORIZATION, format!("Bearer {}", token()))
         .header(header::CONTENT_LENGTH, body.len())
         .body(Full::new(body.clone()))
         .unwrap()
@@ -133,9 +140,9 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("warm lookup");
     let tokens = TokenAuth::new(Arc::new(Accepts), AUDIENCE);
-    runtime.block_on(tokens.check(TOKEN)).unwrap();
+    runtime.block_on(tokens.check(token())).unwrap();
     group.bench_function("step: the token's verdict (cached)", |b| {
-        b.iter(|| black_box(runtime.block_on(tokens.check(black_box(TOKEN))).unwrap()))
+        b.iter(|| black_box(runtime.block_on(tokens.check(black_box(token()))).unwrap()))
     });
     for keys in [1usize, 64] {
         let asked = images.get(..keys).unwrap();

@@ -20,6 +20,7 @@ pub mod auth;
 pub mod client_ca;
 pub mod images;
 pub mod metrics;
+pub mod token;
 pub mod wire;
 
 use std::convert::Infallible;
@@ -41,7 +42,7 @@ use crate::table::{Table, Weighed};
 pub use auth::{Auth, Caller, KubeTokenReviews, Refused, TokenAuth, TokenReviewer};
 pub use client_ca::ClientCa;
 pub use images::{ImageSource, RegistryImages};
-pub use metrics::{Engine, Metrics, Outcome};
+pub use metrics::{Engine, Metrics, Outcome, TokenMetrics};
 pub use wire::KeyAnswer;
 
 /// Gatekeeper's external-data route (a `Provider`'s `spec.url` path).
@@ -299,7 +300,9 @@ impl PolicyEndpoint {
         let (outcome, status) = match refused {
             Refused::Unauthenticated => (Outcome::Unauthenticated, StatusCode::UNAUTHORIZED),
             Refused::Forbidden => (Outcome::Forbidden, StatusCode::FORBIDDEN),
-            Refused::Unavailable(_) => (Outcome::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+            Refused::Unavailable(_) | Refused::Throttled => {
+                (Outcome::Unavailable, StatusCode::SERVICE_UNAVAILABLE)
+            }
         };
         tracing::debug!(error = %refused, caller = engine.label(), "Lookup refused");
         let message = refused.to_string();
@@ -312,6 +315,11 @@ impl PolicyEndpoint {
             answer
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if *refused == Refused::Throttled {
+            answer
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         (outcome, answer)
     }

@@ -38,18 +38,25 @@ pub fn build(
         client_ca,
         token_audience,
         deadline,
+        token_review_qps,
     } = settings;
     if client_ca.is_none() && token_audience.is_none() {
         anyhow::bail!(
             "--lookup-addr needs --lookup-client-ca and/or --lookup-token-audience: a caller with neither gets nothing"
         );
     }
+    let metrics =
+        Metrics::register(&app.metrics).context("cannot register the lookup endpoint metrics")?;
     let tokens = match (token_audience, client) {
         (None, _) => None,
-        (Some(audience), Some(client)) => Some(TokenAuth::new(
-            Arc::new(KubeTokenReviews::new(client, TOKEN_REVIEW_TIMEOUT)),
-            audience,
-        )),
+        (Some(audience), Some(client)) => Some(
+            TokenAuth::new(
+                Arc::new(KubeTokenReviews::new(client, TOKEN_REVIEW_TIMEOUT)),
+                audience,
+            )
+            .with_reviews_per_second(f64::from(token_review_qps))
+            .with_metrics(metrics.tokens()),
+        ),
         (Some(_), None) => anyhow::bail!(
             "--lookup-token-audience needs Kubernetes API access (in a pod, or --kubeconfig) for its TokenReviews"
         ),
@@ -65,8 +72,6 @@ pub fn build(
     }
     let config = policy_endpoint::server_config(tls, client_ca.as_ref())?;
     let images = RegistryImages::new(app.resolver.clone(), Arc::new(app.credentials(None)));
-    let metrics =
-        Metrics::register(&app.metrics).context("cannot register the lookup endpoint metrics")?;
     let endpoint = PolicyEndpoint::new(
         auth,
         Arc::new(images),

@@ -58,8 +58,8 @@ async fn start(h: &Harness, extra: &[String]) -> Endpoint {
     let ca_file = h.cert_dir.path().join("gatekeeper-ca.crt");
     std::fs::write(&ca_file, gatekeeper_ca.cert_pem()).unwrap();
     let api = KubeApi::start().await.unwrap();
-    api.accept_token("kyverno-token", KYVERNO_USER, &[AUDIENCE]);
-    api.accept_token("other-audience", KYVERNO_USER, &["someone-else"]);
+    api.accept_token(&kyverno_token(), KYVERNO_USER, &[AUDIENCE]);
+    api.accept_token(&other_audience(), KYVERNO_USER, &["someone-else"]);
     let kubeconfig = h.cert_dir.path().join("kubeconfig.yaml");
     std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
     let mut argv: Vec<String> = h
@@ -85,6 +85,29 @@ async fn start(h: &Harness, extra: &[String]) -> Endpoint {
         api,
         _running: running,
     }
+}
+
+/// Kyverno's projected token for the endpoint's audience (the scripted API accepts it).
+fn kyverno_token() -> String {
+    token(KYVERNO_USER, &[AUDIENCE])
+}
+
+/// A token the scripted API accepts, but for another audience only.
+fn other_audience() -> String {
+    token(KYVERNO_USER, &["someone-else"])
+}
+
+/// The same token each time for the same claims (the scripted API accepts tokens by their text).
+fn token(subject: &str, audiences: &[&str]) -> String {
+    static EXP: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    let exp = *EXP.get_or_init(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        i64::try_from(now).unwrap() + 3600
+    });
+    noe_test_support::service_account_token(subject, audiences, exp)
 }
 
 fn provider_request(keys: &[String]) -> Value {
@@ -218,16 +241,19 @@ async fn kyverno_with_a_reviewed_token_and_nothing_for_anyone_else() {
     let (status, answer) = post(&anonymous, &url, None, images.to_string()).await;
     assert_eq!(status, 401, "{answer}");
     assert!(answer.get("images").is_none(), "{answer}");
-    for token in ["other-audience", "made-up"] {
-        let (status, answer) = post(&anonymous, &url, Some(token), images.to_string()).await;
+    // A token for another audience, and one for ours the API does not know: one review
+    // (what the token says of its audience is read first).
+    let made_up = token("system:serviceaccount:shop:web", &[AUDIENCE]);
+    for token in [other_audience(), made_up] {
+        let (status, answer) = post(&anonymous, &url, Some(&token), images.to_string()).await;
         assert_eq!(status, 403, "{token}: {answer}");
         assert!(!answer.to_string().contains("arm64"), "{answer}");
     }
-    assert_eq!(token_reviews(&e.api), 2);
+    assert_eq!(token_reviews(&e.api), 1);
 
     for _ in 0..3 {
         let (status, answer) =
-            post(&anonymous, &url, Some("kyverno-token"), images.to_string()).await;
+            post(&anonymous, &url, Some(&kyverno_token()), images.to_string()).await;
         assert_eq!(status, 200, "{answer}");
         assert_eq!(answer["common"], json!(["linux/arm64"]));
         assert_eq!(answer["architectures"], json!(["arm64"]));
@@ -236,7 +262,7 @@ async fn kyverno_with_a_reviewed_token_and_nothing_for_anyone_else() {
         assert_eq!(list["digest"], h.fixtures.docker_list.digest.as_str());
         assert_eq!(list["error"], "");
     }
-    assert_eq!(token_reviews(&e.api), 3, "the verdict is cached");
+    assert_eq!(token_reviews(&e.api), 2, "the verdict is cached");
     let review = e
         .api
         .requests()
@@ -250,7 +276,7 @@ async fn kyverno_with_a_reviewed_token_and_nothing_for_anyone_else() {
     let (status, answer) = post(
         &anonymous,
         &url,
-        Some("kyverno-token"),
+        Some(&kyverno_token()),
         json!({ "images": many }).to_string(),
     )
     .await;
@@ -258,7 +284,7 @@ async fn kyverno_with_a_reviewed_token_and_nothing_for_anyone_else() {
     assert_eq!(answer["error"], "257 keys, at most 256 per request");
     let huge = format!(r#"{{"images":["{}"]}}"#, "a".repeat(1024 * 1024 + 1 - 15));
     assert_eq!(huge.len(), 1024 * 1024 + 1);
-    let (status, _) = post(&anonymous, &url, Some("kyverno-token"), huge).await;
+    let (status, _) = post(&anonymous, &url, Some(&kyverno_token()), huge).await;
     assert_eq!(status, 413);
 
     let metrics = reqwest::get(&e.metrics)
@@ -278,6 +304,117 @@ async fn kyverno_with_a_reviewed_token_and_nothing_for_anyone_else() {
             format!(r#"noe_lookup_requests_total{{caller="kyverno",result="{result}"}} {count}"#);
         assert!(metrics.contains(&line), "{line}\n{metrics}");
     }
+}
+
+/// A flood of Bearer tokens against the scripted API's TokenReview, counting reviews: 300
+/// random strings, 100 tokens for another audience and 100 expired ones cost no review at all;
+/// 200 distinct tokens for our audience that the API does not know cost at most 20 reviews a
+/// second (bursts of 20), the rest refused at once with 503 and `Retry-After`; a rejected
+/// token asked again costs none; Kyverno's token, accepted before, is answered throughout
+/// without a review of its own. Each refusal is counted by class.
+#[tokio::test]
+async fn a_flood_of_unknown_tokens_costs_few_token_reviews() {
+    let h = Harness::start().await;
+    let e = start(&h, &[]).await;
+    let anonymous = client(&e.serving_ca_pem, None);
+    let url = format!("{}/kyverno/v1/platforms", e.url);
+    let body = json!({"images": [h.fixtures.oci_single.reference()]}).to_string();
+    let (status, answer) = post(&anonymous, &url, Some(&kyverno_token()), body.clone()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(token_reviews(&e.api), 1);
+
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    let mut unfit: Vec<String> = (0u64..300)
+        .map(|i| format!("{:016x}{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15), !i))
+        .collect();
+    unfit.extend(
+        (0..100).map(|i| token(&format!("system:serviceaccount:a:{i}"), &["someone-else"])),
+    );
+    unfit.extend((0..100).map(|i| {
+        noe_test_support::service_account_token(
+            &format!("system:serviceaccount:e:{i}"),
+            &[AUDIENCE],
+            now - 3600,
+        )
+    }));
+    for token in &unfit {
+        let (status, _) = post(&anonymous, &url, Some(token), body.clone()).await;
+        assert_eq!(status, 403, "{token}");
+    }
+    assert_eq!(
+        token_reviews(&e.api),
+        1,
+        "no review for tokens no review could accept"
+    );
+
+    let started = Instant::now();
+    let (mut rejected, mut throttled) = (0, 0);
+    for i in 0..200 {
+        let unknown = token(&format!("system:serviceaccount:flood:{i}"), &[AUDIENCE]);
+        let response = anonymous
+            .post(&url)
+            .bearer_auth(&unknown)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        match response.status().as_u16() {
+            403 => rejected += 1,
+            503 => {
+                assert_eq!(response.headers()["retry-after"], "1");
+                throttled += 1;
+            }
+            other => panic!("{other}"),
+        }
+        if i % 10 == 0 {
+            let (status, answer) =
+                post(&anonymous, &url, Some(&kyverno_token()), body.clone()).await;
+            assert_eq!(status, 200, "{answer}");
+        }
+    }
+    let elapsed = started.elapsed();
+    let reviews = token_reviews(&e.api) - 1;
+    eprintln!("200 unknown tokens in {elapsed:?}: {reviews} reviews, {throttled} throttled");
+    let bound = 20 + (20.0 * elapsed.as_secs_f64()).ceil() as usize;
+    assert_eq!(reviews, rejected, "one review per token rejected");
+    assert!(
+        reviews <= bound,
+        "{reviews} reviews in {elapsed:?}: more than {bound}"
+    );
+    assert!(
+        throttled > 0 && rejected + throttled == 200,
+        "{rejected} {throttled}"
+    );
+    // Remembered: asked again, no review.
+    let first = token("system:serviceaccount:flood:0", &[AUDIENCE]);
+    let (status, _) = post(&anonymous, &url, Some(&first), body.clone()).await;
+    assert_eq!(status, 403);
+    assert_eq!(token_reviews(&e.api), reviews + 1);
+
+    let metrics = reqwest::get(&e.metrics)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (reason, count) in [
+        ("malformed", 300),
+        ("audience", 100),
+        ("expired", 100),
+        ("rejected", rejected + 1),
+        ("throttled", throttled),
+    ] {
+        let line = format!(r#"noe_lookup_token_refusals_total{{reason="{reason}"}} {count}"#);
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
+    let line = format!(r#"noe_lookup_token_reviews_total{{result="rejected"}} {rejected}"#);
+    assert!(metrics.contains(&line), "{line}\n{metrics}");
 }
 
 /// A registry 5 s away: the caller's `?timeout=500ms` (under `--lookup-deadline=1s`) ends the

@@ -1,8 +1,14 @@
-//! The lookup endpoint's metrics: `noe_lookup_requests_total{caller,result}` and
-//! `noe_lookup_duration_seconds{caller}`, every label value from the fixed sets below (the
-//! children are resolved once, at registration).
+//! The lookup endpoint's metrics: `noe_lookup_requests_total{caller,result}`,
+//! `noe_lookup_duration_seconds{caller}`, and of its Bearer tokens
+//! `noe_lookup_token_refusals_total{reason}` and `noe_lookup_token_reviews_total{result}`; every
+//! label value from the fixed sets below (the children are resolved once, at registration).
+
+use std::sync::Arc;
 
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts};
+
+use super::auth::Verdict;
+use super::token::Unfit;
 
 /// The `caller` label: which route was asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +52,8 @@ pub enum Outcome {
     Unauthenticated,
     /// A token the Kubernetes API rejected (403).
     Forbidden,
-    /// The token could not be checked (503).
+    /// The token could not be checked (503): the TokenReview failed, or a new token came while
+    /// `--lookup-token-review-qps` new tokens were being checked.
     Unavailable,
 }
 
@@ -89,11 +96,77 @@ impl Outcome {
     }
 }
 
+/// Why a Bearer token was refused (the `reason` label of `noe_lookup_token_refusals_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenRefusal {
+    /// Refused for what it says of itself, without a TokenReview: `malformed`, `audience`,
+    /// `expired`.
+    Unfit(Unfit),
+    /// Rejected by a TokenReview, now or remembered from one.
+    Rejected,
+    /// Not known, and not reviewed: `--lookup-token-review-qps` reached.
+    Throttled,
+}
+
+impl TokenRefusal {
+    const LABELS: [&'static str; 5] = ["malformed", "audience", "expired", "rejected", "throttled"];
+
+    fn index(self) -> usize {
+        match self {
+            Self::Unfit(Unfit::Malformed) => 0,
+            Self::Unfit(Unfit::Audience) => 1,
+            Self::Unfit(Unfit::Expired) => 2,
+            Self::Rejected => 3,
+            Self::Throttled => 4,
+        }
+    }
+}
+
+/// The Bearer tokens' counters; cheap to clone. Counts nothing when unregistered.
+#[derive(Clone, Debug, Default)]
+pub struct TokenMetrics(Option<Arc<TokenCounters>>);
+
+#[derive(Debug)]
+struct TokenCounters {
+    refusals: [IntCounter; 5],
+    /// `authenticated`, `rejected`, `failed`.
+    reviews: [IntCounter; 3],
+}
+
+impl TokenMetrics {
+    /// Counters registered nowhere (tests, benches).
+    pub fn unregistered() -> Self {
+        Self(None)
+    }
+
+    pub(crate) fn refused(&self, refusal: TokenRefusal) {
+        if let Some(counter) = self
+            .0
+            .as_ref()
+            .and_then(|c| c.refusals.get(refusal.index()))
+        {
+            counter.inc();
+        }
+    }
+
+    pub(crate) fn reviewed(&self, verdict: &Result<Verdict, String>) {
+        let index = match verdict {
+            Ok(Verdict::Authenticated { .. }) => 0,
+            Ok(Verdict::Rejected) => 1,
+            Err(_) => 2,
+        };
+        if let Some(counter) = self.0.as_ref().and_then(|c| c.reviews.get(index)) {
+            counter.inc();
+        }
+    }
+}
+
 /// The endpoint's metrics. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Metrics {
     requests: [[IntCounter; 8]; 2],
     duration: [Histogram; 2],
+    tokens: TokenMetrics,
 }
 
 impl Metrics {
@@ -116,8 +189,29 @@ impl Metrics {
             ]),
             &["caller"],
         )?;
+        let refusals = IntCounterVec::new(
+            Opts::new(
+                "noe_lookup_token_refusals_total",
+                "Bearer tokens the lookup endpoint refused, by reason: malformed, audience, expired (without a TokenReview), rejected (by a TokenReview, now or remembered), throttled (a new token beyond --lookup-token-review-qps)",
+            ),
+            &["reason"],
+        )?;
+        let reviews = IntCounterVec::new(
+            Opts::new(
+                "noe_lookup_token_reviews_total",
+                "TokenReviews the lookup endpoint asked for, by result: authenticated, rejected, failed",
+            ),
+            &["result"],
+        )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
+        registry.register(Box::new(refusals.clone()))?;
+        registry.register(Box::new(reviews.clone()))?;
+        let tokens = TokenMetrics(Some(Arc::new(TokenCounters {
+            refusals: TokenRefusal::LABELS.map(|reason| refusals.with_label_values(&[reason])),
+            reviews: ["authenticated", "rejected", "failed"]
+                .map(|result| reviews.with_label_values(&[result])),
+        })));
         let per_engine = |engine: Engine| {
             Outcome::ALL
                 .map(|outcome| requests.with_label_values(&[engine.label(), outcome.label()]))
@@ -125,7 +219,13 @@ impl Metrics {
         Ok(Self {
             requests: Engine::ALL.map(per_engine),
             duration: Engine::ALL.map(|engine| duration.with_label_values(&[engine.label()])),
+            tokens,
         })
+    }
+
+    /// The Bearer tokens' counters, for [`super::TokenAuth::with_metrics`].
+    pub fn tokens(&self) -> TokenMetrics {
+        self.tokens.clone()
     }
 
     /// Counts one request and its duration.

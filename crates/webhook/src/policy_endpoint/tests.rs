@@ -67,6 +67,13 @@ impl ImageSource for Images {
     }
 }
 
+/// A token of `name` for the endpoint's audience `noe`, expiring in 2100: the same text each
+/// time it is made (the reviewer compares texts).
+fn jwt(name: &str) -> String {
+    noe_test_support::service_account_token(name, &["noe"], 4_102_444_800)
+}
+
+/// Accepts `jwt("good")` only.
 struct Reviewer;
 
 impl TokenReviewer for Reviewer {
@@ -76,7 +83,7 @@ impl TokenReviewer for Reviewer {
         _audience: &'a str,
     ) -> BoxFuture<'a, Result<Verdict, String>> {
         Box::pin(async move {
-            Ok(if token == "good" {
+            Ok(if token == jwt("good") {
                 Verdict::Authenticated {
                     username: "kyverno".into(),
                 }
@@ -189,7 +196,7 @@ async fn a_caller_with_neither_certificate_nor_token_gets_nothing() {
         &f.routes,
         KYVERNO_PATH,
         false,
-        Some("stolen"),
+        Some(&jwt("stolen")),
         r#"{"images":["nginx"]}"#.to_owned(),
     )
     .await;
@@ -230,7 +237,7 @@ async fn certificate_or_token_gets_answers() {
         &f.routes,
         KYVERNO_PATH,
         false,
-        Some("good"),
+        Some(&jwt("good")),
         r#"{"images":["nginx"]}"#.to_owned(),
     )
     .await;

@@ -16,7 +16,7 @@ use noe_webhook::server::{self, Addresses, BodyLimits, Limits, Running};
 
 use crate::cert_dir;
 
-/// Accepts the token `good`, rejects anything else.
+/// Accepts the token [`good`], rejects anything else.
 struct Reviewer;
 
 impl TokenReviewer for Reviewer {
@@ -26,7 +26,7 @@ impl TokenReviewer for Reviewer {
         _audience: &'a str,
     ) -> BoxFuture<'a, Result<Verdict, String>> {
         Box::pin(async move {
-            Ok(if token == GOOD {
+            Ok(if token == good() {
                 Verdict::Authenticated {
                     username: "system:serviceaccount:kyverno:kyverno".into(),
                 }
@@ -37,7 +37,17 @@ impl TokenReviewer for Reviewer {
     }
 }
 
-const GOOD: &str = "good";
+/// A projected token for the endpoint's audience `aud`.
+fn good() -> &'static str {
+    static GOOD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    GOOD.get_or_init(|| noe_test_support::fresh_token("kyverno", &["aud"]))
+}
+
+/// A token for `aud` no review accepts.
+fn stranger() -> &'static str {
+    static STRANGER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    STRANGER.get_or_init(|| noe_test_support::fresh_token("stranger", &["aud"]))
+}
 
 /// Every image is `linux/arm64`, from the cache.
 struct Images;
@@ -221,10 +231,11 @@ async fn refusals_are_whole_answers_over_http2_and_http1() {
     assert!((30_000..noe_webhook::server::post::DRAIN_BYTES).contains(&body.len()));
     let mut requests = Vec::new();
     for i in 0..60 {
-        let token = match i % 3 {
+        let token = match i % 4 {
             0 => None,
             1 => Some("garbage"),
-            _ => Some(GOOD),
+            2 => Some(stranger()),
+            _ => Some(good()),
         };
         let sender = sender.clone();
         let body = body.clone();
@@ -237,7 +248,7 @@ async fn refusals_are_whole_answers_over_http2_and_http1() {
         let (token, ended) = request.await.unwrap();
         let want = match token {
             None => 401,
-            Some(GOOD) => 200,
+            Some(token) if token == good() => 200,
             Some(_) => 403,
         };
         match &ended {
@@ -277,8 +288,8 @@ async fn refusals_are_whole_answers_over_http2_and_http1() {
     for i in 0..30 {
         let (token, want) = match i % 3 {
             0 => (None, 401),
-            1 => (Some("garbage"), 403),
-            _ => (Some(GOOD), 200),
+            1 => (Some(stranger()), 403),
+            _ => (Some(good()), 200),
         };
         let mut request = client.post(&url).body(body.clone());
         if let Some(token) = token {
@@ -326,7 +337,7 @@ async fn connections_that_never_start_tls_do_not_keep_a_policy_engine_waiting() 
             Duration::from_secs(2),
             client
                 .post(&url)
-                .bearer_auth(GOOD)
+                .bearer_auth(good())
                 .body(r#"{"images":["nginx"]}"#)
                 .send(),
         )

@@ -71,6 +71,14 @@ pub struct ServerArgs {
     #[arg(long, global = true, env = "NOE_LOOKUP_TOKEN_AUDIENCE")]
     pub lookup_token_audience: Option<String>,
 
+    /// TokenReviews of Bearer tokens not seen before, per second at most (bursts of as many);
+    /// beyond, such a token gets 503 with `Retry-After: 1`. Tokens accepted before are never
+    /// held back, and a token that is not a JWT for `--lookup-token-audience` or has expired is
+    /// refused without a review.
+    #[arg(long, global = true, env = "NOE_LOOKUP_TOKEN_REVIEW_QPS", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub lookup_token_review_qps: u32,
+
     /// Longest a lookup request takes (Go duration, at most 2s); keys not answered by then
     /// get a `timeout:` error. A caller's shorter `?timeout=` wins.
     #[arg(long, global = true, env = "NOE_LOOKUP_DEADLINE", default_value = "2s",
@@ -104,6 +112,7 @@ impl ServerArgs {
                 client_ca: self.lookup_client_ca.clone(),
                 token_audience: self.lookup_token_audience.clone().filter(|a| !a.is_empty()),
                 deadline: self.lookup_deadline,
+                token_review_qps: self.lookup_token_review_qps,
             }),
         }
     }
