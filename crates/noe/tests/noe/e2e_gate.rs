@@ -140,7 +140,15 @@ async fn gate_mode_answers_at_once_and_the_controller_releases_the_pod() {
         .filter(|w| w.method == "PATCH" && w.path.ends_with("/pods/web"))
         .collect();
     assert_eq!(patches.len(), 1, "one release write");
-    let metrics = s.metrics().await;
+    // Counted once the write's answer is back, which may be just after the test sees it.
+    let mut metrics = String::new();
+    for _ in 0..250 {
+        metrics = s.metrics().await;
+        if metrics.contains("noe_gate_releases_total{outcome=\"constrained\"} 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         metrics.contains("noe_gate_releases_total{outcome=\"constrained\"} 1"),
         "{metrics}"
