@@ -12,6 +12,8 @@
 #
 # One example names an image of a registry that does not answer (127.0.0.1:9, refused at once):
 # with the default --on-lookup-error=ignore-image the pod is admitted unchanged, with a warning.
+# noe refuses loopback registries unless --allow-registry-cidrs lists them: this trial does (an
+# image on loopback is a registry here, not noe's own ports or a sidecar).
 #
 # NOE_BIN=path uses that binary instead of building target/release/noe; NOE_TRY_METRICS=file keeps
 # the server's last /metrics scrape there. Needs curl and python3.
@@ -68,6 +70,7 @@ echo "==> starting $noe on 127.0.0.1:$webhook_port (platforms from examples/plat
   --metrics-addr "127.0.0.1:$metrics_port" \
   --health-probe-addr "127.0.0.1:$health_port" \
   --platform-overrides examples/platform-overrides.yaml \
+  --allow-registry-cidrs 127.0.0.0/8 \
   --preferred-arch amd64 \
   --cluster-schedulable-archs amd64,arm64 \
   --log-format text --log-level warn \

@@ -147,6 +147,11 @@ pub async fn start_noe(bin: &Path, tls: &Tls, extra: &[String]) -> anyhow::Resul
         .arg(format!("--webhook-addr={webhook}"))
         .arg(format!("--metrics-addr={metrics}"))
         .arg(format!("--health-probe-addr={health}"))
+        // Every registry of the benchmarks runs on loopback, which noe refuses unless told.
+        .arg(format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ))
         .args(extra)
         .env("KUBECONFIG", "/nonexistent")
         .env_remove("KUBERNETES_SERVICE_HOST")

@@ -75,6 +75,10 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         .arg(format!("--file={}", file.display()))
         .arg("--output=json")
         .arg(format!("--insecure-registries={}", proxy.host()))
+        .arg(format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ))
         // What is measured is the lookup path, not the client-side rate limit (default 50
         // requests per second per host: every image here is on one host).
         .arg("--registry-qps=0")

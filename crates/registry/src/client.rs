@@ -169,6 +169,13 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// any, per TLS configuration.
 pub const POOL_MAX_IDLE_PER_HOST: usize = 16;
 
+/// The connect timeout within a request timeout: a tenth shorter (at most 500 ms), so that a
+/// connection that cannot be made ends as one (`unreachable`, whether refused or never
+/// answered) before the request's own timeout would call it a slow registry.
+fn connect_timeout(request: Duration) -> Duration {
+    request.saturating_sub((request / 10).min(Duration::from_millis(500)))
+}
+
 fn build_client(
     tls: rustls::ClientConfig,
     guard: &Guard,
@@ -194,7 +201,7 @@ impl Http {
         let guard = Guard::new(config.allow_cidrs.clone());
         let roots = tls::shared_roots(config.extra_ca_pem.as_deref())?;
         let tls = tls::client_config(&roots)?;
-        let client = Clients::build(tls, &guard, config.request_timeout)?;
+        let client = Clients::build(tls, &guard, connect_timeout(config.request_timeout))?;
         // hyper closes an idle connection between one and two idle timeouts after its last
         // use, and a request may last the registry timeout.
         let linger = POOL_IDLE_TIMEOUT
@@ -259,7 +266,9 @@ impl Http {
         let tls = tls::host_config(&shared.roots, files, key.skip_verify)?;
         let connect = key
             .dial_timeout
-            .map_or(shared.timeout, |dial| dial.min(shared.timeout));
+            .map_or(connect_timeout(shared.timeout), |dial| {
+                dial.min(connect_timeout(shared.timeout))
+            });
         let client = Clients::build(tls, &shared.guard, connect)?;
         if let Some(mut variants) = self.variants() {
             if variants.len() >= MAX_TLS_VARIANTS {
@@ -535,11 +544,12 @@ impl Http {
         }
     }
 
+    /// What a failed exchange with `url` tells the caller: a refused address, a TLS problem in
+    /// fixed words, `unreachable` for any failure to connect (refused, timed out, no route, no
+    /// such name alike: which one goes to the debug log only, or the error would be a port
+    /// probe), a timeout once connected.
     async fn transport_error(&self, ctx: &Context, url: &Url, error: reqwest::Error) -> Error {
         let host = url.host_str().unwrap_or_default();
-        if error.is_timeout() {
-            return self.timeout_error(ctx);
-        }
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
         while let Some(current) = source {
             if let Some(blocked) = current.downcast_ref::<BlockedAddress>() {
@@ -550,7 +560,24 @@ impl Http {
             }
             source = current.source();
         }
-        let mut detail = crate::error::transport_detail(&error);
+        let tls = crate::error::transport_detail(&error);
+        if tls.is_empty() && error.is_connect() {
+            tracing::debug!(
+                registry = %ctx.registry,
+                error = %crate::error::chain(&error),
+                "cannot connect to the registry"
+            );
+            return Error::Transport {
+                reference: ctx.reference.clone(),
+                registry: ctx.registry.clone(),
+                detail: crate::error::UNREACHABLE,
+                cause: std::sync::Arc::new(error),
+            };
+        }
+        if error.is_timeout() {
+            return self.timeout_error(ctx);
+        }
+        let mut detail = tls;
         if detail == crate::error::CLIENT_CERT_REFUSED && !self.has_client_certificate() {
             // Older servers answer a missing certificate with bad_certificate.
             detail = crate::error::CLIENT_CERT_REQUIRED;
@@ -562,11 +589,16 @@ impl Http {
                 crate::error::CLIENT_CERT_REQUIRED
             };
         }
+        tracing::debug!(
+            registry = %ctx.registry,
+            error = %crate::error::chain(&error),
+            "registry connection failed"
+        );
         Error::Transport {
             reference: ctx.reference.clone(),
             registry: ctx.registry.clone(),
             detail,
-            source: std::sync::Arc::new(error),
+            cause: std::sync::Arc::new(error),
         }
     }
 

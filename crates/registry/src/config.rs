@@ -17,7 +17,9 @@ pub struct Config {
     pub extra_ca_pem: Option<Vec<u8>>,
     /// Timeout of each registry HTTP request (`--registry-timeout`).
     pub request_timeout: Duration,
-    /// Exceptions to the metadata/link-local address guard (`--allow-registry-cidrs`).
+    /// Exceptions to the address guard (`--allow-registry-cidrs`, [`crate::ssrf`]): loopback,
+    /// unspecified, link-local, metadata and this host's own addresses are refused unless a CIDR
+    /// here covers them (tests on loopback list `127.0.0.0/8`).
     pub allow_cidrs: Vec<ipnet::IpNet>,
     /// How long a tag's platforms are cached (`--cache-ttl`); digests may live longer.
     pub cache_ttl: Duration,

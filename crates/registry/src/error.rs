@@ -22,8 +22,8 @@ pub enum Error {
     #[error("invalid registry configuration: {reason}")]
     Config { reason: String },
 
-    /// The host resolves to an address refused by the metadata/link-local guard.
-    #[error("refusing to contact {host} at {address}: metadata and link-local addresses are blocked unless an allowed CIDR covers them")]
+    /// The host resolves to an address refused by the address guard ([`crate::ssrf`]).
+    #[error("refusing to contact {host} at {address}: loopback, unspecified, link-local, metadata and this pod's own addresses are not registries unless an allowed CIDR covers them")]
     Blocked { host: String, address: IpAddr },
 
     /// An HTTP(S) proxy is configured for this request and the host does not resolve here, so
@@ -83,15 +83,18 @@ pub enum Error {
         timeout_ms: u64,
     },
 
-    /// Connection, TLS or protocol failure.
+    /// Connection, TLS or protocol failure. The message says what it was in fixed words only
+    /// (`: unreachable`, `: TLS: ...`); `cause` is not a `source` (callers' messages never carry
+    /// the connection's own words: they would tell a refused port from a filtered one), it goes
+    /// to the debug log.
     #[error("{reference}: cannot reach {registry}{detail}")]
     Transport {
         reference: String,
         registry: String,
-        /// What the failure was when known (`: TLS: ...`), else empty; fixed phrases only.
+        /// What the failure was when known (`: unreachable`, `: TLS: ...`), else empty; fixed
+        /// phrases only.
         detail: &'static str,
-        #[source]
-        source: Arc<reqwest::Error>,
+        cause: Arc<reqwest::Error>,
     },
 
     /// The body is larger than the cap.
@@ -243,6 +246,28 @@ fn quoted(text: &str) -> String {
     format!("\"{}\"", escaped(text))
 }
 
+/// [`Error::Transport`] detail: the connection could not be made (refused, timed out, no route,
+/// no such name: which one is for the debug log only).
+pub(crate) const UNREACHABLE: &str = ": unreachable";
+
+/// [`Error::Transport`] detail: the registry answered our TLS handshake with something that is
+/// not TLS, as plain HTTP (rustls's `InvalidContentType`, the words `noe inspect` and `explain`
+/// recognise to name `--insecure-registries`).
+pub(crate) const PLAIN_HTTP: &str =
+    ": TLS: the registry answered with something that is not TLS (InvalidContentType)";
+
+/// `error` and its sources on one line, for the debug log.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
 /// [`Error::Transport`] detail: the registry asked for a TLS client certificate and had none.
 pub(crate) const CLIENT_CERT_REQUIRED: &str =
     ": TLS: the registry requires a client certificate (hosts.toml client, certs.d *.cert/*.key)";
@@ -282,6 +307,9 @@ pub(crate) fn transport_detail(source: &reqwest::Error) -> &'static str {
             }
             // An alert after the handshake reaches us as rustls's message in an io::Error.
             let text = candidate.to_string();
+            if text.contains("InvalidContentType") {
+                return PLAIN_HTTP;
+            }
             for alert in [
                 Alert::CertificateRequired,
                 Alert::HandshakeFailure,

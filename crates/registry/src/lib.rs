@@ -28,7 +28,8 @@
 //! platforms of an unchanged digest; `auth` answers challenges ([`challenge`]) with tokens or Basic credentials; `client` does
 //! the HTTP with timeouts, the 4 MiB body cap, one retry on 429/5xx and hand-followed redirects
 //! that drop `Authorization` across hosts, each request through the host's rate limiter and
-//! circuit breaker ([`throttle`]); [`ssrf`] refuses metadata and link-local addresses.
+//! circuit breaker ([`throttle`]); [`ssrf`] refuses loopback, unspecified, link-local, metadata
+//! and this host's own addresses.
 //!
 //! Before any of it, [`overrides`] (`--platform-overrides`) may answer for an image: the
 //! operator states its platforms (unreachable registries, wrong metadata, arch-neutral

@@ -1,11 +1,16 @@
-//! The metadata/link-local address guard: registry hosts come from users' pod specs, so the
-//! resolver refuses to connect to cloud metadata services and link-local addresses unless the
-//! configured allowed CIDRs (`Config::allow_cidrs`) allow them. Checked on resolved addresses
-//! (a DNS resolver that filters), on IP-literal hosts (which never reach the resolver), and on
-//! the names handed to an HTTP(S) proxy (which resolves them itself, so they are resolved and
-//! checked here first). IPv6 forms that carry an IPv4 address to a translator or tunnel
-//! (IPv4-mapped and -compatible, SIIT, NAT64, 6to4, Teredo) are checked on that IPv4 address
-//! too. Loopback stays allowed.
+//! The address guard: registry hosts come from users' pod specs (and the lookup endpoint's
+//! callers), so the resolver refuses to connect to addresses that reach this pod or its node
+//! rather than a registry, unless the configured allowed CIDRs (`Config::allow_cidrs`,
+//! `--allow-registry-cidrs`) allow them: loopback (127.0.0.0/8, `::1`: noe's own listeners and
+//! any sidecar), unspecified (0.0.0.0/8, `::`, which the kernel takes as this host), this
+//! host's own addresses (the pod IP, where noe and its sidecars listen on every interface; with
+//! `hostNetwork`, the node's), cloud metadata services and link-local addresses. Private ranges
+//! stay allowed: registries live there. Checked on resolved addresses (a DNS resolver that
+//! filters), on IP-literal hosts (which never reach the resolver), and on the names handed to an
+//! HTTP(S) proxy (which resolves them itself, so they are resolved and checked here first),
+//! for every request: registries, token realms and each redirect. IPv6 forms that carry an IPv4
+//! address to a translator or tunnel (IPv4-mapped and -compatible, SIIT, NAT64, 6to4, Teredo)
+//! are checked on that IPv4 address too.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -26,19 +31,27 @@ impl Guard {
         Self { allow }
     }
 
-    /// True when `ip` is a metadata or link-local address not explicitly allowed, or an IPv6
-    /// address embedding such an IPv4 address.
+    /// True when `ip` is a loopback, unspecified, link-local or metadata address, or one of
+    /// this host's own, not explicitly allowed, or an IPv6 address embedding such an IPv4
+    /// address.
     pub fn is_blocked(&self, ip: IpAddr) -> bool {
         if self.allows(ip) {
             return false;
         }
+        // An IPv4-mapped address is that IPv4 address (the kernel connects to it).
+        if let IpAddr::V6(v6) = ip {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return self.is_blocked(IpAddr::V4(v4));
+            }
+        }
         match ip {
-            IpAddr::V4(v4) => blocked_v4(v4),
+            IpAddr::V4(v4) => blocked_v4(v4) || is_own(ip),
             IpAddr::V6(v6) => {
                 blocked_v6(v6)
+                    || is_own(ip)
                     || embedded_v4(v6)
                         .into_iter()
-                        .any(|v4| blocked_v4(v4) && !self.allows(IpAddr::V4(v4)))
+                        .any(|v4| carried_blocked(v4) && !self.allows(IpAddr::V4(v4)))
             }
         }
     }
@@ -97,14 +110,46 @@ impl Guard {
     }
 }
 
+/// Loopback, "this network" (0.0.0.0/8: 0.0.0.0 is this host), link-local (cloud metadata
+/// services among them) and Alibaba Cloud's metadata address.
 fn blocked_v4(ip: Ipv4Addr) -> bool {
-    ip.is_link_local() || ip == Ipv4Addr::new(100, 100, 100, 200)
+    ip.is_loopback()
+        || ip.octets()[0] == 0
+        || ip.is_link_local()
+        || ip == Ipv4Addr::new(100, 100, 100, 200)
 }
 
+/// What an IPv4 address carried in an IPv6 one to a translator or tunnel must not be: loopback,
+/// link-local or metadata. (Not "this network": the positions NAT64 prefixes allow read zeros as
+/// 0.x.y.z in most addresses.)
+fn carried_blocked(ip: Ipv4Addr) -> bool {
+    ip.is_loopback() || ip.is_link_local() || ip == Ipv4Addr::new(100, 100, 100, 200)
+}
+
+/// Loopback, unspecified, link-local, and AWS's IPv6 metadata address.
 fn blocked_v6(ip: Ipv6Addr) -> bool {
     let link_local = (ip.segments()[0] & 0xffc0) == 0xfe80;
     let aws_metadata = ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254);
-    link_local || aws_metadata
+    ip.is_loopback() || ip.is_unspecified() || link_local || aws_metadata
+}
+
+/// Whether `ip` is one of this host's own addresses (those of its interfaces: the pod IP): the
+/// kernel routes a datagram to it through this host itself, with that address as its source,
+/// so a socket connected to it takes it as its own. No packet is sent (connecting a UDP socket
+/// only picks the route); an address with no route is not ours. (An address of a local range
+/// route, as 127.0.0.2 on `lo`, takes the range's source address instead: loopback is refused
+/// on its own.)
+fn is_own(ip: IpAddr) -> bool {
+    let unspecified: IpAddr = match ip {
+        IpAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+        IpAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let Ok(socket) = std::net::UdpSocket::bind(SocketAddr::new(unspecified, 0)) else {
+        return false;
+    };
+    // Any port: only the route matters.
+    socket.connect(SocketAddr::new(ip, 9)).is_ok()
+        && socket.local_addr().is_ok_and(|local| local.ip() == ip)
 }
 
 /// Why a name was not handed to a proxy.
@@ -208,14 +253,22 @@ mod tests {
             ("fd00:ec2::254", true),
             ("::ffff:169.254.169.254", true),
             ("::ffff:100.100.100.200", true),
-            ("127.0.0.1", false),
-            ("::1", false),
+            ("127.0.0.1", true),
+            ("127.10.0.1", true),
+            ("0.0.0.0", true),
+            ("0.1.2.3", true),
+            ("::1", true),
             ("10.0.0.1", false),
             ("100.100.100.201", false),
             ("fd00:ec2::253", false),
             ("fec0::1", false),
             ("8.8.8.8", false),
-            ("::ffff:127.0.0.1", false),
+            ("::ffff:127.0.0.1", true),
+            ("::ffff:0.0.0.0", true),
+            ("64:ff9b::7f00:1", true),
+            ("192.168.1.10", false),
+            ("172.16.0.1", false),
+            ("fd12:3456::1", false),
             // IPv4 carried to translators and tunnels.
             ("64:ff9b::a9fe:a9fe", true),
             ("64:ff9b::169.254.0.1", true),
@@ -237,7 +290,7 @@ mod tests {
             ("2001:0:4136:e378:8000:63bf:5601:5601", true),
             ("2001:0:4136:e378:8000:63bf:3fff:fdd2", false),
             ("2001:db8::a9fe:a9fe", false),
-            ("::", false),
+            ("::", true),
         ];
         for (ip, blocked) in cases {
             assert_eq!(guard.is_blocked(ip.parse().unwrap()), blocked, "{ip}");
@@ -257,11 +310,46 @@ mod tests {
     }
 
     #[test]
+    fn loopback_is_allowed_only_when_listed() {
+        let guard = Guard::new(vec!["127.0.0.0/8".parse().unwrap()]);
+        assert!(!guard.is_blocked("127.0.0.1".parse().unwrap()));
+        assert!(!guard.is_blocked("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(guard.is_blocked("::1".parse().unwrap()));
+        assert!(guard.is_blocked("169.254.169.254".parse().unwrap()));
+    }
+
+    /// This host's own addresses: 127.0.0.1, and the source address of its route towards a
+    /// documentation address (TEST-NET-3), when it has one; no packet is sent.
+    #[test]
+    fn this_hosts_own_addresses() {
+        assert!(is_own("127.0.0.1".parse().unwrap()));
+        let outward = std::net::UdpSocket::bind("0.0.0.0:0")
+            .and_then(|socket| {
+                socket.connect("203.0.113.7:9")?;
+                socket.local_addr()
+            })
+            .map(|local| local.ip());
+        if let Ok(own) = outward {
+            assert!(is_own(own), "{own}");
+            assert!(Guard::default().is_blocked(own), "{own}");
+            assert!(!Guard::new(vec![IpNet::from(own)]).is_blocked(own), "{own}");
+        }
+        assert!(!is_own("203.0.113.7".parse().unwrap()));
+    }
+
+    #[test]
     fn one_blocked_address_among_several_is_enough_before_a_proxy() {
         let guard = Guard::default();
         let ips =
             |list: &[&str]| -> Vec<IpAddr> { list.iter().map(|a| a.parse().unwrap()).collect() };
-        assert_eq!(guard.first_blocked(&ips(&["10.0.0.1", "127.0.0.1"])), None);
+        assert_eq!(
+            guard.first_blocked(&ips(&["10.0.0.1", "192.168.0.1"])),
+            None
+        );
+        assert_eq!(
+            guard.first_blocked(&ips(&["10.0.0.1", "127.0.0.1"])),
+            Some("127.0.0.1".parse().unwrap())
+        );
         assert_eq!(
             guard.first_blocked(&ips(&["10.0.0.1", "169.254.169.254"])),
             Some("169.254.169.254".parse().unwrap())
@@ -272,7 +360,15 @@ mod tests {
     async fn names_are_resolved_and_checked_before_a_proxy() {
         let guard = Guard::default();
         let timeout = std::time::Duration::from_secs(5);
-        assert_eq!(guard.check_name("localhost", 443, timeout).await, Ok(()));
+        assert!(matches!(
+            guard.check_name("localhost", 443, timeout).await,
+            Err(NameRefused::Blocked(ip)) if ip.is_loopback()
+        ));
+        let loopback = Guard::new(vec![
+            "127.0.0.0/8".parse().unwrap(),
+            "::1/128".parse().unwrap(),
+        ]);
+        assert_eq!(loopback.check_name("localhost", 443, timeout).await, Ok(()));
         // The system resolver answers an address-shaped name with that address.
         assert_eq!(
             guard.check_name("169.254.169.254", 443, timeout).await,
@@ -292,7 +388,10 @@ mod tests {
             Err(Error::Blocked { .. })
         ));
         assert!(guard.check_host("[fe80::1]").is_err());
-        assert!(guard.check_host("127.0.0.1").is_ok());
+        assert!(guard.check_host("127.0.0.1").is_err());
+        assert!(guard.check_host("[::1]").is_err());
+        assert!(guard.check_host("0.0.0.0").is_err());
+        assert!(guard.check_host("10.1.2.3").is_ok());
         assert!(guard.check_host("registry.example").is_ok());
     }
 
@@ -320,8 +419,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn resolver_keeps_loopback() {
-        let resolver = Guard::default().resolver();
+    async fn resolver_refuses_loopback_unless_listed() {
+        let refused = Guard::default()
+            .resolver()
+            .resolve("localhost".parse().unwrap())
+            .await;
+        assert!(refused.is_err(), "localhost resolved");
+        let resolver = Guard::new(vec![
+            "127.0.0.0/8".parse().unwrap(),
+            "::1/128".parse().unwrap(),
+        ])
+        .resolver();
         let addrs: Vec<_> = resolver
             .resolve("localhost".parse().unwrap())
             .await

@@ -26,6 +26,7 @@ fn resolver(host: &str) -> Resolver {
     let config = Config {
         insecure_registries: vec![host.to_owned()],
         request_timeout: std::time::Duration::from_secs(5),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     };
     Resolver::new(config, &prometheus::Registry::new()).unwrap()

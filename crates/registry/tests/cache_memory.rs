@@ -15,7 +15,10 @@ fn rss_bytes() -> u64 {
 
 #[tokio::test]
 async fn hundred_thousand_cached_images_fit_in_64_mib() {
-    let config = Config::default();
+    let config = Config {
+        allow_cidrs: noe_test_support::loopback_cidrs(),
+        ..Config::default()
+    };
     let metrics = Metrics::new(&prometheus::Registry::new(), &config).unwrap();
     let cache = PlatformCache::new(&config, metrics);
     let before = rss_bytes();

@@ -46,6 +46,7 @@ fn resolver(dir: &Path, registry: &str, hosts_toml: &str, insecure: &[String]) -
             hosts: Some(Arc::new(ContainerdHosts::new(ContainerdSource::new(vec![
                 config,
             ])))),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),
@@ -140,6 +141,7 @@ async fn deprecated_cri_mirrors_apply_without_certs_d() {
             hosts: Some(Arc::new(ContainerdHosts::new(ContainerdSource::new(vec![
                 config,
             ])))),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),

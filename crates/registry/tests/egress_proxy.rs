@@ -42,6 +42,7 @@ async fn names_are_resolved_and_checked_before_they_go_to_the_proxy() {
     let config = Config {
         extra_ca_pem: Some(ca.cert_pem().into_bytes()),
         request_timeout: Duration::from_secs(5),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     };
     let resolver = Resolver::new(config, &prometheus::Registry::new()).unwrap();

@@ -12,6 +12,7 @@
 /// per-host rate limiter and circuit breaker.
 mod fault_matrix {
     mod hostile;
+    mod targets;
     mod throttle;
 }
 
@@ -135,6 +136,7 @@ impl Harness {
                 real.host(),
             ],
             request_timeout: TIMEOUT,
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         };
         let resolver = Resolver::new(config, &metrics).unwrap();

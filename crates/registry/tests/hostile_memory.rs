@@ -34,6 +34,7 @@ async fn hundred_hostile_lookups_leave_memory_where_it_was() {
     );
     let config = Config {
         insecure_registries: vec![fake.host()],
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     };
     let resolver = Resolver::new(config, &prometheus::Registry::new()).unwrap();

@@ -27,7 +27,14 @@ fn label_values(registry: &prometheus::Registry, name: &str, label: &str) -> BTr
 
 #[test]
 fn three_thousand_invented_provider_hosts_make_one_label_value() {
-    let resolver = Resolver::new(Config::default(), &prometheus::Registry::new()).unwrap();
+    let resolver = Resolver::new(
+        Config {
+            allow_cidrs: noe_test_support::loopback_cidrs(),
+            ..Config::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
     let labels: BTreeSet<String> = (0..3000)
         .map(|n| {
             resolver.error_label(&Error::NotFound {
@@ -49,6 +56,7 @@ async fn requests_to_invented_hosts_are_recorded_under_other() {
     let resolver = Resolver::new(
         Config {
             request_timeout: Duration::from_secs(2),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &metrics,
@@ -110,6 +118,7 @@ async fn configured_hosts_come_from_the_config_and_the_credential_sources() {
             proxies: vec![("quay.io".into(), "quay-proxy.corp".into())],
             private_registries: vec!["private.example/team".into()],
             hosts: Some(Arc::new(NodeHosts::new(sources))),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),

@@ -43,6 +43,8 @@
 //! - [`StalledClient`]: a TCP or TLS client that sends requests and never reads the answers
 //!   (for the webhook server's write timeouts); [`silent_connections`]: TCP connections that
 //!   never send a byte, never starting TLS (for its handshake bounds).
+//! - [`closed_port`] and [`UnansweredPort`]: loopback ports where connecting is refused, or
+//!   never completes (a port a firewall drops).
 //! - [`ConnectProxy`]: a loopback HTTP `CONNECT` proxy (corporate egress) that records the
 //!   names it is asked to reach and tunnels them to loopback.
 //! - [`DelayProxy`]: a loopback TCP proxy adding a round-trip time to everything it forwards
@@ -81,6 +83,7 @@ mod jwt;
 mod kube_api;
 mod layers;
 mod plugins;
+mod ports;
 mod push;
 mod redis;
 mod registry;
@@ -123,6 +126,7 @@ pub use layers::{
     LayerEntry, Mislabelled, RunnableImage,
 };
 pub use plugins::{provider_config, provider_response, ProviderPlugins};
+pub use ports::{closed_port, UnansweredPort};
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use redis::{RedisBuilder, RedisServer};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
@@ -132,3 +136,21 @@ pub use token_server::{
     decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,
 };
 pub use webhook_tls::{https_client, write_cert_dir};
+
+/// What `--allow-registry-cidrs` (`noe_registry::Config::allow_cidrs`) must list for tests whose
+/// registries run on loopback: noe refuses loopback targets unless told otherwise.
+pub const LOOPBACK_CIDRS: &str = "127.0.0.0/8,::1/128";
+
+/// [`LOOPBACK_CIDRS`], parsed.
+pub fn loopback_cidrs() -> Vec<ipnet::IpNet> {
+    vec![
+        ipnet::IpNet::V4(ipnet::Ipv4Net::new_assert(
+            std::net::Ipv4Addr::new(127, 0, 0, 0),
+            8,
+        )),
+        ipnet::IpNet::V6(ipnet::Ipv6Net::new_assert(
+            std::net::Ipv6Addr::LOCALHOST,
+            128,
+        )),
+    ]
+}

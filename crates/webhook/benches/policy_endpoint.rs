@@ -113,6 +113,7 @@ fn bench(c: &mut Criterion) {
     let resolver = Resolver::new(
         Config {
             insecure_registries: vec![registry.host()],
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),

@@ -15,6 +15,10 @@ fn registry_flags(h: &Harness) -> Vec<String> {
     let absent = h.cert_dir.path().join("absent");
     vec![
         format!("--insecure-registries={}", h.registry.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         format!("--docker-config-path={}", absent.display()),
         format!("--containerd-config-path={}", absent.display()),
     ]
@@ -159,6 +163,10 @@ async fn inspect_gives_every_image_a_record_and_names_plain_http() {
         "inspect".to_owned(),
         format!("--docker-config-path={}", absent.display()),
         format!("--containerd-config-path={}", absent.display()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         h.fixtures.oci_single.reference(),
     ];
     let (code, _, stderr) = noe(&args).await;
@@ -179,6 +187,10 @@ async fn a_hung_registry_host_fails_fast_after_its_first_timeout() {
         "-o".to_owned(),
         "json".to_owned(),
         format!("--insecure-registries={host}"),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         "--registry-timeout=1s".to_owned(),
         "--docker-config-path=".to_owned(),
         "--containerd-config-path=".to_owned(),
@@ -310,4 +322,64 @@ async fn a_server_without_a_certificate_is_refused_at_start() {
         "{stderr}"
     );
     assert!(stderr.contains("--dev-self-signed-cert"), "{stderr}");
+}
+
+/// Without `--allow-registry-cidrs`, a registry on loopback is refused before any connection
+/// (it could be noe's own ports or a sidecar); a registry that cannot be connected to is
+/// `unreachable` in `explain`'s answer, a refused port and a silent one alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_registries_are_refused_unless_allowed_and_unreachable_is_all_explain_says() {
+    let h = Harness::start().await;
+    let absent = h.cert_dir.path().join("absent");
+    let image = h.fixtures.oci_single.reference();
+    let before = h.registry.request_count();
+    let (code, _, stderr) = noe(&[
+        "inspect".to_owned(),
+        format!("--insecure-registries={}", h.registry.host()),
+        format!("--docker-config-path={}", absent.display()),
+        format!("--containerd-config-path={}", absent.display()),
+        image.clone(),
+    ])
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("are not registries"), "{stderr}");
+    assert_eq!(h.registry.request_count(), before, "nothing reached it");
+
+    let closed = noe_test_support::closed_port().unwrap();
+    let silent = noe_test_support::UnansweredPort::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pod.yaml");
+    let images = [
+        format!("{closed}/app:1"),
+        format!("{}/app:1", silent.addr()),
+    ];
+    let refs: Vec<&str> = images.iter().map(String::as_str).collect();
+    std::fs::write(&file, yaml_serde::to_string(&pod(&refs)).unwrap()).unwrap();
+    let (code, stdout, stderr) = noe(&[
+        "explain".to_owned(),
+        "-f".to_owned(),
+        file.display().to_string(),
+        "-o".to_owned(),
+        "json".to_owned(),
+        "--registry-timeout=1s".to_owned(),
+        format!("--insecure-registries={closed},{}", silent.addr()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
+        format!("--docker-config-path={}", absent.display()),
+        format!("--containerd-config-path={}", absent.display()),
+    ])
+    .await;
+    assert_eq!(code, 3, "{stderr}");
+    let record = &json_lines(&stdout)[0];
+    let errors = record["lookupErrors"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{record}");
+    for error in errors {
+        let text = error["error"].as_str().unwrap();
+        assert!(text.ends_with(": unreachable"), "{text}");
+        for word in ["refused", "timed out", "os error", "tcp"] {
+            assert!(!text.to_lowercase().contains(word), "{text}");
+        }
+    }
 }

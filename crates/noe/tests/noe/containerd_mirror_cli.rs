@@ -74,6 +74,10 @@ async fn inspect_uses_the_mirror_with_the_mirror_credentials() {
     let flags = |containerd: &Path| {
         vec![
             format!("--insecure-registries={},{}", origin.host(), mirror.host()),
+            format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             format!("--docker-config-path={}", docker.display()),
             format!("--containerd-config-path={}", containerd.display()),
             fixture.reference(),
@@ -111,7 +115,11 @@ async fn inspect_uses_the_mirror_with_the_mirror_credentials() {
         .unwrap();
     origin.reset_requests();
     let mut args = flags(&containerd);
-    args[1] = format!("--docker-config-path={}", only_origin.display());
+    for arg in args.iter_mut() {
+        if arg.starts_with("--docker-config-path=") {
+            *arg = format!("--docker-config-path={}", only_origin.display());
+        }
+    }
     let (code, json, stderr) = inspect(&args).await;
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(json["resolved"], fixture.reference().as_str(), "{json}");

@@ -391,6 +391,14 @@ async fn lookup_failures_follow_the_mode() {
     let response = server.review(&closed).await;
     assert_eq!(response["allowed"], true);
     assert!(patch_of(&response).is_empty());
+    // The warning says `unreachable`, never how (a refused port is no different from a silent
+    // one to a pod creator: the difference would be a port probe).
+    let warnings = response["warnings"].to_string();
+    assert!(
+        warnings.contains("cannot reach 127.0.0.1:1: unreachable"),
+        "{response}"
+    );
+    assert!(!warnings.to_lowercase().contains("refused"), "{response}");
     server.running.shutdown().await;
 }
 

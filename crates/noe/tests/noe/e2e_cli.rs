@@ -10,6 +10,10 @@ fn registry_flags(h: &Harness) -> Vec<String> {
     let absent = h.cert_dir.path().join("absent");
     vec![
         format!("--insecure-registries={}", h.registry.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         format!("--docker-config-path={}", absent.display()),
         format!("--containerd-config-path={}", absent.display()),
     ]
@@ -57,6 +61,10 @@ async fn inspect_prints_every_fixture() {
     // and dropped there, so the plain-HTTP registry was contacted over HTTPS).
     let args = vec![
         format!("-insecure-registries={}", h.registry.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         "inspect".to_owned(),
         h.fixtures.oci_index.reference(),
     ];

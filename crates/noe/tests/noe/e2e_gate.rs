@@ -216,6 +216,10 @@ async fn only_pods_the_gate_selectors_select_are_gated() {
         &[
             "--lookup-mode=gate",
             &format!("--insecure-registries={}", h.registry.host()),
+            &format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             "--gate-namespace-selector=example.com/gate in (on)",
             "--gate-object-selector=app=demo,!example.com/no-gate",
         ],
@@ -280,6 +284,10 @@ async fn a_gated_pod_is_decided_with_the_facts_inline_admission_reads() {
             "--lookup-mode=gate",
             "--namespace-preference=true",
             &format!("--insecure-registries={}", h.registry.host()),
+            &format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
         ],
     )
     .await;
@@ -306,6 +314,7 @@ async fn ungate(h: &Harness, api: &KubeApi, dir: &std::path::Path, extra: &[&str
     argv.extend(h.base_flags().into_iter().filter(|flag| {
         [
             "--insecure-registries",
+            "--allow-registry-cidrs",
             "--docker-config-path",
             "--containerd-config-path",
         ]
@@ -403,6 +412,10 @@ async fn a_gated_pod_is_looked_up_as_its_service_account() {
             "--insecure-registries={},{}",
             h.registry.host(),
             private.host()
+        ),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
         ),
         bin_dir,
         config,

@@ -27,6 +27,10 @@ fn files(h: &Harness) -> (String, Vec<String>) {
         format!("--docker-config-path={}", absent.display()),
         format!("--containerd-config-path={}", absent.display()),
         "--insecure-registries=127.0.0.1:1".to_owned(),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
     ];
     (path.display().to_string(), flags)
 }

@@ -79,6 +79,10 @@ async fn inspect_private(private: Private) {
             "inspect".to_owned(),
             "--output=json".to_owned(),
             format!("--insecure-registries={}", private.insecure.join(",")),
+            format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             format!("--docker-config-path={docker_config}"),
             format!("--containerd-config-path={absent}"),
             "--registry-timeout=5s".to_owned(),
@@ -182,6 +186,10 @@ async fn webhook_with_pull_secret(private: Private) {
         "--metrics-addr=127.0.0.1:0".to_owned(),
         "--health-probe-addr=127.0.0.1:0".to_owned(),
         format!("--insecure-registries={}", private.insecure.join(",")),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         format!("--docker-config-path={absent}"),
         format!("--containerd-config-path={absent}"),
         format!("--kubeconfig={}", kubeconfig(h.cert_dir.path(), &api)),

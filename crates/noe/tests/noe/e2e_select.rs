@@ -490,6 +490,10 @@ async fn explain_shows_the_choice_offline() {
         format!("--nodes={}", nodes_file.display()),
         "--output=json".to_owned(),
         format!("--insecure-registries={}", h.registry.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         format!("--docker-config-path={}", absent.display()),
         format!("--containerd-config-path={}", absent.display()),
     ];

@@ -76,6 +76,10 @@ async fn two_servers_share_an_entry_and_go_on_when_redis_dies() {
             &format!("--shared-cache-key-file={}", key.display()),
             "--shared-cache-timeout=2s",
             &format!("--insecure-registries={}", h.registry.host()),
+            &format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             "--docker-config-path=",
             "--containerd-config-path=",
             "inspect",

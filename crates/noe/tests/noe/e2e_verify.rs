@@ -13,6 +13,10 @@ fn inspect(h: &Harness, extra: &[&str]) -> Vec<String> {
         "inspect".to_owned(),
         "--verify".to_owned(),
         format!("--insecure-registries={}", h.registry.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         format!("--docker-config-path={}", absent.display()),
         format!("--containerd-config-path={}", absent.display()),
     ];
@@ -115,6 +119,10 @@ async fn report_verify_counts_no_mismatch_as_support() {
             "json".to_owned(),
             "--target-arch=arm64,amd64".to_owned(),
             format!("--insecure-registries={}", h.registry.host()),
+            format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             format!("--docker-config-path={}", absent.display()),
             format!("--containerd-config-path={}", absent.display()),
         ];

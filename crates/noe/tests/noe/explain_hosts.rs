@@ -26,6 +26,10 @@ async fn explain_fails_fast_on_a_hung_registry_host() {
         "-o=json".to_owned(),
         format!("-f={}", file.display()),
         format!("--insecure-registries={host}"),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         "--registry-timeout=1s".to_owned(),
         "--docker-config-path=".to_owned(),
         "--containerd-config-path=".to_owned(),

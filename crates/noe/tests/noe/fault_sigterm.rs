@@ -49,6 +49,10 @@ async fn start(fake: &FakeRegistry, shutdown_delay: &str) -> Noe {
             .arg(format!("--metrics-addr={metrics}"))
             .arg(format!("--health-probe-addr={health}"))
             .arg(format!("--insecure-registries={}", fake.host()))
+            .arg(format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ))
             .arg("--admission-deadline=2s")
             .arg("--registry-timeout=5s")
             .arg(format!("--shutdown-delay={shutdown_delay}"))

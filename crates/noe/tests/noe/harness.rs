@@ -55,6 +55,11 @@ impl Harness {
             "--metrics-addr=127.0.0.1:0".into(),
             "--health-probe-addr=127.0.0.1:0".into(),
             format!("--insecure-registries={}", self.registry.host()),
+            // The registries here run on loopback, which noe refuses unless told.
+            format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             format!("--docker-config-path={}", none.display()),
             format!("--containerd-config-path={}", none.display()),
             "--kubeconfig=".into(),

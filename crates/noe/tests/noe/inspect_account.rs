@@ -127,6 +127,10 @@ async fn inspect_resolves_as_a_service_account() {
         let mut args = vec![
             "inspect".to_owned(),
             format!("--insecure-registries={host}"),
+            format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             format!("--docker-config-path={}", none.display()),
             format!("--containerd-config-path={}", none.display()),
             format!("--kubeconfig={}", kubeconfig.display()),
@@ -244,6 +248,10 @@ async fn explain_looks_a_pod_up_as_its_service_account() {
             "-o".to_owned(),
             "json".to_owned(),
             format!("--insecure-registries={host}"),
+            format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             format!("--docker-config-path={}", none.display()),
             format!("--containerd-config-path={}", none.display()),
             format!("--kubeconfig={}", kubeconfig.display()),

@@ -16,6 +16,10 @@ fn inspect(h: &Harness, extra: &[&str]) -> Vec<String> {
     let mut args = vec![
         "inspect".to_owned(),
         format!("--insecure-registries={}", h.registry.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         format!("--docker-config-path={}", absent.display()),
         format!("--containerd-config-path={}", absent.display()),
     ];

@@ -49,6 +49,10 @@ impl Registries {
                 self.h.registry.host(),
                 self.private.host()
             ),
+            format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             format!("--docker-config-path={}", absent.display()),
             format!("--containerd-config-path={}", absent.display()),
         ]
@@ -563,6 +567,10 @@ async fn report_asks_for_each_unique_image_once() {
         format!("-f={}", file.display()),
         "-o=json".to_owned(),
         format!("--insecure-registries={}", registry.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         format!("--docker-config-path={}", absent.display()),
         format!("--containerd-config-path={}", absent.display()),
     ];

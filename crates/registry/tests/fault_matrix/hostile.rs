@@ -115,6 +115,7 @@ async fn an_https_redirect_to_plain_http_is_refused_unless_the_target_is_insecur
             insecure_registries: insecure,
             extra_ca_pem: Some(ca.cert_pem().into_bytes()),
             request_timeout: TIMEOUT,
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         };
         Resolver::new(config, &prometheus::Registry::new()).unwrap()
@@ -254,6 +255,7 @@ async fn an_overlong_token_is_refused() {
     let config = Config {
         insecure_registries: vec![fake.host()],
         request_timeout: TIMEOUT,
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     };
     let resolver = Resolver::new(config, &prometheus::Registry::new()).unwrap();

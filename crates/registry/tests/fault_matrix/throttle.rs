@@ -142,6 +142,7 @@ async fn the_rate_limit_refuses_what_it_would_delay_past_the_timeout() {
             // One request per 10 s after a burst of two: a third one would wait ~10 s.
             registry_qps: 0.1,
             registry_burst: 2,
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &metrics,

@@ -292,6 +292,7 @@ async fn private_registries_are_never_tried_anonymously() {
     let resolver = resolver_with(Config {
         insecure_registries: vec![registry.host()],
         private_registries: vec![registry.host()],
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
     registry.reset_requests();
@@ -323,6 +324,7 @@ async fn tokens_in_either_field_and_expiry_honoured() {
         let resolver = resolver_with(Config {
             insecure_registries: vec![registry.host(), tokens.addr().to_string()],
             clock: clock.clone(),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         });
         let alice = [basic("alice", "alice", "s3cret")];

@@ -31,6 +31,7 @@ fn resolver(insecure: Vec<String>) -> Resolver {
         Config {
             insecure_registries: insecure,
             request_timeout: Duration::from_secs(2),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),
@@ -264,6 +265,7 @@ async fn a_changed_docker_config_credential_is_not_hidden_by_the_cache() {
             insecure_registries: vec![host.clone()],
             request_timeout: Duration::from_secs(2),
             credentials_generation: Some(generation.clone()),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),

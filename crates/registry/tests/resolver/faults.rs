@@ -31,6 +31,7 @@ fn fake_resolver(fake: &FakeRegistry, timeout: Duration) -> noe_registry::Resolv
     resolver_with(Config {
         insecure_registries: vec![fake.host(), fake.other_host()],
         request_timeout: timeout,
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     })
 }
@@ -126,6 +127,7 @@ async fn too_many_requests_is_retried_once_after_retry_after() {
         noe_registry::Config {
             insecure_registries: vec![fake.host(), patient.host()],
             request_timeout: Duration::from_secs(3),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..noe_registry::Config::default()
         },
         &prometheus::Registry::new(),
@@ -353,6 +355,7 @@ async fn rate_limit_headers_feed_the_gauges() {
     let resolver = noe_registry::Resolver::new(
         Config {
             insecure_registries: vec![fake.host()],
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &metrics,
@@ -377,7 +380,10 @@ async fn rate_limit_headers_feed_the_gauges() {
 
 #[tokio::test]
 async fn metadata_addresses_are_refused_without_any_connection() {
-    let resolver = resolver_with(Config::default());
+    let resolver = resolver_with(Config {
+        allow_cidrs: noe_test_support::loopback_cidrs(),
+        ..Config::default()
+    });
     for image in [
         "169.254.169.254/latest/meta-data:x",
         "169.254.169.254:80/app:1",

@@ -140,6 +140,7 @@ async fn proxies_rewrite_the_registry_and_keep_the_path() {
             ("mirror.*".into(), registry.host()),
         ],
         insecure_registries: vec![registry.host()],
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
     let image = "docker.io/fixtures/oci-index:v1";
@@ -184,6 +185,7 @@ async fn metrics_count_requests_with_bounded_labels() {
     let resolver = noe_registry::Resolver::new(
         Config {
             insecure_registries: vec![registry.host()],
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &metrics,

@@ -50,6 +50,7 @@ fn resolver_with_containerd(root: &Path) -> noe_registry::Resolver {
         hosts: Some(Arc::new(ContainerdHosts::new(ContainerdSource::new(vec![
             root.to_owned(),
         ])))),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     })
 }
@@ -132,6 +133,7 @@ async fn without_its_pair_an_mtls_registry_fails_clearly() {
     // Trusting the server but presenting nothing.
     let trusting = resolver_with(Config {
         extra_ca_pem: Some(setup.server_ca.cert_pem().into_bytes()),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
     let error = refusal(&trusting, &setup.image).await;
@@ -178,6 +180,7 @@ async fn a_pair_is_presented_only_to_the_host_it_is_configured_for() {
         hosts: Some(Arc::new(ContainerdHosts::new(ContainerdSource::new(vec![
             root.path().to_owned(),
         ])))),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
     let resolution = resolver.resolve(&setup.image, &[]).await.unwrap();

@@ -40,6 +40,7 @@ async fn an_override_added_to_the_file_wins_over_a_cached_answer() {
     let resolver = resolver_with(Config {
         insecure_registries: vec![registry.host()],
         platform_overrides: Some(Arc::new(overrides)),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
 

@@ -59,6 +59,7 @@ async fn lookups_on_many_hosts_leave_idle_connections_on_a_bounded_number_of_the
     }
     let config = Config {
         insecure_registries: hosts.clone(),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     };
     let resolver = Resolver::new(config, &prometheus::Registry::new()).unwrap();

@@ -54,6 +54,7 @@ async fn a_refused_plugin_answer_is_renewed_once() {
         let resolver = noe_registry::Resolver::new(
             noe_registry::Config {
                 insecure_registries: vec![host.clone()],
+                allow_cidrs: noe_test_support::loopback_cidrs(),
                 ..noe_registry::Config::default()
             },
             &prometheus::Registry::new(),
@@ -262,6 +263,7 @@ mod cloud {
                 hosts: Some(Arc::new(ContainerdHosts::new(ContainerdSource::new(vec![
                     containerd.path().to_owned(),
                 ])))),
+                allow_cidrs: noe_test_support::loopback_cidrs(),
                 ..noe_registry::Config::default()
             },
             &metrics,

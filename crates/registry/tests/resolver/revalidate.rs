@@ -25,6 +25,7 @@ fn expiring(insecure: &[String]) -> (noe_registry::Resolver, Clock) {
         insecure_registries: insecure.to_vec(),
         cache_ttl: TTL,
         clock: clock.clone(),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
     (resolver, clock)
@@ -139,6 +140,7 @@ async fn a_head_without_the_digest_header_falls_back_to_a_get() {
             cache_ttl: TTL,
             clock: clock.clone(),
             request_timeout: Duration::from_secs(2),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &registry,
@@ -224,6 +226,7 @@ async fn a_hanging_head_falls_back_to_a_get_within_the_timeout() {
         clock: clock.clone(),
         // The HEAD gets a third of it; the GET that follows the rest.
         request_timeout: Duration::from_secs(3),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
     resolver.resolve(&image, &[]).await.unwrap();

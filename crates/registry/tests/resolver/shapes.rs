@@ -19,6 +19,7 @@ fn fake_resolver(fake: &FakeRegistry) -> noe_registry::Resolver {
     resolver_with(Config {
         insecure_registries: vec![fake.host()],
         request_timeout: Duration::from_secs(2),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     })
 }
@@ -177,6 +178,7 @@ async fn artifacts_are_arch_neutral_and_configs_without_architecture_fail_on_a_r
 
     let resolver = resolver_with(Config {
         insecure_registries: vec![registry.host()],
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
     for repository in ["volumes/data", "charts/app"] {

@@ -32,6 +32,7 @@ fn replica(insecure: &[String], shared: SharedConfig) -> (Resolver, prometheus::
             insecure_registries: insecure.to_vec(),
             request_timeout: Duration::from_secs(2),
             shared_cache: Some(shared),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &metrics,

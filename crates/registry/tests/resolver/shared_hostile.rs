@@ -115,6 +115,7 @@ async fn an_oversized_answer_drops_the_connection_and_lookups_go_on() {
                 key_file_mode: None,
                 timeout: Duration::from_millis(200),
             }),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &metrics,

@@ -8,6 +8,7 @@ use noe_registry::{Config, Resolution, Resolver};
 pub fn resolver(insecure: &[String]) -> Resolver {
     resolver_with(Config {
         insecure_registries: insecure.to_vec(),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     })
 }

@@ -13,6 +13,7 @@ async fn tls_registry_trusted_through_the_extra_ca() {
 
     let trusting = resolver_with(Config {
         extra_ca_pem: Some(ca.cert_pem().into_bytes()),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
     for fixture in [&fixtures.oci_index, &fixtures.docker_single] {
@@ -20,7 +21,10 @@ async fn tls_registry_trusted_through_the_extra_ca() {
         assert_eq!(platforms(&resolution), sorted(&fixture.platforms));
     }
 
-    let untrusting = resolver_with(Config::default());
+    let untrusting = resolver_with(Config {
+        allow_cidrs: noe_test_support::loopback_cidrs(),
+        ..Config::default()
+    });
     let error = untrusting
         .resolve(&fixtures.oci_index.reference(), &[])
         .await
@@ -41,6 +45,7 @@ async fn tls_registry_with_htpasswd_gets_credentials_over_https() {
     let fixtures = push_standard_fixtures(&registry).await.unwrap();
     let resolver = resolver_with(Config {
         extra_ca_pem: Some(ca.cert_pem().into_bytes()),
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     });
     let candidate = noe_credentials::CredentialCandidate::new(

@@ -132,6 +132,7 @@ fn fake_resolver(fake: &FakeRegistry, verification: VerifyConfig) -> Resolver {
             insecure_registries: vec![fake.host(), fake.other_host()],
             request_timeout: Duration::from_secs(2),
             verification,
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),

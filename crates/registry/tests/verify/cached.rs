@@ -24,6 +24,7 @@ fn replica(registry: &Registry, redis: Option<&RedisServer>) -> Resolver {
         Config {
             insecure_registries: vec![registry.host()],
             shared_cache,
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),

@@ -33,6 +33,7 @@ impl Setup {
                 insecure_registries: vec![registry.host()],
                 request_timeout: Duration::from_secs(5),
                 verification,
+                allow_cidrs: noe_test_support::loopback_cidrs(),
                 ..Config::default()
             },
             &metrics,

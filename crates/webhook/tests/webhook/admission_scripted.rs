@@ -45,7 +45,10 @@ struct Scripted {
 
 impl Default for Scripted {
     fn default() -> Self {
-        let config = noe_registry::Config::default();
+        let config = noe_registry::Config {
+            allow_cidrs: noe_test_support::loopback_cidrs(),
+            ..noe_registry::Config::default()
+        };
         Self {
             answers: HashMap::new(),
             seen: Mutex::default(),

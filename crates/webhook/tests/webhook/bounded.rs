@@ -68,6 +68,7 @@ async fn a_pod_of_many_hosts_is_bounded_and_does_not_hold_up_another() {
         Config {
             insecure_registries: insecure,
             request_timeout: Duration::from_secs(60),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),

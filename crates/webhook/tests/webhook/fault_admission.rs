@@ -214,6 +214,7 @@ async fn registry_faults_through_the_webhook() {
             Config {
                 insecure_registries: vec![fake.host(), fake.other_host(), aux.host(), real.host()],
                 request_timeout: REGISTRY_TIMEOUT,
+                allow_cidrs: noe_test_support::loopback_cidrs(),
                 ..Config::default()
             },
             &metrics,
@@ -319,7 +320,14 @@ async fn slowloris_does_not_delay_other_clients() {
     let (dir, ca) = cert_dir("slowloris");
     let metrics = prometheus::Registry::new();
     // Lookups answered by the real resolver against nothing: the pod has no image to look up.
-    let resolver = Resolver::new(Config::default(), &metrics).unwrap();
+    let resolver = Resolver::new(
+        Config {
+            allow_cidrs: noe_test_support::loopback_cidrs(),
+            ..Config::default()
+        },
+        &metrics,
+    )
+    .unwrap();
     let admission = Admission::new(
         Resolve::new(
             Arc::new(RegistryLookup::new(resolver)),

@@ -51,6 +51,7 @@ fn resolve_on(
             insecure_registries: insecure,
             request_timeout: Duration::from_secs(30),
             hosts: Some(hosts),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         metrics,

@@ -69,6 +69,7 @@ async fn a_private_answer_is_served_only_in_the_scope_that_found_it() {
         Config {
             insecure_registries: vec![host.clone(), public.host()],
             request_timeout: Duration::from_secs(3),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),

@@ -90,6 +90,7 @@ async fn a_pods_service_account_token_opens_its_registry_and_only_for_that_accou
         Config {
             insecure_registries: vec![host.clone()],
             request_timeout: Duration::from_secs(3),
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &prometheus::Registry::new(),
