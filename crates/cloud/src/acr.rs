@@ -110,16 +110,18 @@ impl AzureIdentity {
                 ("client_assertion", &assertion),
             ]);
             let answer = http::send(PROVIDER, step, request, timeout).await?;
+            let sent = [assertion.as_str()];
             if !answer.status.is_success() {
                 return Err(http::status_error(
                     PROVIDER,
                     step,
                     &answer,
                     entra_error(&answer.body),
+                    &sent,
                 ));
             }
             parse_entra(&answer.body, now)
-                .map_err(|reason| Error::malformed(PROVIDER, step, reason))
+                .map_err(|reason| http::malformed(PROVIDER, step, &reason, &sent))
         }
         .await;
         metrics.request(PROVIDER, step, result.is_ok());
@@ -147,11 +149,12 @@ impl AzureIdentity {
                     ("access_token", access_token),
                 ]);
             let answer = http::send(PROVIDER, step, request, timeout).await?;
+            let sent = [access_token];
             if !answer.status.is_success() {
-                return Err(http::status_error(PROVIDER, step, &answer, None));
+                return Err(http::status_error(PROVIDER, step, &answer, None, &sent));
             }
             parse_exchange(&answer.body, now)
-                .map_err(|reason| Error::malformed(PROVIDER, step, reason))
+                .map_err(|reason| http::malformed(PROVIDER, step, &reason, &sent))
         }
         .await;
         metrics.request(PROVIDER, step, result.is_ok());

@@ -208,6 +208,7 @@ impl AwsIdentity {
                         ("WebIdentityToken", &token),
                     ]);
                 let answer = http::send(PROVIDER, step, request, timeout).await;
+                let sent = [token.as_str()];
                 let result = answer.and_then(|answer| {
                     if !answer.status.is_success() {
                         return Err(http::status_error(
@@ -215,10 +216,11 @@ impl AwsIdentity {
                             step,
                             &answer,
                             sts_error(&answer.body),
+                            &sent,
                         ));
                     }
                     parse_sts(&answer.body, now)
-                        .map_err(|reason| Error::malformed(PROVIDER, step, reason))
+                        .map_err(|reason| http::malformed(PROVIDER, step, &reason, &sent))
                 });
                 metrics.request(PROVIDER, step, result.is_ok());
                 result
@@ -237,16 +239,17 @@ impl AwsIdentity {
                 let mut request = client
                     .get(uri)
                     .header(reqwest::header::ACCEPT, "application/json");
-                if let Some(authorization) = authorization {
+                if let Some(authorization) = &authorization {
                     request = request.header(reqwest::header::AUTHORIZATION, authorization);
                 }
                 let answer = http::send(PROVIDER, step, request, timeout).await;
+                let sent: Vec<&str> = authorization.as_deref().into_iter().collect();
                 let result = answer.and_then(|answer: Answer| {
                     if !answer.status.is_success() {
-                        return Err(http::status_error(PROVIDER, step, &answer, None));
+                        return Err(http::status_error(PROVIDER, step, &answer, None, &sent));
                     }
                     parse_container_credentials(&answer.body, now)
-                        .map_err(|reason| Error::malformed(PROVIDER, step, reason))
+                        .map_err(|reason| http::malformed(PROVIDER, step, &reason, &sent))
                 });
                 metrics.request(PROVIDER, step, result.is_ok());
                 result
@@ -286,6 +289,7 @@ pub(crate) fn parse_sts(
     let access_key_id = field("AccessKeyId").ok_or("no AccessKeyId")?;
     let secret_access_key = field("SecretAccessKey").ok_or("no SecretAccessKey")?;
     let session_token = field("SessionToken").ok_or("no SessionToken")?;
+    check_sizes(&access_key_id, &secret_access_key, Some(&session_token))?;
     let expires_at = match field("Expiration") {
         Some(text) => parse_rfc3339_utc(&text).ok_or("Expiration is not an RFC 3339 UTC time")?,
         None => now + DEFAULT_LIFETIME,
@@ -329,6 +333,23 @@ struct ContainerCredentials {
     expiration: Option<String>,
 }
 
+/// Credentials of sizes AWS issues (an access key ID of at most 128 characters of `[A-Z0-9]`, a
+/// secret key of at most 1 KiB, a session token of at most 16 KiB): they go into the headers of
+/// every signed request.
+fn check_sizes(
+    access_key_id: &str,
+    secret_access_key: &str,
+    session_token: Option<&str>,
+) -> Result<(), String> {
+    if access_key_id.len() > 128 || !access_key_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err("AccessKeyId is not an access key ID".into());
+    }
+    if secret_access_key.len() > 1024 || session_token.is_some_and(|t| t.len() > 16 * 1024) {
+        return Err("SecretAccessKey or the session token is too long".into());
+    }
+    Ok(())
+}
+
 pub(crate) fn parse_container_credentials(
     body: &[u8],
     now: SystemTime,
@@ -338,6 +359,11 @@ pub(crate) fn parse_container_credentials(
     if parsed.access_key_id.is_empty() || parsed.secret_access_key.is_empty() {
         return Err("empty AccessKeyId or SecretAccessKey".into());
     }
+    check_sizes(
+        &parsed.access_key_id,
+        &parsed.secret_access_key,
+        parsed.token.as_deref(),
+    )?;
     let expires_at = match parsed.expiration.as_deref() {
         Some(text) => parse_rfc3339_utc(text).ok_or("Expiration is not an RFC 3339 UTC time")?,
         None => now + DEFAULT_LIFETIME,

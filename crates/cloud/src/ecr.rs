@@ -62,15 +62,19 @@ pub(crate) async fn authorization_token(
             request = request.header(name, value);
         }
         let answer = http::send(PROVIDER, STEP, request, timeout).await?;
+        // The session token goes in a header of the signed request; the secret key never does.
+        let sent: Vec<&str> = credentials.session_token.as_deref().into_iter().collect();
         if !answer.status.is_success() {
             return Err(http::status_error(
                 PROVIDER,
                 STEP,
                 &answer,
                 json_error(&answer.body),
+                &sent,
             ));
         }
-        parse_authorization(&answer.body).map_err(|reason| Error::malformed(PROVIDER, STEP, reason))
+        parse_authorization(&answer.body)
+            .map_err(|reason| http::malformed(PROVIDER, STEP, &reason, &sent))
     }
     .await;
     metrics.request(PROVIDER, STEP, result.is_ok());

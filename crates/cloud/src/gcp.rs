@@ -58,7 +58,7 @@ pub(crate) async fn access_token(
         let request = client.get(url).header("Metadata-Flavor", "Google");
         let answer = http::send(PROVIDER, STEP, request, timeout).await?;
         if !answer.status.is_success() {
-            return Err(http::status_error(PROVIDER, STEP, &answer, None));
+            return Err(http::status_error(PROVIDER, STEP, &answer, None, &[]));
         }
         // The metadata server marks its answers; anything else (a proxy's page) is not one.
         let flavor = answer
@@ -72,7 +72,8 @@ pub(crate) async fn access_token(
                 "the answer lacks Metadata-Flavor: Google",
             ));
         }
-        parse_token(&answer.body, now).map_err(|reason| Error::malformed(PROVIDER, STEP, reason))
+        parse_token(&answer.body, now)
+            .map_err(|reason| http::malformed(PROVIDER, STEP, &reason, &[]))
     }
     .await;
     metrics.request(PROVIDER, STEP, result.is_ok());

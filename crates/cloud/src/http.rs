@@ -69,20 +69,41 @@ pub(crate) async fn send(
         .map_err(|_| transport(format!("no answer within {timeout:?}")))?
 }
 
-/// The error for a non-success answer, with a bounded excerpt of `excerpt_of` (the body, or a
-/// service-specific summary of it).
+/// The error for a non-success answer, with a bounded excerpt of `summary` (a service-specific
+/// summary of the body) or of the body, in which each secret of `sent` (what the request carried:
+/// a service may echo it back) is `<redacted>`.
 pub(crate) fn status_error(
     provider: Provider,
     step: Step,
     answer: &Answer,
     summary: Option<String>,
+    sent: &[&str],
 ) -> Error {
+    let text = summary.unwrap_or_else(|| String::from_utf8_lossy(&answer.body).into_owned());
     Error::Status {
         provider,
         step,
         status: answer.status.as_u16(),
-        excerpt: excerpt(summary.as_deref().map_or(&answer.body[..], str::as_bytes)),
+        excerpt: excerpt(redact(&text, sent).as_bytes()),
     }
+}
+
+/// `text` with every secret of `sent` replaced by `<redacted>` (secrets shorter than 8 bytes are
+/// not looked for: they would match ordinary words).
+pub(crate) fn redact(text: &str, sent: &[&str]) -> String {
+    let mut text = text.to_owned();
+    for secret in sent.iter().filter(|s| s.len() >= 8) {
+        if text.contains(secret) {
+            text = text.replace(secret, "<redacted>");
+        }
+    }
+    text
+}
+
+/// The error for an answer that is not what the service sends: `reason`, with each secret of
+/// `sent` `<redacted>` (a parser may quote the value it choked on) and bounded.
+pub(crate) fn malformed(provider: Provider, step: Step, reason: &str, sent: &[&str]) -> Error {
+    Error::malformed(provider, step, excerpt(redact(reason, sent).as_bytes()))
 }
 
 /// A printable, bounded excerpt of a body: control characters become spaces, whitespace runs

@@ -3,6 +3,9 @@
 //! ACR's `/oauth2/exchange`), and an ECR credential used on a real CNCF registry reached under an
 //! ECR host name.
 
+#[path = "providers/hostile.rs"]
+mod hostile;
+
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
@@ -559,22 +562,7 @@ async fn azure(registries: &[&str]) -> anyhow::Result<Azure> {
         builder = builder.resolve(name, exchange.addr());
     }
     let dir = tempfile::tempdir()?;
-    std::fs::write(dir.path().join("azure-identity-token"), FEDERATED_TOKEN)?;
-    let env = vec![
-        ("AZURE_CLIENT_ID".to_owned(), CLIENT_ID.to_owned()),
-        ("AZURE_TENANT_ID".to_owned(), TENANT.to_owned()),
-        (
-            "AZURE_FEDERATED_TOKEN_FILE".to_owned(),
-            dir.path()
-                .join("azure-identity-token")
-                .display()
-                .to_string(),
-        ),
-        (
-            "AZURE_AUTHORITY_HOST".to_owned(),
-            format!("{}/", entra.url()),
-        ),
-    ];
+    let env = hostile::azure_env(&entra, &dir)?;
     Ok(Azure {
         entra,
         exchange,

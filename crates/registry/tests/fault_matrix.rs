@@ -11,6 +11,7 @@
 /// One test per defect of the hostile-registry pass, with its exact counts; the
 /// per-host rate limiter and circuit breaker.
 mod fault_matrix {
+    mod cloud_redirect;
     mod hostile;
     mod targets;
     mod throttle;

@@ -1,12 +1,15 @@
 //! A loopback HTTP(S) server answering with a scripted handler and recording every request: the
 //! stand-in for the clouds' identity services, which no real component can replace on loopback.
+//! A reply may also stream a body without end or drip it byte by byte (hostile services).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full, Limited};
+use futures::StreamExt as _;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -39,6 +42,17 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: Vec<u8>,
+    /// Sent after `body`, when set.
+    pub then: Option<Stream>,
+}
+
+/// A body sent in parts after the reply's `body`.
+#[derive(Clone, Copy, Debug)]
+pub enum Stream {
+    /// 64 KiB chunks until the client goes (at most 1 GiB).
+    Endless,
+    /// One byte (`{`, then spaces) per interval until the client goes (at most 10 minutes).
+    Drip(std::time::Duration),
 }
 
 impl Reply {
@@ -47,6 +61,15 @@ impl Reply {
             status,
             headers: Vec::new(),
             body: body.into(),
+            then: None,
+        }
+    }
+
+    /// `body`, then `stream`.
+    pub fn streaming(status: u16, body: impl Into<Vec<u8>>, stream: Stream) -> Self {
+        Self {
+            then: Some(stream),
+            ..Self::new(status, body)
         }
     }
 
@@ -135,13 +158,40 @@ impl Fake {
     }
 }
 
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// `first`, then what `stream` sends.
+fn body(first: Vec<u8>, stream: Option<Stream>) -> Body {
+    let Some(stream) = stream else {
+        return Full::new(Bytes::from(first)).boxed_unsync();
+    };
+    let first = futures::stream::once(async move { Bytes::from(first) });
+    let rest: futures::stream::BoxStream<'static, Bytes> = match stream {
+        Stream::Endless => {
+            let chunk = Bytes::from(vec![b' '; 64 * 1024]);
+            Box::pin(futures::stream::repeat(chunk).take(16 * 1024))
+        }
+        Stream::Drip(interval) => Box::pin(
+            futures::stream::unfold((), move |()| async move {
+                tokio::time::sleep(interval).await;
+                Some((Bytes::from_static(b" "), ()))
+            })
+            .take(usize::try_from(600 / interval.as_secs().max(1)).unwrap_or(600)),
+        ),
+    };
+    let frames = first
+        .chain(rest)
+        .map(|chunk| Ok::<_, Infallible>(hyper::body::Frame::data(chunk)));
+    http_body_util::BodyExt::boxed_unsync(StreamBody::new(frames))
+}
+
 async fn answer(
     request: http::Request<Incoming>,
     seen: &Mutex<Vec<Seen>>,
     handler: &Handler,
-) -> http::Response<Full<Bytes>> {
-    let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, 1 << 20).collect().await {
+) -> http::Response<Body> {
+    let (parts, incoming) = request.into_parts();
+    let received = match Limited::new(incoming, 1 << 20).collect().await {
         Ok(collected) => collected.to_bytes().to_vec(),
         Err(_) => Vec::new(),
     };
@@ -149,13 +199,13 @@ async fn answer(
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
         headers: parts.headers,
-        body,
+        body: received,
     };
     let reply = handler(&request);
     seen.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(request);
-    let mut response = http::Response::new(Full::new(Bytes::from(reply.body)));
+    let mut response = http::Response::new(body(reply.body, reply.then));
     *response.status_mut() =
         http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     for (name, value) in reply.headers {
