@@ -345,7 +345,7 @@ fn start_controllers(
         ),
         _ => {}
     }
-    let platforms = ResolverPlatforms::new(app, pull_secrets, platforms::DEADLINE);
+    let platforms = ResolverPlatforms::new(app, pull_secrets, platforms::DEADLINE)?;
     let metrics = noe_controller::Metrics::new(&app.metrics, max_namespaces)
         .context("cannot register the controller metrics")?;
     let deps = Deps {

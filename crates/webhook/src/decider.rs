@@ -164,6 +164,38 @@ impl Decider {
             .await
     }
 
+    /// The platforms of a running pod's `images` (in `namespace`, with its pull secrets and
+    /// service account), each less those the corrections prove false for its digest, and the
+    /// corrections applied by image: what remediation judges a pod's node by. An image left with
+    /// no platform has an empty list and its corrections beside it (it runs nowhere; never read
+    /// it as arch-neutral).
+    pub async fn platforms(
+        &self,
+        namespace: &str,
+        access: PodAccess<'_>,
+        images: &[String],
+    ) -> (Lookups, BTreeMap<String, Vec<Correction>>) {
+        let resolved = self
+            .resolve
+            .platforms_for(namespace, access, images, tracing::Span::none)
+            .await;
+        let mut lookups = resolved.lookups;
+        let known = self.corrections_of(&lookups, resolved.scope);
+        let mut applied = BTreeMap::new();
+        for (image, corrections) in known {
+            let Some(Ok(platforms)) = lookups.get_mut(&image) else {
+                continue;
+            };
+            let corrected = noe_core::truth::correct(platforms, &corrections);
+            if corrected.changed() {
+                let used: Vec<Correction> = corrected.applied.into_iter().cloned().collect();
+                *platforms = Arc::from(corrected.kept);
+                applied.insert(image, used);
+            }
+        }
+        (lookups, applied)
+    }
+
     /// Image selection (docs/architecture.md, "Image selection"): a decision already (a
     /// denial), or the pod to decide on. Unchanged in audit mode or without selection.
     pub(crate) async fn select(&self, pod: &Value, scope: &Scope<'_>) -> SelectionStep {

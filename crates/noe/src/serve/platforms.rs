@@ -1,6 +1,6 @@
-//! The controllers' image platforms ([`noe_controller::PodPlatforms`]) answered by the webhook's
-//! lookups ([`noe_webhook::resolve::Resolve`]): the same resolver and platform cache, the same
-//! credentials (the pod's pull secrets, its service account for credential providers that ask
+//! The controllers' image platforms ([`noe_controller::PodPlatforms`]) answered by the decider
+//! ([`noe_webhook::decider::Decider::platforms`]): the same resolver and platform cache, the
+//! same platform corrections, the same credentials (the pod's pull secrets, its service account for credential providers that ask
 //! for its token, then the node-level sources) as the admission.
 
 use std::sync::Arc;
@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use noe_controller::{ImageLookup, LookupError, PodImages, PodPlatforms, Support};
+use noe_webhook::decider::Decider;
 use noe_webhook::resolve::credentials::PodAccess;
 use noe_webhook::resolve::pull_secrets::PullSecrets;
-use noe_webhook::resolve::{RegistryLookup, Resolve};
 
 use crate::app::App;
 
@@ -18,21 +18,24 @@ use crate::app::App;
 /// and a pod whose lookups did not finish is judged again later.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// A pod's image platforms from the registries, through the admission's resolver.
+/// A pod's image platforms from the registries, through the decider.
 pub struct ResolverPlatforms {
-    resolve: Resolve,
+    decider: Decider,
 }
 
 impl ResolverPlatforms {
-    /// Lookups with `app`'s resolver and credentials, and the pull secrets when the API is
-    /// reachable.
-    pub fn new(app: &App, pull_secrets: Option<PullSecrets>, deadline: Duration) -> Self {
-        let resolve = Resolve::new(
-            Arc::new(RegistryLookup::new(app.resolver.clone())),
-            Arc::new(app.credentials(pull_secrets)),
-            deadline,
-        );
-        Self { resolve }
+    /// Lookups with `app`'s resolver, credentials and corrections, and the pull secrets when
+    /// the API is reachable.
+    pub fn new(
+        app: &App,
+        pull_secrets: Option<PullSecrets>,
+        deadline: Duration,
+    ) -> anyhow::Result<Self> {
+        // Its lookups are not admissions: their metrics go to a registry of their own.
+        let metrics = noe_webhook::metrics::Metrics::register(&prometheus::Registry::new())?;
+        let policy = noe_core::decide::Policy::default();
+        let decider = app.decider_counting_in(policy, deadline, pull_secrets, metrics);
+        Ok(Self { decider })
     }
 }
 
@@ -43,18 +46,37 @@ impl PodPlatforms for ResolverPlatforms {
                 pull_secrets: &pod.pull_secrets,
                 service_account: pod.service_account.as_deref(),
             };
-            let resolved = self
-                .resolve
-                .platforms_for(&pod.namespace, access, &pod.images, tracing::Span::none)
+            let (lookups, corrected) = self
+                .decider
+                .platforms(&pod.namespace, access, &pod.images)
                 .await;
             pod.images
                 .iter()
                 .map(|image| ImageLookup {
                     image: image.clone(),
-                    support: support(image, resolved.lookups.get(image)),
+                    support: corrected_support(
+                        image,
+                        lookups.get(image),
+                        corrected.contains_key(image),
+                    ),
                 })
                 .collect()
         })
+    }
+}
+
+/// [`support`] of a lookup `corrected` platforms were left out of: an image left with none runs
+/// nowhere (never arch-neutral).
+pub fn corrected_support(
+    image: &str,
+    lookup: Option<&Result<Arc<[noe_core::Platform]>, noe_core::decide::LookupError>>,
+    corrected: bool,
+) -> Result<Support, LookupError> {
+    match lookup {
+        Some(Ok(platforms)) if corrected && platforms.is_empty() => {
+            Ok(Support::Only(Default::default()))
+        }
+        lookup => support(image, lookup),
     }
 }
 
@@ -150,5 +172,31 @@ mod tests {
                 "{arch}"
             );
         }
+    }
+
+    /// An image whose every platform is proven false runs on no node: remediation finds it
+    /// misplaced wherever it runs, never arch-neutral.
+    #[test]
+    fn an_image_corrected_to_no_platform_runs_nowhere() {
+        use noe_controller::objects::PodRecord;
+        use noe_controller::remediate::{judge, Verdict};
+        use noe_controller::Remediate;
+        let none: Arc<[noe_core::Platform]> = Arc::from(Vec::new());
+        let support = corrected_support("app:1", Some(&Ok(none.clone())), true).unwrap();
+        assert_eq!(support, Support::Only(Default::default()));
+        assert_eq!(
+            corrected_support("artifact:1", Some(&Ok(none)), false).unwrap(),
+            Support::Any
+        );
+        let pod = PodRecord::new("team", "app-0", "node-1", &["app:1"]);
+        let lookups = [ImageLookup {
+            image: "app:1".to_owned(),
+            support: Ok(support),
+        }];
+        let node = noe_core::Platform::new("linux", "arm64", None);
+        assert!(matches!(
+            judge(&pod, &node, &lookups, Remediate::Report),
+            Verdict::Misplaced { .. }
+        ));
     }
 }

@@ -217,7 +217,15 @@ async fn resolve(
         Err(error) => Ok(Err(error)),
     };
     match answer {
-        Ok(Ok((resolution, mismatches))) => {
+        Ok(Ok((resolution, mut mismatches))) => {
+            // What the server's decider knows proven false for this digest counts as well.
+            if let Some(corrections) = app.corrections() {
+                for known in corrections.for_digest(resolution.digest.as_str()) {
+                    if !mismatches.contains(&known) {
+                        mismatches.push(known);
+                    }
+                }
+            }
             let corrected = noe_core::truth::correct(&resolution.platforms, &mismatches);
             let applied: Vec<Correction> = corrected.applied.into_iter().cloned().collect();
             (Ok(corrected.kept.into()), applied)
