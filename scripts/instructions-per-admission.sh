@@ -10,7 +10,14 @@
 # the misses per request are printed beside the instructions: where two servers run about as
 # many instructions, these say how much more code and data one of them walks per request.
 #
-# usage: [CACHE_SIM=1] scripts/instructions-per-admission.sh NOE_BENCH_BIN NOE_BIN [NOE_BIN...]
+# With EVERY_POD_NEW=1, each request is a pod no earlier request had (a label of its own, set by
+# wrk's Lua `request` function), so nothing can be answered from memory: the first-sight path.
+# With POD=deployment, the pod is a Deployment's as the apiserver sends it (field-manager
+# entries, env, probes, status; `noe-bench review --deployment-pod`) instead of the minimal one.
+# FLOOR=read counts the floor that reads the body and parses nothing (`noe-bench floor --work`).
+#
+# usage: [CACHE_SIM=1] [EVERY_POD_NEW=1] [POD=minimal|deployment] [FLOOR=parse|read]
+#        scripts/instructions-per-admission.sh NOE_BENCH_BIN NOE_BIN [NOE_BIN...]
 # needs: valgrind (callgrind_control), wrk, openssl, curl
 set -euo pipefail
 
@@ -25,8 +32,32 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
   -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
 image=127.0.0.1:5000/fixtures/oci-index:v1
 printf -- '- images: ["%s"]\n  platforms: [linux/amd64, linux/arm64]\n' "$image" >"$dir/overrides.yaml"
-body='{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"0b4a3a5e-8f3c-4c8e-9d6e-2f1a7c3b5d9e","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"bench","operation":"CREATE","userInfo":{"username":"system:serviceaccount:kube-system:replicaset-controller"},"object":{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"web-5d8c7b9f6-","namespace":"bench","labels":{"app":"web","pod-template-hash":"5d8c7b9f6"}},"spec":{"containers":[{"name":"c0","image":"'"$image"'","resources":{}}],"restartPolicy":"Always","serviceAccountName":"default"}}}}'
-printf 'wrk.method="POST"\nwrk.headers["Content-Type"]="application/json"\nwrk.body=[[%s]]\n' "$body" >"$dir/review.lua"
+review=()
+[[ ${POD:-minimal} == deployment ]] && review=(--deployment-pod)
+"$bench" review "${review[@]}" --image "$image" >"$dir/review.json"
+# The warm-up's script and the counted one's: with EVERY_POD_NEW=1 no label repeats across them.
+for run in warm counted; do
+  if [[ ${EVERY_POD_NEW:-0} == 1 ]]; then
+    label="\"$run\" .. id .. \"-\" .. n"
+  else
+    label='"0-0"'
+  fi
+  python3 - "$dir/review.json" "$label" >"$dir/$run.lua" <<'LUA'
+import sys
+body = open(sys.argv[1]).read().strip()
+parts = ", ".join("[==[%s]==]" % part for part in body.split("@POD@"))
+print('wrk.method = "POST"')
+print('wrk.headers["Content-Type"] = "application/json"')
+print("local threads = 0")
+print('function setup(thread) threads = threads + 1; thread:set("id", threads) end')
+print("local parts = { %s }" % parts)
+print("local n = 0")
+print("request = function()")
+print("  n = n + 1")
+print("  return wrk.format(nil, nil, nil, table.concat(parts, %s))" % sys.argv[2])
+print("end")
+LUA
+done
 
 # Runs "$@" under callgrind, serving on 127.0.0.1:$port; prints instructions per request.
 count() {
@@ -40,10 +71,10 @@ count() {
     eval "$ready" && break
     sleep 0.5
   done
-  wrk -t1 -c1 -d3s -s "$dir/review.lua" "https://127.0.0.1:$port/mutate" >/dev/null
+  wrk -t1 -c1 -d3s -s "$dir/warm.lua" "https://127.0.0.1:$port/mutate" >/dev/null
   callgrind_control -z "$pid" >/dev/null
   local requests
-  requests=$(wrk -t1 -c4 -d"${seconds}s" -s "$dir/review.lua" "https://127.0.0.1:$port/mutate" |
+  requests=$(wrk -t1 -c4 -d"${seconds}s" -s "$dir/counted.lua" "https://127.0.0.1:$port/mutate" |
     awk '/requests in/ {print $1}')
   callgrind_control -d "$pid" >/dev/null
   sleep 1
@@ -69,8 +100,8 @@ export MIMALLOC_PURGE_DELAY=0 MIMALLOC_ARENA_EAGER_COMMIT=0 KUBECONFIG=/nonexist
 unset KUBERNETES_SERVICE_HOST
 
 # The floor answers its constant AdmissionReview (without a patch).
-count floor 18450 "curl -sk -o /dev/null https://127.0.0.1:18450/" \
-  "$bench" floor --addr 127.0.0.1:18450 --cert-dir "$dir"
+count "floor-${FLOOR:-parse}" 18450 "curl -sk -o /dev/null https://127.0.0.1:18450/" \
+  "$bench" floor --addr 127.0.0.1:18450 --cert-dir "$dir" --work "${FLOOR:-parse}"
 n=0
 for noe in "$@"; do
   n=$((n + 1))

@@ -4,6 +4,11 @@
 //! for the lookup endpoint, a constant body given as a file (`--response`): the endpoint's own
 //! answer to the benchmark's request, so both send the same bytes and the comparison measures
 //! the work between them, not the size of the answer.
+//!
+//! Two floors ([`Work`]): `parse` builds the request as a JSON value (what any server that reads
+//! the review does); `read` only reads the body, cuts the request's uid out of it by a byte
+//! search and answers with that uid in place (what TLS and HTTP alone cost on this stack: the
+//! limit of any admission server here).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -23,6 +28,66 @@ use tokio_rustls::TlsAcceptor;
 
 const RESPONSE: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#;
 const MAX_BODY: usize = 8 * 1024 * 1024;
+/// What precedes the uid of a request and of a response.
+const UID: &[u8] = b"\"uid\":\"";
+
+/// What the floor does with a request body before it answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Work {
+    /// Parses it into a JSON value, answers the constant body.
+    Parse,
+    /// Reads it, parses nothing: its first uid is cut out by a byte search and written into the
+    /// answer in place of the answer's own.
+    Read,
+}
+
+impl Work {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Parse => "parse",
+            Self::Read => "read",
+        }
+    }
+}
+
+/// The constant answer, whole and split around its uid (all of it in `head` when it has none).
+#[derive(Clone)]
+struct Answer {
+    whole: Bytes,
+    head: Bytes,
+    tail: Bytes,
+}
+
+impl Answer {
+    fn new(whole: Bytes) -> Self {
+        let split = memchr::memmem::find(&whole, UID).and_then(|at| {
+            let start = at + UID.len();
+            let len = memchr::memchr(b'"', whole.get(start..)?)?;
+            Some((start, start + len))
+        });
+        let (head, tail) = match split {
+            Some((start, end)) => (whole.slice(..start), whole.slice(end..)),
+            None => (whole.clone(), Bytes::new()),
+        };
+        Self { whole, head, tail }
+    }
+
+    /// The body with `uid` in place of its own.
+    fn with_uid(&self, uid: &[u8]) -> Bytes {
+        let mut out = Vec::with_capacity(self.head.len() + uid.len() + self.tail.len());
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(uid);
+        out.extend_from_slice(&self.tail);
+        Bytes::from(out)
+    }
+}
+
+/// The first uid in `body` (the request's: the apiserver writes it first), as sent.
+fn uid_of(body: &[u8]) -> Option<&[u8]> {
+    let start = memchr::memmem::find(body, UID)? + UID.len();
+    let rest = body.get(start..)?;
+    rest.get(..memchr::memchr(b'"', rest)?)
+}
 
 /// Reads `tls.crt` / `tls.key` from `cert_dir` into a rustls server config like noe's.
 pub fn server_config(cert_dir: &Path) -> anyhow::Result<rustls::ServerConfig> {
@@ -48,6 +113,7 @@ pub async fn serve(
     addr: SocketAddr,
     cert_dir: &Path,
     response: Option<&Path>,
+    work: Work,
 ) -> anyhow::Result<()> {
     let response = match response {
         Some(path) => {
@@ -55,6 +121,7 @@ pub async fn serve(
         }
         None => Bytes::from_static(RESPONSE.as_bytes()),
     };
+    let response = Answer::new(response);
     let acceptor = TlsAcceptor::from(Arc::new(server_config(cert_dir)?));
     let listener = TcpListener::bind(addr)
         .await
@@ -82,7 +149,7 @@ pub async fn serve(
                 return;
             };
             let service =
-                hyper::service::service_fn(move |request| answer(request, response.clone()));
+                hyper::service::service_fn(move |request| answer(request, response.clone(), work));
             let _ = builder.serve_connection(TokioIo::new(tls), service).await;
         });
     }
@@ -90,14 +157,25 @@ pub async fn serve(
 
 async fn answer(
     request: Request<Incoming>,
-    response_body: Bytes,
+    answer: Answer,
+    work: Work,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let status = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-        Ok(body) => match serde_json::from_slice::<serde_json::Value>(&body.to_bytes()) {
-            Ok(_) => StatusCode::OK,
-            Err(_) => StatusCode::BAD_REQUEST,
-        },
-        Err(_) => StatusCode::PAYLOAD_TOO_LARGE,
+    let (status, response_body) = match Limited::new(request.into_body(), MAX_BODY).collect().await
+    {
+        Ok(body) => {
+            let body = body.to_bytes();
+            match work {
+                Work::Parse => match serde_json::from_slice::<serde_json::Value>(&body) {
+                    Ok(_) => (StatusCode::OK, answer.whole),
+                    Err(_) => (StatusCode::BAD_REQUEST, Bytes::new()),
+                },
+                Work::Read => match uid_of(&body) {
+                    Some(uid) => (StatusCode::OK, answer.with_uid(uid)),
+                    None => (StatusCode::BAD_REQUEST, Bytes::new()),
+                },
+            }
+        }
+        Err(_) => (StatusCode::PAYLOAD_TOO_LARGE, Bytes::new()),
     };
     let mut response = Response::new(Full::new(response_body));
     *response.status_mut() = status;

@@ -8,6 +8,8 @@
 //!   a constant AdmissionReview.
 //! - [`warm`]: `noe` (platforms cached) and the floor driven side by side by `wrk`; with
 //!   `--controllers`, also `noe` running its controllers over a simulated cluster.
+//! - [`fresh`]: the warm path with every pod new (`warm --every-pod-new`), beside the same pod
+//!   sent again, against the floor that parses and the floor that only reads.
 //! - [`requests`]: registry HTTP requests per unique image, from the real registry's access log,
 //!   and N concurrent admissions of one uncached image.
 //! - [`memory`]: RSS of `noe` holding 100k cached lookups.
@@ -29,6 +31,7 @@ pub mod cluster;
 pub mod cold;
 pub mod fleet;
 pub mod floor;
+pub mod fresh;
 pub mod gate;
 pub mod hostile;
 pub mod images;
@@ -71,6 +74,20 @@ enum Command {
         /// endpoint's floor answers a body as long as the endpoint's).
         #[arg(long)]
         response: Option<PathBuf>,
+        /// What it does with each body: `parse` it into a JSON value, or only `read` it (the
+        /// uid cut out by a byte search and written into the answer).
+        #[arg(long, value_enum, default_value_t = floor::Work::Parse)]
+        work: floor::Work,
+    },
+    /// Print the review `warm --every-pod-new` sends, its label's value `@POD@` (for
+    /// scripts/instructions-per-admission.sh).
+    Review {
+        /// The Deployment's pod as the apiserver sends it, not the minimal one.
+        #[arg(long)]
+        deployment_pod: bool,
+        /// The pod's image.
+        #[arg(long)]
+        image: String,
     },
     /// Run every measurement and print markdown tables.
     All(Options),
@@ -131,6 +148,19 @@ pub struct Options {
     /// (134 bytes, the floor's answer before).
     #[arg(long, value_enum, default_value_t = FloorAnswer::Noe)]
     pub floor_answer: FloorAnswer,
+    /// `warm`: every request a pod never seen before (a label of its own), so nothing can be
+    /// remembered; measured beside the same pod sent again, against each `--floor`.
+    #[arg(long)]
+    pub every_pod_new: bool,
+    /// `warm --every-pod-new`: the floors measured in the same rounds (comma-separated): `parse`
+    /// (the body parsed into a JSON value) and `read` (the body read, nothing parsed: the uid
+    /// cut out by a byte search).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "parse,read")]
+    pub floor: Vec<floor::Work>,
+    /// `lookup`: every request body new (the same cached keys in an order no other request of
+    /// the run has), so no answer can be remembered; measured beside the same body sent again.
+    #[arg(long)]
+    pub unique_bodies: bool,
     /// wrk run length per round.
     #[arg(long, default_value = "10s", value_parser = parse_seconds)]
     pub duration: Duration,
@@ -214,7 +244,15 @@ impl Cli {
                     addr,
                     cert_dir,
                     response,
-                } => floor::serve(addr, &cert_dir, response.as_deref()).await,
+                    work,
+                } => floor::serve(addr, &cert_dir, response.as_deref(), work).await,
+                Command::Review {
+                    deployment_pod,
+                    image,
+                } => {
+                    println!("{}", fresh::body(deployment_pod, image)?);
+                    Ok(())
+                }
                 Command::All(options) => {
                     startup::run(&options).await?;
                     requests::run(&options).await?;

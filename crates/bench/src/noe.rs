@@ -199,14 +199,24 @@ pub async fn start_floor_answering(
     tls: &Tls,
     response: Option<&std::path::Path>,
 ) -> anyhow::Result<Process> {
+    start_floor_working(tls, response, crate::floor::Work::Parse).await
+}
+
+/// [`start_floor_answering`], the floor doing `work` with each body.
+pub async fn start_floor_working(
+    tls: &Tls,
+    response: Option<&std::path::Path>,
+    work: crate::floor::Work,
+) -> anyhow::Result<Process> {
     let addr = free_addr()?;
-    let (log, file) = log_file(tls.dir.path(), "floor")?;
+    let (log, file) = log_file(tls.dir.path(), &format!("floor-{}", addr.port()))?;
     let started = Instant::now();
     let mut command = Command::new(std::env::current_exe()?);
     command
         .arg("floor")
         .arg(format!("--addr={addr}"))
-        .arg(format!("--cert-dir={}", tls.dir.path().display()));
+        .arg(format!("--cert-dir={}", tls.dir.path().display()))
+        .arg(format!("--work={}", work.name()));
     if let Some(response) = response {
         command.arg(format!("--response={}", response.display()));
     }

@@ -4,13 +4,18 @@
 //! answers noe's own answer to it, read once, as a constant (the same bytes on the wire). wrk has no
 //! client certificates, so callers present a Bearer token (the scripted API's TokenReview; the
 //! verdict is cached, so the rounds measure the cache, as a steady Kyverno would).
+//!
+//! With `--unique-bodies`, 64 keys only: every request holds the same cached keys in an order
+//! no other request of the run has (shuffled by wrk's Lua `request` function), so no answer can
+//! be remembered by its body; beside the same body sent again (remembered), built by the same
+//! function, and the floor sent the shuffled bodies, in the same rounds.
 
 use anyhow::{bail, Context as _};
 use noe_test_support::{KubeApi, Registry};
 
 use crate::images::{references, tags, Children};
 use crate::noe::{start_floor_answering, start_noe, Process, Tls};
-use crate::wrk::{self, Report};
+use crate::wrk::{self, Report, Spread};
 use crate::Options;
 
 const AUDIENCE: &str = "noe-bench";
@@ -122,7 +127,10 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         addr: lookup_addr,
         process: &noe,
     };
-    for keys in [1usize, 64] {
+    if options.unique_bodies {
+        unique_bodies(options, &tls, &client, &lookup_url, &target, &images).await?;
+    }
+    for keys in [1usize, 64].into_iter().filter(|_| !options.unique_bodies) {
         let asked = images.get(..keys).unwrap_or_default();
         let body = provider_request(asked);
         let script = script(tls.dir.path(), &format!("lookup-{keys}"), &body)?;
@@ -139,6 +147,127 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         .filter(|r| r.path.ends_with("/tokenreviews"))
         .count();
     println!("TokenReviews during the run: {reviews} (verdicts are cached 60 s).");
+    println!();
+    Ok(())
+}
+
+/// 64 keys, every body new, beside the same body again and the floor, in the same rounds.
+async fn unique_bodies(
+    options: &Options,
+    tls: &Tls,
+    client: &reqwest::Client,
+    lookup_url: &str,
+    target: &Lookup<'_>,
+    images: &[String],
+) -> anyhow::Result<()> {
+    let asked = images.get(..64).unwrap_or_default();
+    let body = provider_request(asked);
+    let answer = warm_up(client, lookup_url, asked).await?;
+    let answer_file = tls.dir.path().join("lookup-unique-answer.json");
+    std::fs::write(&answer_file, &answer)?;
+    let floor = start_floor_answering(tls, Some(&answer_file)).await?;
+    let keys = asked
+        .iter()
+        .map(serde_json::to_string)
+        .collect::<Result<Vec<_>, _>>()?;
+    let joined = keys.join(",");
+    let Some((head, tail)) = body.split_once(&joined) else {
+        bail!("the keys are not in the request's text");
+    };
+    let auth = format!("Bearer {TOKEN}");
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Authorization", &auth),
+    ];
+    let script = |name: &str, shuffle: bool| {
+        wrk::script_shuffled(
+            tls.dir.path(),
+            name,
+            PATH,
+            &headers,
+            (head, &keys, tail),
+            shuffle,
+        )
+    };
+    let unique = script("lookup-unique", true)?;
+    let same = script("lookup-same", false)?;
+    let mut rows: [(&str, &Process, &std::path::Path, Vec<Report>); 3] = [
+        ("floor", &floor, &unique, Vec::new()),
+        (
+            "noe lookup, every body new",
+            target.process,
+            &unique,
+            Vec::new(),
+        ),
+        (
+            "noe lookup, the same body",
+            target.process,
+            &same,
+            Vec::new(),
+        ),
+    ];
+    for _ in 0..options.rounds {
+        for (name, process, script, out) in &mut rows {
+            let addr = if process.addr == target.process.addr {
+                target.addr
+            } else {
+                process.addr
+            };
+            let cpu = process.cpu_seconds()?;
+            let mut report = wrk::run(
+                addr,
+                script,
+                options.threads,
+                options.connections,
+                options.duration,
+            )
+            .await
+            .context(*name)?;
+            report.server_cpu_us =
+                (process.cpu_seconds()? - cpu) * 1e6 / report.requests.max(1) as f64;
+            out.push(report);
+        }
+    }
+    println!(
+        "### 64 keys, every body new ({}-byte request, {}-byte answer from both)",
+        body.len(),
+        answer.len()
+    );
+    println!();
+    println!("| round | server | requests/s | p50 ms | p99 ms | errors | server CPU µs/request |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for round in 0..options.rounds as usize {
+        for (name, _, _, reports) in &rows {
+            if let Some(r) = reports.get(round) {
+                println!(
+                    "| {} | {name} | {:.0} | {:.3} | {:.3} | {} | {:.1} |",
+                    round + 1,
+                    r.requests_per_second,
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.errors,
+                    r.server_cpu_us
+                );
+            }
+        }
+    }
+    println!();
+    println!("Ratios per round to the floor of the same round: median (least–greatest).");
+    println!();
+    println!("| server | requests/s | p99 | server CPU per request |");
+    println!("|---|---:|---:|---:|");
+    let floors = &rows[0].3;
+    for (name, _, _, reports) in rows.iter().skip(1) {
+        let ratio = |f: fn(&Report) -> f64| {
+            Spread::of(reports.iter().zip(floors).map(|(o, t)| f(o) / f(t))).show(2)
+        };
+        println!(
+            "| {name} | {} | {} | {} |",
+            ratio(|r| r.requests_per_second),
+            ratio(|r| r.p99_ms),
+            ratio(|r| r.server_cpu_us)
+        );
+    }
     println!();
     Ok(())
 }

@@ -87,6 +87,9 @@ async fn start_cluster(
 }
 
 pub async fn run(options: &Options) -> anyhow::Result<()> {
+    if options.every_pod_new {
+        return crate::fresh::run(options).await;
+    }
     let registry = Registry::start().await?;
     let fixtures = push_standard_fixtures(&registry).await?;
     let tls = Tls::new()?;

@@ -34,6 +34,126 @@ pub fn script(dir: &Path, body: &str) -> anyhow::Result<std::path::PathBuf> {
     Ok(path)
 }
 
+/// A Lua long string holding `text`.
+fn long_string(text: &str) -> anyhow::Result<String> {
+    if text.contains("]==]") {
+        bail!("text cannot be embedded in a Lua long string");
+    }
+    Ok(format!("[==[{text}]==]"))
+}
+
+/// The script's first lines: the method, the path, the headers; and `setup` numbering the
+/// threads (`id`, from 1).
+fn preamble(path: &str, headers: &[(&str, &str)]) -> anyhow::Result<String> {
+    let mut lua = format!("wrk.method = \"POST\"\nwrk.path = {}\n", long_string(path)?);
+    for (name, value) in headers {
+        lua.push_str(&format!(
+            "wrk.headers[{}] = {}\n",
+            long_string(name)?,
+            long_string(value)?
+        ));
+    }
+    lua.push_str("local threads = 0\nfunction setup(thread)\n  threads = threads + 1\n  thread:set(\"id\", threads)\nend\n");
+    Ok(lua)
+}
+
+/// A wrk script POSTing `body` to `path`, built by a Lua `request` function for each request.
+/// With `vary`, every `marker` in `body` is replaced by a value no other request of the run has
+/// (the thread's number and its count of requests); else by `0-0`, the same body every time,
+/// built the same way (so the client does the same work in both).
+pub fn script_each(
+    dir: &Path,
+    name: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    marker: &str,
+    vary: bool,
+) -> anyhow::Result<std::path::PathBuf> {
+    let parts = body
+        .split(marker)
+        .map(long_string)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut lua = preamble(path, headers)?;
+    lua.push_str(&format!("local parts = {{ {} }}\n", parts.join(", ")));
+    if vary {
+        lua.push_str("local n = 0\nrequest = function()\n  n = n + 1\n  return wrk.format(nil, nil, nil, table.concat(parts, id .. \"-\" .. n))\nend\n");
+    } else {
+        lua.push_str("local fixed = table.concat(parts, \"0-0\")\nrequest = function()\n  return wrk.format(nil, nil, nil, fixed)\nend\n");
+    }
+    let file = dir.join(format!("{name}.lua"));
+    std::fs::write(&file, lua)?;
+    Ok(file)
+}
+
+/// A wrk script POSTing `head`, the `items` joined by commas, then `tail`, to `path`, built by a
+/// Lua `request` function for each request. With `shuffle`, the items are shuffled before each
+/// request (a Lehmer generator seeded by the thread's number), so every body is new while
+/// holding the same items; else they keep their order, the same body every time, built the
+/// same way.
+pub fn script_shuffled(
+    dir: &Path,
+    name: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    (head, items, tail): (&str, &[String], &str),
+    shuffle: bool,
+) -> anyhow::Result<std::path::PathBuf> {
+    let items = items
+        .iter()
+        .map(|item| long_string(item))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut lua = preamble(path, headers)?;
+    lua.push_str(&format!(
+        "local head = {}\nlocal tail = {}\nlocal items = {{ {} }}\n",
+        long_string(head)?,
+        long_string(tail)?,
+        items.join(", ")
+    ));
+    if shuffle {
+        lua.push_str("local x = nil\nrequest = function()\n  if x == nil then x = id * 7919 + 1 end\n  for i = #items, 2, -1 do\n    x = (x * 48271) % 2147483647\n    local j = x % i + 1\n    items[i], items[j] = items[j], items[i]\n  end\n  return wrk.format(nil, nil, nil, head .. table.concat(items, \",\") .. tail)\nend\n");
+    } else {
+        lua.push_str("local fixed = head .. table.concat(items, \",\") .. tail\nrequest = function()\n  return wrk.format(nil, nil, nil, fixed)\nend\n");
+    }
+    let file = dir.join(format!("{name}.lua"));
+    std::fs::write(&file, lua)?;
+    Ok(file)
+}
+
+/// The median of some figures, and their least and greatest.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Self {
+        let mut values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => values[n / 2],
+            _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        };
+        Self {
+            median,
+            min: values.first().copied().unwrap_or(f64::NAN),
+            max: values.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+
+    /// `median (min–max)` with `decimals` decimals.
+    pub fn show(&self, decimals: usize) -> String {
+        format!(
+            "{:.*} ({:.*}–{:.*})",
+            decimals, self.median, decimals, self.min, decimals, self.max
+        )
+    }
+}
+
 /// Runs `wrk --latency` against `https://addr/mutate`.
 pub async fn run(
     addr: SocketAddr,
@@ -145,5 +265,35 @@ Transfer/sec:     15.00MB
         assert!((report.p50_ms - 0.812).abs() < 1e-9);
         assert!((report.p99_ms - 3.1).abs() < 1e-9);
         assert_eq!(report.errors, 7);
+    }
+
+    #[test]
+    fn spreads() {
+        let odd = Spread::of([3.0, 1.0, 2.0, f64::NAN]);
+        assert_eq!((odd.median, odd.min, odd.max), (2.0, 1.0, 3.0));
+        assert_eq!(Spread::of([4.0, 1.0, 2.0, 3.0]).median, 2.5);
+        assert_eq!(Spread::of([0.5, 0.25]).show(2), "0.38 (0.25–0.50)");
+    }
+
+    #[test]
+    fn varying_scripts_split_the_body_at_the_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = script_each(
+            dir.path(),
+            "v",
+            "/mutate",
+            &[("A", "b")],
+            "{\"x\":\"@\",\"y\":\"@\"}",
+            "@",
+            true,
+        )
+        .unwrap();
+        let lua = std::fs::read_to_string(path).unwrap();
+        assert!(
+            lua.contains("local parts = { [==[{\"x\":\"]==], [==[\",\"y\":\"]==], [==[\"}]==] }"),
+            "{lua}"
+        );
+        assert!(lua.contains("id .. \"-\" .. n"), "{lua}");
+        assert!(script_each(dir.path(), "bad", "/", &[], "]==]", "@", true).is_err());
     }
 }
