@@ -174,7 +174,7 @@ async fn unique_bodies(
     let Some((head, tail)) = body.split_once(&joined) else {
         bail!("the keys are not in the request's text");
     };
-    let auth = format!("Bearer {TOKEN}");
+    let auth = format!("Bearer {}", token());
     let headers = [
         ("Content-Type", "application/json"),
         ("Authorization", &auth),
