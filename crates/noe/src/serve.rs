@@ -192,6 +192,11 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
         )?),
         _ => None,
     };
+    // Verification mismatches are learned into the store (`--detect-exec-format-errors`), by
+    // the Lease holder.
+    if let Some(running) = running.as_mut() {
+        running.learn_verifications(app.resolver.verdicts().subscribe());
+    }
     let gating = controllers.lookup_mode != LookupMode::Inline;
     let gate_policy = gating.then(|| policy.clone());
     let mut decider = app.decider(
@@ -333,7 +338,8 @@ fn start_controllers(
     let config = settings.config.clone();
     let writes = config.remediate != noe_controller::Remediate::Off
         || !config.taint_arches.is_empty()
-        || config.gate.is_some();
+        || config.gate.is_some()
+        || config.detect.is_some();
     match (&config.leader_election, writes) {
         (Some(lease), _) => tracing::info!(
             lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity,

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use noe_controller::taints::{TAINT_EFFECT, TAINT_KEY};
-use noe_controller::{Config, GateConfig, LeaseConfig, Remediate, KUBE_SYSTEM};
+use noe_controller::{
+    Config, DetectConfig, GateConfig, LearnedConfig, LeaseConfig, Remediate, KUBE_SYSTEM,
+};
 use noe_core::decide::Policy;
 use noe_webhook::admission::gate::selector::Selector;
 use noe_webhook::admission::gate::LookupMode;
@@ -98,8 +100,37 @@ pub struct ControllerArgs {
           num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub remediate_exempt_namespaces: Option<Vec<String>>,
 
-    /// Run the writing controllers (remediation, taints) only on the replica that holds a
-    /// Lease; every replica serves admissions.
+    /// Exec format errors seen on nodes become knowledge: a container whose status or previous
+    /// log says `exec format error` teaches noe that its image digest does not run on its node's
+    /// platform. The correction is kept in the learned store (`--learned-store`), which every
+    /// replica reads; the pod gets an Event, and with `--remediate=evict` it is
+    /// evicted.
+    #[arg(long, global = true, env = "NOE_DETECT_EXEC_FORMAT_ERRORS")]
+    pub detect_exec_format_errors: bool,
+
+    /// With --detect-exec-format-errors: previous logs of containers that crashed at once read
+    /// per second at most, across the cluster.
+    #[arg(long, global = true, env = "NOE_LOG_READS_PER_SECOND", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub log_reads_per_second: u32,
+
+    /// The learned store: a ConfigMap in noe's namespace ($POD_NAMESPACE; `noe learned -n`)
+    /// that holds the corrections learned from exec format errors and verification.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_LEARNED_STORE",
+        default_value = noe_controller::learned::DEFAULT_NAME
+    )]
+    pub learned_store: String,
+
+    /// Corrections the learned store keeps at most; past it the oldest evidence goes first.
+    #[arg(long, global = true, env = "NOE_LEARNED_MAX_ENTRIES", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=5000))]
+    pub learned_max_entries: u32,
+
+    /// Run the writing controllers (remediation, taints, detection) only on the replica that
+    /// holds a Lease; every replica serves admissions.
     #[arg(long, global = true, env = "NOE_LEADER_ELECT")]
     pub leader_elect: bool,
 
@@ -313,7 +344,10 @@ impl ControllerArgs {
             max_attempts: self.gate_max_attempts,
             ..GateConfig::default()
         });
-        let writes = remediate != Remediate::Off || !taint_arches.is_empty() || gate.is_some();
+        let writes = remediate != Remediate::Off
+            || !taint_arches.is_empty()
+            || gate.is_some()
+            || self.detect_exec_format_errors;
         let leader_election = if self.leader_elect && writes {
             Some(self.lease(env)?)
         } else {
@@ -335,6 +369,32 @@ impl ControllerArgs {
                 .chain(own_namespace.clone())
                 .collect(),
         };
+        let (detect, learned) = if self.detect_exec_format_errors {
+            let Some(namespace) = own_namespace.clone() else {
+                return contradiction(&format!(
+                    "--detect-exec-format-errors needs noe's namespace, where the learned store is: set {POD_NAMESPACE_ENV} (the chart sets it)"
+                ));
+            };
+            let name = self.learned_store.trim();
+            if !is_object_name(name, 253) {
+                return Err(ConfigError::Contradiction(format!(
+                    "--learned-store {name:?} is not a ConfigMap name"
+                )));
+            }
+            let detect = DetectConfig {
+                log_reads_per_second: self.log_reads_per_second,
+                ..DetectConfig::default()
+            };
+            let learned = LearnedConfig {
+                namespace,
+                name: name.to_owned(),
+                max_entries: usize::try_from(self.learned_max_entries)
+                    .unwrap_or(noe_controller::learned::DEFAULT_MAX_ENTRIES),
+            };
+            (Some(detect), Some(learned))
+        } else {
+            (None, None)
+        };
         let config = Config {
             watch_nodes: self.watch_nodes,
             remediate,
@@ -344,6 +404,8 @@ impl ControllerArgs {
             leader_election,
             instance: env(POD_NAME_ENV).filter(|name| !name.is_empty()),
             gate,
+            detect,
+            learned,
             ..Config::default()
         };
         config
