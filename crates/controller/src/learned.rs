@@ -62,14 +62,14 @@ pub async fn read(client: kube::Client, config: &LearnedConfig) -> Result<Option
 }
 
 /// Removes from the store every key `chosen` picks (it sees each key, and its entry when the
-/// value is valid); returns the keys removed. A JSON merge patch conditional on the
+/// value is valid); returns the keys removed, with their entries. A JSON merge patch conditional on the
 /// `resourceVersion` read, retried on the fresh object after a `409`: whoever owns a key (noe,
 /// or a person's edit), it goes. `Ok(None)`: the ConfigMap does not exist.
 pub async fn forget(
     client: kube::Client,
     config: &LearnedConfig,
     chosen: impl Fn(&str, Option<&Entry>) -> bool,
-) -> Result<Option<Vec<String>>, Error> {
+) -> Result<Option<Vec<(String, Option<Entry>)>>, Error> {
     let api: Api<ConfigMap> = Api::namespaced(client, &config.namespace);
     let action = || {
         format!(
@@ -86,20 +86,17 @@ pub async fn forget(
             return Ok(None);
         };
         let data = object.data.unwrap_or_default();
-        let removed: Vec<String> = data
+        let removed: Vec<(String, Option<Entry>)> = data
             .iter()
-            .filter(|(key, value)| {
-                let entry = Entry::parse(key, value).ok();
-                chosen(key, entry.as_ref())
-            })
-            .map(|(key, _)| key.clone())
+            .map(|(key, value)| (key.clone(), Entry::parse(key, value).ok()))
+            .filter(|(key, entry)| chosen(key, entry.as_ref()))
             .collect();
         if removed.is_empty() {
             return Ok(Some(removed));
         }
         let nulls: serde_json::Map<String, serde_json::Value> = removed
             .iter()
-            .map(|key| (key.clone(), serde_json::Value::Null))
+            .map(|(key, _)| (key.clone(), serde_json::Value::Null))
             .collect();
         let patch = json!({
             "metadata": {"resourceVersion": object.metadata.resource_version},

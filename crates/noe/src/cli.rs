@@ -1,5 +1,5 @@
 //! The command line: `noe` (serve), `noe inspect`, `noe explain`, `noe untaint`, `noe ungate`,
-//! `noe report`.
+//! `noe report`, `noe learned`.
 //!
 //! Every flag has an environment variable `NOE_<FLAG_NAME>`, and Go `flag` spellings
 //! (`-flag v`, `-flag=v`) are normalised before clap parses (see [`go_flags`]). The flag groups
@@ -29,10 +29,11 @@ pub use flags::{
 use crate::config;
 use commands::explain::ExplainArgs;
 use commands::inspect::InspectArgs;
+use commands::learned::LearnedArgs;
 use commands::report::ReportArgs;
 use commands::ungate::UngateArgs;
 use commands::untaint::UntaintArgs;
-use commands::{explain, inspect, report, ungate, untaint};
+use commands::{explain, inspect, learned, report, ungate, untaint};
 use flags::go_flags;
 
 /// noe-rs: pins Pods to the CPU architectures all their images support.
@@ -93,6 +94,9 @@ pub enum Command {
     /// Which workloads of a cluster or a file could run on a target architecture, and the
     /// capacity that could move.
     Report(ReportArgs),
+    /// The learned store (`--detect-exec-format-errors`): `list` its corrections, `forget`
+    /// some so the next admissions trust the images' claims again.
+    Learned(LearnedArgs),
 }
 
 /// How long finished work waits for blocking threads at exit.
@@ -109,6 +113,7 @@ pub enum Run {
     Untaint(config::Untaint),
     Ungate(config::Ungate),
     Report(config::Report),
+    Learned(config::Learned),
 }
 
 impl Args {
@@ -172,6 +177,7 @@ impl Args {
             Some(Command::Untaint(_)) => "untaint",
             Some(Command::Ungate(_)) => "ungate",
             Some(Command::Report(_)) => "report",
+            Some(Command::Learned(_)) => "learned",
         };
         (name, groups_of(name))
     }
@@ -257,6 +263,17 @@ impl Args {
                 },
                 watch_nodes: self.controller.watch_nodes,
             }),
+            Some(Command::Learned(learned)) => Run::Learned(config::Learned {
+                kube: self.kube.settings(),
+                store: self.controller.learned_store.trim().to_owned(),
+                namespace: learned
+                    .namespace
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|ns| !ns.is_empty())
+                    .map(str::to_owned),
+                command: learned.command(),
+            }),
             Some(Command::Report(report)) => Run::Report(config::Report {
                 settings: report.settings()?,
                 kube: self.kube.settings(),
@@ -311,6 +328,7 @@ impl Args {
                 Run::Untaint(config) => untaint::run(config).await,
                 Run::Ungate(config) => ungate::run(config).await,
                 Run::Report(config) => report::run(config).await,
+                Run::Learned(config) => learned::run(config).await,
             }
         });
         // A blocking read that never returns (a credential file on a hung mount) must not keep
@@ -351,7 +369,7 @@ fn groups_of(name: &str) -> &'static [&'static str] {
             "RegistryArgs",
             "LogArgs",
         ],
-        "untaint" => &["KubeArgs", "LogArgs"],
+        "untaint" | "learned" => &["KubeArgs", "LogArgs"],
         "report" => &["KubeArgs", "RegistryArgs", "LogArgs"],
         "ungate" => &[
             "KubeArgs",
@@ -378,6 +396,7 @@ fn groups_of(name: &str) -> &'static [&'static str] {
 fn also_accepted(name: &str) -> &'static [&'static str] {
     match name {
         "ungate" => &["namespace_preference"],
+        "learned" => &["learned_store"],
         _ => &[],
     }
 }

@@ -150,6 +150,26 @@ pub struct Untaint {
     pub kube: KubeSettings,
 }
 
+/// `noe learned`.
+#[derive(Clone, Debug)]
+pub struct Learned {
+    pub kube: KubeSettings,
+    /// `--learned-store`.
+    pub store: String,
+    /// `-n`; `None`: the kubeconfig context's namespace.
+    pub namespace: Option<String>,
+    pub command: LearnedCommand,
+}
+
+/// What `noe learned` does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LearnedCommand {
+    /// `list` (`-o json`: `json`).
+    List { json: bool },
+    /// `forget IMAGE|DIGEST...` or `forget --all`.
+    Forget { targets: Vec<String>, all: bool },
+}
+
 /// `noe ungate`.
 #[derive(Clone, Debug)]
 pub struct Ungate {

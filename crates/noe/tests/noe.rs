@@ -12,6 +12,7 @@ mod noe {
     mod e2e_controllers;
     mod e2e_facts;
     mod e2e_gate;
+    mod e2e_learned;
     mod e2e_overrides;
     mod e2e_policy_endpoint;
     mod e2e_private;

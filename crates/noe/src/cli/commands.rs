@@ -4,6 +4,7 @@
 pub mod explain;
 pub mod hosts;
 pub mod inspect;
+pub mod learned;
 pub mod progress;
 pub mod report;
 pub mod ungate;
