@@ -170,6 +170,12 @@ args:
 - {{ printf "--remediate-exempt-namespaces=%s" (join "," .Values.controller.remediateExemptNamespaces) | quote }}
 {{- end }}
 {{- end }}
+{{- if $ctl.detect }}
+- "--detect-exec-format-errors=true"
+- {{ printf "--log-reads-per-second=%d" (int .Values.controller.logReadsPerSecond) | quote }}
+- {{ printf "--learned-store=%s" (include "noe.learnedStore" .) | quote }}
+- {{ printf "--learned-max-entries=%d" (int .Values.controller.learnedMaxEntries) | quote }}
+{{- end }}
 {{- if $ctl.gate }}
 - {{ printf "--lookup-mode=%s" .Values.lookupMode | quote }}
 - {{ printf "--hybrid-budget=%s" .Values.gate.hybridBudget | quote }}

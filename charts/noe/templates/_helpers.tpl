@@ -178,8 +178,9 @@ configInBinDir: {{ if and $bin $cfg (hasPrefix (printf "%s/" $bin) $cfg) }}true{
 
 {{/*
 What the controller values turn on (docs/configuration.md, "Controllers"), as a map for fromYaml:
-remediate (off | report | evict), nodes (a node reflector runs), writes (remediation, taints or
-the gate controller), gate (lookupMode gate or hybrid),
+remediate (off | report | evict), detect (exec-format-error detection and the learned store),
+pods (a pod reflector runs: remediation or detection), nodes (a node reflector runs), writes
+(remediation, taints, detection or the gate controller), gate (lookupMode gate or hybrid),
 leaderElect (--leader-elect: ha.enabled, or more than one replica running a writing controller),
 lease (leader election with something to elect: the Lease flags and RBAC).
 */}}
@@ -189,13 +190,17 @@ lease (leader election with something to elect: the Lease flags and RBAC).
 {{- if eq $remediate "false" }}{{ $remediate = "off" }}{{ end -}}
 {{- $taints := $c.taintArches | default list -}}
 {{- $gate := ne (toString (.Values.lookupMode | default "inline")) "inline" -}}
-{{- $reflect := or (ne $remediate "off") (gt (len $taints) 0) -}}
+{{- $detect := $c.detectExecFormatErrors | default false -}}
+{{- $pods := or (ne $remediate "off") $detect -}}
+{{- $reflect := or $pods (gt (len $taints) 0) -}}
 {{- $writes := or $reflect $gate -}}
 {{- $ha := and .Values.ha .Values.ha.enabled -}}
 {{- $elect := or $ha (and $writes (gt (int (include "noe.replicas" .)) 1)) -}}
 watchNodes: {{ $c.watchNodes | default false }}
 remediate: {{ $remediate | quote }}
 taints: {{ gt (len $taints) 0 }}
+detect: {{ $detect }}
+pods: {{ $pods }}
 nodes: {{ or ($c.watchNodes | default false) $reflect }}
 writes: {{ $writes }}
 gate: {{ $gate }}
@@ -233,4 +238,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/part-of: {{ .Chart.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/*
+The learned store's ConfigMap (--learned-store): exec-format-error detection's corrections.
+*/}}
+{{- define "noe.learnedStore" -}}
+{{- printf "%s-learned-platforms" (include "noe.name" .) -}}
 {{- end -}}

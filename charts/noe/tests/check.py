@@ -48,6 +48,8 @@ KNOWN_FLAGS = {
     "credential-provider-sa-tokens",
     # The policy engines' lookup endpoint.
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
+    # Exec format errors seen on nodes, learned.
+    "detect-exec-format-errors", "log-reads-per-second", "learned-store", "learned-max-entries",
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
     "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
     "image-compatibility-negative-ttl",
@@ -295,7 +297,26 @@ def invariants(r, release, namespace):
                              "name": cr["metadata"]["name"]}
           and crb["subjects"] == sa)
     lease = f.get("leader-elect") == ["true"] and writes(f)
-    roles = r.all("Role")
+    store = f.get("learned-store", [None])[0]
+    store_roles = [x for x in r.all("Role")
+                   if any("configmaps" in rule["resources"] for rule in x["rules"])]
+    check("a Role for the learned store exactly when detection is on",
+          len(store_roles) == (1 if detecting(f) else 0), f"{len(store_roles)}")
+    if detecting(f) and len(store_roles) == 1:
+        role = store_roles[0]
+        check("learned store Role: get/list/watch/update/patch of that one ConfigMap, in the "
+              "release namespace", role["metadata"]["namespace"] == namespace and role["rules"] == [
+                  {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [store],
+                   "verbs": ["get", "list", "watch", "update", "patch"]}], str(role["rules"]))
+        cms = [x for x in r.all("ConfigMap") if x["metadata"]["name"] == store]
+        check("the chart creates the learned store's ConfigMap, without data",
+              len(cms) == 1 and cms[0]["metadata"]["namespace"] == namespace
+              and not cms[0].get("data"))
+        bound = [rb for rb in r.all("RoleBinding") if rb["roleRef"]["kind"] == "Role"
+                 and rb["roleRef"]["name"] == role["metadata"]["name"]]
+        check("the learned store Role is bound to our ServiceAccount",
+              len(bound) == 1 and bound[0]["subjects"] == sa)
+    roles = [x for x in r.all("Role") if x not in store_roles]
     check("a Role exactly when leader election has something to elect",
           len(roles) == (1 if lease else 0), f"{len(roles)} Roles, flags {controller_flags(f)}")
     if lease and len(roles) == 1:
@@ -308,7 +329,8 @@ def invariants(r, release, namespace):
                    "resourceNames": [release], "verbs": ["get", "update"]}], str(role["rules"]))
         check("--leader-elect-resource-name is the Lease the Role names",
               f.get("leader-elect-resource-name") == [release])
-        bound = [rb for rb in r.all("RoleBinding") if rb["roleRef"]["kind"] == "Role"]
+        bound = [rb for rb in r.all("RoleBinding") if rb["roleRef"]["kind"] == "Role"
+                 and rb["roleRef"]["name"] == role["metadata"]["name"]]
         check("the Role is bound to our ServiceAccount",
               len(bound) == 1 and bound[0]["roleRef"]["name"] == role["metadata"]["name"]
               and bound[0]["subjects"] == sa)
@@ -438,15 +460,21 @@ def gating(f):
     return f.get("lookup-mode", ["inline"]) != ["inline"]
 
 
+def detecting(f):
+    """Exec-format-error detection runs (and the learned store is used)."""
+    return f.get("detect-exec-format-errors") == ["true"]
+
+
 def writes(f):
-    """A writing controller runs: remediation, taints or the gate controller."""
+    """A writing controller runs: remediation, taints, detection or the gate controller."""
     return (f.get("remediate", ["off"]) != ["off"] or bool(f.get("taint-arches"))
-            or gating(f))
+            or detecting(f) or gating(f))
 
 
 def controller_flags(f):
     return {k: v for k, v in f.items()
-            if k in ("watch-nodes", "remediate", "taint-arches", "leader-elect", "lookup-mode")}
+            if k in ("watch-nodes", "remediate", "taint-arches", "leader-elect", "lookup-mode",
+                     "detect-exec-format-errors")}
 
 
 def expected_cluster_rules(f, webhook_configuration=None):
@@ -463,7 +491,8 @@ def expected_cluster_rules(f, webhook_configuration=None):
         rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]})
     remediate = f.get("remediate", ["off"])[0]
     taints = bool(f.get("taint-arches"))
-    reflector = f.get("watch-nodes") == ["true"] or remediate != "off" or taints
+    pods = remediate != "off" or detecting(f)
+    reflector = f.get("watch-nodes") == ["true"] or pods or taints
     verbs = []
     if taints or f.get("check-ephemeral-containers") == ["true"]:
         verbs.append("get")
@@ -476,10 +505,12 @@ def expected_cluster_rules(f, webhook_configuration=None):
     if f.get("image-selection") == ["true"] and f.get("watch-node-features") == ["true"]:
         rules.append({"apiGroups": ["nfd.k8s-sigs.io"], "resources": ["nodefeatures"],
                       "verbs": ["list", "watch"]})
-    if remediate != "off":
+    if pods:
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]})
         rules.append({"apiGroups": ["events.k8s.io"], "resources": ["events"],
                       "verbs": ["create", "patch"]})
+    if detecting(f):
+        rules.append({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
     if remediate == "evict":
         rules.append({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]})
     if f.get("lookup-token-audience"):
@@ -609,6 +640,8 @@ def scenario_full(r, release, namespace):
         "remediate-rate": ["20"], "remediate-exempt-namespaces": ["kube-system,ops"],
         "taint-arches": ["arm64"],
         "leader-elect-resource-name": [release],
+        "detect-exec-format-errors": ["true"], "log-reads-per-second": ["3"],
+        "learned-store": [f"{release}-learned-platforms"], "learned-max-entries": ["500"],
         "registry-qps": ["7.5"], "registry-burst": ["30"],
         "shared-cache": ["rediss://noe@valkey.cache.svc:6380/2"],
         "shared-cache-key-file": ["/etc/noe/shared-cache/hmac-key"],
@@ -640,8 +673,9 @@ def scenario_full(r, release, namespace):
         (("nfd.k8s-sigs.io",), ("nodefeatures",)): ["list", "watch"],
         (("",), ("pods",)): ["list", "watch"],
         (("events.k8s.io",), ("events",)): ["create", "patch"],
+        (("",), ("pods/log",)): ["get"],
         (("",), ("pods/eviction",)): ["create"]}, str(rules))
-    check("full: a leader election Role", len(r.all("Role")) == 1)
+    check("full: a leader election Role and the learned store's", len(r.all("Role")) == 2)
     check_shared_cache_mounts(r, release, "noe-shared-cache", "redis-password")
     check("full: no in-chart Valkey (an external server)", not r.valkey)
     c = container(r)
@@ -740,11 +774,11 @@ def scenario_full(r, release, namespace):
           len(rb) == 1 and rb[0]["roleRef"]["name"] == "psp-restricted"
           and rb[0]["metadata"]["namespace"] == namespace)
     for key in PER_OBJECT_KIND:
-        if key == "rolebinding":
-            for x in r.all("RoleBinding"):
-                check(f"full: rolebinding labels on {x['metadata']['name']}",
-                      x["metadata"]["labels"].get("l-rolebinding") == "v"
-                      and x["metadata"]["annotations"].get("a-rolebinding") == "v")
+        if key in ("rolebinding", "role"):
+            for x in r.all(PER_OBJECT_KIND[key]):
+                check(f"full: {key} labels on {x['metadata']['name']}",
+                      x["metadata"]["labels"].get(f"l-{key}") == "v"
+                      and x["metadata"]["annotations"].get(f"a-{key}") == "v")
             continue
         m = r.meta(key)
         check(f"full: {key}.labels", m.get("labels", {}).get(f"l-{key}") == "v")
@@ -910,9 +944,26 @@ def scenario_controllers_report(r, release, namespace):
     for k in ("remediate-rate", "taint-arches", "leader-elect", "leader-elect-resource-name"):
         check(f"controllers report: no --{k} (one replica, no eviction, no taint)", k not in f)
     check("controllers report: no Role", not r.all("Role"))
+    for k in ("detect-exec-format-errors", "learned-store"):
+        check(f"controllers report: no --{k} (detection off by default)", k not in f)
+    check("controllers report: no pods/log", not any(
+        "pods/log" in x["resources"] for x in r.one("ClusterRole")["rules"]))
     check("controllers report: no eviction, no node writes",
           not any("pods/eviction" in x["resources"] or "patch" in x["verbs"] and "nodes" in
                   x["resources"] for x in r.one("ClusterRole")["rules"]))
+
+
+def scenario_controllers_detect(r, release, namespace):
+    f = flags(r)
+    want = {"detect-exec-format-errors": ["true"], "log-reads-per-second": ["2"],
+            "learned-store": [f"{release}-learned-platforms"], "learned-max-entries": ["300"],
+            "remediate": ["evict"], "leader-elect": ["true"]}
+    for k, v in want.items():
+        check(f"controllers detect: --{k}={v[0]}", f.get(k) == v, str(f.get(k)))
+    check("controllers detect: two Roles (the Lease, the learned store)", len(r.all("Role")) == 2)
+    check("controllers detect: pods/log get",
+          {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}
+          in r.one("ClusterRole")["rules"])
 
 
 def scenario_controllers_taints(r, release, namespace):
@@ -953,6 +1004,7 @@ NOT_UNGATE_FLAGS = {
     "webhook-addr", "metrics-addr", "health-probe-addr", "cert-dir", "shutdown-delay",
     "metrics-max-namespaces", "check-ephemeral-containers",
     "remediate", "remediate-rate", "remediate-exempt-namespaces", "lookup-mode", "hybrid-budget", "gate-namespace-selector",
+    "detect-exec-format-errors", "log-reads-per-second", "learned-store", "learned-max-entries",
     "gate-object-selector", "leader-elect", "leader-elect-resource-name", "dev-self-signed-cert",
     "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
@@ -1104,6 +1156,7 @@ SCENARIOS = {
     "lookup": scenario_lookup,
     "lookup-tokens-only": scenario_lookup_tokens_only,
     "controllers-report": scenario_controllers_report,
+    "controllers-detect": scenario_controllers_detect,
     "controllers-taints": scenario_controllers_taints,
     "gate": scenario_gate,
     "upgrade-inline": scenario_upgrade_inline,

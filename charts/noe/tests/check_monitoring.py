@@ -31,6 +31,8 @@ NOT_IN_A_PLAIN_START = {
     "noe_controller_leader": "the controllers (a cluster)",
     "noe_controller_pods_misplaced_total": "the controllers (a cluster)",
     "noe_pods_deletion_total": "--remediate=evict (a cluster)",
+    "noe_exec_format_errors_total": "--detect-exec-format-errors (a cluster)",
+    "noe_learned_corrections": "--detect-exec-format-errors (a cluster)",
     "noe_gated_pods": "--lookup-mode gate|hybrid (a cluster)",
     "noe_gate_oldest_seconds": "--lookup-mode gate|hybrid (a cluster)",
     "noe_gate_duration_seconds": "--lookup-mode gate|hybrid (a cluster)",

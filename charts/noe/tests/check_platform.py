@@ -117,7 +117,8 @@ def invariants(t, r, release, namespace):
         names = [x["alert"] for x in rules]
         want = {"NoeAdmissionErrors", "NoeAdmissionLatencyNearDeadline", "NoeImageLookupsFailing",
                 "NoeRegistryCircuitOpen", "NoeSharedCacheDown", "NoeGatedPodTooOld", "NoeGateQueueFull",
-                "NoeNoLeaseHolder", "NoeEvictionsFailing", "NoePodsEvicted"}
+                "NoeNoLeaseHolder", "NoeEvictionsFailing", "NoePodsEvicted",
+                "NoeExecFormatErrors"}
         check("PrometheusRule has the alerts of docs/configuration.md", set(names) == want,
               str(set(names) ^ want))
         for x in rules:

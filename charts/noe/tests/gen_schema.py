@@ -191,6 +191,12 @@ schema = {
                      "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
                     "--remediate-exempt-namespaces (null: kube-system and noe's namespace;"
                     " a list replaces that default)"),
+                "detectExecFormatErrors": {"type": "boolean",
+                                           "description": "--detect-exec-format-errors"},
+                "logReadsPerSecond": {"type": "integer", "minimum": 1, "maximum": 100,
+                                      "description": "--log-reads-per-second"},
+                "learnedMaxEntries": {"type": "integer", "minimum": 1, "maximum": 5000,
+                                      "description": "--learned-max-entries"},
             },
         },
         "lookupMode": {"enum": ["inline", "gate", "hybrid"],
