@@ -83,6 +83,8 @@ pub struct Metrics {
     pub verification_bytes: IntCounter,
     /// Time of one platform's verification.
     pub verification_duration: prometheus::Histogram,
+    /// Images waiting for a background verification.
+    pub verification_queue_depth: IntGauge,
     labels: RegistryLabels,
 }
 
@@ -278,6 +280,11 @@ impl Metrics {
                 .buckets(vec![0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
             )
             .map_err(config_error)?,
+            verification_queue_depth: IntGauge::new(
+                "noe_verification_queue_depth",
+                "Images waiting for a background verification (--verify-binaries=background)",
+            )
+            .map_err(config_error)?,
             labels: RegistryLabels::new(config),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
@@ -302,9 +309,14 @@ impl Metrics {
             Box::new(metrics.verifications.clone()),
             Box::new(metrics.verification_bytes.clone()),
             Box::new(metrics.verification_duration.clone()),
+            Box::new(metrics.verification_queue_depth.clone()),
         ];
         for collector in collectors {
             registry.register(collector).map_err(config_error)?;
+        }
+        // Every verdict is exposed from the start (at 0), so alerts on them have a series.
+        for verdict in ["verified", "mismatch", "unverifiable"] {
+            metrics.verifications.with_label_values(&[verdict]);
         }
         if let Some(overrides) = &config.platform_overrides {
             registry

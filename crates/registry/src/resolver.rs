@@ -159,6 +159,8 @@ struct Inner {
     verify_permits: tokio::sync::Semaphore,
     /// The verdicts known, by platform manifest digest.
     verdicts: Arc<crate::verify::Verdicts>,
+    /// The background verification's queue, once started: cold lookups are offered to it.
+    queue: std::sync::OnceLock<Arc<crate::verify::Queue>>,
 }
 
 impl Resolver {
@@ -192,6 +194,7 @@ impl Resolver {
                 metrics,
                 verify_permits,
                 verdicts: Arc::default(),
+                queue: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -400,9 +403,17 @@ impl Resolver {
             .cache
             .get_or_load(&routed.image, scope, immutable, |stale| async {
                 let request = routed.request(credentials, true);
-                self.lookup(&request, stale)
+                let loaded = self
+                    .lookup(&request, stale)
                     .await
-                    .inspect_err(|e| self.count_error(e))
+                    .inspect_err(|e| self.count_error(e))?;
+                // A cold lookup: the image is verified in the background, when that runs.
+                if let Some(queue) = self.inner.queue.get() {
+                    if !loaded.entry.platforms().is_empty() {
+                        queue.offer(routed, credentials, &loaded.entry.digest());
+                    }
+                }
+                Ok(loaded)
             })
             .await
     }

@@ -15,6 +15,7 @@
 //! each platform is verified once, by one replica.
 
 mod cache;
+pub(crate) mod queue;
 pub(crate) mod worker;
 
 use std::sync::atomic::AtomicU64;
@@ -29,6 +30,7 @@ use crate::manifest::Descriptor;
 use noe_core::Platform;
 
 pub use cache::Verdicts;
+pub use queue::{Queue, MAX_SEEN, QUEUE_CAPACITY};
 pub(crate) use worker::Worker;
 
 /// Compressed bytes read per platform by default (`--verify-max-bytes`).

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod verify {
+    pub mod background;
     pub mod bounds;
     pub mod cached;
     pub mod shapes;

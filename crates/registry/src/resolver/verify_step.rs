@@ -7,6 +7,7 @@
 //! [`crate::verify::VerifyConfig::concurrency`] permits while it runs.
 
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use futures::future::BoxFuture;
@@ -18,9 +19,11 @@ use super::{Resolver, Routed};
 use crate::auth::Session;
 use crate::budget::{Budget, Context};
 use crate::manifest::{self, Parsed};
+use crate::verify::queue::Job;
 use crate::verify::worker::{Read, Stop};
 use crate::verify::{
-    ImageManifest, ImageReport, Options, PlatformReport, Storage, Worker, MAX_REQUESTS_PER_PLATFORM,
+    ImageManifest, ImageReport, Options, PlatformReport, Queue, Storage, Worker,
+    MAX_REQUESTS_PER_PLATFORM,
 };
 use crate::walk::{Fetcher, MAX_CONCURRENT_FETCHES};
 use crate::Error;
@@ -51,6 +54,31 @@ struct Target {
 }
 
 impl Resolver {
+    /// Starts the background verification (`--verify-binaries=background`): from now on every
+    /// cold lookup offers its image to the returned queue, whose consumer verifies
+    /// `--verify-concurrency` images at a time, decompressing on idle-class threads. Started
+    /// once; a second call returns the same queue. Needs a tokio runtime.
+    pub fn start_background_verification(&self) -> Arc<Queue> {
+        let inner = &self.inner;
+        if let Some(queue) = inner.queue.get() {
+            return queue.clone();
+        }
+        let (queue, jobs) = Queue::new(inner.metrics.verification_queue_depth.clone());
+        let queue = Arc::new(queue);
+        if inner.queue.set(queue.clone()).is_err() {
+            // Another caller started it first.
+            return inner.queue.get().cloned().unwrap_or(queue);
+        }
+        let concurrency = inner.config.verification.concurrency.max(1);
+        tokio::spawn(consume(
+            Arc::downgrade(&self.inner),
+            Arc::downgrade(&queue),
+            jobs,
+            concurrency,
+        ));
+        queue
+    }
+
     /// Verifies every platform of the image `routed` (docs/architecture.md "Verification"):
     /// the image's manifest as a lookup fetches it, then each platform's manifest, config and
     /// as many layers (from the top) as its program's verdict needs. A platform whose fetch
@@ -337,6 +365,61 @@ impl Resolver {
         worker
             .fail(Reason::NotFound, "no layer decided".to_owned())
             .await
+    }
+}
+
+/// The background verification's consumer: `concurrency` images at a time, until the
+/// resolver (which holds the queue, so its sender) is gone.
+async fn consume(
+    resolver: Weak<super::Inner>,
+    queue: Weak<Queue>,
+    mut jobs: tokio::sync::mpsc::Receiver<Job>,
+    concurrency: usize,
+) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(concurrency));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let Some(job) = jobs.recv().await else {
+            return;
+        };
+        let (Some(inner), Some(queue)) = (resolver.upgrade(), queue.upgrade()) else {
+            return;
+        };
+        queue.started();
+        let resolver = Resolver { inner };
+        tokio::spawn(async move {
+            let options = Options {
+                background: true,
+                progress: None,
+            };
+            let Job {
+                routed,
+                credentials,
+                digest,
+            } = job;
+            match resolver.verify(&routed, &credentials, &options).await {
+                Ok(report) => {
+                    for platform in &report.platforms {
+                        if platform.report.verdict == noe_core::binary::Verdict::Mismatch {
+                            tracing::warn!(
+                                image = %routed.image(),
+                                %digest,
+                                platform = %platform.platform,
+                                evidence = %platform.report.evidence,
+                                "An image lies about a platform: its program is of another machine"
+                            );
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(image = %routed.image(), %error, "Background verification failed");
+                }
+            }
+            queue.finished(routed.image());
+            drop(permit);
+        });
     }
 }
 
