@@ -54,6 +54,8 @@ pub mod reason {
     pub const NO_COMMON_PLATFORM: &str = "NoCommonPlatform";
     /// The release write was refused (Pod Security, another webhook).
     pub const RELEASE_REFUSED: &str = "ReleaseRefused";
+    /// An image of the pod is being verified (`--gate-verify`): it stays gated for now.
+    pub const VERIFICATION_PENDING: &str = "VerificationPending";
 }
 /// The stages of `noe_gate_stage_seconds`.
 pub mod stage {
@@ -91,6 +93,12 @@ pub enum Plan {
     /// attempt).
     LookupFailed {
         /// Which images and why, one line.
+        message: String,
+    },
+    /// A verification of one of its images is queued or running (`--gate-verify`): keep
+    /// gated and retry, as after a failed lookup (the last attempt does not wait).
+    Verifying {
+        /// Which images, one line.
         message: String,
     },
     /// The images share no platform.
@@ -542,10 +550,16 @@ async fn release_once(state: &State, pod: &Pod, force: bool) -> Result<Released,
         plan
     };
     let (ops, extra, outcome): (&[Op], Extra, &'static str) = match &plan {
-        Plan::LookupFailed { message } => {
+        Plan::LookupFailed { message } | Plan::Verifying { message } => {
             let delay = state.failed(&uid);
-            tracing::info!(namespace = names(pod).0, pod = names(pod).1, attempt = failures.saturating_add(1), ?delay, %message, "Lookup failed; pod stays gated");
-            state.event(pod, reason::LOOKUP_FAILED, message).await;
+            let verifying = matches!(plan, Plan::Verifying { .. });
+            let why = if verifying {
+                reason::VERIFICATION_PENDING
+            } else {
+                reason::LOOKUP_FAILED
+            };
+            tracing::info!(namespace = names(pod).0, pod = names(pod).1, attempt = failures.saturating_add(1), ?delay, %message, reason = why, "Pod stays gated");
+            state.event(pod, why, message).await;
             if let Err(error) = state.annotate(pod, message).await {
                 tracing::debug!(%error, "cannot annotate the gated pod");
             }

@@ -294,6 +294,73 @@ async fn failed_lookups_back_off_then_the_pod_is_released() {
     running.shutdown().await;
 }
 
+/// Holds every pod for `verifying` attempts (`--gate-verify`), then constrains it.
+struct Verifying {
+    left: AtomicU32,
+    last_attempts: AtomicU32,
+}
+
+impl GatePlanner for Verifying {
+    fn plan<'a>(&'a self, pod: &'a Value, last_attempt: bool) -> BoxFuture<'a, Plan> {
+        Box::pin(async move {
+            if last_attempt {
+                self.last_attempts.fetch_add(1, Ordering::SeqCst);
+            }
+            let waiting = self
+                .left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if waiting && !last_attempt {
+                return Plan::Verifying {
+                    message: "waiting for the verification of app:1 (--gate-verify)".to_owned(),
+                };
+            }
+            Plan::Constrain { ops: decision(pod) }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_pod_waits_for_its_images_verification_then_is_released_constrained() {
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    let planner = Arc::new(Verifying {
+        left: AtomicU32::new(2),
+        last_attempts: AtomicU32::new(0),
+    });
+    let (running, _registry) = start(&api, planner.clone(), None);
+    eventually("released", || !gated(&api, "web")).await;
+    let reasons = event_reasons(&api);
+    assert!(
+        !reasons.is_empty() && reasons.iter().all(|r| r == "VerificationPending"),
+        "{reasons:?}"
+    );
+    let web = api.get(Resource::Pods, "shop", "web").unwrap();
+    assert_eq!(
+        web["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"],
+        json!(["arm64"])
+    );
+    assert_eq!(
+        planner.last_attempts.load(Ordering::SeqCst),
+        0,
+        "released before the last"
+    );
+    running.shutdown().await;
+
+    // A verification that never ends holds the pod only until its last attempt.
+    let api = KubeApi::start().await.unwrap();
+    api.put_pod(gated_pod_json("shop", "web", &["app:1"]));
+    let planner = Arc::new(Verifying {
+        left: AtomicU32::new(u32::MAX),
+        last_attempts: AtomicU32::new(0),
+    });
+    let (running, _registry) = start(&api, planner.clone(), None);
+    eventually("released", || !gated(&api, "web")).await;
+    assert_eq!(planner.last_attempts.load(Ordering::SeqCst), 1);
+    running.shutdown().await;
+}
+
 #[tokio::test]
 async fn no_common_platform_releases_with_a_requirement_no_node_meets() {
     let api = KubeApi::start().await.unwrap();
