@@ -102,6 +102,10 @@ decide alike. List items (`- "--flag=value"`), included by "noe.args" and the ho
 {{- if ne (toString (.Values.lookupMode | default "inline")) "inline" }}
 - {{ printf "--gate-max-attempts=%d" (int .Values.gate.maxAttempts) | quote }}
 {{- end }}
+{{- if .Values.verification.enabled }}
+- {{ printf "--verify-max-bytes=%v" .Values.verification.maxBytes | quote }}
+- {{ printf "--verify-concurrency=%d" (int .Values.verification.concurrency) | quote }}
+{{- end }}
 {{- end -}}
 
 {{/*
@@ -185,6 +189,17 @@ args:
 {{- with (include "noe.labelSelector" (.Values.gate.objectSelector | default dict)) }}
 - {{ printf "--gate-object-selector=%s" . | quote }}
 {{- end }}
+{{- end }}
+{{- if .Values.verification.enabled }}
+- "--verify-binaries=background"
+{{- if .Values.verification.gate }}
+{{- if not $ctl.gate }}
+{{- fail "verification.gate needs lookupMode: gate or hybrid (it holds gated pods)" }}
+{{- end }}
+- "--gate-verify=true"
+{{- end }}
+{{- else if .Values.verification.gate }}
+{{- fail "verification.gate needs verification.enabled: true (it waits for the background verification)" }}
 {{- end }}
 {{- if $ctl.leaderElect }}
 - "--leader-elect=true"

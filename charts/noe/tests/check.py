@@ -53,6 +53,8 @@ KNOWN_FLAGS = {
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
     "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
     "image-compatibility-negative-ttl",
+    # Verification (platforms proven by the images' own programs).
+    "verify-binaries", "verify-max-bytes", "verify-concurrency", "gate-verify",
 }
 REPEATABLE = {"docker-config-path", "containerd-config-path"}
 PER_OBJECT_KIND = {
@@ -650,9 +652,12 @@ def scenario_full(r, release, namespace):
         "shared-cache-ca-file": ["/etc/noe/shared-cache-ca/ca.crt"],
         "cloud-credentials": ["ecr,gcp,acr"],
         "credential-provider-sa-tokens": ["true"],
+        "verify-binaries": ["background"], "verify-max-bytes": ["128Mi"],
+        "verify-concurrency": ["4"],
     }
     for k, v in want.items():
         check(f"full --{k}", f.get(k) == v, str(f.get(k)))
+    check("full: verification without gate-verify", "gate-verify" not in f)
     sa = r.one("ServiceAccount")["metadata"].get("annotations") or {}
     check("full: cloud identity ServiceAccount annotations", {
         "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/noe-ecr-read",
@@ -983,7 +988,9 @@ def scenario_gate(r, release, namespace):
     want = {"lookup-mode": ["hybrid"], "hybrid-budget": ["20ms"], "gate-max-attempts": ["3"],
             "leader-elect": ["true"], "leader-elect-resource-name": [release],
             "gate-namespace-selector": ["team=shop,tier in (web,batch)"],
-            "gate-object-selector": ["!example.com/no-gate"]}
+            "gate-object-selector": ["!example.com/no-gate"],
+            "verify-binaries": ["background"], "gate-verify": ["true"],
+            "verify-max-bytes": ["64Mi"], "verify-concurrency": ["2"]}
     for k, v in want.items():
         check(f"gate: --{k}={v[0]}", f.get(k) == v, str(f.get(k)))
     rules = r.one("ClusterRole")["rules"]
@@ -1010,6 +1017,8 @@ NOT_UNGATE_FLAGS = {
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
     "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
     "image-compatibility-negative-ttl",
+    # The background verification is the server's; ungate releases with what is known.
+    "verify-binaries", "gate-verify",
 }
 
 

@@ -261,6 +261,23 @@ schema = {
             "properties": {"ttl": DURATION,
                            "maxEntries": {"type": "integer", "minimum": 1}},
         },
+        "verification": {
+            "type": "object",
+            "description": "platforms proven by the images' own programs "
+                           "(docs/architecture.md, Verification)",
+            "additionalProperties": False,
+            "properties": {
+                "enabled": {"type": "boolean",
+                            "description": "--verify-binaries=background"},
+                "maxBytes": {"type": ["string", "integer"],
+                             "pattern": r"^[0-9]+(Ki|Mi|Gi|KiB|MiB|GiB|K|k|KB|M|MB|G|GB)?$",
+                             "description": "--verify-max-bytes (bytes, or 64Mi, 1Gi, 64M)"},
+                "concurrency": {"type": "integer", "minimum": 1, "maximum": 256,
+                                "description": "--verify-concurrency"},
+                "gate": {"type": "boolean",
+                         "description": "--gate-verify (with lookupMode gate or hybrid)"},
+            },
+        },
         "registryRateLimit": {
             "type": "object",
             "additionalProperties": False,

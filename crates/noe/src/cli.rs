@@ -215,8 +215,14 @@ impl Args {
                     decision.policy.schedulable_from_nodes,
                     &env,
                 )?;
+                let server = self.server.settings();
+                if controllers.gate_verify && !server.verify_binaries {
+                    return Err(ConfigError::Contradiction(
+                        "--gate-verify needs --verify-binaries=background".to_owned(),
+                    ));
+                }
                 Run::Serve(config::Serve {
-                    server: self.server.settings(),
+                    server,
                     kube: self.kube.settings(),
                     decision,
                     registry: self.registry.settings()?,

@@ -47,6 +47,8 @@ pub struct ServerSettings {
     pub metrics_max_namespaces: usize,
     /// The policy engines' lookup endpoint (`--lookup-addr`); `None`: off.
     pub lookup: Option<LookupSettings>,
+    /// `--verify-binaries=background`: images of cold lookups are verified in the background.
+    pub verify_binaries: bool,
 }
 
 /// The policy engines' lookup endpoint.
@@ -92,6 +94,8 @@ pub struct ControllerSettings {
     pub gate_namespace_selector: noe_webhook::admission::gate::selector::Selector,
     /// `--image-selection` (`None`: off).
     pub image_selection: Option<ImageSelection>,
+    /// `--gate-verify`: a gated pod is held while its images' verifications run.
+    pub gate_verify: bool,
 }
 
 /// Image selection by compatibility artifacts (`--image-selection`).

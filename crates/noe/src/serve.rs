@@ -133,6 +133,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
                 shutdown_delay: _,
                 metrics_max_namespaces,
                 lookup: lookup_settings,
+                verify_binaries,
             },
         kube,
         decision: config::Decision {
@@ -157,6 +158,9 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     };
     let service_account_tokens = registry.sources.service_account_tokens;
     let app = App::build(registry).await?;
+    // Cold lookups are verified in the background from now on; the decisions learn what it
+    // proves through the resolver's verdicts.
+    let verification = verify_binaries.then(|| app.resolver.start_background_verification());
     process::register(&app.metrics).context("cannot register the process metrics")?;
     // One client for the pull secrets and the controllers.
     let client = match app::kube_client(&kube).await {
@@ -224,7 +228,8 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
             platforms::DEADLINE,
             pull_secrets.clone(),
             source.clone(),
-        )?;
+        )?
+        .holding_for(verification.clone().filter(|_| controllers.gate_verify));
         running.start_gate(Arc::new(planner));
     }
     if let Some(source) = source {

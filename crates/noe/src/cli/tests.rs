@@ -73,6 +73,11 @@ fn defaults_match_the_design() {
     assert_eq!(args.registry.verify_max_bytes, 64 << 20);
     assert_eq!(args.registry.verify_concurrency, 2);
     assert_eq!(
+        args.server.verify_binaries,
+        flags::server::VerifyBinaries::Off
+    );
+    assert!(!args.controller.gate_verify);
+    assert_eq!(
         args.registry.containerd_config_paths(),
         vec![std::path::PathBuf::from("/etc/containerd")]
     );
@@ -277,6 +282,14 @@ fn contradictions_are_refused_with_one_line() {
                 "--cluster-schedulable-archs=amd64",
             ],
             "--preferred-arch ppc64le is not in --cluster-schedulable-archs amd64",
+        ),
+        (
+            &["noe", "--lookup-mode=gate", "--gate-verify"],
+            "--gate-verify needs --verify-binaries=background",
+        ),
+        (
+            &["noe", "--verify-binaries=background", "-gate-verify=true"],
+            "--gate-verify needs --lookup-mode=gate or hybrid",
         ),
     ];
     for (argv, want) in cases {

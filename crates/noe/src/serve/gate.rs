@@ -30,10 +30,12 @@ const WEBHOOK_REFRESH: Duration = Duration::from_secs(60);
 const MAX_EXEMPT: usize = 10_000;
 
 /// The decision of a gated pod: the inline decision, with failed lookups reported as such
-/// until the last attempt, when `--on-lookup-error` decides.
+/// until the last attempt, when `--on-lookup-error` decides; with `--gate-verify`, a pod
+/// waits (until its last attempt) while one of its images is being verified.
 pub struct DecisionPlanner {
     retrying: Decider,
     last: Decider,
+    verifying: Option<Arc<noe_registry::verify::Queue>>,
 }
 
 impl std::fmt::Debug for DecisionPlanner {
@@ -64,6 +66,29 @@ impl DecisionPlanner {
         Ok(Self {
             retrying: last.with_policy(strict),
             last,
+            verifying: None,
+        })
+    }
+
+    /// With `--gate-verify`: a pod is held while `queue` verifies one of its images.
+    #[must_use]
+    pub fn holding_for(mut self, queue: Option<Arc<noe_registry::verify::Queue>>) -> Self {
+        self.verifying = queue;
+        self
+    }
+
+    /// The images of `pod` whose verification is queued or running, one line.
+    fn verifying(&self, pod: &Value) -> Option<String> {
+        let queue = self.verifying.as_ref()?;
+        let pending: Vec<&str> = noe_core::images::named(pod)
+            .into_iter()
+            .filter(|image| queue.pending(image))
+            .collect();
+        (!pending.is_empty()).then(|| {
+            format!(
+                "waiting for the verification of {} (--gate-verify)",
+                pending.join(", ")
+            )
         })
     }
 }
@@ -104,7 +129,14 @@ impl GatePlanner for DecisionPlanner {
             } else {
                 &self.retrying
             };
-            plan_of(decider.decision(pod, namespace).await)
+            let decision = decider.decision(pod, namespace).await;
+            // The decision's lookups queued the cold images: held while they are verified.
+            if !last_attempt {
+                if let Some(message) = self.verifying(pod) {
+                    return Plan::Verifying { message };
+                }
+            }
+            plan_of(decision)
         })
     }
 }

@@ -190,6 +190,13 @@ pub struct ControllerArgs {
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub gate_max_attempts: u32,
 
+    /// With `--lookup-mode=gate|hybrid` and `--verify-binaries=background`: a gated pod is
+    /// held while a verification of one of its images is queued or running (each attempt of
+    /// `--gate-max-attempts` waits for it), so it is released already constrained by what the
+    /// verification proved.
+    #[arg(long, global = true, env = "NOE_GATE_VERIFY")]
+    pub gate_verify: bool,
+
     /// With `--lookup-mode=gate|hybrid`: only pods whose labels match this label selector are
     /// gated, the others are decided inline (Kubernetes' selector syntax, as `kubectl -l`:
     /// `team in (shop),!example.com/no-gate`). Empty: every pod.
@@ -340,6 +347,9 @@ impl ControllerArgs {
         if lookup_mode != LookupMode::Inline && self.hybrid_budget > Duration::from_secs(10) {
             return contradiction("--hybrid-budget must be at most 10s (admission waits for it)");
         }
+        if self.gate_verify && lookup_mode == LookupMode::Inline {
+            return contradiction("--gate-verify needs --lookup-mode=gate or hybrid");
+        }
         let gate = (lookup_mode != LookupMode::Inline).then(|| GateConfig {
             max_attempts: self.gate_max_attempts,
             ..GateConfig::default()
@@ -427,6 +437,7 @@ impl ControllerArgs {
                     node_features: self.watch_node_features,
                     negative_ttl: self.image_compatibility_negative_ttl,
                 }),
+            gate_verify: self.gate_verify,
         })
     }
 

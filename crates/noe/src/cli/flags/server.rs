@@ -84,6 +84,27 @@ pub struct ServerArgs {
     #[arg(long, global = true, env = "NOE_LOOKUP_DEADLINE", default_value = "2s",
           value_parser = super::parse::positive_duration)]
     pub lookup_deadline: std::time::Duration,
+
+    /// `background`: after a cold lookup, verify each platform of the image by its own program
+    /// (its ELF header, read from its layers) off the admission path, and treat a platform
+    /// whose program is of another machine as absent in later decisions. `off`: trust what
+    /// registries claim.
+    #[arg(
+        long,
+        global = true,
+        env = "NOE_VERIFY_BINARIES",
+        value_enum,
+        default_value = "off"
+    )]
+    pub verify_binaries: VerifyBinaries,
+}
+
+/// `--verify-binaries`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerifyBinaries {
+    #[default]
+    Off,
+    Background,
 }
 
 impl ServerArgs {
@@ -107,6 +128,7 @@ impl ServerArgs {
             },
             shutdown_delay: self.shutdown_delay,
             metrics_max_namespaces: self.metrics_max_namespaces,
+            verify_binaries: self.verify_binaries == VerifyBinaries::Background,
             lookup: self.lookup_addr.map(|addr| crate::config::LookupSettings {
                 addr,
                 client_ca: self.lookup_client_ca.clone(),
