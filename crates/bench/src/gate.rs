@@ -47,7 +47,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Median and p99 (nearest rank) in milliseconds.
-fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
+pub fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     samples.sort();
     let at = |q: f64| {
         let rank = ((samples.len() as f64) * q).ceil() as usize;

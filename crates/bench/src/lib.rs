@@ -26,6 +26,8 @@
 //!   regular expressions): CPU seconds and peak RSS of `noe explain` deciding one pod.
 //! - [`report`]: `noe report` over 10,000 workloads and 1,000 images through a proxy adding a
 //!   round trip (wall time, peak RSS, requests per image).
+//! - [`verify`]: verification by the images' own programs (bytes read, memory of 100 at once,
+//!   admission latency during a burst beside `--verify-binaries=off`).
 
 pub mod cluster;
 pub mod cold;
@@ -42,6 +44,7 @@ pub mod pulls;
 pub mod report;
 pub mod requests;
 pub mod startup;
+pub mod verify;
 pub mod warm;
 pub mod wrk;
 
@@ -113,6 +116,8 @@ enum Command {
     Lookup(Options),
     /// Hostile NFD artifacts: CPU seconds and peak RSS of `noe explain` (and `--baseline`).
     Hostile(Options),
+    /// Verification: bytes read, memory of 100 at once, admissions during a burst.
+    Verify(Options),
 }
 
 /// What the warm path's floor answers (see [`Options::floor_answer`]).
@@ -210,6 +215,9 @@ pub struct Options {
     /// `cold`: pods per K.
     #[arg(long, default_value_t = 5)]
     pub samples: usize,
+    /// `verify`: only this part (`bytes`, `memory` or `burst`); every part when absent.
+    #[arg(long)]
+    pub verify_part: Option<String>,
 }
 
 fn parse_millis(text: &str) -> Result<Duration, String> {
@@ -263,6 +271,7 @@ impl Cli {
                     gate::run(&options).await?;
                     report::run(&options).await?;
                     policy_endpoint::run(&options).await?;
+                    verify::run(&options).await?;
                     warm::run(&options).await
                 }
                 Command::Warm(options) => warm::run(&options).await,
@@ -276,6 +285,7 @@ impl Cli {
                 Command::Report(options) => report::run(&options).await,
                 Command::Lookup(options) => policy_endpoint::run(&options).await,
                 Command::Hostile(options) => hostile::run(&options).await,
+                Command::Verify(options) => verify::run(&options).await,
             }
         });
         match result {
