@@ -118,7 +118,7 @@ def invariants(t, r, release, namespace):
         want = {"NoeAdmissionErrors", "NoeAdmissionLatencyNearDeadline", "NoeImageLookupsFailing",
                 "NoeRegistryCircuitOpen", "NoeSharedCacheDown", "NoeGatedPodTooOld", "NoeGateQueueFull",
                 "NoeNoLeaseHolder", "NoeEvictionsFailing", "NoePodsEvicted",
-                "NoeExecFormatErrors"}
+                "NoeExecFormatErrors", "NoeImageLiesAboutPlatforms"}
         check("PrometheusRule has the alerts of docs/configuration.md", set(names) == want,
               str(set(names) ^ want))
         for x in rules:

@@ -376,8 +376,6 @@ violations=(
   "verification.maxBytes not a size|verification.maxBytes|--set verification.maxBytes=64X"
   "verification.concurrency 0|verification.concurrency|--set verification.concurrency=0"
   "verification.enabled as a string|verification.enabled|--set-string verification.enabled=true"
-  "verification.gate without verification|verification.gate|--set verification.gate=true"
-  "verification.gate without a gate mode|verification.gate|--set verification.enabled=true,verification.gate=true"
   "namespaceSelector with a bad operator|operator|--set webhook.namespaceSelector.matchExpressions[0].key=a,webhook.namespaceSelector.matchExpressions[0].operator=Has"
   "controller.remediate unknown|controller.remediate|--set controller.remediate=delete"
   "controller.remediateRate 0|controller.remediateRate|--set controller.remediateRate=0"
@@ -552,6 +550,22 @@ if [ -n "$example_arg" ] && render="$("$HELM" template "$RELEASE" "$CHART" -n "$
 else
   fail "the extraArgs example of values.yaml ('$example_arg') does not render"; echo "${render:-}"
 fi
+
+# verification.gate holds gated pods while the background verification runs: it needs both.
+for entry in \
+  "without verification.enabled|verification.gate needs verification.enabled|--set verification.gate=true" \
+  "without a gate mode|verification.gate needs lookupMode|--set verification.enabled=true,verification.gate=true"; do
+  IFS='|' read -r desc want rest <<<"$entry"
+  # shellcheck disable=SC2206
+  set_args=($rest)
+  if err="$("$HELM" template "$RELEASE" "$CHART" -n "$NAMESPACE" "${set_args[@]}" 2>&1 >/dev/null)"; then
+    fail "verification.gate $desc is refused (helm template succeeded)"
+  elif grep -qF -- "$want" <<<"$err"; then
+    pass "verification.gate $desc is refused: $(echo "$err" | grep -oF -- "$want" | head -1)"
+  else
+    fail "verification.gate $desc: unexpected error"; echo "$err"
+  fi
+done
 
 # The shared cache needs the Secret with its key, and one server, not two.
 for entry in \
