@@ -19,7 +19,7 @@ use super::harness::{self, patch_of, pod, Harness, Server};
 const TERMS: &str =
     "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms";
 
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+pub(super) async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     for _ in 0..1500 {
         if condition() {
             return;
@@ -31,14 +31,14 @@ async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
 
 /// What every test here starts with: the real registry and its fixtures, the scripted API, a
 /// scratch directory (the kubeconfig).
-struct Setup {
-    h: Harness,
-    api: KubeApi,
-    dir: tempfile::TempDir,
+pub(super) struct Setup {
+    pub h: Harness,
+    pub api: KubeApi,
+    pub dir: tempfile::TempDir,
 }
 
 impl Setup {
-    async fn start() -> Self {
+    pub async fn start() -> Self {
         Self {
             h: Harness::start().await,
             api: KubeApi::start().await.unwrap(),
@@ -66,7 +66,12 @@ async fn slow_registry(h: &Harness) -> (DelayProxy, String, String) {
     (proxy, image, insecure)
 }
 
-async fn server(h: &Harness, api: &KubeApi, dir: &std::path::Path, extra: &[&str]) -> Server {
+pub(super) async fn server(
+    h: &Harness,
+    api: &KubeApi,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> Server {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, api.kubeconfig_yaml()).unwrap();
     let mut argv = h.base_flags();
@@ -85,7 +90,7 @@ async fn server(h: &Harness, api: &KubeApi, dir: &std::path::Path, extra: &[&str
 }
 
 /// The pod as the apiserver stores it after our admission: the patch applied, `Pending`.
-fn stored(name: &str, pod: &Value, response: &Value) -> Value {
+pub(super) fn stored(name: &str, pod: &Value, response: &Value) -> Value {
     let (mut stored, _) = harness::apply(pod, response);
     stored["metadata"]["name"] = json!(name);
     stored["metadata"]["namespace"] = json!("shop");
@@ -93,7 +98,7 @@ fn stored(name: &str, pod: &Value, response: &Value) -> Value {
     stored
 }
 
-fn gates(api: &KubeApi, name: &str) -> Value {
+pub(super) fn gates(api: &KubeApi, name: &str) -> Value {
     api.get(Resource::Pods, "shop", name).unwrap()["spec"]["schedulingGates"].clone()
 }
 

@@ -159,3 +159,127 @@ async fn report_verify_counts_no_mismatch_as_support() {
         }])
     );
 }
+
+/// The server's mismatches so far (`noe_verifications_total{verdict="mismatch"}`).
+async fn mismatches(s: &super::harness::Server) -> f64 {
+    let metrics = s.metrics().await;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("noe_verifications_total{verdict=\"mismatch\"} "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The lying platform's warning, as the decision writes it.
+fn lie_warning(image: &str) -> String {
+    format!(
+        "image {image}: linux/arm64 is not used: verification: /app is an x86-64 ELF (EM_X86_64)"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_admits_by_the_claim_then_by_what_verification_proved() {
+    let h = Harness::start().await;
+    let pusher = h.registry.pusher().unwrap();
+    push_mislabelled_index(&pusher, "verify/server", "1", "server")
+        .await
+        .unwrap();
+    let image = h.registry.reference("verify/server", "1");
+    // arm64 preferred: a pod placed by the claim goes there.
+    let s = h
+        .server(&["--verify-binaries=background", "--preferred-arch=arm64"])
+        .await;
+    let first = s.review(&super::harness::pod(&[&image])).await;
+    assert_eq!(first["allowed"], true);
+    let (_, placed) = super::harness::apply(&super::harness::pod(&[&image]), &first);
+    assert_eq!(
+        super::harness::platforms_annotation(&placed).as_deref(),
+        Some("amd64,arm64"),
+        "the first pod is admitted by the claim: {first}"
+    );
+    assert_eq!(
+        super::harness::selector_arch(&placed).as_deref(),
+        Some("arm64")
+    );
+
+    // The cold lookup queued the image; once verified, its arm64 platform is absent.
+    for _ in 0..1500 {
+        if mismatches(&s).await >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(mismatches(&s).await, 1.0, "verified in the background");
+    let next = s.review(&super::harness::pod(&[&image])).await;
+    assert_eq!(next["allowed"], true);
+    let (_, placed) = super::harness::apply(&super::harness::pod(&[&image]), &next);
+    assert_eq!(
+        super::harness::platforms_annotation(&placed).as_deref(),
+        Some("amd64"),
+        "{next}"
+    );
+    assert_ne!(
+        super::harness::selector_arch(&placed).as_deref(),
+        Some("arm64")
+    );
+    let warnings: Vec<&str> = next["warnings"]
+        .as_array()
+        .map(|w| w.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(
+        warnings.contains(&lie_warning(&image).as_str()),
+        "{warnings:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_gate_verify_the_first_pod_is_released_already_constrained() {
+    use super::e2e_gate::{eventually, gates, server, stored, Setup};
+    let Setup { h, api, dir } = Setup::start().await;
+    let pusher = h.registry.pusher().unwrap();
+    push_mislabelled_index(&pusher, "verify/gated", "1", "gated")
+        .await
+        .unwrap();
+    let image = h.registry.reference("verify/gated", "1");
+    let insecure = format!("--insecure-registries={}", h.registry.host());
+    let s = server(
+        &h,
+        &api,
+        dir.path(),
+        &[
+            "--lookup-mode=gate",
+            "--verify-binaries=background",
+            "--gate-verify",
+            "--preferred-arch=arm64",
+            &insecure,
+        ],
+    )
+    .await;
+    let created = super::harness::pod(&[&image]);
+    let response = s.review(&created).await;
+    assert_eq!(response["allowed"], true);
+    api.put_pod(stored("web", &created, &response));
+    eventually("released", || gates(&api, "web") == serde_json::json!([])).await;
+    let web = api
+        .get(noe_test_support::Resource::Pods, "shop", "web")
+        .unwrap();
+    assert_eq!(
+        web["metadata"]["annotations"]["arch.noe.adevinta.com/platforms"], "amd64",
+        "released constrained by the verification: {web}"
+    );
+    assert_ne!(
+        web["spec"]["nodeSelector"]["kubernetes.io/arch"], "arm64",
+        "{web}"
+    );
+    assert!(mismatches(&s).await >= 1.0);
+    let reasons: Vec<String> = api
+        .writes()
+        .into_iter()
+        .filter(|w| w.method == "POST" && w.path.contains("/events"))
+        .filter_map(|w| w.body["reason"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "VerificationPending"),
+        "held while verified: {reasons:?}"
+    );
+}
