@@ -158,9 +158,15 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     };
     let service_account_tokens = registry.sources.service_account_tokens;
     let app = App::build(registry).await?;
-    // Cold lookups are verified in the background from now on; the decisions learn what it
-    // proves through the resolver's verdicts.
+    // Cold lookups are verified in the background from now on; every decision leaves out what
+    // the verdicts prove false (the one corrections seam every decider reads).
     let verification = verify_binaries.then(|| app.resolver.start_background_verification());
+    let app = if verify_binaries {
+        let verdicts: Arc<dyn noe_core::truth::Corrections> = app.resolver.verdicts();
+        app.with_corrections(Arc::new(noe_core::truth::Chain::new(vec![verdicts])))
+    } else {
+        app
+    };
     process::register(&app.metrics).context("cannot register the process metrics")?;
     // One client for the pull secrets and the controllers.
     let client = match app::kube_client(&kube).await {
