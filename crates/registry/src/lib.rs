@@ -48,6 +48,10 @@
 //! whose own candidates are passed marked with `CredentialCandidate::for_mirror` (a mirror
 //! never receives unmarked ones). The same [`Routed`] is then looked up
 //! ([`Resolver::platforms_routed`]) without parsing or routing it again.
+//!
+//! [`upgrade`] finds an image's upgrade path for a target architecture: its repository's tags
+//! ([`Resolver::tags`], the registry's `tags/list` pages) and, for each version the search of
+//! [`noe_core::upgrade`] asks about, a lookup like any other.
 
 pub mod artifacts;
 mod auth;
@@ -68,6 +72,7 @@ pub mod resolver;
 pub mod shared;
 pub mod ssrf;
 pub mod throttle;
+pub mod upgrade;
 pub mod verify;
 mod walk;
 

@@ -28,6 +28,8 @@ pub enum Kind {
     Referrers,
     /// A layer blob, streamed (verification).
     Layer,
+    /// A tag list page (upgrade paths).
+    Tags,
 }
 
 impl Kind {
@@ -39,6 +41,7 @@ impl Kind {
             Self::Token => "token",
             Self::Referrers => "referrers",
             Self::Layer => "layer",
+            Self::Tags => "tags",
         }
     }
 }

@@ -250,7 +250,7 @@ fn path_component_ok(component: &str) -> bool {
     !bytes.is_empty() && !expect_alnum
 }
 
-fn validate_tag(tag: &str) -> Result<(), String> {
+pub(crate) fn validate_tag(tag: &str) -> Result<(), String> {
     let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let bytes = tag.as_bytes();
     let ok = !bytes.is_empty()

@@ -5,6 +5,7 @@
 mod artifact_step;
 mod fetch;
 mod inspect_step;
+pub mod tags;
 mod verify_step;
 
 use std::sync::Arc;

@@ -17,4 +17,5 @@ mod resolver {
     pub mod shared_hostile;
     pub mod support;
     pub mod tls;
+    pub mod upgrades;
 }

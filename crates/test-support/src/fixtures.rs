@@ -71,6 +71,33 @@ pub async fn push_index(
     Ok(descriptor)
 }
 
+/// Pushes a track of versions to `repository`: each `(tag, arm64)` a tag of an index that
+/// lists `linux/amd64`, and `linux/arm64` too when `arm64` (the two index bodies, and the two
+/// images they list, pushed once).
+pub async fn push_versions(
+    pusher: &Pusher,
+    repository: &str,
+    versions: &[(&str, bool)],
+) -> anyhow::Result<()> {
+    let amd = push_image(pusher, repository, None, "linux/amd64", Flavor::Oci).await?;
+    let arm = push_image(pusher, repository, None, "linux/arm64", Flavor::Oci).await?;
+    let (amd64, _) = build_index(Flavor::Oci, &[IndexEntry::new(&amd, Some("linux/amd64"))])?;
+    let (both, _) = build_index(
+        Flavor::Oci,
+        &[
+            IndexEntry::new(&amd, Some("linux/amd64")),
+            IndexEntry::new(&arm, Some("linux/arm64")),
+        ],
+    )?;
+    for (tag, arm64) in versions {
+        let body = if *arm64 { &both } else { &amd64 };
+        pusher
+            .push_manifest(repository, tag, Flavor::Oci.index_type(), body)
+            .await?;
+    }
+    Ok(())
+}
+
 /// One standard fixture: where it is and what a resolver must answer for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fixture {

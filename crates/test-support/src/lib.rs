@@ -108,7 +108,7 @@ pub use fake::{
 };
 pub use fixtures::{
     push_attestation, push_built, push_image, push_index, push_standard_fixtures,
-    push_standard_fixtures_with, Fixture, Fixtures,
+    push_standard_fixtures_with, push_versions, Fixture, Fixtures,
 };
 pub use htpasswd::htpasswd;
 pub use image::{

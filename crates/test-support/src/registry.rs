@@ -442,6 +442,19 @@ impl Registry {
         all.into_iter().skip(cursor).collect()
     }
 
+    /// Of [`Registry::requests`], those about `repository`: its tag list pages and its
+    /// manifest requests (GET and HEAD).
+    pub fn repository_requests(&self, repository: &str) -> (usize, usize) {
+        let tags = format!("/v2/{repository}/tags/list");
+        let manifests = format!("/v2/{repository}/manifests/");
+        self.requests().iter().fold((0, 0), |(t, m), r| {
+            (
+                t + usize::from(r.path == tags),
+                m + usize::from(r.path.starts_with(&manifests)),
+            )
+        })
+    }
+
     /// `requests().len()`.
     pub fn request_count(&self) -> usize {
         self.requests().len()

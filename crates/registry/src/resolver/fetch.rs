@@ -95,6 +95,11 @@ impl<'s, 'a> At<'s, 'a> {
 pub(super) trait Step: Sync {
     type Output: Send;
 
+    /// The requests the step may send with one credential loop (tokens included).
+    fn budget(&self) -> usize {
+        MAX_REQUESTS_PER_LOOKUP
+    }
+
     fn fetch<'s, 'a>(&'s self, at: At<'s, 'a>) -> BoxFuture<'s, Result<Self::Output, Error>>;
 }
 
@@ -266,7 +271,7 @@ impl Resolver {
         step: &S,
     ) -> Result<Found<'a, S::Output>, Error> {
         let mut last_error = None;
-        let budget = Budget::new(MAX_REQUESTS_PER_LOOKUP);
+        let budget = Budget::new(step.budget());
         for &endpoint in &request.endpoints {
             match self.fetch_at(request, endpoint, step, &budget).await {
                 Err(error) if endpoint.mirror => {
