@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::images::ImageKind;
+use crate::upgrade::Upgrade;
 use crate::{Platform, Support};
 pub use objects::{read, Owner, Read, ReadError, Requests, Running, Workload};
 
@@ -109,6 +110,9 @@ pub struct Item {
     /// With `--include-pods`: its pods now, per architecture of their node (`unscheduled`,
     /// `unknown` for a node not listed).
     pub running_on: Option<BTreeMap<String, u64>>,
+    /// With `--upgrades`: per target architecture, the upgrade path of each image that blocks
+    /// (in the order of [`Item::blocking`]).
+    pub upgrades: Vec<(String, Vec<Arc<Upgrade>>)>,
 }
 
 impl Item {
@@ -163,7 +167,24 @@ impl Item {
             blocking,
             total,
             running_on: None,
+            upgrades: Vec::new(),
         }
+    }
+
+    /// The images that block `arch`.
+    pub fn blocking(&self, arch: &str) -> &[String] {
+        self.blocking
+            .iter()
+            .find(|(a, _)| a == arch)
+            .map_or(&[], |(_, images)| images.as_slice())
+    }
+
+    /// The upgrade paths of the images that block `arch`.
+    pub fn upgrades(&self, arch: &str) -> &[Arc<Upgrade>] {
+        self.upgrades
+            .iter()
+            .find(|(a, _)| a == arch)
+            .map_or(&[], |(_, upgrades)| upgrades.as_slice())
     }
 
     /// The verdict for `arch`.
@@ -219,38 +240,87 @@ pub struct Counts {
 
 impl Counts {
     fn add(&mut self, verdict: Verdict) {
+        self.add_n(verdict, 1);
+    }
+
+    fn add_n(&mut self, verdict: Verdict, n: u64) {
         let count = match verdict {
             Verdict::Ready => &mut self.ready,
             Verdict::Blocked => &mut self.blocked,
             Verdict::Unknown => &mut self.unknown,
         };
-        *count = count.saturating_add(1);
+        *count = count.saturating_add(n);
+    }
+
+    /// Ready, blocked and unknown together.
+    pub fn all(&self) -> u64 {
+        self.ready
+            .saturating_add(self.blocked)
+            .saturating_add(self.unknown)
     }
 }
 
-/// Workloads per verdict and the capacity that could move (the total requests of the ready
-/// ones).
+/// Total requests (× replicas) per verdict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestsByVerdict {
+    pub ready: Requests,
+    pub blocked: Requests,
+    pub unknown: Requests,
+}
+
+impl RequestsByVerdict {
+    fn add(&mut self, verdict: Verdict, requests: Requests) {
+        let slot = match verdict {
+            Verdict::Ready => &mut self.ready,
+            Verdict::Blocked => &mut self.blocked,
+            Verdict::Unknown => &mut self.unknown,
+        };
+        *slot = slot.plus(requests);
+    }
+}
+
+/// Workloads, their replicas and their total requests per verdict; the capacity that could
+/// move is the total requests of the ready ones. A workload whose replicas are not known (a
+/// DaemonSet read from a file without its status) counts no replica and no request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
     pub workloads: Counts,
+    pub replicas: Counts,
+    pub requests: RequestsByVerdict,
+    /// `requests.ready`.
     pub movable: Requests,
 }
 
 impl Tally {
     fn add(&mut self, item: &Item, verdict: Verdict) {
         self.workloads.add(verdict);
-        if verdict == Verdict::Ready {
-            self.movable = self.movable.plus(item.total_or_zero());
-        }
+        self.replicas
+            .add_n(verdict, item.workload.replicas.unwrap_or_default());
+        self.requests.add(verdict, item.total_or_zero());
+        self.movable = self.requests.ready;
     }
+}
+
+/// An image that blocks workloads from a target architecture, and what it holds back: the
+/// workloads it blocks, their replicas and total requests (a workload blocked by two images
+/// counts whole for each).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Blocker {
+    pub image: String,
+    pub workloads: u64,
+    pub replicas: u64,
+    pub requests: Requests,
+    /// Its upgrade path for the architecture (with `--upgrades`).
+    pub upgrade: Option<Arc<Upgrade>>,
 }
 
 /// The totals for one target architecture.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ArchSummary {
     pub all: Tally,
-    /// The images that block, with how many workloads each blocks, most first.
-    pub blocking_images: Vec<(String, u64)>,
+    /// The images that block, ranked by what they hold back: total CPU requests, then
+    /// replicas, then workloads (most first), then by name.
+    pub blocking_images: Vec<Blocker>,
     pub namespaces: BTreeMap<String, Tally>,
 }
 
@@ -285,6 +355,8 @@ pub struct Report {
     pub source_errors: Vec<SourceError>,
     /// `--include-pods` was given: items carry [`Item::running_on`].
     pub include_pods: bool,
+    /// `--upgrades` was on: items carry [`Item::upgrades`] ([`Report::with_upgrades`]).
+    pub upgrades: bool,
 }
 
 /// Where pods run now: the objects owned by others, and the nodes' architectures.
@@ -386,7 +458,14 @@ impl Report {
             summary,
             source_errors,
             include_pods: placement.is_some(),
+            upgrades: false,
         }
+    }
+
+    /// The report with its items' upgrade paths shown ([`Item::upgrades`]).
+    pub fn with_upgrades(mut self) -> Self {
+        self.upgrades = true;
+        self
     }
 
     /// Some workload has one of `verdicts` for some target architecture.
@@ -399,7 +478,7 @@ impl Report {
 
 fn summarize(items: &[Item], arch: &str) -> ArchSummary {
     let mut summary = ArchSummary::default();
-    let mut blockers: HashMap<&str, u64> = HashMap::new();
+    let mut blockers: HashMap<&str, Blocker> = HashMap::new();
     for item in items {
         let Some(verdict) = item.verdict(arch) else {
             continue;
@@ -410,17 +489,34 @@ fn summarize(items: &[Item], arch: &str) -> ArchSummary {
             .entry(item.workload.namespace.clone())
             .or_default()
             .add(item, verdict);
-        let blocking = item.blocking.iter().filter(|(a, _)| a == arch);
-        for image in blocking.flat_map(|(_, images)| images) {
-            let count = blockers.entry(image.as_str()).or_default();
-            *count = count.saturating_add(1);
+        let upgrades = item.upgrades(arch);
+        for (at, image) in item.blocking(arch).iter().enumerate() {
+            let blocker = blockers.entry(image.as_str()).or_default();
+            blocker.workloads = blocker.workloads.saturating_add(1);
+            blocker.replicas = blocker
+                .replicas
+                .saturating_add(item.workload.replicas.unwrap_or_default());
+            blocker.requests = blocker.requests.plus(item.total_or_zero());
+            if blocker.upgrade.is_none() {
+                blocker.upgrade = upgrades.get(at).cloned();
+            }
         }
     }
-    let mut blockers: Vec<(String, u64)> = blockers
+    let mut blockers: Vec<Blocker> = blockers
         .into_iter()
-        .map(|(image, count)| (image.to_owned(), count))
+        .map(|(image, blocker)| Blocker {
+            image: image.to_owned(),
+            ..blocker
+        })
         .collect();
-    blockers.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    blockers.sort_by(|a, b| {
+        b.requests
+            .cpu
+            .cmp(&a.requests.cpu)
+            .then(b.replicas.cmp(&a.replicas))
+            .then(b.workloads.cmp(&a.workloads))
+            .then_with(|| a.image.cmp(&b.image))
+    });
     summary.blocking_images = blockers;
     summary
 }

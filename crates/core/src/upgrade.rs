@@ -143,6 +143,38 @@ impl Upgrade {
     }
 }
 
+/// As JSON (`noe report -o json`'s `items[].upgrades.<arch>[]`, `noe inspect --upgrades -o
+/// json`'s `upgrades.<arch>`): `{"current","first","image","newest","newestSupports",
+/// "requests"}` and `"unknown"` when part of it is not known; `{"image","reason"}` without a
+/// path. Keys in lexicographic order, as every document of the report.
+impl serde::Serialize for Upgrade {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        match &self.outcome {
+            Ok(path) => {
+                let fields = 6 + usize::from(path.unknown.is_some());
+                let mut map = serializer.serialize_map(Some(fields))?;
+                map.serialize_entry("current", &path.current)?;
+                map.serialize_entry("first", &path.first)?;
+                map.serialize_entry("image", &self.image)?;
+                map.serialize_entry("newest", &path.newest)?;
+                map.serialize_entry("newestSupports", &path.newest_supports)?;
+                map.serialize_entry("requests", &path.requests)?;
+                if let Some(unknown) = &path.unknown {
+                    map.serialize_entry("unknown", unknown)?;
+                }
+                map.end()
+            }
+            Err(no_path) => {
+                let mut map = serializer.serialize_map(Some(2))?;
+                map.serialize_entry("image", &self.image)?;
+                map.serialize_entry("reason", &no_path.reason())?;
+                map.end()
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -219,6 +219,8 @@ pub struct InspectShow {
     pub digest: bool,
     /// `--verify`: each platform proven by its own program's ELF header.
     pub verify: bool,
+    /// `--upgrades`: the architectures to search upgrade paths for.
+    pub upgrades: Vec<String>,
 }
 
 impl InspectShow {
@@ -273,6 +275,7 @@ pub enum ReportFormat {
     Json,
     Csv,
     Markdown,
+    Html,
 }
 
 /// What `noe report` reads and how it prints.
@@ -294,4 +297,6 @@ pub struct ReportSettings {
     pub fail_on: Vec<noe_core::report::Verdict>,
     /// `--verify`: each image's platforms proven by its own programs; a mismatch is no support.
     pub verify: bool,
+    /// Upgrade paths are searched for the images that block.
+    pub upgrades: bool,
 }

@@ -26,4 +26,6 @@ mod noe {
     mod inspect_tools;
     mod process;
     mod report;
+    mod report_html;
+    mod report_upgrades;
 }

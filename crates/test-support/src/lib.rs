@@ -55,6 +55,9 @@
 //!   scripts) in a temporary directory, each logging its runs.
 //! - [`RedisServer`]: the real `redis-server` (Debian package `redis-server`) on a free port,
 //!   plain or TLS, with or without a password, killed on drop or mid-test (the shared cache).
+//! - [`Browser`]: Debian's `chromium`, headless, driven over the DevTools protocol on a pipe
+//!   (open a page, evaluate script, press keys, take a screenshot), for what is rendered for
+//!   people (`noe report -o html`).
 //!
 //! Everything binds `127.0.0.1` only; every server loop, stream and hang is bounded.
 //!
@@ -69,6 +72,7 @@
 //! ring makes P-256 keys instantly (clients never verify tokens, so RS256 would add nothing).
 
 mod artifacts;
+mod browser;
 mod ca;
 pub mod cloud;
 mod connect_proxy;
@@ -98,6 +102,7 @@ pub use artifacts::{
     referrers_index, CompatArtifact, NFD_ARTIFACT_TYPE, NFD_SPEC_TYPE, OCIFIT_SPEC_TYPE,
     ORAS_DEFAULT_ARTIFACT_TYPE,
 };
+pub use browser::Browser;
 pub use ca::{ServerCert, TestCa};
 pub use connect_proxy::ConnectProxy;
 pub use corrections::FakeCorrections;

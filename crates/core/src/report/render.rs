@@ -1,6 +1,6 @@
 //! The report's renderings: JSON (the `report.noe.adevinta.com/v1` `ReadinessReport` contract,
-//! streamed: [`json`](mod@json)), an aligned table, CSV (RFC 4180, its header built from the same columns as its rows) and
-//! Markdown. Strings from a cluster, a file or a registry are hostile: each rendering escapes
+//! streamed: [`json`](mod@json)), an aligned table, CSV (RFC 4180, its header built from the same columns as its rows),
+//! Markdown and one self-contained HTML page ([`html`]). Strings from a cluster, a file or a registry are hostile: each rendering escapes
 //! them its own way ([`escape`]).
 
 use std::fmt::Write as _;
@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use super::{Item, Report, Tally};
 
 pub mod escape;
+pub mod html;
 mod json;
 
 pub use escape::printable;
@@ -32,6 +33,9 @@ impl Report {
             columns.push((arch.to_uppercase(), arch.clone()));
         }
         columns.push(("BLOCKING".into(), "blocking".into()));
+        if self.upgrades {
+            columns.push(("UPGRADE".into(), "upgrade".into()));
+        }
         columns.push(("UNKNOWN".into(), "unknown".into()));
         if self.include_pods {
             columns.push(("RUNNING ON".into(), "running_on".into()));
@@ -63,6 +67,9 @@ impl Report {
             .map(|(arch, images)| format!("{arch}: {}", images.join(" ")))
             .collect();
         cells.push(blocking.join("; "));
+        if self.upgrades {
+            cells.push(self.upgrade_cell(item));
+        }
         let unknown: Vec<String> = item
             .images
             .iter()
@@ -88,6 +95,33 @@ impl Report {
             cells.push(running.join(" "));
         }
         cells
+    }
+
+    /// The upgrade paths of an item's blocking images in a few words: `1.25.3 (newest
+    /// 1.27.1)` for one image and one target architecture; each path after its image when
+    /// several images block, after its architecture when several are assessed.
+    fn upgrade_cell(&self, item: &Item) -> String {
+        let mut parts = Vec::new();
+        for (arch, upgrades) in &item.upgrades {
+            if upgrades.is_empty() {
+                continue;
+            }
+            let paths: Vec<String> = if upgrades.len() == 1 {
+                upgrades.iter().map(|u| u.short()).collect()
+            } else {
+                upgrades
+                    .iter()
+                    .map(|u| format!("{} → {}", u.image, u.short()))
+                    .collect()
+            };
+            let paths = paths.join(", ");
+            parts.push(if self.targets.len() > 1 {
+                format!("{arch}: {paths}")
+            } else {
+                paths
+            });
+        }
+        parts.join("; ")
     }
 
     /// CSV: a header row, then one row per item, the same columns.
@@ -179,11 +213,18 @@ impl Report {
                     line(tally)
                 );
             }
-            for (image, workloads) in &summary.blocking_images {
+            for blocker in &summary.blocking_images {
+                let upgrade = match &blocker.upgrade {
+                    Some(upgrade) => format!("; upgrade: {}", escape(&upgrade.short())),
+                    None => String::new(),
+                };
                 let _ = writeln!(
                     out,
-                    "{indent}blocked by {} ({workloads} workloads)",
-                    escape(image)
+                    "{indent}blocked by {} ({} workloads, {} replicas, {} CPU{upgrade})",
+                    escape(&blocker.image),
+                    blocker.workloads,
+                    blocker.replicas,
+                    blocker.requests.cpu,
                 );
             }
         }

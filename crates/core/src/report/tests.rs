@@ -336,7 +336,23 @@ fn totals_summary_sorting_and_placement() {
         "1500m",
         "only ready workloads move"
     );
-    assert_eq!(arm.blocking_images, vec![("amd:1".to_owned(), 1)]);
+    let blocker = &arm.blocking_images[0];
+    assert_eq!(arm.blocking_images.len(), 1);
+    assert_eq!(
+        (blocker.image.as_str(), blocker.workloads, blocker.replicas),
+        ("amd:1", 1, 1)
+    );
+    assert_eq!(blocker.requests.cpu.to_string(), "4");
+    assert_eq!(
+        arm.all.replicas,
+        Counts {
+            ready: 3,
+            blocked: 1,
+            unknown: 2
+        }
+    );
+    assert_eq!(arm.all.requests.blocked.memory.to_string(), "8Gi");
+    assert_eq!(arm.all.requests.unknown.cpu.to_string(), "2");
     assert_eq!(arm.namespaces["ops"].workloads.unknown, 1);
     assert_eq!(report.image_errors.len(), 1);
     assert!(report.any(&[Verdict::Blocked]));
@@ -361,6 +377,19 @@ fn totals_summary_sorting_and_placement() {
         json["summary"]["arm64"]["movable"],
         json!({"cpu": "1500m", "memory": "768Mi"})
     );
+    assert_eq!(
+        json["summary"]["arm64"]["replicas"],
+        json!({"ready": 3, "blocked": 1, "unknown": 2})
+    );
+    assert_eq!(
+        json["summary"]["arm64"]["requests"]["blocked"],
+        json!({"cpu": "4", "memory": "8Gi"})
+    );
+    assert_eq!(
+        json["summary"]["arm64"]["blockingImages"],
+        json!([{"image": "amd:1", "workloads": 1, "replicas": 1, "requests": {"cpu": "4", "memory": "8Gi"}}])
+    );
+    assert!(json["items"][0].get("upgrades").is_none());
 }
 
 #[test]
@@ -553,4 +582,99 @@ fn json_is_streamed_with_the_bytes_of_the_document() {
     assert_eq!(json["items"][0]["runningOn"], json!({}));
     assert_eq!(json["items"][0]["images"][1]["platforms"], Value::Null);
     assert_eq!(json["errors"]["sources"][0]["message"], "not valid\n");
+}
+
+/// Every `data-figure` of an HTML page with its `value`, in order.
+fn html_figures(html: &str) -> Vec<(String, String)> {
+    html.split("<data data-figure=\"")
+        .skip(1)
+        .filter_map(|rest| {
+            let (figure, rest) = rest.split_once("\" value=\"")?;
+            let (value, _) = rest.split_once('"')?;
+            Some((figure.to_owned(), value.to_owned()))
+        })
+        .collect()
+}
+
+/// The page's figures are the JSON report's, and hostile names are text.
+#[test]
+fn the_html_page_carries_the_json_figures_and_escapes_every_string() {
+    let targets = vec!["arm64".to_owned(), "amd64".to_owned()];
+    let mut hostile = deployment(
+        "x",
+        2,
+        json!([{"image": "<script>alert(1)</script>:1", "resources": {"requests": {"cpu": "250m"}}}]),
+        json!([]),
+    );
+    hostile["metadata"]["name"] = json!("<img src=x onerror=alert(1)>");
+    hostile["metadata"]["namespace"] = json!("\"><svg onload=alert(2)>");
+    let items = vec![
+        Item::new(
+            workload(hostile),
+            vec![platforms(&["linux/amd64"])],
+            &targets,
+        ),
+        Item::new(
+            workload(deployment(
+                "web",
+                3,
+                json!([{"image": "multi:1", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]),
+                json!([]),
+            )),
+            vec![platforms(&["linux/amd64", "linux/arm64"])],
+            &targets,
+        ),
+        Item::new(
+            workload(deployment(
+                "gone",
+                1,
+                json!([{"image": "gone:1"}]),
+                json!([]),
+            )),
+            vec![failed("not_found")],
+            &targets,
+        ),
+    ];
+    let report = Report::new(targets, items, None, Vec::new());
+    let meta = render::html::Meta {
+        generated: "2026-11-28T10:00:00Z".into(),
+        source: "context <kind-dev>".into(),
+        command: "noe report -o html --name='<b>'".into(),
+    };
+    let html = report.html_string(&meta);
+    for needle in [
+        "<script>alert",
+        "<img src",
+        "<svg onload",
+        "<b>",
+        "<kind-dev>",
+    ] {
+        assert!(!html.contains(needle), "{needle} in the page");
+    }
+    assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    assert_eq!(
+        html.matches("<script>").count(),
+        1,
+        "one script: the page's own"
+    );
+    let json = report.json();
+    let figures = html_figures(&html);
+    assert!(figures.len() >= 2 * 4 * 3, "{figures:?}");
+    for (figure, value) in &figures {
+        let mut at = &json["summary"];
+        for key in figure.split('.') {
+            at = match key.parse::<usize>() {
+                Ok(i) => &at[i],
+                Err(_) => &at[key],
+            };
+        }
+        let want = match at {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        assert_eq!(&want, value, "{figure}");
+    }
+    assert!(figures.contains(&("arm64.workloads.blocked".into(), "1".into())));
+    assert!(figures.contains(&("arm64.requests.ready.cpu".into(), "3".into())));
+    assert!(figures.contains(&("amd64.replicas.ready".into(), "5".into())));
 }

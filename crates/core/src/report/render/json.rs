@@ -12,7 +12,8 @@ use std::io::Write;
 use serde::ser::{SerializeMap as _, SerializeSeq as _};
 use serde::{Serialize, Serializer};
 
-use super::super::{ArchSummary, ImageEntry, Item, Report, Requests, Tally};
+use super::super::{ArchSummary, Blocker, ImageEntry, Item, Report, Requests, Tally};
+use crate::upgrade::Upgrade;
 
 impl Report {
     /// Writes the `ReadinessReport` (docs/configuration.md, "noe report") to `out`, indented
@@ -44,6 +45,7 @@ impl Serialize for Document<'_> {
             &Seq(report.items.iter().map(|item| ItemJson {
                 item,
                 include_pods: report.include_pods,
+                upgrades: report.upgrades,
             })),
         )?;
         map.serialize_entry("kind", super::super::KIND)?;
@@ -173,13 +175,19 @@ impl Serialize for MismatchJson<'_> {
 struct ItemJson<'a> {
     item: &'a Item,
     include_pods: bool,
+    upgrades: bool,
 }
 
 impl Serialize for ItemJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Self { item, include_pods } = *self;
+        let Self {
+            item,
+            include_pods,
+            upgrades,
+        } = *self;
         let w = &item.workload;
-        let mut map = serializer.serialize_map(Some(if include_pods { 11 } else { 10 }))?;
+        let fields = 10 + usize::from(include_pods) + usize::from(upgrades);
+        let mut map = serializer.serialize_map(Some(fields))?;
         map.serialize_entry("blocking", &Keyed(&item.blocking, |images| images))?;
         map.serialize_entry("images", &Seq(item.images.iter().map(ImageJson)))?;
         map.serialize_entry("kind", &w.kind)?;
@@ -193,6 +201,18 @@ impl Serialize for ItemJson<'_> {
             map.serialize_entry("runningOn", item.running_on.as_ref().unwrap_or(&empty))?;
         }
         map.serialize_entry("totalRequests", &item.total.as_ref().map(RequestsJson))?;
+        if upgrades {
+            // Every target architecture, blocked or not (an empty list).
+            let per_arch: Vec<(String, &[std::sync::Arc<Upgrade>])> = item
+                .verdicts
+                .iter()
+                .map(|(arch, _)| (arch.clone(), item.upgrades(arch)))
+                .collect();
+            map.serialize_entry(
+                "upgrades",
+                &Keyed(&per_arch, |upgrades| Seq(upgrades.iter().map(|u| &**u))),
+            )?;
+        }
         map.serialize_entry(
             "verdicts",
             &Keyed(&item.verdicts, |verdict| verdict.as_str()),
@@ -201,11 +221,11 @@ impl Serialize for ItemJson<'_> {
     }
 }
 
-struct Counts<'a>(&'a Tally);
+struct CountsJson<'a>(&'a super::super::Counts);
 
-impl Serialize for Counts<'_> {
+impl Serialize for CountsJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let counts = &self.0.workloads;
+        let counts = self.0;
         let mut map = serializer.serialize_map(Some(3))?;
         map.serialize_entry("blocked", &counts.blocked)?;
         map.serialize_entry("ready", &counts.ready)?;
@@ -214,13 +234,46 @@ impl Serialize for Counts<'_> {
     }
 }
 
+struct ByVerdictJson<'a>(&'a super::super::RequestsByVerdict);
+
+impl Serialize for ByVerdictJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let requests = self.0;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("blocked", &RequestsJson(&requests.blocked))?;
+        map.serialize_entry("ready", &RequestsJson(&requests.ready))?;
+        map.serialize_entry("unknown", &RequestsJson(&requests.unknown))?;
+        map.end()
+    }
+}
+
 struct TallyJson<'a>(&'a Tally);
 
 impl Serialize for TallyJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(2))?;
-        map.serialize_entry("movable", &RequestsJson(&self.0.movable))?;
-        map.serialize_entry("workloads", &Counts(self.0))?;
+        let tally = self.0;
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("movable", &RequestsJson(&tally.movable))?;
+        map.serialize_entry("replicas", &CountsJson(&tally.replicas))?;
+        map.serialize_entry("requests", &ByVerdictJson(&tally.requests))?;
+        map.serialize_entry("workloads", &CountsJson(&tally.workloads))?;
+        map.end()
+    }
+}
+
+struct BlockerJson<'a>(&'a Blocker);
+
+impl Serialize for BlockerJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let blocker = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("image", &blocker.image)?;
+        map.serialize_entry("replicas", &blocker.replicas)?;
+        map.serialize_entry("requests", &RequestsJson(&blocker.requests))?;
+        if let Some(upgrade) = &blocker.upgrade {
+            map.serialize_entry("upgrade", &**upgrade)?;
+        }
+        map.serialize_entry("workloads", &blocker.workloads)?;
         map.end()
     }
 }
@@ -229,15 +282,6 @@ struct Summary<'a>(&'a ArchSummary);
 
 impl Serialize for Summary<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Blocker<'a>(&'a str, u64);
-        impl Serialize for Blocker<'_> {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let mut map = serializer.serialize_map(Some(2))?;
-                map.serialize_entry("image", self.0)?;
-                map.serialize_entry("workloads", &self.1)?;
-                map.end()
-            }
-        }
         struct Namespaces<'a>(&'a BTreeMap<String, Tally>);
         impl Serialize for Namespaces<'_> {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -245,17 +289,17 @@ impl Serialize for Summary<'_> {
             }
         }
         let summary = self.0;
-        let mut map = serializer.serialize_map(Some(4))?;
+        let all = &summary.all;
+        let mut map = serializer.serialize_map(Some(6))?;
         map.serialize_entry(
             "blockingImages",
-            &Seq(summary
-                .blocking_images
-                .iter()
-                .map(|(image, workloads)| Blocker(image, *workloads))),
+            &Seq(summary.blocking_images.iter().map(BlockerJson)),
         )?;
-        map.serialize_entry("movable", &RequestsJson(&summary.all.movable))?;
+        map.serialize_entry("movable", &RequestsJson(&all.movable))?;
         map.serialize_entry("namespaces", &Namespaces(&summary.namespaces))?;
-        map.serialize_entry("workloads", &Counts(&summary.all))?;
+        map.serialize_entry("replicas", &CountsJson(&all.replicas))?;
+        map.serialize_entry("requests", &ByVerdictJson(&all.requests))?;
+        map.serialize_entry("workloads", &CountsJson(&all.workloads))?;
         map.end()
     }
 }

@@ -8,6 +8,7 @@
 //! would (the shared cache may answer, without index entries).
 
 mod show;
+mod upgrades;
 mod verify;
 
 use std::io::Write;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use clap::Args;
 use futures::StreamExt;
 use noe_registry::inspect::{Inspection, PlatformSpec, Want};
+use noe_registry::upgrade::Upgrades;
 use noe_registry::{Resolution, Routed};
 use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{one_line, Credentials};
@@ -80,6 +82,17 @@ pub struct InspectArgs {
     /// platform). Exit 1 when any platform's program is of another machine (`mismatch`).
     #[arg(long, env = "NOE_VERIFY")]
     pub verify: bool,
+
+    /// For each `--target-arch` the image does not run on, search its repository's tags for
+    /// the first version that does, and the newest.
+    #[arg(long, env = "NOE_UPGRADES")]
+    pub upgrades: bool,
+
+    /// With `--upgrades`: the architectures (`arm64`, `amd64`, ...), repeatable or comma
+    /// separated.
+    #[arg(long, env = "NOE_TARGET_ARCH", value_delimiter = ',', default_value = "arm64",
+          value_parser = super::report::parse_arch)]
+    pub target_arch: Vec<String>,
 }
 
 /// `NAMESPACE/NAME`: a DNS-1123 label and a DNS-1123 subdomain, as the API names them.
@@ -124,12 +137,27 @@ impl InspectArgs {
                 "--raw prints one image's bytes: give one image, or use -o json for several".into(),
             ));
         }
+        if self.upgrades && (self.raw || self.digest) {
+            return Err(ConfigError::Contradiction(
+                "--upgrades adds to an image's record: it does not go with --raw or --digest"
+                    .into(),
+            ));
+        }
+        let mut upgrades: Vec<String> = Vec::new();
+        if self.upgrades {
+            for arch in &self.target_arch {
+                if !upgrades.contains(arch) {
+                    upgrades.push(arch.clone());
+                }
+            }
+        }
         Ok(InspectShow {
             raw: self.raw,
             platform: self.platform.clone(),
             config: self.config,
             digest: self.digest,
             verify: self.verify,
+            upgrades,
         })
     }
 }
@@ -187,6 +215,8 @@ pub async fn run(config: config::Inspect) -> ExitCode {
         progress: Some(read),
     });
     let (app, hosts) = (&app, &hosts);
+    let finder = (!show.upgrades.is_empty()).then(|| Upgrades::new(app.resolver.clone()));
+    let (show, finder) = (&show, finder.as_ref());
     let mut answers = futures::stream::iter(&images)
         .map(|image| {
             let fetch = fetch.then_some(&want);
@@ -199,28 +229,43 @@ pub async fn run(config: config::Inspect) -> ExitCode {
             async move {
                 let (image, answer, routed) =
                     inspect(app, hosts, asking, image, fetch, registry_only).await;
-                let verified = match (verifying, routed) {
+                let verified = match (verifying, &routed) {
                     (Some(options), Some(routed)) if answer.is_ok() => {
-                        Some(verify::verify(app, asking, &routed, options).await)
+                        Some(verify::verify(app, asking, routed, options).await)
                     }
                     _ => None,
                 };
-                (image, answer, verified)
+                let upgrades = match (finder, &answer) {
+                    (Some(finder), Ok(found)) => {
+                        upgrades::of(
+                            app,
+                            finder,
+                            asking,
+                            image,
+                            found.platforms(),
+                            &show.upgrades,
+                        )
+                        .await
+                    }
+                    _ => Vec::new(),
+                };
+                (image, answer, verified, upgrades)
             }
         })
         .buffered(CONCURRENCY);
     let mut failed = false;
     let mut stdout = std::io::stdout().lock();
-    while let Some((image, answer, verified)) = answers.next().await {
+    while let Some((image, answer, verified, upgrades)) = answers.next().await {
         failed |= answer.is_err() || verified.as_ref().is_some_and(verify::fails);
         let printed = progress.done(|| {
             print(
                 &mut stdout,
                 output,
-                &show,
+                show,
                 image,
                 &answer,
                 verified.as_ref(),
+                &upgrades,
             )
         });
         if printed.is_err() {
@@ -284,6 +329,17 @@ enum Found {
     Resolved(Arc<Resolution>),
     /// The manifest was fetched for inspection.
     Inspected(Box<Inspection>),
+}
+
+impl Found {
+    /// The image's platforms.
+    fn platforms(&self) -> &[noe_core::Platform] {
+        match self {
+            Self::Overridden(found) => &found.matched.platforms,
+            Self::Resolved(resolution) => &resolution.platforms,
+            Self::Inspected(inspection) => &inspection.resolution.platforms,
+        }
+    }
 }
 
 /// Why one image could not be resolved: a class of [`noe_registry::Error::kind`] and a message.
@@ -403,13 +459,22 @@ fn print(
     image: &str,
     answer: &Result<Found, Failure>,
     verified: Option<&Result<noe_registry::verify::ImageReport, Failure>>,
+    upgrades: &[upgrades::ForArch],
 ) -> std::io::Result<()> {
-    let Some(verified) = verified else {
+    if verified.is_none() && upgrades.is_empty() {
         return print_answer(stdout, output, show, image, answer);
-    };
+    }
     let mut record = Vec::new();
     print_answer(&mut record, output, show, image, answer)?;
-    verify::print(stdout, output, image, record, verified)
+    if let Some(verified) = verified {
+        let mut verified_record = Vec::new();
+        verify::print(&mut verified_record, output, image, record, verified)?;
+        record = verified_record;
+    }
+    if upgrades.is_empty() {
+        return stdout.write_all(&record);
+    }
+    upgrades::print(stdout, output, record, upgrades)
 }
 
 fn print_answer(

@@ -4,7 +4,7 @@
 //! The workloads come from a cluster (listed page by page, [`source`]) or from files (YAML
 //! streams, JSON `List`s, `kubectl get -o json` output); each unique image (with the pull
 //! secrets of its pods when connected) is resolved once with the server's resolver,
-//! credentials and limits, `--concurrency` at a time ([`lookup`]); the verdicts, totals and
+//! credentials and limits, `--concurrency` at a time ([`images`]); the verdicts, totals and
 //! renderings are `noe_core::report`'s, pure.
 //! Exit codes ([`Exit`]): 0 the report is complete and no workload has a `--fail-on` verdict,
 //! 1 some workload has one, 2 the command cannot run (flags, files, no API access), 3 part of
@@ -12,7 +12,9 @@
 //! partial.
 
 mod images;
+mod meta;
 mod source;
+mod upgrades;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -25,6 +27,7 @@ use noe_webhook::resolve::one_line;
 
 use crate::app::App;
 use crate::config::{self, ReportFormat};
+use meta::html_meta;
 
 /// Images resolved at the same time by default.
 pub const DEFAULT_CONCURRENCY: usize = 16;
@@ -74,7 +77,8 @@ pub struct ReportArgs {
           value_parser = parse_concurrency)]
     pub concurrency: usize,
 
-    /// `table`, `json` (the `ReadinessReport`), `csv` or `markdown`.
+    /// `table`, `json` (the `ReadinessReport`), `csv`, `markdown` or `html` (one
+    /// self-contained page).
     #[arg(
         long,
         short = 'o',
@@ -94,6 +98,13 @@ pub struct ReportArgs {
     /// lists it under `mismatches` (JSON).
     #[arg(long, env = "NOE_VERIFY")]
     pub verify: bool,
+
+    /// For each image that blocks a target architecture, search its repository's tags for the
+    /// first version that runs on it, and the newest (`--upgrades=false`: no tag is listed).
+    #[arg(long, env = "NOE_UPGRADES", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value = "true", default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub upgrades: bool,
 }
 
 /// A verdict that fails the run.
@@ -128,7 +139,7 @@ fn parse_concurrency(text: &str) -> Result<usize, String> {
 }
 
 /// An architecture name: 1 to 32 characters of `[a-z0-9_-]`.
-fn parse_arch(text: &str) -> Result<String, String> {
+pub(super) fn parse_arch(text: &str) -> Result<String, String> {
     let arch = text.trim();
     let valid = !arch.is_empty()
         && arch.len() <= MAX_ARCH_LEN
@@ -189,6 +200,7 @@ impl ReportArgs {
             format: self.output,
             fail_on: self.fail_on.iter().map(|f| f.verdict()).collect(),
             verify: self.verify,
+            upgrades: self.upgrades,
         })
     }
 }
@@ -247,15 +259,17 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         pull_secrets,
         ..
     } = collected;
+    let secrets =
+        images::load_secrets(&workloads, pull_secrets.as_ref(), settings.concurrency).await;
     let looked = images::resolve_all(
         &app,
         &workloads,
-        pull_secrets.as_ref(),
+        &secrets,
         settings.concurrency,
         settings.verify,
     )
     .await;
-    let items: Vec<Item> = workloads
+    let mut items: Vec<Item> = workloads
         .into_iter()
         .zip(looked)
         .map(|(workload, looked)| {
@@ -267,8 +281,14 @@ async fn report(config: config::Report) -> Result<Exit, String> {
             item
         })
         .collect();
+    if settings.upgrades {
+        upgrades::find_all(&app, &mut items, &secrets, settings.concurrency).await;
+    }
     let placement = settings.include_pods.then_some(&placement);
-    let report = Report::new(settings.targets.clone(), items, placement, errors);
+    let mut report = Report::new(settings.targets.clone(), items, placement, errors);
+    if settings.upgrades {
+        report = report.with_upgrades();
+    }
     let stdout = std::io::stdout().lock();
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout);
     let written = match settings.format {
@@ -276,6 +296,7 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         ReportFormat::Table => out.write_all(report.table().as_bytes()),
         ReportFormat::Csv => out.write_all(report.csv().as_bytes()),
         ReportFormat::Markdown => out.write_all(report.markdown().as_bytes()),
+        ReportFormat::Html => report.write_html(&html_meta(&settings, &kube), &mut out),
     };
     written
         .and_then(|()| out.flush())

@@ -26,6 +26,16 @@ const LOOKUP_DEADLINE: Duration = Duration::from_secs(60);
 /// One image as asked: its reference and the credential scope of its pods' pull secrets.
 type Key = (String, Option<Scope>);
 
+/// The pull secrets read for the workloads: per namespace and list of secret names.
+pub type Secrets = HashMap<(String, Vec<String>), Arc<PodPullSecrets>>;
+
+/// The pull secrets of `workload`, if it names any that were read.
+pub fn secrets_of(secrets: &Secrets, workload: &Workload) -> Option<Arc<PodPullSecrets>> {
+    secrets
+        .get(&(workload.namespace.clone(), workload.pull_secrets.clone()))
+        .cloned()
+}
+
 /// An image's answer and, with `--verify`, the platforms its own programs prove false (left
 /// out of the answer).
 pub type Looked = (Answer, Vec<Correction>);
@@ -35,16 +45,11 @@ pub type Looked = (Answer, Vec<Correction>);
 pub async fn resolve_all(
     app: &App,
     workloads: &[Workload],
-    pull_secrets: Option<&PullSecrets>,
+    secrets: &Secrets,
     concurrency: usize,
     verify: bool,
 ) -> Vec<Vec<Looked>> {
-    let secrets = load_secrets(workloads, pull_secrets, concurrency).await;
-    let secrets_of = |workload: &Workload| {
-        secrets
-            .get(&(workload.namespace.clone(), workload.pull_secrets.clone()))
-            .cloned()
-    };
+    let secrets_of = |workload: &Workload| secrets_of(secrets, workload);
     // Each unique (image, scope) once, in order of first appearance.
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut unique: Vec<(Key, Option<Arc<PodPullSecrets>>)> = Vec::new();
@@ -107,11 +112,11 @@ pub async fn resolve_all(
 }
 
 /// The pull secrets of every distinct `(namespace, names)` the workloads name, read once each.
-async fn load_secrets(
+pub async fn load_secrets(
     workloads: &[Workload],
     pull_secrets: Option<&PullSecrets>,
     concurrency: usize,
-) -> HashMap<(String, Vec<String>), Arc<PodPullSecrets>> {
+) -> Secrets {
     let Some(api) = pull_secrets else {
         return HashMap::new();
     };
