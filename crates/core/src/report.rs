@@ -80,16 +80,27 @@ enum Runs {
 }
 
 impl ImageEntry {
-    /// What the image runs on: `Some(Support::Any)` for an arch-neutral one (an image volume
-    /// without platform, an override's `*`); `None` when not known (a failed lookup, a container
-    /// image whose registry lists no platform: never taken as any architecture).
     fn support(&self) -> Option<Support> {
-        let platforms = self.answer.as_ref().ok()?;
-        if platforms.is_empty() && self.kind == ImageKind::Container {
-            return None;
-        }
-        Support::of(platforms)
+        support_of(&self.answer, self.kind)
     }
+}
+
+/// What an image of `kind` whose lookup gave `answer` runs on: `Some(Support::Any)` for an
+/// arch-neutral one (an image volume without platform, an override's `*`); `None` when not
+/// known (a failed lookup, a container image whose registry lists no platform: never taken as
+/// any architecture).
+pub fn support_of(answer: &Answer, kind: ImageKind) -> Option<Support> {
+    let platforms = answer.as_ref().ok()?;
+    if platforms.is_empty() && kind == ImageKind::Container {
+        return None;
+    }
+    Support::of(platforms)
+}
+
+/// Whether an image of `kind` whose lookup gave `answer` blocks `os/arch` (known not to run
+/// there), as a workload's verdict counts it.
+pub fn blocks(answer: &Answer, kind: ImageKind, os: &str, arch: &str) -> bool {
+    support_of(answer, kind).is_some_and(|s| !s.runs_on(&Platform::new(os, arch, None)))
 }
 
 /// One workload of the report.

@@ -56,26 +56,30 @@ async fn a_fleet_sharing_a_blocked_image_costs_one_search() {
     )
     .await;
     let web = registry.reference("shop/web", "1.0.1");
-    let mut objects: Vec<Value> = (0..30)
-        .map(|i| deployment(&format!("web-{i}"), &format!("team-{}", i % 3), &web, 2))
-        .collect();
-    objects.push(deployment(
-        "old-web",
-        "team-0",
-        &registry.reference("shop/web", "1.1.0"),
-        1,
-    ));
+    // The other tag and `latest` first: they are looked up before the fleet's image, whose
+    // search then finds them in the cache (no two requests for one version at once).
+    let mut objects = vec![
+        deployment(
+            "old-web",
+            "team-0",
+            &registry.reference("shop/web", "1.1.0"),
+            1,
+        ),
+        deployment(
+            "floating",
+            "ops",
+            &registry.reference("shop/web", "latest"),
+            1,
+        ),
+    ];
+    objects.extend(
+        (0..30).map(|i| deployment(&format!("web-{i}"), &format!("team-{}", i % 3), &web, 2)),
+    );
     objects.push(deployment(
         "batch",
         "ops",
         &registry.reference("legacy/batch", "7"),
         3,
-    ));
-    objects.push(deployment(
-        "floating",
-        "ops",
-        &registry.reference("shop/web", "latest"),
-        1,
     ));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("workloads.json");
@@ -84,8 +88,8 @@ async fn a_fleet_sharing_a_blocked_image_costs_one_search() {
         json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string(),
     )
     .unwrap();
-    // One search at a time: two searches asking for one version at once would both count the
-    // request they share.
+    // One lookup and one search at a time: two asking for one version at once would both count
+    // the request they share.
     let mut args = vec![
         "report".to_owned(),
         "-o".to_owned(),

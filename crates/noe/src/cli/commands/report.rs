@@ -28,6 +28,7 @@ use noe_webhook::resolve::one_line;
 use crate::app::App;
 use crate::config::{self, ReportFormat};
 use meta::html_meta;
+use upgrades::Searches;
 
 /// Images resolved at the same time by default.
 pub const DEFAULT_CONCURRENCY: usize = 16;
@@ -261,14 +262,30 @@ async fn report(config: config::Report) -> Result<Exit, String> {
     } = collected;
     let secrets =
         images::load_secrets(&workloads, pull_secrets.as_ref(), settings.concurrency).await;
-    let looked = images::resolve_all(
-        &app,
-        &workloads,
-        &secrets,
-        settings.concurrency,
-        settings.verify,
-    )
-    .await;
+    // The upgrade searches start as the images' answers come, beside the other lookups.
+    let (searches, jobs) = Searches::new(&workloads, &secrets, &settings.targets);
+    let lookups = {
+        let (app, workloads, secrets, settings) = (&app, &workloads, &secrets, &settings);
+        async move {
+            let answered = |image: &str, scope, pod: Option<&_>, answer: &_| {
+                if settings.upgrades {
+                    searches.answered(image, scope, pod, answer);
+                }
+            };
+            let looked = images::resolve_all(
+                app,
+                workloads,
+                secrets,
+                settings.concurrency,
+                settings.verify,
+                &answered,
+            )
+            .await;
+            drop(searches);
+            looked
+        }
+    };
+    let (looked, found) = tokio::join!(lookups, Searches::run(&app, jobs, settings.concurrency));
     let mut items: Vec<Item> = workloads
         .into_iter()
         .zip(looked)
@@ -282,7 +299,7 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         })
         .collect();
     if settings.upgrades {
-        upgrades::find_all(&app, &mut items, &secrets, settings.concurrency).await;
+        Searches::attach(&mut items, &secrets, &found);
     }
     let placement = settings.include_pods.then_some(&placement);
     let mut report = Report::new(settings.targets.clone(), items, placement, errors);

@@ -36,18 +36,28 @@ pub fn secrets_of(secrets: &Secrets, workload: &Workload) -> Option<Arc<PodPullS
         .cloned()
 }
 
+/// Hears an image's answer as soon as it is known: its reference, the scope and pull secrets
+/// it was looked up with.
+pub type Answered<'a> =
+    dyn Fn(&str, Option<Scope>, Option<&Arc<PodPullSecrets>>, &Answer) + Sync + 'a;
+
 /// An image's answer and, with `--verify`, the platforms its own programs prove false (left
 /// out of the answer).
 pub type Looked = (Answer, Vec<Correction>);
 
 /// The answers for every workload's images, in the workloads' and images' order; with
 /// `verify`, each image's platforms proven by its own programs too.
+///
+/// `answered` hears each unique image's answer as soon as it is known (its reference, the
+/// scope and pull secrets it was looked up with): the upgrade searches start from there while
+/// other images are still looked up.
 pub async fn resolve_all(
     app: &App,
     workloads: &[Workload],
     secrets: &Secrets,
     concurrency: usize,
     verify: bool,
+    answered: &Answered<'_>,
 ) -> Vec<Vec<Looked>> {
     let secrets_of = |workload: &Workload| secrets_of(secrets, workload);
     // Each unique (image, scope) once, in order of first appearance.
@@ -87,6 +97,9 @@ pub async fn resolve_all(
         .buffer_unordered(concurrency.max(1));
     while let Some((at, answer)) = resolved.next().await {
         progress.done(|| ());
+        if let Some(((image, scope), pod)) = unique.get(at) {
+            answered(image, *scope, pod.as_ref(), &answer.0);
+        }
         if let Some(slot) = answers.get_mut(at) {
             *slot = Some(answer);
         }
