@@ -26,7 +26,7 @@ use crate::upgrade::Upgrade;
 const CSS: &str = include_str!("html/report.css");
 const SCRIPT: &str = include_str!("html/report.js");
 /// `base64(sha256(CSS))`, for the Content-Security-Policy (a test checks it).
-const CSS_SHA256: &str = "sha256-Z6tGiki+Ywbi+GSU3thIPTANxddbICBWV5te/yN/Q1s=";
+const CSS_SHA256: &str = "sha256-UeQDU0XEBmQn0RnIq7LGH2pqaEHbsYXr+Qdw5VoJQTw=";
 /// `base64(sha256(SCRIPT))`, for the Content-Security-Policy (a test checks it).
 const SCRIPT_SHA256: &str = "sha256-BB2N4p875vA9Sx22oWYjNt0y79I0effCyG7vllOMHCE=";
 /// Bytes buffered before they are written out.
@@ -155,6 +155,25 @@ impl Figure<'_> {
             out.push_str("</li>");
         }
         out.push_str("</ul></div>");
+    }
+}
+
+/// `n` and the noun for it: `1 image`, `2 images`.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A length as a count.
+fn count(len: usize) -> u64 {
+    u64::try_from(len).unwrap_or(u64::MAX)
+}
+
+/// `is` or `are`, for `n` of something.
+fn is_are(n: u64) -> &'static str {
+    if n == 1 {
+        "is"
+    } else {
+        "are"
     }
 }
 
@@ -305,10 +324,20 @@ impl Report {
         match summary.blocking_images.len() {
             0 => out.push('.'),
             1 => {
-                let _ = write!(out, "; {} are blocked by one image.", w.blocked);
+                let _ = write!(
+                    out,
+                    "; {} {} blocked by one image.",
+                    w.blocked,
+                    is_are(w.blocked)
+                );
             }
             n => {
-                let _ = write!(out, "; {} are blocked by {n} images.", w.blocked);
+                let _ = write!(
+                    out,
+                    "; {} {} blocked by {n} images.",
+                    w.blocked,
+                    is_are(w.blocked)
+                );
             }
         }
         if w.unknown > 0 {
@@ -569,8 +598,8 @@ impl Report {
         if !self.image_errors.is_empty() {
             let _ = write!(
                 out,
-                "<h3>{} images could not be resolved</h3><p class=\"note\">Their workloads are <strong>unknown</strong> unless another image blocks them.</p><ul class=\"errors\">",
-                self.image_errors.len()
+                "<h3>{} could not be resolved</h3><p class=\"note\">Their workloads are <strong>unknown</strong> unless another image blocks them.</p><ul class=\"errors\">",
+                counted(count(self.image_errors.len()), "image", "images")
             );
             for error in &self.image_errors {
                 out.push_str("<li><code>");
@@ -579,15 +608,19 @@ impl Report {
                 push_html(out, &error.failure.kind);
                 out.push_str(": ");
                 push_html(out, &error.failure.message);
-                let _ = write!(out, " ({} workloads)</li>", error.workloads);
+                let _ = write!(
+                    out,
+                    " ({})</li>",
+                    counted(error.workloads, "workload", "workloads")
+                );
             }
             out.push_str("</ul>");
         }
         if !self.source_errors.is_empty() {
             let _ = write!(
                 out,
-                "<h3>{} sources could not be read</h3><p class=\"note\">The report is partial.</p><ul class=\"errors\">",
-                self.source_errors.len()
+                "<h3>{} could not be read</h3><p class=\"note\">The report is partial.</p><ul class=\"errors\">",
+                counted(count(self.source_errors.len()), "source", "sources")
             );
             for error in &self.source_errors {
                 out.push_str("<li>");
