@@ -112,6 +112,9 @@ enum Command {
     Gate(Options),
     /// `noe report` over 10,000 workloads and 1,000 images through a proxy adding `--rtt`.
     Report(Options),
+    /// `noe report` with and without upgrade paths (100 blocked images of 1,000 tags), and its
+    /// HTML page in headless Chromium.
+    ReportUpgrades(Options),
     /// The policy engines' lookup endpoint, warm (1 and 64 keys), beside the floor.
     Lookup(Options),
     /// Hostile NFD artifacts: CPU seconds and peak RSS of `noe explain` (and `--baseline`).
@@ -270,6 +273,7 @@ impl Cli {
                     fleet::run(&options).await?;
                     gate::run(&options).await?;
                     report::run(&options).await?;
+                    report::upgrades::run(&options).await?;
                     policy_endpoint::run(&options).await?;
                     verify::run(&options).await?;
                     warm::run(&options).await
@@ -283,6 +287,7 @@ impl Cli {
                 Command::Cold(options) => cold::run(&options).await,
                 Command::Gate(options) => gate::run(&options).await,
                 Command::Report(options) => report::run(&options).await,
+                Command::ReportUpgrades(options) => report::upgrades::run(&options).await,
                 Command::Lookup(options) => policy_endpoint::run(&options).await,
                 Command::Hostile(options) => hostile::run(&options).await,
                 Command::Verify(options) => verify::run(&options).await,

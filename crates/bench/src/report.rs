@@ -5,6 +5,7 @@
 //! image (each image must be asked once), and that every workload was reported.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,8 @@ use crate::images::{references, tags, Children, Counted};
 use crate::Options;
 use noe_test_support::{DelayProxy, Registry};
 
+pub mod upgrades;
+
 /// Workloads in the file.
 pub const WORKLOADS: usize = 10_000;
 /// Distinct images they name.
@@ -22,7 +25,7 @@ pub const IMAGES: usize = 1_000;
 const LIMIT: Duration = Duration::from_secs(300);
 
 /// The workloads file: Deployment `i` runs image `i % images`.
-fn workloads_file(images: &[String], workloads: usize) -> String {
+pub(crate) fn workloads_file(images: &[String], workloads: usize) -> String {
     let mut out = String::with_capacity(workloads.saturating_mul(400));
     for i in 0..workloads {
         let image = images
@@ -55,38 +58,20 @@ fn peak_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
-pub async fn run(options: &Options) -> anyhow::Result<()> {
-    let registry = Registry::start().await?;
-    let children = Children::push(&registry).await?;
-    let names = tags("report", IMAGES);
-    children.tag(&registry, 2, &names).await?;
-    let proxy = DelayProxy::start(registry.addr(), options.rtt).await?;
-    let images = references(&proxy.host(), &names);
-    let dir = tempfile::tempdir()?;
-    let file = dir.path().join("workloads.yaml");
-    std::fs::write(&file, workloads_file(&images, WORKLOADS))?;
-    let out = dir.path().join("report.json");
-    let absent = dir.path().join("absent");
-    registry.reset_requests();
-
+/// Runs `noe report ARGS` as a process writing its output to `out`; returns its wall time and
+/// peak RSS in KiB (`VmHWM`, polled every 5 ms). An exit status other than 0 is an error.
+pub(crate) async fn noe_report(
+    noe: &Path,
+    args: &[String],
+    out: &Path,
+) -> anyhow::Result<(Duration, u64)> {
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(&options.noe)
+    let mut child = tokio::process::Command::new(noe)
         .arg("report")
-        .arg(format!("--file={}", file.display()))
-        .arg("--output=json")
-        .arg(format!("--insecure-registries={}", proxy.host()))
-        .arg(format!(
-            "--allow-registry-cidrs={}",
-            noe_test_support::LOOPBACK_CIDRS
-        ))
-        // What is measured is the lookup path, not the client-side rate limit (default 50
-        // requests per second per host: every image here is on one host).
-        .arg("--registry-qps=0")
-        .arg(format!("--docker-config-path={}", absent.display()))
-        .arg(format!("--containerd-config-path={}", absent.display()))
+        .args(args)
         .env("NOE_LOG_LEVEL", "error")
         .env_remove("RUST_LOG")
-        .stdout(Stdio::from(std::fs::File::create(&out)?))
+        .stdout(Stdio::from(std::fs::File::create(out)?))
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -113,6 +98,38 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
             String::from_utf8_lossy(&output.stderr)
         );
     }
+    Ok((elapsed, peak))
+}
+
+pub async fn run(options: &Options) -> anyhow::Result<()> {
+    let registry = Registry::start().await?;
+    let children = Children::push(&registry).await?;
+    let names = tags("report", IMAGES);
+    children.tag(&registry, 2, &names).await?;
+    let proxy = DelayProxy::start(registry.addr(), options.rtt).await?;
+    let images = references(&proxy.host(), &names);
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("workloads.yaml");
+    std::fs::write(&file, workloads_file(&images, WORKLOADS))?;
+    let out = dir.path().join("report.json");
+    let absent = dir.path().join("absent");
+    registry.reset_requests();
+
+    let args = [
+        format!("--file={}", file.display()),
+        "--output=json".to_owned(),
+        format!("--insecure-registries={}", proxy.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
+        // What is measured is the lookup path, not the client-side rate limit (default 50
+        // requests per second per host: every image here is on one host).
+        "--registry-qps=0".to_owned(),
+        format!("--docker-config-path={}", absent.display()),
+        format!("--containerd-config-path={}", absent.display()),
+    ];
+    let (elapsed, peak) = noe_report(&options.noe, &args, &out).await?;
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&out)?)?;
     let items = report["items"].as_array().map_or(0, Vec::len);
     let ready = &report["summary"]["arm64"]["workloads"]["ready"];
