@@ -5,6 +5,8 @@
 #   - helm v3 and kubernetes-validate for the chart tests (charts/noe/tests/run.sh installs them
 #     into ./.tools on first use)
 #   - promtool (Debian package prometheus) for the chart's alerts (charts/noe/tests/monitoring.sh)
+#   - chromium (Debian package chromium), headless, for `noe report -o html` in a real browser;
+#     where none can be installed that test is skipped, saying so (NOE_TEST_NO_BROWSER)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +21,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+if [ -z "${NOE_TEST_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  echo "==> installing chromium (apt)"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  if ! { $sudo_cmd apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; then
+    echo "!! chromium could not be installed: the HTML report's browser test is skipped"
+    export NOE_TEST_NO_BROWSER=1
+  fi
 fi
 
 echo "==> cargo test (workspace)"

@@ -15,8 +15,12 @@
 # noe refuses loopback registries unless --allow-registry-cidrs lists them: this trial does (an
 # image on loopback is a registry here, not noe's own ports or a sidecar).
 #
+# Then `noe report` over examples/workloads.yaml with the same overrides: a table, and the same
+# report as one HTML page (-o html).
+#
 # NOE_BIN=path uses that binary instead of building target/release/noe; NOE_TRY_METRICS=file keeps
-# the server's last /metrics scrape there. Needs curl and python3.
+# the server's last /metrics scrape there, NOE_TRY_REPORT=file the HTML page. Needs curl and
+# python3.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -175,6 +179,48 @@ grep -E '^noe_webhook_request_duration_seconds_count|^noe_hook_update_skip_total
   "$work/metrics.txt" || true
 if [ -n "${NOE_TRY_METRICS:-}" ]; then
   cp "$work/metrics.txt" "$NOE_TRY_METRICS"
+fi
+
+# The readiness report of examples/workloads.yaml, offline: the same overrides state the images'
+# platforms; the one image of a registry that does not answer leaves its workload unknown.
+report_args=(report -f examples/workloads.yaml --platform-overrides examples/platform-overrides.yaml
+  --upgrades=false --docker-config-path "$work/absent" --containerd-config-path "$work/absent")
+echo
+echo "==> noe report -f examples/workloads.yaml (a table, then the same as one HTML page)"
+if "$noe" "${report_args[@]}" 2>"$work/report.log" \
+    && "$noe" "${report_args[@]}" -o html >"$work/report.html" 2>>"$work/report.log" \
+    && "$noe" "${report_args[@]}" -o json >"$work/report.json" 2>>"$work/report.log"; then
+  if [ -n "${NOE_TRY_REPORT:-}" ]; then
+    cp "$work/report.html" "$NOE_TRY_REPORT"
+    echo "   the page: $NOE_TRY_REPORT (open it in a browser; nothing is fetched)"
+  else
+    echo "   NOE_TRY_REPORT=readiness.html ./scripts/try.sh keeps the page"
+  fi
+  if [ "$check" = true ]; then
+    # The page's headline figures are the JSON report's: 3 ready, 2 blocked, 1 unknown on arm64.
+    if python3 - "$work/report.json" "$work/report.html" <<'PY'
+import json, re, sys
+report = json.load(open(sys.argv[1]))
+page = open(sys.argv[2]).read()
+workloads = report["summary"]["arm64"]["workloads"]
+assert workloads == {"ready": 3, "blocked": 2, "unknown": 1}, workloads
+for verdict, n in workloads.items():
+    figure = f'data-figure="arm64.workloads.{verdict}" value="{n}"'
+    assert figure in page, figure
+assert page.lstrip().lower().startswith("<!doctype html>"), "not an HTML page"
+assert not re.search(r'<(script|link|img)[^>]+(src|href)=', page), "the page fetches something"
+PY
+    then
+      echo "   ok: 3 ready, 2 blocked, 1 unknown on arm64, in the JSON and the page"
+    else
+      echo "   not ok: the report of examples/workloads.yaml" >&2
+      failures=$((failures + 1))
+    fi
+  fi
+else
+  echo "try.sh: noe report failed:" >&2
+  cat "$work/report.log" >&2
+  failures=$((failures + 1))
 fi
 
 if [ "$failures" -gt 0 ]; then
