@@ -66,6 +66,10 @@ async fn explain(noe: &Path, pod: &Path, nodes: &Path, registry: &str) -> anyhow
         .arg(format!("--nodes={}", nodes.display()))
         .args(["--output=json", "--allow-lookup-errors"])
         .arg(format!("--insecure-registries={registry}"))
+        .arg(format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ))
         .arg(format!("--docker-config-path={}", absent.display()))
         .arg(format!("--containerd-config-path={}", absent.display()))
         .env_remove("KUBERNETES_SERVICE_HOST")

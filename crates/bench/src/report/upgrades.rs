@@ -150,6 +150,10 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
             format!("--output={output}"),
             format!("--upgrades={upgrades}"),
             format!("--insecure-registries={host}"),
+            format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             // The lookup path is measured, not the client-side rate limit (every image is on
             // one host).
             "--registry-qps=0".to_owned(),
