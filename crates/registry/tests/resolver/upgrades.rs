@@ -52,6 +52,7 @@ async fn push(registry: &Registry, repository: &str, versions: &[(&str, bool)]) 
 fn resolver(registry: &Registry) -> Resolver {
     resolver_with(Config {
         insecure_registries: vec![registry.host()],
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     })
 }
@@ -292,6 +293,7 @@ fn script_track(
 fn fake_resolver(fake: &FakeRegistry) -> Resolver {
     resolver_with(Config {
         insecure_registries: vec![fake.host()],
+        allow_cidrs: noe_test_support::loopback_cidrs(),
         ..Config::default()
     })
 }

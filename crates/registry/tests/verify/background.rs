@@ -19,6 +19,7 @@ async fn a_cold_lookup_is_verified_in_the_background() {
     let resolver = Resolver::new(
         Config {
             insecure_registries: vec![registry.host()],
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             ..Config::default()
         },
         &metrics,
