@@ -131,6 +131,10 @@ async fn the_html_report_in_a_browser() {
             format!("-f={}", file.display()),
             "--target-arch=arm64,amd64".to_owned(),
             format!("--insecure-registries={}", registry.host()),
+            format!(
+                "--allow-registry-cidrs={}",
+                noe_test_support::LOOPBACK_CIDRS
+            ),
             format!("--docker-config-path={}", absent.display()),
             format!("--containerd-config-path={}", absent.display()),
         ];

@@ -40,6 +40,10 @@ fn flags(registry: &Registry, dir: &std::path::Path) -> Vec<String> {
     let absent = dir.join("absent");
     vec![
         format!("--insecure-registries={}", registry.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
         format!("--docker-config-path={}", absent.display()),
         format!("--containerd-config-path={}", absent.display()),
     ]
