@@ -207,6 +207,19 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     if let Some(running) = running.as_mut() {
         running.learn_verifications(app.resolver.verdicts().subscribe());
     }
+    // What nodes' exec format errors taught (`--detect-exec-format-errors`) reaches every
+    // decider built from here on (admission, the gate's release), beside the verdicts.
+    let app = match running.as_ref().and_then(|r| r.learned_view()) {
+        Some(learned) => {
+            let mut sources: Vec<Arc<dyn noe_core::truth::Corrections>> = Vec::new();
+            if verify_binaries {
+                sources.push(app.resolver.verdicts());
+            }
+            sources.push(Arc::new(learned));
+            app.with_corrections(Arc::new(noe_core::truth::Chain::new(sources)))
+        }
+        None => app,
+    };
     let gating = controllers.lookup_mode != LookupMode::Inline;
     let gate_policy = gating.then(|| policy.clone());
     let mut decider = app.decider(
