@@ -25,6 +25,7 @@ fn decider(registry: &Registry, corrections: Option<Arc<dyn Corrections>>) -> De
     let resolver = Resolver::new(
         Config {
             insecure_registries: vec![registry.host()],
+            allow_cidrs: noe_test_support::loopback_cidrs(),
             request_timeout: Duration::from_secs(30),
             ..Config::default()
         },
