@@ -44,7 +44,8 @@ async fn serves_with_a_self_signed_cert_and_exits_on_sigterm() {
                 break started.elapsed();
             }
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "never ready");
+        // Generous: the suite runs this beside a headless browser on two cores.
+        assert!(started.elapsed() < Duration::from_secs(60), "never ready");
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     eprintln!("ready {ready_after:?} after spawn (process start included)");
