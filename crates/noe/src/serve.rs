@@ -161,12 +161,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     // Cold lookups are verified in the background from now on; every decision leaves out what
     // the verdicts prove false (the one corrections seam every decider reads).
     let verification = verify_binaries.then(|| app.resolver.start_background_verification());
-    let app = if verify_binaries {
-        let verdicts: Arc<dyn noe_core::truth::Corrections> = app.resolver.verdicts();
-        app.with_corrections(Arc::new(noe_core::truth::Chain::new(vec![verdicts])))
-    } else {
-        app
-    };
+    let app = corrected(app, verify_binaries, None);
     process::register(&app.metrics).context("cannot register the process metrics")?;
     // One client for the pull secrets and the controllers.
     let client = match app::kube_client(&kube).await {
@@ -210,14 +205,7 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     // What nodes' exec format errors taught (`--detect-exec-format-errors`) reaches every
     // decider built from here on (admission, the gate's release), beside the verdicts.
     let app = match running.as_ref().and_then(|r| r.learned_view()) {
-        Some(learned) => {
-            let mut sources: Vec<Arc<dyn noe_core::truth::Corrections>> = Vec::new();
-            if verify_binaries {
-                sources.push(app.resolver.verdicts());
-            }
-            sources.push(Arc::new(learned));
-            app.with_corrections(Arc::new(noe_core::truth::Chain::new(sources)))
-        }
+        Some(learned) => corrected(app, verify_binaries, Some(learned)),
         None => app,
     };
     let gating = controllers.lookup_mode != LookupMode::Inline;
@@ -352,6 +340,22 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
 
 /// Starts what the controller settings enable, with the webhook's lookups for the pods' images
 /// and metrics on the App's registry.
+/// `app` with what proves platforms false for every decider built from it: the verification
+/// verdicts (`--verify-binaries`) and the learned store (`--detect-exec-format-errors`).
+fn corrected(app: App, verdicts: bool, learned: Option<noe_controller::LearnedView>) -> App {
+    let mut sources: Vec<Arc<dyn noe_core::truth::Corrections>> = Vec::new();
+    if verdicts {
+        sources.push(app.resolver.verdicts());
+    }
+    if let Some(learned) = learned {
+        sources.push(Arc::new(learned));
+    }
+    if sources.is_empty() {
+        return app;
+    }
+    app.with_corrections(Arc::new(noe_core::truth::Chain::new(sources)))
+}
+
 fn start_controllers(
     client: kube::Client,
     settings: &ControllerSettings,
