@@ -47,7 +47,8 @@ KNOWN_FLAGS = {
     # Per-pod identity for credential provider plugins (KEP-4412).
     "credential-provider-sa-tokens",
     # The policy engines' lookup endpoint.
-    "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
+    "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-token-review-qps",
+    "lookup-deadline",
     # Exec format errors seen on nodes, learned.
     "detect-exec-format-errors", "log-reads-per-second", "learned-store", "learned-max-entries",
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
@@ -1013,7 +1014,8 @@ NOT_UNGATE_FLAGS = {
     "remediate", "remediate-rate", "remediate-exempt-namespaces", "lookup-mode", "hybrid-budget", "gate-namespace-selector",
     "detect-exec-format-errors", "log-reads-per-second", "learned-store", "learned-max-entries",
     "gate-object-selector", "leader-elect", "leader-elect-resource-name", "dev-self-signed-cert",
-    "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-deadline",
+    "lookup-addr", "lookup-client-ca", "lookup-token-audience", "lookup-token-review-qps",
+    "lookup-deadline",
     # Image selection rewrites a pod at admission, before any gate: ungate never selects.
     "image-selection", "image-compatibility-all-namespaces", "watch-node-features",
     "image-compatibility-negative-ttl",
