@@ -183,10 +183,6 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     });
     let client_for_facts = client.clone();
     let client_for_gate = client.clone();
-    // Checked before anything listens: a bad client CA or a missing API fails the start.
-    let lookup = lookup_settings
-        .map(|settings| policy_endpoint::build(settings, &app, client.clone(), &tls))
-        .transpose()?;
     let mut running = match client {
         Some(client) if controllers.config.is_enabled() => Some(start_controllers(
             client,
@@ -207,6 +203,19 @@ pub async fn start(config: config::Serve) -> anyhow::Result<Serving> {
     let app = match running.as_ref().and_then(|r| r.learned_view()) {
         Some(learned) => corrected(app, verify_binaries, Some(learned)),
         None => app,
+    };
+    // Built once every source of corrections is known, so the policy engines' answers leave
+    // out what every replica's learned view holds too. Checked before anything listens: a bad
+    // client CA or a missing API fails the start.
+    let lookup = match lookup_settings
+        .map(|settings| policy_endpoint::build(settings, &app, client_for_gate.clone(), &tls))
+        .transpose()
+    {
+        Ok(lookup) => lookup,
+        Err(error) => {
+            stop(running).await;
+            return Err(error);
+        }
     };
     let gating = controllers.lookup_mode != LookupMode::Inline;
     let gate_policy = gating.then(|| policy.clone());
