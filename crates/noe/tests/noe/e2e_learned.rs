@@ -2,6 +2,9 @@
 //! scripted API server (a crash-looping pod on an arm64 node whose previous log says `exec /app:
 //! exec format error` becomes one entry of the learned store and one Event), then `noe learned
 //! list` shows it and `noe learned forget` removes it; a hand-edited entry is listed as invalid.
+//! With the real registry behind it, the entry steers the server's next admission of the image
+//! and the policy endpoint's answer, until the image is rebuilt (a new digest) or the entry is
+//! forgotten.
 //!
 //! Waits are bounded polls for a condition; nothing asserts on time.
 
@@ -9,10 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use noe_test_support::{crash_loop, node_json, Crash, KubeApi, PodFixture, PodLog, Resource};
+use noe_test_support::{
+    crash_loop, node_json, push_versions, Crash, KubeApi, PodFixture, PodLog, Resource, TestCa,
+};
 use serde_json::{json, Value};
 
-use super::harness::run_noe;
+use super::e2e_policy_endpoint::client as tls13_client;
+use super::harness::{self, pod, review_at, run_noe, Harness};
 
 const NAMESPACE: &str = "noe-system";
 const STORE: &str = "noe-learned-platforms";
@@ -50,6 +56,21 @@ fn data(api: &KubeApi) -> serde_json::Map<String, Value> {
         .unwrap_or_default()
 }
 
+/// Pod shop/web of `image` crash-loops on node arm-1 (the kubelet pulled `image_id`); its
+/// previous run's log says `exec /app: exec format error`.
+fn crash_on_arm(api: &KubeApi, image: &str, image_id: &str) {
+    let mut pod = PodFixture::new("shop", "web", "arm-1", &[image]).json();
+    crash_loop(&mut pod, 0, &Crash::new(image_id, 2));
+    api.set_log(
+        "shop",
+        "web",
+        "c0",
+        true,
+        PodLog::Text(b"exec /app: exec format error\n".to_vec()),
+    );
+    api.put_pod(pod);
+}
+
 /// The `noe` server, killed on drop.
 struct Noe(Child);
 
@@ -76,20 +97,7 @@ async fn a_user_learns_an_exec_format_error_lists_it_and_forgets_it() {
     api.put_node(node_json("arm-1", "arm64", "linux"));
     api.put_node(node_json("amd-1", "amd64", "linux"));
     store(&api, json!({}));
-    let mut pod = PodFixture::new("shop", "web", "arm-1", &[IMAGE]).json();
-    crash_loop(
-        &mut pod,
-        0,
-        &Crash::new(&format!("registry.example/app@{DIGEST}"), 2),
-    );
-    api.set_log(
-        "shop",
-        "web",
-        "c0",
-        true,
-        PodLog::Text(b"exec /app: exec format error\n".to_vec()),
-    );
-    api.put_pod(pod);
+    crash_on_arm(&api, IMAGE, &format!("registry.example/app@{DIGEST}"));
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = write_kubeconfig(&api, dir.path());
@@ -189,4 +197,198 @@ async fn a_user_learns_an_exec_format_error_lists_it_and_forgets_it() {
     .await;
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("does not exist"), "{stderr}");
+}
+
+/// The architectures a reviewed pod's images all run on (the `arch.noe.adevinta.com/platforms`
+/// annotation the patch writes) and its warnings.
+fn placed(pod: &Value, response: &Value) -> (String, String) {
+    let (_, typed) = harness::apply(pod, response);
+    let archs = harness::platforms_annotation(&typed).unwrap_or_default();
+    (archs, response["warnings"].to_string())
+}
+
+/// The `arch.noe.adevinta.com/corrections` annotation the patch writes, parsed.
+fn corrections_annotation(pod: &Value, response: &Value) -> Value {
+    let (patched, _) = harness::apply(pod, response);
+    patched["metadata"]["annotations"][noe_core::decide::CORRECTIONS_ANNOTATION]
+        .as_str()
+        .map_or(Value::Null, |text| serde_json::from_str(text).unwrap())
+}
+
+/// A crash-looping pod on an arm64 node teaches the server, through the learned store, that the
+/// image's digest does not run on arm64: its next admission is amd64 only, with the evidence in
+/// the warning and the annotation, and so is the policy endpoint's answer; a reference by that
+/// digest stays corrected, the image rebuilt (a new digest) is trusted again, and so is the
+/// image itself once `noe learned forget` removed the entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learned_exec_format_error_steers_the_next_admission_until_the_image_is_rebuilt() {
+    let h = Harness::start().await;
+    let api = KubeApi::start().await.unwrap();
+    api.put_node(node_json("arm-1", "arm64", "linux"));
+    api.put_node(node_json("amd-1", "amd64", "linux"));
+    store(&api, json!({}));
+    // linux/amd64 and linux/arm64, by a Docker manifest list.
+    let list = &h.fixtures.docker_list;
+    let image = list.reference();
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(&api, dir.path());
+    let gatekeeper_ca = TestCa::with_name("gatekeeper-ca").unwrap();
+    let gatekeeper_ca_file = dir.path().join("gatekeeper-ca.crt");
+    std::fs::write(&gatekeeper_ca_file, gatekeeper_ca.cert_pem()).unwrap();
+    let log = dir.path().join("noe.log");
+    let (webhook, lookup, health) = (free_port(), free_port(), free_port());
+    let mut argv = h.base_flags();
+    argv.remove(0);
+    argv.retain(|flag| !flag.starts_with("--kubeconfig") && !flag.ends_with(":0"));
+    argv.extend([
+        format!("--webhook-addr=127.0.0.1:{webhook}"),
+        format!("--metrics-addr=127.0.0.1:{}", free_port()),
+        format!("--health-probe-addr=127.0.0.1:{health}"),
+        format!("--lookup-addr=127.0.0.1:{lookup}"),
+        format!("--lookup-client-ca={}", gatekeeper_ca_file.display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--detect-exec-format-errors".to_owned(),
+        "--shutdown-delay=0s".to_owned(),
+        "--log-format=text".to_owned(),
+    ]);
+    let _noe = Noe(Command::new(env!("CARGO_BIN_EXE_noe"))
+        .args(&argv)
+        .env("POD_NAME", "noe-5d8f-abcde")
+        .env("POD_NAMESPACE", NAMESPACE)
+        .env("NOE_LOG_LEVEL", "info")
+        .env_remove("RUST_LOG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap());
+    let noe_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let readyz = format!("http://127.0.0.1:{health}/readyz");
+    let mut ready = false;
+    for _ in 0..1500 {
+        if let Ok(response) = reqwest::get(&readyz).await {
+            if response.status().is_success() {
+                ready = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ready, "the server never became ready\n{}", noe_log());
+    let url = format!("https://localhost:{webhook}/mutate");
+    let review = |pod: Value| {
+        let (client, url) = (h.client.clone(), url.clone());
+        async move {
+            let response = review_at(&client, &url, &pod, "admission.k8s.io/v1", "CREATE").await;
+            (pod, response)
+        }
+    };
+    let serving_ca_pem = std::fs::read_to_string(h.cert_dir.path().join("tls.crt")).unwrap();
+    let gatekeeper = tls13_client(&serving_ca_pem, Some(&gatekeeper_ca));
+    let platforms = |key: String| {
+        let gatekeeper = gatekeeper.clone();
+        async move {
+            let request = json!({
+                "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+                "kind": "ProviderRequest",
+                "request": {"keys": [key]},
+            });
+            let url = format!("https://localhost:{lookup}/gatekeeper/v1/platforms");
+            let (status, answer) = harness::post_at(&gatekeeper, &url, request.to_string()).await;
+            assert_eq!(status, 200, "{answer}");
+            answer["response"]["items"][0]["value"]["platforms"].clone()
+        }
+    };
+
+    // Nothing learned yet: the claim is trusted.
+    let (sent, response) = review(pod(&[&image])).await;
+    let (archs, warnings) = placed(&sent, &response);
+    assert_eq!(archs, "amd64,arm64", "{response}");
+    assert!(!warnings.contains("is not used"), "{warnings}");
+    assert_eq!(
+        platforms(image.clone()).await,
+        json!(["linux/amd64", "linux/arm64"])
+    );
+
+    // The pod the kubelet ran on arm-1 crash-loops; its previous run says why.
+    crash_on_arm(&api, &image, &list.digest_reference());
+    eventually("the entry learned", || data(&api).len() == 1).await;
+
+    // Every replica's view follows the store by its watch: the next admission is amd64 only.
+    let mut steered = None;
+    for _ in 0..500 {
+        let (sent, response) = review(pod(&[&image])).await;
+        if placed(&sent, &response).0 == "amd64" {
+            steered = Some((sent, response));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (sent, response) = steered.unwrap_or_else(|| panic!("never steered\n{}", noe_log()));
+    let (_, warnings) = placed(&sent, &response);
+    let evidence = format!(
+        "image {image}: linux/arm64 is not used: exec-format-error: pod shop/web container c0 on node arm-1 at "
+    );
+    assert!(warnings.contains(&evidence), "{warnings}");
+    assert!(
+        warnings.contains(": exec /app: exec format error"),
+        "{warnings}"
+    );
+    let annotation = corrections_annotation(&sent, &response);
+    assert_eq!(annotation[0]["image"], image.as_str(), "{annotation}");
+    assert_eq!(annotation[0]["platform"], "linux/arm64");
+    assert_eq!(annotation[0]["source"], "exec-format-error");
+    assert!(
+        annotation[0]["evidence"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("pod shop/web container c0 on node arm-1 at ")),
+        "{annotation}"
+    );
+    // The policy engines are told the same.
+    assert_eq!(platforms(image.clone()).await, json!(["linux/amd64"]));
+
+    // A reference by the learned digest stays corrected.
+    let (sent, response) = review(pod(&[&list.digest_reference()])).await;
+    assert_eq!(placed(&sent, &response).0, "amd64", "{response}");
+
+    // Rebuilt: the same repository's next tag is another index (a new digest), trusted again.
+    push_versions(
+        &h.registry.pusher().unwrap(),
+        &list.repository,
+        &[("v2", true)],
+    )
+    .await
+    .unwrap();
+    let rebuilt = h.registry.reference(&list.repository, "v2");
+    let (sent, response) = review(pod(&[&rebuilt])).await;
+    let (archs, warnings) = placed(&sent, &response);
+    assert_eq!(archs, "amd64,arm64", "{response}");
+    assert!(!warnings.contains("is not used"), "{warnings}");
+    assert_eq!(
+        platforms(rebuilt).await,
+        json!(["linux/amd64", "linux/arm64"])
+    );
+
+    // `noe learned forget`: the next admissions trust the claim again.
+    let (code, _, stderr) = run_noe(&[
+        "learned".to_owned(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "-n".to_owned(),
+        NAMESPACE.to_owned(),
+        "forget".to_owned(),
+        image.clone(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let mut trusted = false;
+    for _ in 0..500 {
+        let (sent, response) = review(pod(&[&image])).await;
+        if placed(&sent, &response).0 == "amd64,arm64" {
+            trusted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(trusted, "still corrected after forget\n{}", noe_log());
 }

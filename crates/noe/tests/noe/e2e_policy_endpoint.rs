@@ -24,7 +24,7 @@ struct Endpoint {
 }
 
 /// A TLS-1.3-only client trusting the serving CA, presenting `client` when given.
-fn client(serving_ca_pem: &str, client: Option<&TestCa>) -> reqwest::Client {
+pub(super) fn client(serving_ca_pem: &str, client: Option<&TestCa>) -> reqwest::Client {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(serving_ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();

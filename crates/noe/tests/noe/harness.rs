@@ -88,18 +88,7 @@ impl Harness {
 impl Server {
     /// POSTs raw bytes; the HTTP status and the JSON answer.
     pub async fn post(&self, body: impl Into<reqwest::Body>) -> (u16, Value) {
-        let response = self
-            .client
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        let value = serde_json::from_str(&text).unwrap_or_else(|_| json!({ "raw": text }));
-        (status, value)
+        post_at(&self.client, &self.url, body).await
     }
 
     /// Reviews a pod creation in `admission.k8s.io/v1`; returns `response`.
@@ -108,14 +97,7 @@ impl Server {
     }
 
     pub async fn review_as(&self, pod: &Value, version: &str, operation: &str) -> Value {
-        let uid = format!("uid-{}", rand_suffix());
-        let review = admission_review(pod, version, operation, &uid);
-        let (status, answer) = self.post(serde_json::to_vec(&review).unwrap()).await;
-        assert_eq!(status, 200, "{answer}");
-        assert_eq!(answer["apiVersion"], version);
-        assert_eq!(answer["kind"], "AdmissionReview");
-        assert_eq!(answer["response"]["uid"], uid.as_str());
-        answer["response"].clone()
+        review_at(&self.client, &self.url, pod, version, operation).await
     }
 
     pub async fn metrics(&self) -> String {
@@ -126,6 +108,44 @@ impl Server {
             .await
             .unwrap()
     }
+}
+
+/// Reviews `pod` at the webhook `url` (a server in-process or a `noe` process); returns
+/// `response`.
+pub async fn review_at(
+    client: &reqwest::Client,
+    url: &str,
+    pod: &Value,
+    version: &str,
+    operation: &str,
+) -> Value {
+    let uid = format!("uid-{}", rand_suffix());
+    let review = admission_review(pod, version, operation, &uid);
+    let (status, answer) = post_at(client, url, serde_json::to_vec(&review).unwrap()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["apiVersion"], version);
+    assert_eq!(answer["kind"], "AdmissionReview");
+    assert_eq!(answer["response"]["uid"], uid.as_str());
+    answer["response"].clone()
+}
+
+/// POSTs raw bytes to `url`; the HTTP status and the JSON answer.
+pub async fn post_at(
+    client: &reqwest::Client,
+    url: &str,
+    body: impl Into<reqwest::Body>,
+) -> (u16, Value) {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let value = serde_json::from_str(&text).unwrap_or_else(|_| json!({ "raw": text }));
+    (status, value)
 }
 
 fn rand_suffix() -> u64 {
