@@ -97,11 +97,15 @@ async fn captured_reviews_get_answers_that_apply_and_validate() {
         let uid = review["request"]["uid"].clone();
         let (status, answer) = server.post(serde_json::to_vec(&review).unwrap()).await;
         assert_eq!(status, 200, "{name}");
-        // The same pod twice again (other requests): answered as the first time, the last one
-        // from the decision memo when the second was remembered.
+        // The same pod twice again (other requests), as the apiserver sends other pods of its
+        // template (another generated name, uid, creation and field-manager time): answered as
+        // the first time, the last one from the decision memo when the second was remembered.
         let mut again = review.clone();
-        for time in ["again", "once more"] {
+        for (n, time) in ["again", "once more"].into_iter().enumerate() {
             again["request"]["uid"] = json!(time);
+            if let Some(object) = again.pointer_mut("/request/object") {
+                another_replica(object, n);
+            }
             let (_, mut later) = server.post(serde_json::to_vec(&again).unwrap()).await;
             if let Some(response) = later.get_mut("response").filter(|r| r.get("uid").is_some()) {
                 response["uid"] = uid.clone();
@@ -236,4 +240,42 @@ async fn derived_debug_container_updates() {
     eprintln!("{derived} debug container updates derived");
     assert!(derived > 0, "no capture could be derived");
     server.running.shutdown().await;
+}
+
+/// `object` as the apiserver would send another pod of its template (`n` picks which): a new
+/// name when it was generated from `generateName`, uid, creation time and field-manager times.
+fn another_replica(object: &mut Value, n: usize) {
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let suffix = ["q8w2e", "r4t6y"][n % 2];
+    let generate_name = metadata
+        .get("generateName")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if let (Some(prefix), Some(Value::String(name))) = (generate_name, metadata.get_mut("name")) {
+        if name.len() == prefix.len() + 5 && name.starts_with(&prefix) {
+            *name = format!("{prefix}{suffix}");
+        }
+    }
+    let time = format!("2026-11-28T09:00:0{n}Z");
+    if metadata.get("uid").is_some_and(Value::is_string) {
+        metadata.insert(
+            "uid".to_owned(),
+            json!(format!("0000000{n}-1111-4222-8333-444444444444")),
+        );
+    }
+    if metadata
+        .get("creationTimestamp")
+        .is_some_and(Value::is_string)
+    {
+        metadata.insert("creationTimestamp".to_owned(), json!(time));
+    }
+    if let Some(Value::Array(entries)) = metadata.get_mut("managedFields") {
+        for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+            if entry.get("time").is_some_and(Value::is_string) {
+                entry.insert("time".to_owned(), json!(time));
+            }
+        }
+    }
 }

@@ -1,10 +1,13 @@
-//! The decision memo: a pod creation whose object is, byte for byte, one already decided in the
-//! same namespace is answered with that decision, once what the decision read besides the pod
-//! is found unchanged (docs/architecture.md, "The decision memo").
+//! The decision memo: a pod creation whose object is, but for what differs between the pods of
+//! one template ([`key`]: the generated name, uid, creation time, field-manager entries, token
+//! volume name, and what the decision never reads), one already decided in the same namespace
+//! is answered with that decision, once what the decision read besides the pod is found
+//! unchanged (docs/architecture.md, "The decision memo").
 //!
 //! The decision is a pure function of the pod, its images' platforms, the facts of its
 //! surroundings and the policy ([`noe_core::decide`]). The pod is the request's `object` as
-//! sent, so equal bytes are an equal pod; the policy does not change while the process runs.
+//! sent, read through [`key`], so an equal key is an equal pod as the decision reads it; the
+//! policy does not change while the process runs.
 //! What may change is checked on every hit, as a fresh admission would read it: the images are
 //! looked up again (from the caches, with the pod's pull secrets) and the facts asked again, and
 //! the remembered answer is sent only when both are what the decision saw. Otherwise the pod is
@@ -12,13 +15,15 @@
 //! remembered the second time it is seen: one seen once is decided as without the memo, its key
 //! only noted.
 //!
-//! Pods of one ReplicaSet, Job or StatefulSet created in one burst have the same object (their
-//! name is generated after admission); the apiserver's field-manager entries carry the time to
-//! the second, so pods created in other seconds differ and are decided as usual.
+//! Pods of one ReplicaSet, Job or DaemonSet share a key whenever they are created, in one burst
+//! or seconds apart: the apiserver gives each its own name, uid and times before any webhook
+//! sees it, and the key leaves those out.
 //!
 //! Bounded: at most [`MAX_BYTES`] of answers and what they were decided from ([`Table`]); keyed
 //! by a keyed 128-bit hash of the namespace and the object, so no one can choose two pods that
 //! share an entry.
+
+mod key;
 
 use std::sync::Arc;
 
@@ -59,7 +64,7 @@ pub struct Inputs {
 /// One remembered decision.
 #[derive(Debug)]
 pub struct Entry {
-    /// The pod's name (or generated name), for log lines.
+    /// The name (or generated name) of the pod it was decided for, for log lines.
     pub pod: Box<str>,
     pub inputs: Inputs,
     /// The decision's signals, counted again on each hit.
@@ -160,9 +165,10 @@ impl Memo {
         }
     }
 
-    /// The key of a pod whose request names `namespace` and whose object is `object`, as sent.
+    /// The key of a pod whose request names `namespace` and whose object is `object`, as sent:
+    /// the same for the pods of one template ([`key`]).
     pub fn key(namespace: &str, object: &str) -> u128 {
-        Table::<Entry>::key(&("decision", namespace, object))
+        Table::<Entry>::key(&key::PodKey { namespace, object })
     }
 
     /// The entry of `key`, if one is remembered (counted by [`Memo::count`] once checked).

@@ -279,3 +279,40 @@ async fn gated_and_selecting_admissions_do_not_remember() {
         .sum();
     assert_eq!(counted, 0.0, "no memo in hybrid mode");
 }
+
+/// Pods of one ReplicaSet as the apiserver sends them seconds apart: each with its own generated
+/// name, uid, creation time, field-manager time and token volume. One decision, remembered the
+/// second time and answered from the memo the third, byte for byte what deciding answers.
+#[tokio::test]
+async fn pods_of_one_template_created_seconds_apart_share_a_decision() {
+    let setup = setup(Policy::default());
+    let replica = |n: usize, suffix: &str| {
+        let mut pod = noe_test_support::deployment_pod_review("u", &["web:1".to_owned()])
+            ["request"]["object"]
+            .clone();
+        let metadata = &mut pod["metadata"];
+        metadata["name"] = json!(format!("web-5d8c7b9f6-{suffix}"));
+        metadata["uid"] = json!(format!("0000000{n}-1111-4222-8333-444444444444"));
+        metadata["creationTimestamp"] = json!(format!("2026-11-28T09:00:0{n}Z"));
+        metadata["managedFields"][0]["time"] = json!(format!("2026-11-28T09:00:0{n}Z"));
+        let volume = format!("kube-api-access-{suffix}");
+        pod["spec"]["volumes"][0]["name"] = json!(volume);
+        pod["spec"]["containers"][0]["volumeMounts"][0]["name"] = json!(volume);
+        pod
+    };
+    let first = setup.review("team-a", "u1", &replica(1, "x2k8q")).await;
+    setup.review("team-a", "u2", &replica(2, "7fzpl")).await;
+    assert_eq!(setup.counts(), (0, 0, 2), "seen twice: remembered");
+    let third = setup.review("team-a", "u3", &replica(3, "b9c4d")).await;
+    assert_eq!(setup.counts(), (1, 0, 2), "answered from the memo");
+    assert_eq!(patch(&first), patch(&third));
+
+    // Another label, or a name not generated from generateName: another pod.
+    let mut labelled = replica(4, "q8w2e");
+    labelled["metadata"]["labels"]["tier"] = json!("front");
+    setup.review("team-a", "u4", &labelled).await;
+    let mut named = replica(5, "r4t6y");
+    named["metadata"]["name"] = json!("web-0");
+    setup.review("team-a", "u5", &named).await;
+    assert_eq!(setup.counts(), (1, 0, 4));
+}
