@@ -7,6 +7,8 @@
 //! members newer than our k8s-openapi included; what is not the expected shape is kept whole, so
 //! [`super::review`] still refuses it.
 
+use std::borrow::Cow;
+
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -84,7 +86,7 @@ impl<'de> Visitor<'de> for Level {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(Name(key)) = map.next_key::<Name<'de>>()? {
             if self.skips(&key) {
                 map.next_value::<IgnoredAny>()?;
                 continue;
@@ -93,7 +95,7 @@ impl<'de> Visitor<'de> for Level {
                 Some(level) => map.next_value_seed(level)?,
                 None => map.next_value::<Value>()?,
             };
-            out.insert(key, value);
+            out.insert(key.into_owned(), value);
         }
         Ok(Value::Object(out))
     }
@@ -149,6 +151,36 @@ impl<'de> Visitor<'de> for Level {
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
         deserializer.deserialize_any(self)
+    }
+}
+
+/// A member's name, borrowed from the body unless it holds escapes: the name of a member left
+/// out is never copied.
+struct Name<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Names;
+        impl<'de> Visitor<'de> for Names {
+            type Value = Name<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E>(self, v: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(v.to_owned())))
+            }
+
+            fn visit_string<E>(self, v: String) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(Names)
     }
 }
 
