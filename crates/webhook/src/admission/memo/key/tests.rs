@@ -151,6 +151,8 @@ fn pods_that_differ_in_anything_else_do_not() {
         ("/metadata/namespace", json!("other")),
         ("/metadata/uid", json!(7)),
         ("/metadata/ownerReferences/0/kind", json!("DaemonSet")),
+        ("/metadata/ownerReferences/0/controller", json!(false)),
+        ("/spec/nodeName", json!("node-1")),
         ("/spec/containers/0/image", json!("r.example/b:1")),
         ("/spec/containers/0/name", json!("c9")),
         (
@@ -216,4 +218,77 @@ fn names_are_generated_from_their_generate_name_only() {
     let generated = format!("{}{}", &long[..58], "abcde");
     assert!(name(&generated, Some(&long)));
     assert!(!name(r"web-\u0061bcd", Some("web-")));
+}
+
+/// Each member the key leaves out, changed alone (as another pod of the template, or anyone
+/// writing a pod, may change it): the same key, and the same decision on the whole pod for
+/// images of one arch, of two, and of none in common.
+/// (A member left out that is added or removed changes the key: it leaves one slot more or
+/// less. Pods of one template have the same members, so that only costs a miss.)
+#[test]
+fn each_member_left_out_changes_neither_the_key_nor_the_decision() {
+    use noe_core::decide::{decide, plan, Facts, Lookups, Policy};
+    use noe_core::Platform;
+    use std::sync::Arc;
+
+    let base = replica(0);
+    let first = key("ns", &base);
+    let changes: Vec<(&str, Value)> = vec![
+        ("/metadata/name", json!("web-5d8c7b9f6-zzzzz")),
+        (
+            "/metadata/uid",
+            json!("ffffffff-1111-4222-8333-444444444444"),
+        ),
+        ("/metadata/creationTimestamp", json!("2027-01-01T00:00:00Z")),
+        (
+            "/metadata/managedFields/0/time",
+            json!("2027-01-01T00:00:00Z"),
+        ),
+        ("/metadata/managedFields", json!([])),
+        ("/metadata/managedFields/0/manager", json!("kubectl")),
+        ("/spec/volumes/0/name", json!("kube-api-access-zzzzz")),
+        (
+            "/spec/containers/0/env",
+            json!([{"name": "B", "value": "2"}]),
+        ),
+        ("/spec/containers/0/resources", json!({})),
+        ("/spec/containers/0/livenessProbe", json!(null)),
+        ("/spec/containers/0/volumeMounts/0/name", json!("other")),
+        (
+            "/spec/containers/0/securityContext",
+            json!({"privileged": true}),
+        ),
+        ("/spec/containers/0/ports", json!([1, {"a": "b"}])),
+        ("/status", json!({"phase": "Running", "podIP": "10.0.0.1"})),
+        ("/status/startTime", json!("2027-01-01T00:00:00Z")),
+    ];
+    let policy = Policy::default();
+    let amd64 = Platform::new("linux", "amd64", None);
+    let arm64 = Platform::new("linux", "arm64", None);
+    let windows = Platform::new("windows", "amd64", None);
+    for (pointer, value) in changes {
+        let mut pod = base.clone();
+        let (parent, member) = pointer.rsplit_once('/').unwrap();
+        match pod.pointer_mut(parent).unwrap() {
+            Value::Array(items) => items[member.parse::<usize>().unwrap()] = value,
+            Value::Object(map) => {
+                map.insert(member.to_owned(), value);
+            }
+            other => panic!("{other}"),
+        }
+        assert_ne!(pod, base, "{pointer}");
+        assert_eq!(key("ns", &pod), first, "{pointer}");
+        for platforms in [
+            vec![amd64.clone(), arm64.clone()],
+            vec![arm64.clone()],
+            vec![windows.clone()],
+        ] {
+            let lookups: Lookups = [("r.example/a:1".to_owned(), Ok(Arc::from(platforms)))]
+                .into_iter()
+                .collect();
+            let decided =
+                |pod: &Value| decide(&plan(pod, &policy), &lookups, &Facts::default(), &policy);
+            assert_eq!(decided(&pod), decided(&base), "{pointer}");
+        }
+    }
 }
