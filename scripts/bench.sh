@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Runs every noe-rs benchmark: criterion micro-benchmarks, then noe-bench (start-up time, registry
-# requests per image, concurrent single-flight, memory with 100k cached lookups, the cold path
-# through a 50 ms delaying proxy, counted pulls over a simulated day, a fleet of 3 replicas sharing a
-# real redis-server, and the warm path against the floor server with wrk, with and without the
-# controllers over a simulated cluster), then noe-bench-controllers (reflector memory, wrong-arch
-# pod to Event, NodeView reads, and the real noe process with its controllers). Results go to
-# stdout and to target/bench/report.md.
+# Runs every noe-rs benchmark (docs/benchmarks.md, "Running"): criterion micro-benchmarks, then
+# `noe-bench all` (start-up time, registry requests per image, memory with 100k cached lookups,
+# the cold path through a 50 ms delaying proxy, counted pulls over a simulated day, a fleet of 3
+# replicas sharing a real redis-server, the gate and hybrid modes, noe report with and without
+# upgrade paths and its HTML page, the policy endpoint, verification, and the warm path against
+# the floor server with wrk, with and without the controllers over a simulated cluster), then
+# noe-bench-controllers (reflector memory, wrong-arch pod to Event, NodeView reads, and the real
+# noe process with its controllers). Results go to stdout and to target/bench/report.md.
 #
 #   scripts/bench.sh              # everything
 #   scripts/bench.sh --quick      # shorter wrk runs, 10k entries, no criterion
