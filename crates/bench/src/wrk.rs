@@ -47,8 +47,9 @@ fn long_string(text: &str) -> anyhow::Result<String> {
 fn preamble(path: &str, headers: &[(&str, &str)]) -> anyhow::Result<String> {
     let mut lua = format!("wrk.method = \"POST\"\nwrk.path = {}\n", long_string(path)?);
     for (name, value) in headers {
+        // Spaces inside the brackets: `[[` would open a Lua long string.
         lua.push_str(&format!(
-            "wrk.headers[{}] = {}\n",
+            "wrk.headers[ {} ] = {}\n",
             long_string(name)?,
             long_string(value)?
         ));
@@ -180,7 +181,16 @@ pub async fn run(
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    parse(&text).with_context(|| format!("reading the wrk report:\n{text}"))
+    let report = parse(&text).with_context(|| format!("reading the wrk report:\n{text}"))?;
+    // wrk runs on with its defaults (a GET of `/`) when the script does not load, and reports
+    // every answer as an error: never a figure.
+    if report.requests > 0 && report.errors >= report.requests {
+        bail!(
+            "every request of wrk failed: {text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(report)
 }
 
 /// Parses wrk's text report.
@@ -294,6 +304,11 @@ Transfer/sec:     15.00MB
             "{lua}"
         );
         assert!(lua.contains("id .. \"-\" .. n"), "{lua}");
+        assert!(
+            lua.contains("wrk.headers[ [==[A]==] ] = [==[b]==]\n"),
+            "a header's name is an index, not a long string: {lua}"
+        );
+        assert!(!lua.contains("[[") && !lua.contains("]]"), "{lua}");
         assert!(script_each(dir.path(), "bad", "/", &[], "]==]", "@", true).is_err());
     }
 }
