@@ -5,12 +5,14 @@
 //! A read can block forever: a FIFO opened for reading waits for a writer, a hung network mount
 //! never answers. Each read therefore runs on a detached thread of its own (not tokio's blocking
 //! pool, which the runtime waits for when it shuts down, and not an async worker), and the caller
-//! waits at most the [`FileReader`]'s timeout. A thread still stuck on a path keeps that path
-//! marked busy, so a later read of it fails at once instead of starting another thread, and at
-//! most [`MAX_STUCK`] reads are outstanding per reader: a hung mount costs a bounded number of
-//! idle threads, never an unbounded number, and never a hang.
+//! waits at most the [`FileReader`]'s timeout. A path being read stays marked busy until its
+//! thread ends: a second read of it meanwhile (two lookups that start together) waits for the
+//! first, within its own timeout, then reads again; a read of a path whose earlier read is past
+//! its timeout (stuck) fails at once, without starting another thread. At most [`MAX_STUCK`] reads are
+//! outstanding per reader: a hung mount costs a bounded number of idle threads, never an
+//! unbounded number, and never a hang.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -27,7 +29,7 @@ pub const MAX_STUCK: usize = 32;
 pub enum FileError {
     #[error("reading {path} did not finish within {timeout_ms} ms (a FIFO or a hung mount?)")]
     TimedOut { path: PathBuf, timeout_ms: u64 },
-    #[error("{path} is still being read by an earlier attempt that has not finished")]
+    #[error("{path} is still being read by an earlier attempt that has not finished (a FIFO or a hung mount?)")]
     StillBlocked { path: PathBuf },
     #[error("too many file reads are stuck; not reading {path}")]
     Busy { path: PathBuf },
@@ -41,12 +43,17 @@ pub enum FileError {
     },
 }
 
+/// The paths being read, each with when its read started and a receiver that wakes when its
+/// reading thread ends.
+type Outstanding =
+    Arc<Mutex<HashMap<PathBuf, (tokio::time::Instant, tokio::sync::watch::Receiver<()>)>>>;
+
 /// Runs file-system work on detached threads, each bounded by a timeout. Cheap to clone; clones
 /// share the set of outstanding reads.
 #[derive(Clone, Debug)]
 pub struct FileReader {
     timeout: Duration,
-    outstanding: Arc<Mutex<HashSet<PathBuf>>>,
+    outstanding: Outstanding,
 }
 
 impl Default for FileReader {
@@ -55,13 +62,15 @@ impl Default for FileReader {
     }
 }
 
-/// Unmarks a path when its thread ends, even by a panic.
-struct Outstanding {
-    set: Arc<Mutex<HashSet<PathBuf>>>,
+/// Unmarks a path when its thread ends, even by a panic; then (its sender dropped) wakes the
+/// reads that wait for it.
+struct Marked {
+    set: Outstanding,
     path: PathBuf,
+    _ended: tokio::sync::watch::Sender<()>,
 }
 
-impl Drop for Outstanding {
+impl Drop for Marked {
     fn drop(&mut self) {
         self.set
             .lock()
@@ -74,7 +83,7 @@ impl FileReader {
     pub fn new(timeout: Duration) -> Self {
         Self {
             timeout,
-            outstanding: Arc::new(Mutex::new(HashSet::new())),
+            outstanding: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -90,25 +99,47 @@ impl FileReader {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        let guard = {
-            let mut set = self
-                .outstanding
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if set.contains(path) {
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.timeout;
+        let guard = loop {
+            let mut ended = {
+                let mut set = self
+                    .outstanding
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match set.get(path) {
+                    // Past its own timeout: stuck (a FIFO, a hung mount). Fail at once.
+                    Some((since, _)) if started.duration_since(*since) >= self.timeout => {
+                        return Err(FileError::StillBlocked {
+                            path: path.to_owned(),
+                        })
+                    }
+                    Some((_, ended)) => ended.clone(),
+                    None if set.len() >= MAX_STUCK => {
+                        return Err(FileError::Busy {
+                            path: path.to_owned(),
+                        })
+                    }
+                    None => {
+                        let (sender, receiver) = tokio::sync::watch::channel(());
+                        set.insert(path.to_owned(), (tokio::time::Instant::now(), receiver));
+                        break Marked {
+                            set: Arc::clone(&self.outstanding),
+                            path: path.to_owned(),
+                            _ended: sender,
+                        };
+                    }
+                }
+            };
+            // Another read of this path is under way: wait for its thread to end (its sender is
+            // dropped then), within this read's own timeout, and try again.
+            if tokio::time::timeout_at(deadline, ended.changed())
+                .await
+                .is_err()
+            {
                 return Err(FileError::StillBlocked {
                     path: path.to_owned(),
                 });
-            }
-            if set.len() >= MAX_STUCK {
-                return Err(FileError::Busy {
-                    path: path.to_owned(),
-                });
-            }
-            set.insert(path.to_owned());
-            Outstanding {
-                set: Arc::clone(&self.outstanding),
-                path: path.to_owned(),
             }
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -125,7 +156,7 @@ impl FileReader {
                 source: Arc::new(source),
             });
         }
-        match tokio::time::timeout(self.timeout, rx).await {
+        match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(_)) => Err(FileError::Io {
                 path: path.to_owned(),
@@ -227,7 +258,7 @@ mod tests {
             .unwrap();
         let mut unmarked = false;
         for _ in 0..200 {
-            if !reader.outstanding.lock().unwrap().contains(&path) {
+            if !reader.outstanding.lock().unwrap().contains_key(&path) {
                 unmarked = true;
                 break;
             }
@@ -235,6 +266,36 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(unmarked, "the reading thread never finished");
+    }
+
+    /// Reads of one path that start together (lookups at start-up) all get the file: the later
+    /// ones wait for the first instead of failing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_of_one_path_at_once_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, "{}").unwrap();
+        let reader = FileReader::default();
+        let reads = futures::future::join_all((0..16).map(|_| reader.read(&path, 10))).await;
+        for read in reads {
+            assert_eq!(read.unwrap().unwrap(), b"{}");
+        }
+    }
+
+    /// A read that waits for a slow one of the same path gets what it reads after it.
+    #[tokio::test]
+    async fn a_read_waits_for_a_slow_read_of_the_same_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slow");
+        let reader = FileReader::new(Duration::from_secs(5));
+        let slow = reader.run(&path, || std::thread::sleep(Duration::from_millis(200)));
+        let second = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            reader.read(&path, 10).await
+        };
+        let (slow, second) = tokio::join!(slow, second);
+        slow.unwrap();
+        assert!(second.unwrap().is_none(), "the path does not exist");
     }
 
     #[tokio::test]
