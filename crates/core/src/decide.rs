@@ -51,7 +51,7 @@ pub use crate::images::ephemeral as ephemeral_images;
 pub use architectures::{ArchSettings, Architectures};
 pub use correct::MAX_ANNOTATION_BYTES as MAX_CORRECTIONS_ANNOTATION_BYTES;
 pub use ephemeral::check_ephemeral;
-pub use facts::{Facts, NodeFacts};
+pub use facts::{Facts, Lookups, NodeFacts};
 pub use keys::{
     ARCH_LABEL, AUDIT_ANNOTATION, BETA_ARCH_LABEL, CORRECTIONS_ANNOTATION, OS_LABEL,
     PLATFORMS_ANNOTATION, PREFERRED_LABEL, SKIP_LABEL, WINDOWS_BUILD_LABEL,
@@ -64,7 +64,7 @@ pub use policy::{
 };
 pub use read::{plan, Plan};
 pub use summary::{Constraint, ImageSummary, ImageSupport, Summary};
-pub use support::Lookups;
+
 pub use text::{MAX_MESSAGE_CHARS, MAX_WARNINGS_CHARS, MAX_WARNING_CHARS};
 
 use crate::patch::PatchBuilder;

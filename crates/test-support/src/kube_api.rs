@@ -51,7 +51,9 @@ mod handler;
 mod in_memory;
 mod logs;
 mod objects;
+mod query;
 mod select;
+mod status;
 mod store;
 mod token_review;
 mod validate;
@@ -64,14 +66,12 @@ use serde_json::Value;
 use crate::serve::{Handler, Server};
 use crate::TestCa;
 pub use fault::{Fault, RecordedRequest};
-use handler::{lock, Shared};
-pub use logs::PodLog;
 pub use objects::{
     crash_loop, gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
     service_account_json, Crash, PodFixture, NFD_NAMESPACE, NOE_GATE, NOE_GATE_LABEL,
 };
-use store::Inner;
-pub use store::Resource;
+use store::{lock, Inner, Shared};
+pub use store::{PodLog, Resource};
 
 /// The content type of server-side apply.
 pub const APPLY_PATCH: &str = "application/apply-patch+yaml";

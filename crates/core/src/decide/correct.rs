@@ -10,9 +10,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::facts::Facts;
+use super::facts::{Facts, Lookups};
 use super::pod::ImageKind;
-use super::support::Lookups;
 use super::text;
 use crate::truth::{self, Correction};
 

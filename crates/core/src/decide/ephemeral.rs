@@ -3,10 +3,9 @@
 //! image that cannot run on that node's platform gets a warning, or with `--on-contradiction=deny`
 //! a denial.
 
-use super::facts::{Facts, NodeFacts};
+use super::facts::{Facts, Lookups, NodeFacts};
 use super::outcome::{Decision, DenyReason, Signal, SkipReason, Verdict, DENY_CODE};
 use super::policy::{Mode, OnContradiction, OnLookupError, Policy};
-use super::support::Lookups;
 use super::support::{NO_PLATFORM, NO_RESULT};
 use super::text;
 use super::windows::{build_of, os_version, WINDOWS};

@@ -1,11 +1,18 @@
-//! What the admission's I/O found out besides image platforms: the decision takes it as input,
-//! so it stays pure. Every field is optional: absent means unknown, and the decision then does
-//! what it does without that fact.
+//! What the admission's I/O found out: the platforms of the pod's images ([`Lookups`]) and its
+//! surroundings ([`Facts`]). The decision takes both as input, so it stays pure. Every fact is
+//! optional: absent means unknown, and the decision then does what it does without that fact.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::outcome::LookupError;
 use crate::truth::Correction;
+use crate::Platform;
+
+/// The platforms of each image (keyed by the reference as written in the pod), or why they could
+/// not be found. An image of [`Plan::images`](super::Plan::images) missing from the map counts as
+/// a failed lookup.
+pub type Lookups = BTreeMap<String, Result<Arc<[Platform]>, LookupError>>;
 
 /// Facts about the pod's surroundings.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -8,19 +8,13 @@ use crate::truth::Correction;
 use crate::Platform;
 
 use super::correct::Applied;
+use super::facts::Lookups;
 use super::outcome::{Decision, DenyReason, Signal, SkipReason, Verdict};
 use super::pod::ImageKind;
 use super::policy::{OnLookupError, Policy};
 use super::read::{Arch, Plan};
 use super::summary::{ImageSummary, ImageSupport, Summary};
 use super::text;
-
-/// The platforms of each image (keyed by the reference as written in the pod), or why they could
-/// not be found. An image of [`Plan::images`] missing from the map counts as a failed lookup.
-pub type Lookups = std::collections::BTreeMap<
-    String,
-    Result<std::sync::Arc<[crate::Platform]>, super::outcome::LookupError>,
->;
 
 /// The error of a container image whose registry lists no platform: noe-rs never assumes amd64.
 pub(crate) const NO_PLATFORM: &str = "the registry lists no platform for it";

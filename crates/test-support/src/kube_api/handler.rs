@@ -3,19 +3,20 @@
 //! and merge-patch with `resourceVersion` preconditions (`409`), delete with a `uid`
 //! precondition, and the pod eviction subresource.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use futures::stream::{self, StreamExt as _};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use super::fault::{reason, status_body, RecordedRequest};
+use super::fault::RecordedRequest;
+use super::query::Query;
 use super::select::Selection;
-use super::store::{Change, Inner, Key, Resource, Stored};
+use super::status::{json_response, reason, status, status_body};
+use super::store::{lock, Change, Key, Resource, Shared, Stored};
 use super::validate;
 use crate::serve::{read_body, response, ResBody};
 
@@ -25,8 +26,6 @@ const BODY_LIMIT: usize = 4 * 1024 * 1024;
 const DEFAULT_WATCH: Duration = Duration::from_secs(290);
 /// The largest page (`limit`) served.
 const MAX_PAGE: usize = 5000;
-
-pub(crate) type Shared = Arc<Mutex<Inner>>;
 
 /// The manager of an update that is not an apply: `fieldManager`, else `unknown`.
 fn updater(query: &Query) -> &str {
@@ -95,10 +94,6 @@ fn server_side_apply(
     }
 }
 
-pub(crate) fn lock(state: &Shared) -> MutexGuard<'_, Inner> {
-    state.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// What a path names.
 #[derive(Debug)]
 struct Target {
@@ -156,29 +151,6 @@ fn parse_path(path: &str) -> Option<Target> {
         name,
         subresource,
     })
-}
-
-pub(crate) struct Query(Vec<(String, String)>);
-
-impl Query {
-    fn parse(query: &str) -> Self {
-        Self(
-            url::form_urlencoded::parse(query.as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
-        )
-    }
-
-    pub(crate) fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    }
-
-    pub(crate) fn flag(&self, name: &str) -> bool {
-        matches!(self.get(name), Some("1" | "true"))
-    }
 }
 
 /// Answers one request and records it.
@@ -283,14 +255,6 @@ fn answer(state: &Shared, request: &RecordedRequest) -> http::Response<ResBody> 
         ("DELETE", Some(name), None) => delete(state, &target, name, &request.body),
         _ => status(405, "method not scripted"),
     }
-}
-
-pub(crate) fn json_response(code: u16, body: impl Into<Bytes>) -> http::Response<ResBody> {
-    response(code, &[("content-type", "application/json")], body)
-}
-
-pub(crate) fn status(code: u16, message: &str) -> http::Response<ResBody> {
-    json_response(code, status_body(code, reason(code), message).to_string())
 }
 
 fn key_of(target: &Target, name: &str) -> Key {

@@ -10,7 +10,8 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use super::handler::{self, lock, Shared};
+use super::handler;
+use super::store::{lock, Shared};
 use super::KubeApi;
 
 /// Bytes buffered in each direction of a pipe.

@@ -11,20 +11,10 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::Value;
 
-use super::handler::{lock, status, Query, Shared};
-use super::store::{Key, Resource};
+use super::query::Query;
+use super::status::status;
+use super::store::{lock, Key, PodLog, Resource, Shared};
 use crate::serve::ResBody;
-
-/// A container's scripted log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PodLog {
-    /// These bytes (any bytes: invalid UTF-8, control characters).
-    Text(Vec<u8>),
-    /// The answer's headers, then a body that never comes.
-    Hang,
-    /// A body that never ends and ignores `limitBytes`.
-    Endless,
-}
 
 /// The names of the pod's containers and init containers.
 fn containers(pod: &Value) -> Vec<String> {

@@ -1,7 +1,8 @@
-//! The scripted API server's state: objects per resource, a resource version counter, a bounded
+//! The scripted API server's state: objects per resource, scripted container logs, a resource version counter, a bounded
 //! history of changes for watches, recorded requests and scripted faults.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -150,6 +151,25 @@ pub(crate) struct Change {
     pub(crate) previous: Option<Stored>,
 }
 
+/// A container's scripted log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodLog {
+    /// These bytes (any bytes: invalid UTF-8, control characters).
+    Text(Vec<u8>),
+    /// The answer's headers, then a body that never comes.
+    Hang,
+    /// A body that never ends and ignores `limitBytes`.
+    Endless,
+}
+
+/// The state, shared by the server's connections and the test's [`crate::KubeApi`].
+pub(crate) type Shared = Arc<Mutex<Inner>>;
+
+/// The state, even after a panicking holder (a test's assertion) poisoned it.
+pub(crate) fn lock(state: &Shared) -> MutexGuard<'_, Inner> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 pub(crate) struct Inner {
     pub(crate) rv: u64,
     pub(crate) objects: BTreeMap<Resource, BTreeMap<Key, Stored>>,
@@ -167,7 +187,7 @@ pub(crate) struct Inner {
     /// The tokens TokenReviews accept ([`crate::KubeApi::accept_token`]).
     pub(crate) tokens: BTreeMap<String, super::token_review::ScriptedToken>,
     /// Container logs by `(namespace, pod, container, previous)` ([`crate::KubeApi::set_log`]).
-    pub(crate) logs: BTreeMap<(String, String, String, bool), super::logs::PodLog>,
+    pub(crate) logs: BTreeMap<(String, String, String, bool), PodLog>,
 }
 
 impl Inner {

@@ -26,7 +26,7 @@ use noe_core::bucket::TokenBucket;
 use sha2::{Digest as _, Sha256};
 use tokio::time::Instant;
 
-use super::metrics::{TokenMetrics, TokenRefusal};
+use super::metrics::{TokenMetrics, TokenRefusal, TokenReview};
 use super::token::{self, EXPIRY_LEEWAY_SECS};
 
 /// How long a TokenReview's verdict is reused: a revoked token keeps access at most this long.
@@ -310,7 +310,11 @@ impl TokenAuth {
             )
         };
         let verdict = self.reviewer.review(token, &self.audience).await;
-        self.metrics.reviewed(&verdict);
+        self.metrics.reviewed(match &verdict {
+            Ok(Verdict::Authenticated { .. }) => TokenReview::Authenticated,
+            Ok(Verdict::Rejected) => TokenReview::Rejected,
+            Err(_) => TokenReview::Failed,
+        });
         Ok((verdict.map_err(NoReview::Unavailable)?, Instant::now()))
     }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts};
 
-use super::auth::Verdict;
 use super::token::Unfit;
 
 /// The `caller` label: which route was asked.
@@ -122,6 +121,27 @@ impl TokenRefusal {
     }
 }
 
+/// What a TokenReview answered (the `result` label of `noe_lookup_token_reviews_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TokenReview {
+    Authenticated,
+    Rejected,
+    /// The review itself failed (the API unreachable, an error answer).
+    Failed,
+}
+
+impl TokenReview {
+    const LABELS: [&'static str; 3] = ["authenticated", "rejected", "failed"];
+
+    fn index(self) -> usize {
+        match self {
+            Self::Authenticated => 0,
+            Self::Rejected => 1,
+            Self::Failed => 2,
+        }
+    }
+}
+
 /// The Bearer tokens' counters; cheap to clone. Counts nothing when unregistered.
 #[derive(Clone, Debug, Default)]
 pub struct TokenMetrics(Option<Arc<TokenCounters>>);
@@ -149,13 +169,8 @@ impl TokenMetrics {
         }
     }
 
-    pub(crate) fn reviewed(&self, verdict: &Result<Verdict, String>) {
-        let index = match verdict {
-            Ok(Verdict::Authenticated { .. }) => 0,
-            Ok(Verdict::Rejected) => 1,
-            Err(_) => 2,
-        };
-        if let Some(counter) = self.0.as_ref().and_then(|c| c.reviews.get(index)) {
+    pub(crate) fn reviewed(&self, review: TokenReview) {
+        if let Some(counter) = self.0.as_ref().and_then(|c| c.reviews.get(review.index())) {
             counter.inc();
         }
     }
@@ -209,8 +224,7 @@ impl Metrics {
         registry.register(Box::new(reviews.clone()))?;
         let tokens = TokenMetrics(Some(Arc::new(TokenCounters {
             refusals: TokenRefusal::LABELS.map(|reason| refusals.with_label_values(&[reason])),
-            reviews: ["authenticated", "rejected", "failed"]
-                .map(|result| reviews.with_label_values(&[result])),
+            reviews: TokenReview::LABELS.map(|result| reviews.with_label_values(&[result])),
         })));
         let per_engine = |engine: Engine| {
             Outcome::ALL

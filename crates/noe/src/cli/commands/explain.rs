@@ -458,13 +458,13 @@ async fn override_notes(app: &App, pod: &Value) -> Vec<String> {
 /// `error` with what to do when the registry answered plain HTTP to our TLS handshake (rustls
 /// names the record it could not read).
 fn with_plain_http_hint(image: &str, error: &str) -> String {
-    if !super::inspect::is_plain_http_text(error) {
+    if !super::plain_http::is_plain_http_text(error) {
         return error.to_owned();
     }
     let host = noe_registry::Reference::parse(image)
         .map(|reference| reference.registry)
         .unwrap_or_else(|_| "the registry".to_owned());
-    format!("{error} ({})", super::inspect::plain_http_hint(&host))
+    format!("{error} ({})", super::plain_http::plain_http_hint(&host))
 }
 
 #[cfg(test)]

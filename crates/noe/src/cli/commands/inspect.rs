@@ -24,6 +24,7 @@ use noe_webhook::resolve::pull_secrets::PullSecrets;
 use noe_webhook::resolve::{one_line, Credentials};
 
 use super::hosts::Hosts;
+use super::plain_http::{plain_http, plain_http_hint};
 use super::progress::Progress;
 use crate::app::{App, Overridden};
 use crate::cli::flags::parse::ConfigError;
@@ -91,7 +92,7 @@ pub struct InspectArgs {
     /// With `--upgrades`: the architectures (`arm64`, `amd64`, ...), repeatable or comma
     /// separated.
     #[arg(long, env = "NOE_TARGET_ARCH", value_delimiter = ',', default_value = "arm64",
-          value_parser = super::report::parse_arch)]
+          value_parser = super::arch::parse_arch)]
     pub target_arch: Vec<String>,
 }
 
@@ -421,33 +422,6 @@ fn describe(error: &noe_registry::Error) -> String {
         (true, Some(host)) => format!("{text} ({})", plain_http_hint(host)),
         _ => text,
     }
-}
-
-/// What to do when `host` answered plain HTTP to our TLS handshake.
-pub fn plain_http_hint(host: &str) -> String {
-    format!(
-        "{host} answered plain HTTP, not HTTPS: list it in --insecure-registries to reach it over HTTP"
-    )
-}
-
-/// The TLS handshake got a plain-HTTP answer: rustls could not read the record's content
-/// type. The rustls error reaches us inside boxed connector errors that `downcast_ref` cannot
-/// see through, so its message (rustls's `InvalidMessage::InvalidContentType`) is what is
-/// recognised, in the error or any of its causes.
-fn plain_http(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(error);
-    while let Some(error) = cause {
-        if is_plain_http_text(&error.to_string()) {
-            return true;
-        }
-        cause = error.source();
-    }
-    false
-}
-
-/// An error text saying the TLS peer answered with something that is not TLS (plain HTTP).
-pub fn is_plain_http_text(text: &str) -> bool {
-    text.contains("InvalidContentType")
 }
 
 /// Prints one image's answer: its record on stdout (`-o json`: a failure too, with `error`),

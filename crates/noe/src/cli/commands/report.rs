@@ -32,8 +32,6 @@ use upgrades::Searches;
 
 /// Images resolved at the same time by default.
 pub const DEFAULT_CONCURRENCY: usize = 16;
-/// Longest target architecture name (real ones are a few characters).
-const MAX_ARCH_LEN: usize = 32;
 /// Most `--target-arch` values.
 const MAX_TARGETS: usize = 16;
 
@@ -70,7 +68,7 @@ pub struct ReportArgs {
     /// Architecture to assess readiness for (`arm64`, `amd64`, ...). Repeatable or comma
     /// separated.
     #[arg(long, env = "NOE_TARGET_ARCH", value_delimiter = ',', default_value = "arm64",
-          value_parser = parse_arch)]
+          value_parser = super::arch::parse_arch)]
     pub target_arch: Vec<String>,
 
     /// Images resolved at the same time.
@@ -136,23 +134,6 @@ fn parse_concurrency(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(n) if (1..=1024).contains(&n) => Ok(n),
         _ => Err(format!("{text:?} is not a number from 1 to 1024")),
-    }
-}
-
-/// An architecture name: 1 to 32 characters of `[a-z0-9_-]`.
-pub(super) fn parse_arch(text: &str) -> Result<String, String> {
-    let arch = text.trim();
-    let valid = !arch.is_empty()
-        && arch.len() <= MAX_ARCH_LEN
-        && arch
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-    if valid {
-        Ok(arch.to_owned())
-    } else {
-        Err(format!(
-            "{arch:?} is not an architecture (1 to {MAX_ARCH_LEN} characters of a-z, 0-9, _ and -)"
-        ))
     }
 }
 

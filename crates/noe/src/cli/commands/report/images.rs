@@ -16,7 +16,7 @@ use noe_registry::verify::Options;
 use noe_webhook::resolve::one_line;
 use noe_webhook::resolve::pull_secrets::{PodPullSecrets, PullSecrets};
 
-use super::super::inspect::{is_plain_http_text, plain_http_hint};
+use super::super::plain_http::{is_plain_http_text, plain_http_hint};
 use super::super::progress::Progress;
 use crate::app::App;
 
