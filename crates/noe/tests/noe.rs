@@ -6,6 +6,7 @@ mod noe {
     mod cli_honest;
     mod conformance_admission;
     mod containerd_mirror_cli;
+    mod docs_architecture;
     mod docs_flags;
     mod e2e_admission;
     mod e2e_cli;
