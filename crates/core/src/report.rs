@@ -66,9 +66,11 @@ pub struct ImageEntry {
     pub image: String,
     pub kind: ImageKind,
     pub answer: Answer,
-    /// With `noe report --verify`: platforms its registry lists that its own programs prove
-    /// false (docs/architecture.md "Verification"), already left out of `answer`.
-    pub mismatches: Vec<crate::truth::Correction>,
+    /// The corrections applied to its platforms ([`crate::truth`]): with `noe report --verify`,
+    /// platforms its registry lists that its own programs prove false (docs/architecture.md
+    /// "Verification"), and those the server's sources of platform truth know for its digest;
+    /// already left out of `answer`.
+    pub corrections: Vec<crate::truth::Correction>,
 }
 
 /// What one image says about one architecture.
@@ -138,7 +140,7 @@ impl Item {
                 image,
                 kind,
                 answer,
-                mismatches: Vec::new(),
+                corrections: Vec::new(),
             })
             .collect();
         let supports: Vec<Option<Support>> = images.iter().map(ImageEntry::support).collect();

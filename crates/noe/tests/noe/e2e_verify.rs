@@ -131,15 +131,15 @@ async fn report_verify_counts_no_mismatch_as_support() {
         }
         args
     };
-    // By the claim: ready for arm64, and no "mismatches" key.
+    // By the claim: ready for arm64, and no "corrections" key.
     let (code, stdout, stderr) = noe(&run(false)).await;
     assert_eq!(code, 0, "{stderr}");
     let claimed: Value = serde_json::from_str(&stdout).unwrap();
     let item = &claimed["items"][0];
     assert_eq!(item["verdicts"]["arm64"], "ready", "{item}");
-    assert!(item["images"][0].get("mismatches").is_none());
+    assert!(item["images"][0].get("corrections").is_none());
 
-    // Verified: arm64 is blocked by the image, whose arm64 platform is listed as a mismatch.
+    // Verified: arm64 is blocked by the image, whose arm64 platform is listed as corrected.
     let (code, stdout, stderr) = noe(&run(true)).await;
     assert_eq!(code, 0, "{stderr}");
     let verified: Value = serde_json::from_str(&stdout).unwrap();
@@ -151,7 +151,7 @@ async fn report_verify_counts_no_mismatch_as_support() {
         serde_json::json!(["linux/amd64"])
     );
     assert_eq!(
-        item["images"][0]["mismatches"],
+        item["images"][0]["corrections"],
         serde_json::json!([{
             "evidence": "/app is an x86-64 ELF (EM_X86_64)",
             "platform": "linux/arm64",

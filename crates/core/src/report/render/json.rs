@@ -127,7 +127,7 @@ struct ImageJson<'a>(&'a ImageEntry);
 impl Serialize for ImageJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let entry = self.0;
-        let fields = if entry.mismatches.is_empty() { 3 } else { 4 };
+        let fields = if entry.corrections.is_empty() { 3 } else { 4 };
         let mut map = serializer.serialize_map(Some(fields))?;
         match &entry.answer {
             Ok(platforms) => {
@@ -147,21 +147,21 @@ impl Serialize for ImageJson<'_> {
                 map.serialize_entry("platforms", &())?;
             }
         }
-        if !entry.mismatches.is_empty() {
+        if !entry.corrections.is_empty() {
             map.serialize_entry(
-                "mismatches",
-                &Seq(entry.mismatches.iter().map(MismatchJson)),
+                "corrections",
+                &Seq(entry.corrections.iter().map(CorrectionJson)),
             )?;
         }
         map.end()
     }
 }
 
-/// A platform its registry lists that the image's own program proves false:
-/// `{"platform","source","evidence"}`.
-struct MismatchJson<'a>(&'a crate::truth::Correction);
+/// A platform proven false for the image, left out of its platforms:
+/// `{"evidence","platform","source"}`.
+struct CorrectionJson<'a>(&'a crate::truth::Correction);
 
-impl Serialize for MismatchJson<'_> {
+impl Serialize for CorrectionJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let correction = self.0;
         let mut map = serializer.serialize_map(Some(3))?;

@@ -94,7 +94,7 @@ pub struct ReportArgs {
 
     /// Verify each image's platforms by its own programs (as `noe inspect --verify`): a
     /// platform whose program is of another machine does not count as support, and the image
-    /// lists it under `mismatches` (JSON).
+    /// lists it under `corrections` (JSON).
     #[arg(long, env = "NOE_VERIFY")]
     pub verify: bool,
 
@@ -271,10 +271,10 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         .into_iter()
         .zip(looked)
         .map(|(workload, looked)| {
-            let (answers, mismatches): (Vec<_>, Vec<_>) = looked.into_iter().unzip();
+            let (answers, corrections): (Vec<_>, Vec<_>) = looked.into_iter().unzip();
             let mut item = Item::new(workload, answers, &settings.targets);
-            for (entry, found) in item.images.iter_mut().zip(mismatches) {
-                entry.mismatches = found;
+            for (entry, applied) in item.images.iter_mut().zip(corrections) {
+                entry.corrections = applied;
             }
             item
         })

@@ -216,7 +216,7 @@ async fn resolve(
                 Ok(Ok(resolution)) if verify => {
                     let options = Options::default();
                     let verified = app.resolver.verify(&routed, &candidates, &options);
-                    let mismatches = match verified.await {
+                    let corrections = match verified.await {
                         Ok(report) => report
                             .platforms
                             .iter()
@@ -227,7 +227,7 @@ async fn resolve(
                             Vec::new()
                         }
                     };
-                    Ok(Ok((resolution, mismatches)))
+                    Ok(Ok((resolution, corrections)))
                 }
                 other => other.map(|answer| answer.map(|resolution| (resolution, Vec::new()))),
             }
@@ -235,16 +235,16 @@ async fn resolve(
         Err(error) => Ok(Err(error)),
     };
     match answer {
-        Ok(Ok((resolution, mut mismatches))) => {
+        Ok(Ok((resolution, mut corrections))) => {
             // What the server's decider knows proven false for this digest counts as well.
-            if let Some(corrections) = app.corrections() {
-                for known in corrections.for_digest(resolution.digest.as_str()) {
-                    if !mismatches.contains(&known) {
-                        mismatches.push(known);
+            if let Some(sources) = app.corrections() {
+                for known in sources.for_digest(resolution.digest.as_str()) {
+                    if !corrections.contains(&known) {
+                        corrections.push(known);
                     }
                 }
             }
-            let corrected = noe_core::truth::correct(&resolution.platforms, &mismatches);
+            let corrected = noe_core::truth::correct(&resolution.platforms, &corrections);
             let applied: Vec<Correction> = corrected.applied.into_iter().cloned().collect();
             (Ok(corrected.kept.into()), applied)
         }
