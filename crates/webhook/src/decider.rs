@@ -13,12 +13,10 @@ use noe_core::decide::{self, Decision, Lookups, Policy};
 use noe_core::truth::{Correction, Corrections};
 use serde_json::Value;
 
-use crate::admission::memo::Inputs;
-use crate::admission::report::{self, Scope};
 use crate::facts::{FactRequest, FactSource};
 use crate::metrics::Metrics;
 use crate::resolve::pull_secrets::image_pull_secret_names;
-use crate::resolve::{PodAccess, Resolve};
+use crate::resolve::{PodAccess, Resolve, Resolved};
 use crate::selection::Selection;
 
 /// Turns pods into decisions. Cheap to clone (its parts are shared).
@@ -56,6 +54,77 @@ pub enum SelectionStep {
         ops: Vec<noe_core::patch::Op>,
         warning: Option<String>,
     },
+}
+
+/// The admission a log line belongs to. Its span (`uid`, `namespace`, `pod`) is built on first
+/// use only: on the warm path nothing is logged at the default level, and building a span with
+/// three formatted fields for every admission costs a measurable share of the throughput
+/// (docs/benchmarks.md).
+pub struct Scope<'a> {
+    pub uid: &'a str,
+    pub namespace: &'a str,
+    pub pod: &'a str,
+    span: std::sync::OnceLock<tracing::Span>,
+    /// Outside a review (`noe explain`): the decision's summary is wanted.
+    pub explains: bool,
+}
+
+impl<'a> Scope<'a> {
+    pub fn new(uid: &'a str, namespace: &'a str, pod: &'a str) -> Self {
+        Self {
+            uid,
+            namespace,
+            pod,
+            span: std::sync::OnceLock::new(),
+            explains: false,
+        }
+    }
+
+    /// Outside a review (`noe explain`): no span at all, and the decision explained.
+    pub fn detached(namespace: &'a str) -> Self {
+        Self {
+            span: std::sync::OnceLock::from(tracing::Span::none()),
+            explains: true,
+            ..Self::new("", namespace, "")
+        }
+    }
+
+    pub fn span(&self) -> &tracing::Span {
+        self.span.get_or_init(|| {
+            tracing::info_span!(
+                "admission",
+                uid = %self.uid,
+                namespace = %self.namespace,
+                pod = %self.pod,
+            )
+        })
+    }
+
+    /// Enters the span when events at `level` may be logged.
+    pub(crate) fn enter(&self, level: tracing::Level) -> Option<tracing::span::Entered<'_>> {
+        (level <= tracing::level_filters::LevelFilter::current()).then(|| self.span().enter())
+    }
+}
+
+/// What a decision read besides the pod and the policy: what the decision memo
+/// ([`crate::admission::memo`]) checks again on a hit ([`Decider::recheck`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inputs {
+    /// The pod's images, as [`noe_core::decide::Plan::images`] lists them.
+    pub images: Vec<String>,
+    /// `spec.imagePullSecrets[].name`.
+    pub pull_secrets: Vec<String>,
+    /// `spec.serviceAccountName`, when not empty.
+    pub service_account: Option<String>,
+    /// The namespace's preferred arch may decide for this pod.
+    pub wants_namespace: bool,
+    /// What the lookups found.
+    pub lookups: Lookups,
+    /// The facts the decision was given (default when none were asked), corrections included.
+    pub facts: decide::Facts,
+    /// The generation of the corrections it was decided under
+    /// ([`noe_core::truth::Corrections::generation`]): never answered under another.
+    pub generation: u64,
 }
 
 impl Decider {
@@ -297,7 +366,6 @@ impl Decider {
             .map(image_pull_secret_names)
             .unwrap_or_default();
         let wants_namespace = plan.wants_namespace_preference(&self.policy);
-        let span = || scope.span().clone();
         let access = PodAccess {
             pull_secrets: &secrets,
             // `get` twice, not `pointer`: `Value::pointer` allocates a string per segment.
@@ -307,17 +375,9 @@ impl Decider {
                 .and_then(Value::as_str)
                 .filter(|name| !name.is_empty()),
         };
-        let (resolved, mut facts) = futures::future::join(
-            self.resolve
-                .platforms_for(scope.namespace, access, &images, span),
-            self.facts_for(wants_namespace, scope),
-        )
-        .await;
-        report::resolved(&self.metrics, scope, &resolved);
-        let digest_scope = resolved.scope;
-        let mut lookups = resolved.lookups;
-        lookups.extend(known);
-        facts.corrections = self.corrections_of(&lookups, digest_scope);
+        let (lookups, facts) = self
+            .look_up(scope, access, &images, wants_namespace, known)
+            .await;
         // A review answers from the verdict; only an explanation reads the summary.
         let decision = if scope.explains {
             decide::decide(&plan, &lookups, &facts, &self.policy)
@@ -337,9 +397,60 @@ impl Decider {
         (decision, inputs)
     }
 
+    /// Whether what `inputs` were decided from is still what a decision would read: the images
+    /// looked up again (from the caches, with the pod's pull secrets), the facts asked again,
+    /// the corrections and their generation; else (`Err`) the lookups just made, for the
+    /// decision made again ([`crate::admission::memo`]).
+    pub(crate) async fn recheck(&self, inputs: &Inputs, scope: &Scope<'_>) -> Result<(), Lookups> {
+        let access = PodAccess {
+            pull_secrets: &inputs.pull_secrets,
+            service_account: inputs.service_account.as_deref(),
+        };
+        let generation = self.generation();
+        let (lookups, facts) = self
+            .look_up(
+                scope,
+                access,
+                &inputs.images,
+                inputs.wants_namespace,
+                Lookups::new(),
+            )
+            .await;
+        if lookups != inputs.lookups || facts != inputs.facts || generation != inputs.generation {
+            return Err(lookups);
+        }
+        Ok(())
+    }
+
+    /// The platforms of `images` (those of `known` taken as they are) looked up inside the
+    /// admission's span, so registry logs name the pod, alongside the facts of its surroundings
+    /// ([`Decider::facts_for`]); then the corrections for the digests they resolved to.
+    async fn look_up<S: AsRef<str> + Sync>(
+        &self,
+        scope: &Scope<'_>,
+        access: PodAccess<'_>,
+        images: &[S],
+        wants_namespace: bool,
+        known: Lookups,
+    ) -> (Lookups, decide::Facts) {
+        let span = || scope.span().clone();
+        let (resolved, mut facts) = futures::future::join(
+            self.resolve
+                .platforms_for(scope.namespace, access, images, span),
+            self.facts_for(wants_namespace, scope),
+        )
+        .await;
+        count_failures(&self.metrics, scope, &resolved);
+        let digest_scope = resolved.scope;
+        let mut lookups = resolved.lookups;
+        lookups.extend(known);
+        facts.corrections = self.corrections_of(&lookups, digest_scope);
+        (lookups, facts)
+    }
+
     /// The corrections known for the digest each found image resolved to (read from the
     /// resolver's cache, where its answer is: no registry request), by image.
-    pub(crate) fn corrections_of(
+    fn corrections_of(
         &self,
         lookups: &Lookups,
         scope: Option<noe_registry::cache::Scope>,
@@ -366,11 +477,7 @@ impl Decider {
     /// The facts of a pod's surroundings, asked only when they can change the decision: the
     /// cluster's nodes, or the namespace's preference for a pod whose arch the decision writes
     /// without a preference of its own (`wants_namespace`). Unknown facts are left out.
-    pub(crate) async fn facts_for(
-        &self,
-        wants_namespace: bool,
-        scope: &Scope<'_>,
-    ) -> decide::Facts {
+    async fn facts_for(&self, wants_namespace: bool, scope: &Scope<'_>) -> decide::Facts {
         use tracing::Instrument as _;
         let Some(source) = &self.facts else {
             return decide::Facts::default();
@@ -430,7 +537,7 @@ impl Decider {
         )
         .instrument(scope.span().clone())
         .await;
-        report::resolved(&self.metrics, scope, &resolved);
+        count_failures(&self.metrics, scope, &resolved);
         let facts = facts.unwrap_or_default();
         decide::check_ephemeral(&images, &resolved.lookups, &facts, &self.policy)
     }
@@ -451,6 +558,22 @@ impl SelectionStep {
             Self::Done(done) => done,
             Self::Decide { ops, warning, .. } => with_selection(decision, ops, warning),
         }
+    }
+}
+
+/// Counts what the lookups of one pod met: unusable pull secrets and failed lookups per registry.
+fn count_failures(metrics: &Metrics, scope: &Scope<'_>, resolved: &Resolved) {
+    if resolved.failed_pull_secrets > 0 {
+        metrics
+            .image_pull_secret_failed
+            .with_label_values(&[metrics.namespace_label(scope.namespace)])
+            .inc_by(u64::try_from(resolved.failed_pull_secrets).unwrap_or(u64::MAX));
+    }
+    for registry in &resolved.failed_registries {
+        metrics
+            .registry_errors
+            .with_label_values(&[registry.as_str()])
+            .inc();
     }
 }
 

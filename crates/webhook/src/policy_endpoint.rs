@@ -381,23 +381,23 @@ pub fn caller_timeout(query: Option<&str>) -> Result<Option<Duration>, String> {
     )))
 }
 
-/// One of the lookup routes: `engine`'s requests answered by `lookup`.
+/// One policy engine's route: `engine`'s requests answered by the endpoint.
 #[derive(Debug)]
-pub struct LookupRoute {
-    lookup: Arc<PolicyEndpoint>,
+pub struct EngineRoute {
+    endpoint: Arc<PolicyEndpoint>,
     engine: Engine,
 }
 
-impl Clone for LookupRoute {
+impl Clone for EngineRoute {
     fn clone(&self) -> Self {
         Self {
-            lookup: self.lookup.clone(),
+            endpoint: self.endpoint.clone(),
             engine: self.engine,
         }
     }
 }
 
-impl<B> Service<Request<B>> for LookupRoute
+impl<B> Service<Request<B>> for EngineRoute
 where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -411,29 +411,29 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let lookup = self.lookup.clone();
+        let endpoint = self.endpoint.clone();
         let engine = self.engine;
-        Box::pin(async move { Ok(lookup.answer(engine, request).await) })
+        Box::pin(async move { Ok(endpoint.answer(engine, request).await) })
     }
 }
 
-/// The lookup routes' router.
-pub type Routes = Router<Route<LookupRoute, Route<LookupRoute, NotFound>>>;
+/// The policy endpoint's router: one route per engine.
+pub type Routes = Router<Route<EngineRoute, Route<EngineRoute, NotFound>>>;
 
 /// The two routes over one endpoint; anything else is 404.
-pub fn routes(lookup: Arc<PolicyEndpoint>) -> Routes {
+pub fn routes(endpoint: Arc<PolicyEndpoint>) -> Routes {
     Router::new()
         .route(
             GATEKEEPER_PATH,
-            LookupRoute {
-                lookup: lookup.clone(),
+            EngineRoute {
+                endpoint: endpoint.clone(),
                 engine: Engine::Gatekeeper,
             },
         )
         .route(
             KYVERNO_PATH,
-            LookupRoute {
-                lookup,
+            EngineRoute {
+                endpoint,
                 engine: Engine::Kyverno,
             },
         )

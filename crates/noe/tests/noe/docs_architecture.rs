@@ -22,7 +22,13 @@ fn root() -> std::path::PathBuf {
 /// The workspace's packages by name, from `cargo metadata --no-deps`.
 fn workspace() -> BTreeMap<String, Crate> {
     let output = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(root())
         .output()
         .expect("run cargo metadata");
@@ -55,7 +61,10 @@ fn workspace() -> BTreeMap<String, Crate> {
                 .filter(|dependency| names.contains(dependency))
                 .map(str::to_owned)
                 .collect();
-            let description = package["description"].as_str().unwrap_or_default().to_owned();
+            let description = package["description"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             let found = Crate {
                 path,
                 description,
@@ -103,18 +112,28 @@ fn table(doc: &str) -> BTreeMap<String, Crate> {
 
 #[test]
 fn the_crate_table_is_the_workspace() {
-    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md");
+    let doc =
+        std::fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md");
     let documented = table(&doc);
     let workspace = workspace();
-    assert!(workspace.len() >= 9 && workspace.contains_key("noe-core"), "{workspace:?}");
+    assert!(
+        workspace.len() >= 9 && workspace.contains_key("noe-core"),
+        "{workspace:?}"
+    );
     let mut wrong = Vec::new();
     for (name, package) in &workspace {
         let Some(row) = documented.get(name) else {
-            wrong.push(format!("{name}: no row (want `{}` (`{name}`))", package.path));
+            wrong.push(format!(
+                "{name}: no row (want `{}` (`{name}`))",
+                package.path
+            ));
             continue;
         };
         if row.path != package.path {
-            wrong.push(format!("{name}: the row says `{}`, the crate is in `{}`", row.path, package.path));
+            wrong.push(format!(
+                "{name}: the row says `{}`, the crate is in `{}`",
+                row.path, package.path
+            ));
         }
         if row.description != package.description {
             wrong.push(format!(
@@ -129,7 +148,10 @@ fn the_crate_table_is_the_workspace() {
             ));
         }
     }
-    for name in documented.keys().filter(|name| !workspace.contains_key(*name)) {
+    for name in documented
+        .keys()
+        .filter(|name| !workspace.contains_key(*name))
+    {
         wrong.push(format!("{name}: a row, but no such crate in the workspace"));
     }
     assert!(

@@ -17,8 +17,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
-use super::report::Scope;
 use super::Admission;
+use crate::decider::Scope;
 use crate::resolve::pull_secrets::image_pull_secret_names;
 use noe_core::decide::{self, Decision, Verdict};
 use noe_core::patch::PatchBuilder;

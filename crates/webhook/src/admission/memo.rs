@@ -27,10 +27,11 @@ mod key;
 
 use std::sync::Arc;
 
-use noe_core::decide::{Facts, Lookups, Signal};
+use noe_core::decide::Signal;
 use prometheus::IntCounter;
 
-use super::review::Rendered;
+use super::response::Rendered;
+use crate::decider::Inputs;
 use crate::metrics::Metrics;
 use crate::table::{Table, Weighed};
 
@@ -40,26 +41,6 @@ pub const MAX_BYTES: u64 = 4 * 1024 * 1024;
 pub const MAX_ENTRIES: usize = 4096;
 /// Keys of pods seen once kept at most (about 56 bytes each).
 pub const SEEN: usize = 16 * 1024;
-
-/// What a decision read besides the pod and the policy: what a hit checks again.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Inputs {
-    /// The pod's images, as [`noe_core::decide::Plan::images`] lists them.
-    pub images: Vec<String>,
-    /// `spec.imagePullSecrets[].name`.
-    pub pull_secrets: Vec<String>,
-    /// `spec.serviceAccountName`, when not empty.
-    pub service_account: Option<String>,
-    /// The namespace's preferred arch may decide for this pod.
-    pub wants_namespace: bool,
-    /// What the lookups found.
-    pub lookups: Lookups,
-    /// The facts the decision was given (default when none were asked), corrections included.
-    pub facts: Facts,
-    /// The generation of the corrections it was decided under
-    /// ([`noe_core::truth::Corrections::generation`]): never answered under another.
-    pub generation: u64,
-}
 
 /// One remembered decision.
 #[derive(Debug)]
@@ -216,6 +197,7 @@ impl Memo {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use noe_core::decide::Facts;
     use noe_core::Platform;
 
     fn entry(images: usize) -> Entry {
@@ -226,9 +208,9 @@ mod tests {
         let images: Vec<String> = (0..images)
             .map(|i| format!("registry.example/team/app-{i}:1.2.3"))
             .collect();
-        let answer = super::super::review::Answer {
+        let answer = super::super::response::Answer {
             warnings: vec!["a warning".to_owned()],
-            ..super::super::review::Answer::allow()
+            ..super::super::response::Answer::allow()
         };
         Entry {
             pod: "web-5d8c7b9f6-".into(),

@@ -1,79 +1,12 @@
-//! What an admission tells the operator: the decision's signals and the lookups' failures as
-//! metrics (bounded labels) and log lines (inside the admission's span), and the decision as the
-//! answer to send.
+//! What an admission tells the operator: the decision's signals as metrics (bounded labels) and
+//! log lines (inside the admission's span, [`Scope`]), and the decision as the answer to send.
 
 use tracing::Level;
 
-use super::review::Answer;
+use super::response::Answer;
+use crate::decider::Scope;
 use crate::metrics::{outcome, Metrics};
-use crate::resolve::Resolved;
 use noe_core::decide::{Decision, Signal, Verdict};
-
-/// The admission a log line belongs to. Its span (`uid`, `namespace`, `pod`) is built on first
-/// use only: on the warm path nothing is logged at the default level, and building a span with
-/// three formatted fields for every admission costs a measurable share of the throughput
-/// (docs/benchmarks.md).
-pub struct Scope<'a> {
-    pub uid: &'a str,
-    pub namespace: &'a str,
-    pub pod: &'a str,
-    span: std::sync::OnceLock<tracing::Span>,
-    /// Outside a review (`noe explain`): the decision's summary is wanted.
-    pub explains: bool,
-}
-
-impl<'a> Scope<'a> {
-    pub fn new(uid: &'a str, namespace: &'a str, pod: &'a str) -> Self {
-        Self {
-            uid,
-            namespace,
-            pod,
-            span: std::sync::OnceLock::new(),
-            explains: false,
-        }
-    }
-
-    /// Outside a review (`noe explain`): no span at all, and the decision explained.
-    pub fn detached(namespace: &'a str) -> Self {
-        Self {
-            span: std::sync::OnceLock::from(tracing::Span::none()),
-            explains: true,
-            ..Self::new("", namespace, "")
-        }
-    }
-
-    pub fn span(&self) -> &tracing::Span {
-        self.span.get_or_init(|| {
-            tracing::info_span!(
-                "admission",
-                uid = %self.uid,
-                namespace = %self.namespace,
-                pod = %self.pod,
-            )
-        })
-    }
-
-    /// Enters the span when events at `level` may be logged.
-    fn enter(&self, level: Level) -> Option<tracing::span::Entered<'_>> {
-        (level <= tracing::level_filters::LevelFilter::current()).then(|| self.span().enter())
-    }
-}
-
-/// Counts what the lookups of one pod met: unusable pull secrets and failed lookups per registry.
-pub fn resolved(metrics: &Metrics, scope: &Scope<'_>, resolved: &Resolved) {
-    if resolved.failed_pull_secrets > 0 {
-        metrics
-            .image_pull_secret_failed
-            .with_label_values(&[metrics.namespace_label(scope.namespace)])
-            .inc_by(u64::try_from(resolved.failed_pull_secrets).unwrap_or(u64::MAX));
-    }
-    for registry in &resolved.failed_registries {
-        metrics
-            .registry_errors
-            .with_label_values(&[registry.as_str()])
-            .inc();
-    }
-}
 
 /// Counts and logs the decision's signals and turns its verdict into the answer and the
 /// `outcome` label of the request duration.

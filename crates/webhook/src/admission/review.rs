@@ -1,4 +1,5 @@
-//! AdmissionReview requests and responses (`admission.k8s.io/v1` and `v1beta1`).
+//! AdmissionReview requests (`admission.k8s.io/v1` and `v1beta1`), read; the response is written
+//! by [`super::response`].
 //!
 //! Requests are read by [`parse`] into a narrow envelope: the fields kube's
 //! `kube::core::admission::AdmissionRequest` requires are required here too (the same bodies are
@@ -8,16 +9,12 @@
 //! reads (`admission/prune.rs`: the status, field-manager entries, containers but their names and
 //! images). Parsing with kube's own types cost more: they buffer the whole review for
 //! their flattened type fields, build the object's `metadata` as `ObjectMeta`, and the raw pod had
-//! to be rebuilt from it (docs/benchmarks.md, "The admission envelope"). Responses are written by [`respond`]: kube's
-//! `AdmissionResponse` serializes the patch as an array of numbers, where the API documents
-//! base64 (and the array is four times larger).
+//! to be rebuilt from it (docs/benchmarks.md, "The admission envelope").
 
 use std::borrow::Cow;
 
-use base64::Engine;
-use bytes::Bytes;
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -54,7 +51,30 @@ pub struct Request<'b> {
     pub old_object: Option<Value>,
 }
 
+/// What the webhook decides about in a request.
+#[derive(Debug)]
+pub enum Subject<'r> {
+    /// The pod of a pod creation ([`Request::pod_creation`]).
+    PodCreation(&'r Value),
+    /// A pod and its previous version, debug containers being added
+    /// ([`Request::ephemeral_update`]).
+    DebugContainers(&'r Value, Option<&'r Value>),
+    /// Anything else: allowed unchanged.
+    Other,
+}
+
 impl Request<'_> {
+    /// What the webhook decides about in this request.
+    pub fn subject(&self) -> Subject<'_> {
+        if let Some(pod) = self.pod_creation() {
+            return Subject::PodCreation(pod);
+        }
+        match self.ephemeral_update() {
+            Some((pod, old)) => Subject::DebugContainers(pod, old),
+            None => Subject::Other,
+        }
+    }
+
     /// The pod of a pod creation (`Pod` in the core group, `CREATE`, no subresource).
     pub fn pod_creation(&self) -> Option<&Value> {
         let is_creation = creates_a_pod(
@@ -80,7 +100,7 @@ impl Request<'_> {
 
 /// Whether a request of this kind, operation and subresource creates a pod (`Pod` in the core
 /// group, `CREATE`, no subresource): what [`Request::pod_creation`] and
-/// [`Envelope::is_pod_creation`] ask.
+/// [`Envelope::pod_creation`] say.
 fn creates_a_pod(
     kind: &str,
     group: &str,
@@ -103,23 +123,6 @@ pub enum Invalid {
     Version(String),
     #[error("the AdmissionReview has no request")]
     NoRequest,
-}
-
-/// What an unreadable body still tells: the version to answer in (the one asked, `v1` when the
-/// body does not say) and the request's `uid` (empty when there is none).
-pub fn salvage(body: &[u8]) -> (&'static str, String) {
-    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let version = match value.get("apiVersion").and_then(Value::as_str) {
-        Some(V1BETA1) => V1BETA1,
-        _ => V1,
-    };
-    let uid = value
-        .get("request")
-        .and_then(|r| r.get("uid"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    (version, uid)
 }
 
 /// `metadata.name` of an object, else its `metadata.generateName`, else empty.
@@ -234,6 +237,9 @@ pub struct Envelope<'b> {
     pub namespace: Option<Cow<'b, str>>,
     /// `request.object`, as sent.
     pub object: Option<&'b str>,
+    /// `request.object`, as sent, when the request creates a pod (`Pod` in the core group,
+    /// `CREATE`, no subresource).
+    pub pod_creation: Option<&'b str>,
     old_object: Option<&'b str>,
 }
 
@@ -247,6 +253,13 @@ pub fn parse_envelope<'b>(body: &'b [u8]) -> Result<Envelope<'b>, Invalid> {
         other => return Err(Invalid::Version(other.to_owned())),
     };
     let request = review.request.ok_or(Invalid::NoRequest)?;
+    let object = request.object.map(RawValue::get);
+    let creates = creates_a_pod(
+        &request.kind.kind,
+        &request.kind.group,
+        request.operation,
+        request.sub_resource.as_deref(),
+    );
     Ok(Envelope {
         api_version,
         uid: request.uid,
@@ -255,23 +268,13 @@ pub fn parse_envelope<'b>(body: &'b [u8]) -> Result<Envelope<'b>, Invalid> {
         operation: request.operation,
         sub_resource: request.sub_resource,
         namespace: request.namespace,
-        object: request.object.map(RawValue::get),
+        object,
+        pod_creation: object.filter(|_| creates),
         old_object: request.old_object.map(RawValue::get),
     })
 }
 
 impl<'b> Envelope<'b> {
-    /// A pod creation (`Pod` in the core group, `CREATE`, no subresource) with an object.
-    pub fn is_pod_creation(&self) -> bool {
-        self.object.is_some()
-            && creates_a_pod(
-                &self.kind,
-                &self.group,
-                self.operation,
-                self.sub_resource.as_deref(),
-            )
-    }
-
     /// Reads the objects (less what no step reads, [`super::prune`]).
     pub fn into_request(self) -> Result<Request<'b>, Invalid> {
         let read = |raw: Option<&str>, member: &str| {
@@ -347,181 +350,11 @@ fn checked(mut object: Value, member: &str) -> Result<Value, Invalid> {
     Ok(object)
 }
 
-/// What to answer.
-#[derive(Debug, Default)]
-pub struct Answer {
-    pub allowed: bool,
-    pub patch: Option<Vec<noe_core::patch::Op>>,
-    pub warnings: Vec<String>,
-    /// `(code, message)` of a denial or an error.
-    pub status: Option<(u16, String)>,
-}
-
-impl Answer {
-    pub fn allow() -> Self {
-        Self {
-            allowed: true,
-            ..Self::default()
-        }
-    }
-
-    /// A request we cannot read: refused with 400, as the apiserver never sends one.
-    pub fn invalid(message: String) -> Self {
-        Self {
-            allowed: false,
-            status: Some((400, message)),
-            ..Self::default()
-        }
-    }
-}
-
-/// The serialized response AdmissionReview, in `api_version`, for `uid`:
-/// `{"apiVersion","kind","response":{"allowed","patch","patchType","status","uid","warnings"}}`
-/// (absent members left out). Written directly into one buffer: the patch is base64-encoded in
-/// place, and its base64 text (which never needs JSON escaping) is not scanned again, which a
-/// serializer of a struct holding the base64 `String` would do (docs/benchmarks.md, "The
-/// admission envelope").
-pub fn respond(api_version: &str, uid: &str, answer: Answer) -> Bytes {
-    // Writing into a Vec cannot fail; the fallback is never taken.
-    Bytes::from(write(api_version, uid, &answer).unwrap_or_else(|_| b"{}".to_vec()))
-}
-
-/// An answer written once for any request: the response's bytes but the version and the uid
-/// ([`Rendered::respond`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Rendered {
-    /// From after the version through `"uid":`.
-    head: Box<[u8]>,
-    /// From after the uid to the end.
-    tail: Box<[u8]>,
-}
-
-impl Rendered {
-    pub fn new(answer: &Answer) -> Self {
-        let mut head = Vec::with_capacity(512);
-        let mut tail = Vec::new();
-        // Writing into a Vec cannot fail; the fallback (an empty answer) is never taken.
-        if write_head(&mut head, answer)
-            .and_then(|()| write_tail(&mut tail, answer))
-            .is_err()
-        {
-            return Self::default();
-        }
-        Self {
-            head: head.into(),
-            tail: tail.into(),
-        }
-    }
-
-    /// The response AdmissionReview, in `api_version`, for `uid`: what [`respond`] writes.
-    pub fn respond(&self, api_version: &str, uid: &str) -> Bytes {
-        let mut out = Vec::with_capacity(
-            self.head
-                .len()
-                .saturating_add(self.tail.len())
-                .saturating_add(uid.len())
-                .saturating_add(64),
-        );
-        let written = write_version(&mut out, api_version)
-            .and_then(|()| {
-                out.extend_from_slice(&self.head);
-                serde_json::to_writer(&mut out, uid)
-            })
-            .map(|()| out.extend_from_slice(&self.tail));
-        match written {
-            Ok(()) => Bytes::from(out),
-            Err(_) => Bytes::from_static(b"{}"),
-        }
-    }
-
-    /// Its bytes.
-    pub fn len(&self) -> usize {
-        self.head.len().saturating_add(self.tail.len())
-    }
-
-    /// Whether it holds nothing (never, once written).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-fn write(api_version: &str, uid: &str, answer: &Answer) -> Result<Vec<u8>, serde_json::Error> {
-    let mut out = Vec::with_capacity(512);
-    write_version(&mut out, api_version)?;
-    write_head(&mut out, answer)?;
-    serde_json::to_writer(&mut out, uid)?;
-    write_tail(&mut out, answer)?;
-    Ok(out)
-}
-
-fn write_version(out: &mut Vec<u8>, api_version: &str) -> Result<(), serde_json::Error> {
-    out.extend_from_slice(b"{\"apiVersion\":");
-    serde_json::to_writer(&mut *out, api_version)
-}
-
-/// The response from after its version through `"uid":`.
-fn write_head(out: &mut Vec<u8>, answer: &Answer) -> Result<(), serde_json::Error> {
-    out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"allowed\":");
-    out.extend_from_slice(if answer.allowed { b"true" } else { b"false" });
-    if let Some(ops) = answer.patch.as_deref().filter(|ops| !ops.is_empty()) {
-        let json = serde_json::to_vec(ops)?;
-        out.extend_from_slice(b",\"patch\":\"");
-        let start = out.len();
-        let encoded = base64::encoded_len(json.len(), true).unwrap_or(0);
-        out.resize(start + encoded, 0);
-        let written = base64::engine::general_purpose::STANDARD
-            .encode_slice(&json, &mut out[start..])
-            .unwrap_or(0);
-        out.truncate(start + written);
-        out.extend_from_slice(b"\",\"patchType\":\"JSONPatch\"");
-    }
-    if let Some((code, message)) = &answer.status {
-        out.extend_from_slice(b",\"status\":");
-        let status = Status {
-            code: *code,
-            message,
-            reason: match code {
-                400 => "BadRequest",
-                403 => "Forbidden",
-                _ => "",
-            },
-            status: if answer.allowed { "Success" } else { "Failure" },
-        };
-        serde_json::to_writer(&mut *out, &status)?;
-    }
-    out.extend_from_slice(b",\"uid\":");
-    Ok(())
-}
-
-/// The response from after its uid to the end.
-fn write_tail(out: &mut Vec<u8>, answer: &Answer) -> Result<(), serde_json::Error> {
-    if !answer.warnings.is_empty() {
-        out.extend_from_slice(b",\"warnings\":");
-        serde_json::to_writer(&mut *out, &answer.warnings)?;
-    }
-    out.extend_from_slice(b"}}");
-    Ok(())
-}
-
-/// The `status` of a denial or an error.
-#[derive(Serialize)]
-struct Status<'a> {
-    code: u16,
-    message: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    reason: &'static str,
-    status: &'static str,
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn answered(api_version: &str, uid: &str, answer: Answer) -> Value {
-        serde_json::from_slice(&respond(api_version, uid, answer)).unwrap()
-    }
 
     fn review(version: &str, operation: &str, sub_resource: &str, kind: Value) -> Vec<u8> {
         serde_json::to_vec(&json!({
@@ -715,105 +548,5 @@ mod tests {
                 "{operation} {sub_resource}"
             );
         }
-    }
-
-    #[test]
-    fn salvage_what_a_broken_body_says() {
-        assert_eq!(salvage(b"not json"), (V1, String::new()));
-        assert_eq!(
-            salvage(br#"{"apiVersion": "admission.k8s.io/v1beta1", "request": {"uid": "u"}}"#),
-            (V1BETA1, "u".to_owned())
-        );
-    }
-
-    /// A patch of any length (modulo 3 included) decodes to the operations' JSON, byte for byte.
-    #[test]
-    fn patches_of_any_length_are_encoded_whole() {
-        for count in [1usize, 2, 3, 100, 101, 102] {
-            let ops: Vec<noe_core::patch::Op> = (0..count)
-                .map(|i| {
-                    noe_core::patch::add(
-                        noe_core::patch::pointer(&["metadata", "annotations", &format!("k{i}")]),
-                        json!("v".repeat(i % 7)),
-                    )
-                })
-                .collect();
-            let expected = serde_json::to_vec(&ops).unwrap();
-            let patched = answered(
-                V1,
-                "u",
-                Answer {
-                    patch: Some(ops),
-                    ..Answer::allow()
-                },
-            );
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(patched["response"]["patch"].as_str().unwrap())
-                .unwrap();
-            assert_eq!(decoded, expected, "{count} operations");
-        }
-    }
-
-    #[test]
-    fn responses() {
-        let patched = answered(
-            V1,
-            "u",
-            Answer {
-                allowed: true,
-                patch: Some(vec![noe_core::patch::add(
-                    noe_core::patch::pointer(&["a"]),
-                    json!(1),
-                )]),
-                warnings: vec!["w".into()],
-                status: None,
-            },
-        );
-        assert_eq!(patched["apiVersion"], V1);
-        assert_eq!(patched["kind"], "AdmissionReview");
-        assert_eq!(patched["response"]["uid"], "u");
-        assert_eq!(patched["response"]["patchType"], "JSONPatch");
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(patched["response"]["patch"].as_str().unwrap())
-            .unwrap();
-        assert_eq!(
-            serde_json::from_slice::<Value>(&decoded).unwrap(),
-            json!([{"op": "add", "path": "/a", "value": 1}])
-        );
-        assert_eq!(patched["response"]["warnings"], json!(["w"]));
-
-        let denied = answered(
-            V1BETA1,
-            "v",
-            Answer {
-                allowed: false,
-                status: Some((403, "no".into())),
-                ..Answer::default()
-            },
-        );
-        assert_eq!(denied["apiVersion"], V1BETA1);
-        assert_eq!(denied["response"]["allowed"], false);
-        assert_eq!(denied["response"]["status"]["code"], 403);
-        assert_eq!(denied["response"]["status"]["reason"], "Forbidden");
-        assert!(denied["response"].get("patch").is_none());
-
-        let plain = answered(V1, "w", Answer::allow());
-        assert_eq!(plain["response"], json!({"uid": "w", "allowed": true}));
-
-        // An empty patch is no patch; strings needing escapes stay valid JSON.
-        let empty = answered(
-            V1,
-            "x\"1",
-            Answer {
-                allowed: true,
-                patch: Some(Vec::new()),
-                warnings: vec!["w\"2\n".into()],
-                ..Answer::default()
-            },
-        );
-        assert_eq!(
-            empty["response"],
-            json!({"uid": "x\"1", "allowed": true, "warnings": ["w\"2\n"]})
-        );
     }
 }
