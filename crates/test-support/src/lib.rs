@@ -135,7 +135,9 @@ pub use ports::{closed_port, UnansweredPort};
 pub use push::{sha256_digest, PushAuth, Pusher};
 pub use redis::{RedisBuilder, RedisServer};
 pub use registry::{Registry, RegistryBuilder, RegistryRequest};
-pub use review::{admission_review, deployment_pod_review, ephemeral_review, pod_review};
+pub use review::{
+    admission_review, deployment_pod_replica, deployment_pod_review, ephemeral_review, pod_review,
+};
 pub use stalled_client::{silent_connections, StalledClient};
 pub use token_server::{
     decode_claims, Access, TokenFields, TokenRequest, TokenServer, TokenServerBuilder, TokenSigner,

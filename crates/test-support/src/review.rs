@@ -93,6 +93,25 @@ pub fn deployment_pod_review(uid: &str, images: &[String]) -> Value {
     review
 }
 
+/// The object of [`deployment_pod_review`] for `image`, as the apiserver sends the `n`th pod of
+/// its ReplicaSet (`n` below 60): a name generated from `generateName` with the five characters
+/// `suffix`, and a uid, creation time, field-manager time, token volume name (mounted in the
+/// container) and start time of its own. Pods of one template differ in nothing else.
+pub fn deployment_pod_replica(image: &str, n: usize, suffix: &str) -> Value {
+    let mut pod = deployment_pod_review("u", &[image.to_owned()])["request"]["object"].clone();
+    let time = format!("2026-11-28T09:00:{n:02}Z");
+    let metadata = &mut pod["metadata"];
+    metadata["name"] = json!(format!("web-5d8c7b9f6-{suffix}"));
+    metadata["uid"] = json!(format!("{n:08}-1111-4222-8333-444444444444"));
+    metadata["creationTimestamp"] = json!(time);
+    metadata["managedFields"][0]["time"] = json!(time);
+    let volume = format!("kube-api-access-{suffix}");
+    pod["spec"]["volumes"][0]["name"] = json!(volume);
+    pod["spec"]["containers"][0]["volumeMounts"][0]["name"] = json!(volume);
+    pod["status"]["startTime"] = json!(time);
+    pod
+}
+
 /// The AdmissionReview the apiserver sends for `operation` on the pod `object` in `namespace`,
 /// in AdmissionReview `version` (`admission.k8s.io/v1` or `v1beta1`).
 pub fn admission_review(

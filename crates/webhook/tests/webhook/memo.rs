@@ -286,20 +286,7 @@ async fn gated_and_selecting_admissions_do_not_remember() {
 #[tokio::test]
 async fn pods_of_one_template_created_seconds_apart_share_a_decision() {
     let setup = setup(Policy::default());
-    let replica = |n: usize, suffix: &str| {
-        let mut pod = noe_test_support::deployment_pod_review("u", &["web:1".to_owned()])
-            ["request"]["object"]
-            .clone();
-        let metadata = &mut pod["metadata"];
-        metadata["name"] = json!(format!("web-5d8c7b9f6-{suffix}"));
-        metadata["uid"] = json!(format!("0000000{n}-1111-4222-8333-444444444444"));
-        metadata["creationTimestamp"] = json!(format!("2026-11-28T09:00:0{n}Z"));
-        metadata["managedFields"][0]["time"] = json!(format!("2026-11-28T09:00:0{n}Z"));
-        let volume = format!("kube-api-access-{suffix}");
-        pod["spec"]["volumes"][0]["name"] = json!(volume);
-        pod["spec"]["containers"][0]["volumeMounts"][0]["name"] = json!(volume);
-        pod
-    };
+    let replica = |n, suffix| noe_test_support::deployment_pod_replica("web:1", n, suffix);
     let first = setup.review("team-a", "u1", &replica(1, "x2k8q")).await;
     setup.review("team-a", "u2", &replica(2, "7fzpl")).await;
     assert_eq!(setup.counts(), (0, 0, 2), "seen twice: remembered");

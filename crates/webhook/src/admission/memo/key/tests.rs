@@ -90,20 +90,7 @@ fn what_does_not_scan_is_keyed_by_all_of_its_bytes() {
 /// A pod of a Deployment as the apiserver sends it, as it would send another pod of the same
 /// ReplicaSet (`n` picks the name, uid, times and token volume).
 fn replica(n: usize) -> Value {
-    let image = "r.example/a:1".to_owned();
-    let mut pod =
-        noe_test_support::deployment_pod_review("u", &[image])["request"]["object"].clone();
-    let suffix = ["x2k8q", "7fzpl", "b9c4d"][n];
-    let metadata = &mut pod["metadata"];
-    metadata["name"] = json!(format!("web-5d8c7b9f6-{suffix}"));
-    metadata["uid"] = json!(format!("0000000{n}-1111-4222-8333-444444444444"));
-    metadata["creationTimestamp"] = json!(format!("2026-11-28T09:00:0{n}Z"));
-    metadata["managedFields"][0]["time"] = json!(format!("2026-11-28T09:00:0{n}Z"));
-    let volume = format!("kube-api-access-{suffix}");
-    pod["spec"]["volumes"][0]["name"] = json!(volume);
-    pod["spec"]["containers"][0]["volumeMounts"][0]["name"] = json!(volume);
-    pod["status"]["startTime"] = json!(format!("2026-11-28T09:00:0{n}Z"));
-    pod
+    noe_test_support::deployment_pod_replica("r.example/a:1", n, ["x2k8q", "7fzpl", "b9c4d"][n])
 }
 
 #[test]
