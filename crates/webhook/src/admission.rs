@@ -1,4 +1,4 @@
-//! The admission envelope: read an AdmissionReview ([`review`]), answer it ([`flow`]: for a pod
+//! The admission envelope: read an AdmissionReview ([`review`]), answer it (`admission/flow.rs`: for a pod
 //! being created from the [`memo`], gated ([`gate`]) or decided ([`crate::decider`]); for debug
 //! containers added to a pod, their images checked against the pod's node; anything else allowed
 //! unchanged), report the decision ([`report`]) and write the response ([`response`]). Every

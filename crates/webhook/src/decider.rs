@@ -107,7 +107,7 @@ impl<'a> Scope<'a> {
 }
 
 /// What a decision read besides the pod and the policy: what the decision memo
-/// ([`crate::admission::memo`]) checks again on a hit ([`Decider::recheck`]).
+/// ([`crate::admission::memo`]) checks again on a hit (`Decider::recheck`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Inputs {
     /// The pod's images, as [`noe_core::decide::Plan::images`] lists them.

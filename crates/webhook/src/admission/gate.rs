@@ -5,7 +5,7 @@
 //! controller reads). In `hybrid` mode the pod is decided inline when every image's platforms
 //! come back within `--hybrid-budget` (cached in this process or the shared cache), and gated
 //! otherwise. Pods gating could harm are never gated ([`exemption`]), nor pods outside
-//! `--gate-object-selector` and `--gate-namespace-selector` ([`selector`], [`namespaces`]).
+//! `--gate-object-selector` and `--gate-namespace-selector` ([`selector`], [`namespace_selection`]).
 
 pub mod namespace_selection;
 pub mod selector;
