@@ -216,69 +216,32 @@ impl SharedCache {
 
     /// The platforms of `digest` of `repository` (`registry/repository`), if known.
     pub async fn platforms(&self, repository: &str, digest: &str) -> Option<DigestValue> {
-        let key = self.digest_key(repository, digest);
-        let values = self.read(std::slice::from_ref(&key)).await?;
-        let found = values
-            .first()
-            .and_then(|bytes| DigestValue::decode(self.open(&key, bytes)?));
-        self.count_read(if found.is_some() { "hit" } else { "miss" });
-        found
+        self.read_one(self.digest_key(repository, digest), DigestValue::decode)
+            .await
     }
 
     /// The verification of the platform manifest `digest` of `repository`
     /// (`registry/repository`), if a replica kept one.
     pub async fn verdict(&self, repository: &str, digest: &str) -> Option<VerdictValue> {
-        let key = self.verdict_key(repository, digest);
-        let values = self.read(std::slice::from_ref(&key)).await?;
-        let found = values
-            .first()
-            .and_then(|bytes| VerdictValue::decode(self.open(&key, bytes)?));
-        self.count_read(if found.is_some() { "hit" } else { "miss" });
-        found
+        self.read_one(self.verdict_key(repository, digest), VerdictValue::decode)
+            .await
     }
 
     /// Keeps a platform manifest's verification for every replica, in the background.
     pub fn remember_verdict(&self, repository: &str, digest: &str, value: &VerdictValue) {
-        if self.is_open() {
-            self.count_write("bypassed");
-            return;
-        }
-        let Ok(permit) = self.writes.clone().try_acquire_owned() else {
-            self.count_write("dropped");
+        let Some(permit) = self.write_permit() else {
             return;
         };
         let key = self.verdict_key(repository, digest);
         let ttl_ms = u64::try_from(VERDICT_TTL.as_millis()).unwrap_or(u64::MAX);
         let mut pipe = redis::pipe();
-        pipe.cmd("SET")
-            .arg(&key)
-            .arg(self.seal(&key, &value.encode()))
-            .arg("PX")
-            .arg(ttl_ms)
-            .ignore();
-        let (connector, link) = (self.connector.clone(), self.link.clone());
-        let (timeout, health, metrics) = (self.timeout, self.health.clone(), self.metrics.clone());
-        tokio::spawn(async move {
-            let ok = query::<()>(&connector, &link, &pipe, FRAMING_BYTES, timeout)
-                .await
-                .is_ok();
-            record(&health, ok);
-            metrics
-                .shared_writes
-                .with_label_values(&[if ok { "ok" } else { "error" }])
-                .inc();
-            drop(permit);
-        });
+        self.set(&mut pipe, &key, &value.encode(), ttl_ms);
+        self.send(pipe, 1, permit);
     }
 
     /// Writes what a lookup learned, in the background (never waited for).
     pub fn remember(&self, learned: &Learned<'_>) {
-        if self.is_open() {
-            self.count_write("bypassed");
-            return;
-        }
-        let Ok(permit) = self.writes.clone().try_acquire_owned() else {
-            self.count_write("dropped");
+        let Some(permit) = self.write_permit() else {
             return;
         };
         let fresh_ms = u64::try_from(learned.fresh_for.as_millis()).unwrap_or(u64::MAX);
@@ -291,27 +254,48 @@ impl SharedCache {
         };
         let mut pipe = redis::pipe();
         let tag_key = self.tag_key(learned.target, learned.credential);
-        pipe.cmd("SET")
-            .arg(&tag_key)
-            .arg(self.seal(&tag_key, &tag.encode()))
-            .arg("PX")
-            .arg(fresh_ms)
-            .ignore();
+        self.set(&mut pipe, &tag_key, &tag.encode(), fresh_ms);
         if let Some(platforms) = &learned.platforms {
             let digest_ms = u64::try_from(DIGEST_TTL.as_millis()).unwrap_or(u64::MAX);
             let digest_key = self.digest_key(learned.repository, learned.digest);
-            pipe.cmd("SET")
-                .arg(&digest_key)
-                .arg(self.seal(&digest_key, &platforms.encode()))
-                .arg("PX")
-                .arg(digest_ms)
-                .ignore();
+            self.set(&mut pipe, &digest_key, &platforms.encode(), digest_ms);
         }
         let answers = if learned.platforms.is_some() { 2 } else { 1 };
+        self.send(pipe, answers, permit);
+    }
+
+    /// A slot for one background write, or `None` (counted) when the cache is skipped or too
+    /// many writes are in flight.
+    fn write_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if self.is_open() {
+            self.count_write("bypassed");
+            return None;
+        }
+        let permit = self.writes.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            self.count_write("dropped");
+        }
+        permit
+    }
+
+    /// Adds `SET key sealed(value) PX ttl_ms` to `pipe`.
+    fn set(&self, pipe: &mut redis::Pipeline, key: &str, value: &[u8], ttl_ms: u64) {
+        pipe.cmd("SET")
+            .arg(key)
+            .arg(self.seal(key, value))
+            .arg("PX")
+            .arg(ttl_ms)
+            .ignore();
+    }
+
+    /// Sends the writes in `pipe` (`answers` of them) in the background, holding `permit`
+    /// until they are answered.
+    fn send(&self, pipe: redis::Pipeline, answers: u64, permit: tokio::sync::OwnedSemaphorePermit) {
         let (connector, link) = (self.connector.clone(), self.link.clone());
         let (timeout, health, metrics) = (self.timeout, self.health.clone(), self.metrics.clone());
         tokio::spawn(async move {
-            let ok = query::<()>(&connector, &link, &pipe, answers * FRAMING_BYTES, timeout)
+            let most = answers.saturating_mul(FRAMING_BYTES);
+            let ok = query::<()>(&connector, &link, &pipe, most, timeout)
                 .await
                 .is_ok();
             record(&health, ok);
@@ -321,6 +305,17 @@ impl SharedCache {
                 .inc();
             drop(permit);
         });
+    }
+
+    /// The value under `key`, if present, verified and decoded by `decode`; counted as a hit
+    /// or a miss.
+    async fn read_one<T>(&self, key: String, decode: fn(&[u8]) -> Option<T>) -> Option<T> {
+        let values = self.read(std::slice::from_ref(&key)).await?;
+        let found = values
+            .first()
+            .and_then(|bytes| decode(self.open(&key, bytes)?));
+        self.count_read(if found.is_some() { "hit" } else { "miss" });
+        found
     }
 
     /// `GETRANGE 0 MAX` of each key (empty when absent), in one round trip; `None` when the
@@ -397,21 +392,22 @@ impl SharedCache {
     }
 
     fn verdict_key(&self, repository: &str, digest: &str) -> String {
-        let mut context = hmac::Context::with_key(&self.key);
-        context.update(b"verdict\0");
-        context.update(repository.as_bytes());
-        context.update(b"@");
-        context.update(digest.as_bytes());
-        format!("{PREFIX}:v:{}", hex::encode(context.sign().as_ref()))
+        self.manifest_key(b"verdict\0", 'v', repository, digest)
     }
 
     fn digest_key(&self, repository: &str, digest: &str) -> String {
+        self.manifest_key(b"digest\0", 'd', repository, digest)
+    }
+
+    /// `PREFIX:kind:MAC`, the MAC (hex) of `domain`, `repository`, `@` and `digest` under the
+    /// install's key.
+    fn manifest_key(&self, domain: &[u8], kind: char, repository: &str, digest: &str) -> String {
         let mut context = hmac::Context::with_key(&self.key);
-        context.update(b"digest\0");
+        context.update(domain);
         context.update(repository.as_bytes());
         context.update(b"@");
         context.update(digest.as_bytes());
-        format!("{PREFIX}:d:{}", hex::encode(context.sign().as_ref()))
+        format!("{PREFIX}:{kind}:{}", hex::encode(context.sign().as_ref()))
     }
 
     /// `MAC:value`, the MAC (hex) of the value together with its full key under the install's

@@ -107,6 +107,30 @@ struct Metered<S> {
     meter: Arc<Meter>,
 }
 
+/// A redis connection over `stream`, every byte read counted by `meter`, and the driver that
+/// must run for it to answer.
+async fn handshake<S>(
+    stream: S,
+    meter: &Arc<Meter>,
+    settings: &redis::RedisConnectionInfo,
+    config: redis::AsyncConnectionConfig,
+) -> io::Result<(
+    MultiplexedConnection,
+    futures::future::BoxFuture<'static, ()>,
+)>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static,
+{
+    let stream = Metered {
+        inner: stream,
+        meter: Arc::clone(meter),
+    };
+    let (connection, driver) = MultiplexedConnection::new_with_config(settings, stream, config)
+        .await
+        .map_err(io::Error::other)?;
+    Ok((connection, futures::FutureExt::boxed(driver)))
+}
+
 fn closed() -> io::Error {
     io::Error::new(
         io::ErrorKind::ConnectionAborted,
@@ -212,32 +236,14 @@ impl Connector {
         let config = redis::AsyncConnectionConfig::new();
         let settings = self.info.redis_settings();
         let (connection, driver) = match &self.tls {
-            None => {
-                let stream = Metered {
-                    inner: tcp,
-                    meter: Arc::clone(&meter),
-                };
-                let (connection, driver) =
-                    MultiplexedConnection::new_with_config(settings, stream, config)
-                        .await
-                        .map_err(io::Error::other)?;
-                (connection, futures::FutureExt::boxed(driver))
-            }
+            None => handshake(tcp, &meter, settings, config).await?,
             Some(tls) => {
                 let name = ServerName::try_from(host.to_owned())
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
                 let stream = tokio_rustls::TlsConnector::from(Arc::clone(tls))
                     .connect(name, tcp)
                     .await?;
-                let stream = Metered {
-                    inner: stream,
-                    meter: Arc::clone(&meter),
-                };
-                let (connection, driver) =
-                    MultiplexedConnection::new_with_config(settings, stream, config)
-                        .await
-                        .map_err(io::Error::other)?;
-                (connection, futures::FutureExt::boxed(driver))
+                handshake(stream, &meter, settings, config).await?
             }
         };
         tokio::spawn(driver);
