@@ -48,19 +48,13 @@ struct Entry<V> {
 type Slot<V> = Arc<tokio::sync::Mutex<Option<Entry<V>>>>;
 
 /// A keyed token cache with single-flight refresh.
+#[derive(derive_more::Debug)]
+#[debug("Cache {{ provider: {provider:?}, .. }}")]
 pub(crate) struct Cache<V> {
     provider: Provider,
     clock: Clock,
     metrics: Metrics,
     slots: Mutex<HashMap<String, Slot<V>>>,
-}
-
-impl<V> std::fmt::Debug for Cache<V> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cache")
-            .field("provider", &self.provider)
-            .finish_non_exhaustive()
-    }
 }
 
 impl<V: Clone> Cache<V> {

@@ -14,7 +14,8 @@ use prometheus::{
 pub const OTHER_NAMESPACE: &str = "_other";
 
 /// Controller metrics (docs/configuration.md lists them).
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("Metrics {{ .. }}")]
 pub struct Metrics {
     /// `noe_pods_deletion_total{namespace,status}`: evictions (noe's name; noe deleted),
     /// status `success`, `blocked` (a PodDisruptionBudget said 429) or `failed` (noe's values).
@@ -69,12 +70,6 @@ pub struct Metrics {
     pub(crate) learned_writes: IntCounterVec,
     namespaces: Arc<Mutex<HashSet<String>>>,
     max_namespaces: usize,
-}
-
-impl std::fmt::Debug for Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics").finish_non_exhaustive()
-    }
 }
 
 impl Metrics {

@@ -16,21 +16,14 @@ use crate::Metrics;
 
 /// The node store's read side. Clones share everything; reads take the store's read lock
 /// (`node`) or clone one `Arc` (`archs`), never waiting on the API.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("NodeView {{ nodes: {:?}, .. }}", store.len())]
 pub struct NodeView {
     store: Store<NodeRecord>,
     /// The arches of all nodes, recomputed by the reflector task on every change; `None` until
     /// the first complete list.
     archs: Arc<RwLock<Option<Arc<BTreeSet<String>>>>>,
     changes: watch::Receiver<u64>,
-}
-
-impl std::fmt::Debug for NodeView {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeView")
-            .field("nodes", &self.store.len())
-            .finish_non_exhaustive()
-    }
 }
 
 impl NodeView {

@@ -39,6 +39,8 @@ impl std::fmt::Debug for Deps {
 pub struct Controllers;
 
 /// The running controllers.
+#[derive(derive_more::Debug)]
+#[debug("Running {{ nodes: {nodes:?}, tasks: {:?}, .. }}", tasks.len())]
 pub struct Running {
     nodes: Option<NodeView>,
     leadership: Leadership,
@@ -65,15 +67,6 @@ struct GateStart {
     config: crate::GateConfig,
     reporter: Reporter,
     metrics: Metrics,
-}
-
-impl std::fmt::Debug for Running {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Running")
-            .field("nodes", &self.nodes)
-            .field("tasks", &self.tasks.len())
-            .finish_non_exhaustive()
-    }
 }
 
 impl Controllers {

@@ -304,7 +304,8 @@ pub enum HostSource {
 /// Every file is read off the async workers with a timeout ([`FileReader`]) and reloaded in the
 /// background: lookups use the last good configuration and never wait for a file, except the
 /// very first time (at most twice the read timeout).
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("ContainerdSource {{ paths: {paths:?}, .. }}")]
 pub struct ContainerdSource {
     paths: Arc<Vec<PathBuf>>,
     files: FileReader,
@@ -312,14 +313,6 @@ pub struct ContainerdSource {
     loaded: Arc<Reloading<Loaded>>,
     /// Bumped when a reload finds the configuration changed.
     generation: Generation,
-}
-
-impl std::fmt::Debug for ContainerdSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ContainerdSource")
-            .field("paths", &self.paths)
-            .finish_non_exhaustive()
-    }
 }
 
 impl ContainerdSource {

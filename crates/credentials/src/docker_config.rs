@@ -334,7 +334,8 @@ pub async fn read_config_file(
 /// in the background: lookups use the last good contents and never wait for a file, except the
 /// very first time (at most twice the read timeout). A file that cannot be read again keeps its
 /// last good contents.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("DockerConfigSource {{ paths: {paths:?}, helpers: {helpers:?}, .. }}")]
 pub struct DockerConfigSource {
     paths: Arc<Vec<PathBuf>>,
     helpers: CredentialHelpers,
@@ -342,15 +343,6 @@ pub struct DockerConfigSource {
     loaded: Arc<Reloading<Vec<(PathBuf, DockerConfig)>>>,
     /// Bumped when a reload finds the files' contents changed.
     generation: Generation,
-}
-
-impl std::fmt::Debug for DockerConfigSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DockerConfigSource")
-            .field("paths", &self.paths)
-            .field("helpers", &self.helpers)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Read every file, concurrently; unreadable or malformed ones are logged (without content) and

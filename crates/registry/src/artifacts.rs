@@ -301,19 +301,12 @@ impl moka::Expiry<String, Arc<[Fetched]>> for Lifetimes {
 /// otherwise) and coalesced per
 /// (kind, image, subject, credential scope); registries found without the referrers API are
 /// remembered, so later subjects there cost one request less.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("Artifacts {{ entries: {:?}, .. }}", cache.entry_count())]
 pub struct Artifacts {
     resolver: Resolver,
     cache: moka::future::Cache<String, Arc<[Fetched]>>,
     no_api: Arc<Mutex<HashSet<String>>>,
-}
-
-impl std::fmt::Debug for Artifacts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Artifacts")
-            .field("entries", &self.cache.entry_count())
-            .finish_non_exhaustive()
-    }
 }
 
 impl Artifacts {
@@ -444,18 +437,11 @@ type Compiled = Result<Arc<Spec>, SelectionError>;
 /// for the one compile. Kept by weight (the compiled regular expressions and about 16 bytes per
 /// byte of the spec; at most [`MAX_COMPILED_BYTES`]), idle ones 10 minutes. A refusal because
 /// the process's budget for regular expressions is held ([`SelectionError::Busy`]) is not kept.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("Specs {{ entries: {:?}, .. }}", cache.entry_count())]
 pub struct Specs {
     cache: moka::future::Cache<String, (Compiled, u32)>,
     permits: Arc<tokio::sync::Semaphore>,
-}
-
-impl std::fmt::Debug for Specs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Specs")
-            .field("entries", &self.cache.entry_count())
-            .finish_non_exhaustive()
-    }
 }
 
 impl Default for Specs {

@@ -122,6 +122,8 @@ enum Known {
 }
 
 /// Challenge and token caches, and the probes in flight.
+#[derive(derive_more::Debug)]
+#[debug("Auth {{ tokens: {:?}, .. }}", tokens.entry_count())]
 pub struct Auth {
     known: quick_cache::sync::Cache<String, Known>,
     /// One entry per host whose first request is in flight; later first requests wait on it.
@@ -130,14 +132,6 @@ pub struct Auth {
     clock: noe_core::clock::Clock,
     insecure: Vec<String>,
     metrics: Metrics,
-}
-
-impl fmt::Debug for Auth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Auth")
-            .field("tokens", &self.tokens.entry_count())
-            .finish_non_exhaustive()
-    }
 }
 
 /// Held by the request that probes a host for the others; dropping it (after the answer was

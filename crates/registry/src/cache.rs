@@ -186,6 +186,8 @@ impl quick_cache::Weighter<Key, Cached> for Units {
 }
 
 /// Successful lookups and recent failures.
+#[derive(derive_more::Debug)]
+#[debug("PlatformCache {{ entries: {:?}, .. }}", ok.len())]
 pub struct PlatformCache {
     ok: quick_cache::sync::Cache<Key, Cached, Units, KeyHashing>,
     /// Bytes one weight unit stands for.
@@ -273,14 +275,6 @@ struct Outcomes {
     hit: prometheus::IntCounter,
     miss: prometheus::IntCounter,
     failure_hit: prometheus::IntCounter,
-}
-
-impl std::fmt::Debug for PlatformCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlatformCache")
-            .field("entries", &self.ok.len())
-            .finish_non_exhaustive()
-    }
 }
 
 impl PlatformCache {

@@ -45,19 +45,12 @@ const MAX_HOSTS_ENTRIES: u64 = 4096;
 /// (or `_default`, or a docker-style directory of certificates) under the `certs.d`-style
 /// directories, read off the async workers and reloaded in the background (the last good one
 /// kept), or the deprecated CRI mirrors.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("ContainerdHosts {{ source: {source:?}, .. }}")]
 pub struct ContainerdHosts {
     source: ContainerdSource,
     /// `hosts.toml` per registry host.
     hosts: moka::future::Cache<String, Arc<Reloading<Option<HostsConfig>>>>,
-}
-
-impl std::fmt::Debug for ContainerdHosts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ContainerdHosts")
-            .field("source", &self.source)
-            .finish_non_exhaustive()
-    }
 }
 
 impl ContainerdHosts {

@@ -299,19 +299,13 @@ fn matches(pattern: &str, image: &str) -> bool {
 }
 
 /// The overrides file, read again in the background. Cheap to share behind an `Arc`.
+#[derive(derive_more::Debug)]
+#[debug("PlatformOverrides {{ path: {path:?}, .. }}")]
 pub struct PlatformOverrides {
     path: PathBuf,
     files: FileReader,
     current: Reloading<Overrides>,
     failures: prometheus::IntCounterVec,
-}
-
-impl std::fmt::Debug for PlatformOverrides {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlatformOverrides")
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
 }
 
 fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Overrides, OverridesError> {

@@ -24,18 +24,11 @@ const MAX_REMEMBERED_TAGS: u64 = 200_000;
 type Listed = Arc<Result<Tags, Error>>;
 
 /// Finds upgrade paths, remembering each repository's tags. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("Upgrades {{ repositories: {:?}, .. }}", tags.entry_count())]
 pub struct Upgrades {
     resolver: Resolver,
     tags: moka::future::Cache<(String, Option<Scope>), Listed>,
-}
-
-impl std::fmt::Debug for Upgrades {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upgrades")
-            .field("repositories", &self.tags.entry_count())
-            .finish_non_exhaustive()
-    }
 }
 
 impl Upgrades {

@@ -92,6 +92,8 @@ pub fn server_config(
 
 /// The endpoint: who may ask, where answers come from, within what. Cheap to share behind an
 /// `Arc`.
+#[derive(derive_more::Debug)]
+#[debug("PolicyEndpoint {{ auth: {auth:?}, deadline: {deadline:?}, .. }}")]
 pub struct PolicyEndpoint {
     auth: Auth,
     images: Arc<dyn ImageSource>,
@@ -129,15 +131,6 @@ impl Weighed for Remembered {
     fn weight(&self) -> u64 {
         u64::try_from(self.body.len().saturating_add(std::mem::size_of::<Self>()))
             .unwrap_or(u64::MAX)
-    }
-}
-
-impl std::fmt::Debug for PolicyEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PolicyEndpoint")
-            .field("auth", &self.auth)
-            .field("deadline", &self.deadline)
-            .finish_non_exhaustive()
     }
 }
 

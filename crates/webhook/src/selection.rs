@@ -85,6 +85,8 @@ pub enum Selected {
 }
 
 /// Image selection, configured.
+#[derive(derive_more::Debug)]
+#[debug("Selection {{ artifacts: {artifacts:?}, .. }}")]
 pub struct Selection {
     artifacts: Artifacts,
     specs: Specs,
@@ -92,14 +94,6 @@ pub struct Selection {
     credentials: Arc<dyn CredentialSource>,
     nodes: Arc<dyn NodeSource>,
     discovery: Discovery,
-}
-
-impl std::fmt::Debug for Selection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Selection")
-            .field("artifacts", &self.artifacts)
-            .finish_non_exhaustive()
-    }
 }
 
 fn label<'p>(pod: &'p Value, key: &str) -> Option<&'p str> {

@@ -42,16 +42,11 @@ struct Request {
 }
 
 /// Learns entries into the store (the Lease holder's side). Clones share the queue.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("LearnedWriter {{ .. }}")]
 pub struct LearnedWriter {
     queue: mpsc::Sender<Request>,
     view: LearnedView,
-}
-
-impl std::fmt::Debug for LearnedWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LearnedWriter").finish_non_exhaustive()
-    }
 }
 
 impl LearnedWriter {

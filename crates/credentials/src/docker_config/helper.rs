@@ -41,20 +41,12 @@ struct HelperReply {
 }
 
 /// Runs docker credential helpers found in a list of directories.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("CredentialHelpers {{ dirs: {dirs:?}, limits: {limits:?}, .. }}")]
 pub struct CredentialHelpers {
     dirs: Arc<Vec<PathBuf>>,
     limits: ExecLimits,
     cache: moka::future::Cache<(String, String), Option<Credential>>,
-}
-
-impl std::fmt::Debug for CredentialHelpers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CredentialHelpers")
-            .field("dirs", &self.dirs)
-            .field("limits", &self.limits)
-            .finish_non_exhaustive()
-    }
 }
 
 impl CredentialHelpers {

@@ -13,21 +13,14 @@ use crate::matching::image_matches;
 use crate::{Credential, CredentialCandidate};
 
 /// Renews the answer of one provider for one image.
+#[derive(derive_more::Debug)]
+#[debug("PluginRenewal {{ name: {name:?}, image: {image:?}, .. }}")]
 pub(super) struct PluginRenewal {
     pub source: ProviderSource,
     pub provider: Arc<Provider>,
     pub image: String,
     /// The candidates' source name (`credential-provider:<name>`).
     pub name: String,
-}
-
-impl std::fmt::Debug for PluginRenewal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PluginRenewal")
-            .field("name", &self.name)
-            .field("image", &self.image)
-            .finish_non_exhaustive()
-    }
 }
 
 impl PluginRenewal {

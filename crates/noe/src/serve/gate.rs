@@ -32,16 +32,12 @@ const MAX_EXEMPT: usize = 10_000;
 /// The decision of a gated pod: the inline decision, with failed lookups reported as such
 /// until the last attempt, when `--on-lookup-error` decides; with `--gate-verify`, a pod
 /// waits (until its last attempt) while one of its images is being verified.
+#[derive(derive_more::Debug)]
+#[debug("DecisionPlanner {{ .. }}")]
 pub struct DecisionPlanner {
     retrying: Decider,
     last: Decider,
     verifying: Option<Arc<noe_registry::verify::Queue>>,
-}
-
-impl std::fmt::Debug for DecisionPlanner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DecisionPlanner").finish_non_exhaustive()
-    }
 }
 
 impl DecisionPlanner {

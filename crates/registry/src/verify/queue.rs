@@ -31,20 +31,14 @@ pub(crate) struct Job {
 }
 
 /// The queue of images offered for verification.
+#[derive(derive_more::Debug)]
+#[debug("Queue {{ depth: {:?}, .. }}", depth.get())]
 pub struct Queue {
     tx: mpsc::Sender<Job>,
     seen: quick_cache::sync::Cache<String, ()>,
     /// Images (as written) whose verification is queued or running, and how many times.
     pending: Mutex<HashMap<String, usize>>,
     depth: prometheus::IntGauge,
-}
-
-impl std::fmt::Debug for Queue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Queue")
-            .field("depth", &self.depth.get())
-            .finish_non_exhaustive()
-    }
 }
 
 impl Queue {

@@ -160,22 +160,14 @@ impl noe_credentials::Source for PodPullSecrets {
 ///
 /// With [`PullSecrets::with_service_account_tokens`] it also reads the pods' service accounts
 /// and requests their tokens, for the credential providers that ask for them.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("PullSecrets {{ cache: {cache:?}, timeout: {timeout:?}, .. }}")]
 pub struct PullSecrets {
     client: kube::Client,
     /// (namespace, name) → the secret's credentials, or why it gave none.
     cache: CachedGets<(String, String), Arc<LoadedSecret>, FailureReason>,
     timeout: Duration,
     service_accounts: Option<super::service_accounts::ServiceAccountApi>,
-}
-
-impl std::fmt::Debug for PullSecrets {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PullSecrets")
-            .field("cache", &self.cache)
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
-    }
 }
 
 impl PullSecrets {

@@ -35,22 +35,14 @@ pub const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Service accounts and their tokens through the Kubernetes API, on the one cached GET
 /// ([`crate::cached_gets::CachedGets`]).
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("ServiceAccountApi {{ accounts: {accounts:?}, tokens: {tokens:?}, .. }}")]
 pub struct ServiceAccountApi {
     client: kube::Client,
     /// (namespace, name) → the account, or why it could not be read.
     accounts: CachedGets<(String, String), Arc<ServiceAccountInfo>, String>,
     /// (namespace, name, audience) → a token, or why none was had.
     tokens: CachedGets<(String, String, String), ServiceAccountToken, String>,
-}
-
-impl std::fmt::Debug for ServiceAccountApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceAccountApi")
-            .field("accounts", &self.accounts)
-            .field("tokens", &self.tokens)
-            .finish_non_exhaustive()
-    }
 }
 
 impl ServiceAccountApi {
