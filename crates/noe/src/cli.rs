@@ -142,7 +142,7 @@ impl Args {
     /// it does not accept are hidden from its `--help` (they still parse there, and are refused
     /// by [`Args::to_run`] with a message naming the flag).
     pub fn command_for(argv: &[OsString]) -> clap::Command {
-        let mut command = go_flags::booleans(Self::command());
+        let mut command = flags::conventions(Self::command());
         let names: Vec<String> = command
             .get_subcommands()
             .map(|sub| sub.get_name().to_owned())

@@ -17,7 +17,7 @@ fn parse(argv: &[&str]) -> Result<Args, clap::Error> {
 #[test]
 fn clap_definition_is_consistent() {
     Args::command().debug_assert();
-    super::go_flags::booleans(Args::command()).debug_assert();
+    super::flags::conventions(Args::command()).debug_assert();
 }
 
 /// Every boolean flag, the subcommands' too, takes the Go spellings: `-flag`, `--flag`,
@@ -328,7 +328,7 @@ fn every_flag_has_its_env_var() {
             check(sub);
         }
     }
-    check(&Args::command());
+    check(&super::flags::conventions(Args::command()));
 }
 
 /// The registry settings `inspect` would run with.

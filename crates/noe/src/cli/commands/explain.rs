@@ -44,31 +44,25 @@ pub struct ExplainArgs {
     /// several documents or a `kind: List` allowed; `-` = stdin). Namespaces and Nodes in the
     /// file stand for the cluster's: a namespace's `arch.noe.adevinta.com/preferred` label, and
     /// the node a pod with debug containers is bound to.
-    #[arg(long, short = 'f', env = "NOE_FILE")]
+    #[arg(long, short = 'f')]
     pub file: PathBuf,
 
     /// `json` prints one object per document and line:
     /// `{"kind","name","allowed","message","warnings","patch"}` (`"notes"` too when a platform
     /// override answered), or `{"kind","name","skipped"}`.
-    #[arg(
-        long,
-        short = 'o',
-        env = "NOE_OUTPUT",
-        value_enum,
-        default_value = "text"
-    )]
+    #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: Output,
 
     /// Exit 0 even when an image lookup failed (by default `explain` then exits 3, so a CI gate
     /// does not pass because a registry was unreachable).
-    #[arg(long, env = "NOE_ALLOW_LOOKUP_ERRORS")]
+    #[arg(long)]
     pub allow_lookup_errors: bool,
 
     /// The cluster's nodes (`kubectl get nodes -o yaml`): image selection by compatibility
     /// artifacts runs as `--image-selection` would, against them (explicit selection for pods
     /// labelled `oci.image.compatibilities.selection/enabled: "true"`, NFD artifacts for every
     /// pod).
-    #[arg(long, env = "NOE_NODES")]
+    #[arg(long)]
     pub nodes: Option<PathBuf>,
 }
 

@@ -21,7 +21,7 @@ pub struct LearnedArgs {
 
     /// noe's namespace, where the learned store is; default: the kubeconfig context's namespace
     /// (in a pod: its own).
-    #[arg(long, short = 'n', global = true, env = "NOE_NAMESPACE")]
+    #[arg(long, short = 'n', global = true)]
     pub namespace: Option<String>,
 }
 
@@ -30,13 +30,7 @@ pub enum LearnedAction {
     /// Print the learned corrections: image, digest, platform, source and evidence.
     List {
         /// `table` (for people) or `json`.
-        #[arg(
-            long,
-            short = 'o',
-            env = "NOE_OUTPUT",
-            value_enum,
-            default_value = "table"
-        )]
+        #[arg(long, short = 'o', value_enum, default_value = "table")]
         output: ListFormat,
     },
     /// Remove the corrections of these images (as the pods wrote them), digests
@@ -46,7 +40,7 @@ pub enum LearnedAction {
         #[arg(value_name = "IMAGE|DIGEST", required_unless_present = "all")]
         targets: Vec<String>,
         /// Every entry, garbage included.
-        #[arg(long, env = "NOE_ALL", conflicts_with = "targets")]
+        #[arg(long, conflicts_with = "targets")]
         all: bool,
     },
 }

@@ -24,30 +24,25 @@ use crate::serve::{facts, platforms};
 #[derive(Clone, Debug, Args)]
 pub struct UngateArgs {
     /// Only the pods of this namespace.
-    #[arg(
-        long,
-        short = 'n',
-        env = "NOE_NAMESPACE",
-        conflicts_with = "all_namespaces"
-    )]
+    #[arg(long, short = 'n', conflicts_with = "all_namespaces")]
     pub namespace: Option<String>,
 
     /// The pods of every namespace (the default without `--namespace`).
-    #[arg(long, short = 'A', env = "NOE_ALL_NAMESPACES")]
+    #[arg(long, short = 'A')]
     pub all_namespaces: bool,
 
     /// Give up on pods still gated after this long (their lookups keep failing, or their
     /// release is refused): they are listed and the exit code is 1.
-    #[arg(long, env = "NOE_DEADLINE", default_value = "5m", value_parser = crate::cli::flags::parse::positive_duration)]
+    #[arg(long, default_value = "5m", value_parser = crate::cli::flags::parse::positive_duration)]
     pub deadline: Duration,
 
     /// Release without looking images up: no arch constraint is written.
-    #[arg(long, env = "NOE_FORCE")]
+    #[arg(long)]
     pub force: bool,
 
     /// Delete this MutatingWebhookConfiguration first (noe's own, so no pod is gated while the
     /// others are released; the chart's uninstall hook passes it). Absent is fine.
-    #[arg(long, env = "NOE_DELETE_WEBHOOK_CONFIGURATION", value_name = "NAME")]
+    #[arg(long, value_name = "NAME")]
     pub delete_webhook_configuration: Option<String>,
 }
 

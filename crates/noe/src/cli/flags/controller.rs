@@ -74,29 +74,22 @@ pub struct ControllerArgs {
     /// Keep a reflector of the cluster's Nodes: pods whose architectures no node has get a
     /// warning, debug containers are checked against their node without an API call, and
     /// `--cluster-schedulable-archs=auto` reads the nodes' architectures.
-    #[arg(long, global = true, env = "NOE_WATCH_NODES")]
+    #[arg(long)]
     pub watch_nodes: bool,
 
     /// Pods running on a node their images cannot run on: `off`, `report` (an Event and a
     /// metric) or `evict` (report, then evict those with a controller owner through the Eviction
     /// API, PodDisruptionBudgets respected).
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_REMEDIATE",
-        value_enum,
-        default_value = "off"
-    )]
+    #[arg(long, value_enum, default_value = "off")]
     pub remediate: RemediateMode,
 
     /// Evictions per minute at most with `--remediate=evict`.
-    #[arg(long, global = true, env = "NOE_REMEDIATE_RATE", default_value_t = 10,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub remediate_rate: u32,
 
     /// Namespaces whose pods `--remediate=evict` reports but never evicts. Comma separated;
     /// default: kube-system and noe's own namespace ($POD_NAMESPACE). Empty: none is exempt.
-    #[arg(long, global = true, env = "NOE_REMEDIATE_EXEMPT_NAMESPACES", value_delimiter = ',',
+    #[arg(long, value_delimiter = ',',
           num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub remediate_exempt_namespaces: Option<Vec<String>>,
 
@@ -105,110 +98,88 @@ pub struct ControllerArgs {
     /// platform. The correction is kept in the learned store (`--learned-store`), which every
     /// replica reads; the pod gets an Event, and with `--remediate=evict` it is
     /// evicted.
-    #[arg(long, global = true, env = "NOE_DETECT_EXEC_FORMAT_ERRORS")]
+    #[arg(long)]
     pub detect_exec_format_errors: bool,
 
     /// With --detect-exec-format-errors: previous logs of containers that crashed at once read
     /// per second at most, across the cluster.
-    #[arg(long, global = true, env = "NOE_LOG_READS_PER_SECOND", default_value_t = 5,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub log_reads_per_second: u32,
 
     /// The learned store: a ConfigMap in noe's namespace ($POD_NAMESPACE; `noe learned -n`)
     /// that holds the corrections learned from exec format errors and verification.
     #[arg(
         long,
-        global = true,
-        env = "NOE_LEARNED_STORE",
         default_value = noe_controller::learned::DEFAULT_NAME
     )]
     pub learned_store: String,
 
     /// Corrections the learned store keeps at most; past it the oldest evidence goes first.
-    #[arg(long, global = true, env = "NOE_LEARNED_MAX_ENTRIES", default_value_t = 1000,
-          value_parser = clap::value_parser!(u32).range(1..=5000))]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=5000))]
     pub learned_max_entries: u32,
 
     /// Run the writing controllers (remediation, taints, detection) only on the replica that
     /// holds a Lease; every replica serves admissions.
-    #[arg(long, global = true, env = "NOE_LEADER_ELECT")]
+    #[arg(long)]
     pub leader_elect: bool,
 
     /// Name of the Lease (coordination.k8s.io/v1).
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_LEADER_ELECT_RESOURCE_NAME",
-        default_value = "noe"
-    )]
+    #[arg(long, default_value = "noe")]
     pub leader_elect_resource_name: String,
 
     /// Namespace of the Lease; default: $POD_NAMESPACE.
-    #[arg(long, global = true, env = "NOE_LEADER_ELECT_RESOURCE_NAMESPACE")]
+    #[arg(long)]
     pub leader_elect_resource_namespace: Option<String>,
 
     /// This replica's identity in the Lease (unique among replicas); default: $POD_NAME.
-    #[arg(long, global = true, env = "NOE_LEADER_ELECT_IDENTITY")]
+    #[arg(long)]
     pub leader_elect_identity: Option<String>,
 
     /// How long the others wait after the leader's last renewal before taking the Lease.
-    #[arg(long, global = true, env = "NOE_LEADER_ELECT_LEASE_DURATION", default_value = "15s",
-          value_parser = super::parse::positive_duration)]
+    #[arg(long, default_value = "15s", value_parser = super::parse::positive_duration)]
     pub leader_elect_lease_duration: Duration,
 
     /// The leader stops writing when it could not renew for this long (below the lease duration).
-    #[arg(long, global = true, env = "NOE_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s",
-          value_parser = super::parse::positive_duration)]
+    #[arg(long, default_value = "10s", value_parser = super::parse::positive_duration)]
     pub leader_elect_renew_deadline: Duration,
 
     /// Time between attempts to acquire or renew the Lease (below the renew deadline).
-    #[arg(long, global = true, env = "NOE_LEADER_ELECT_RETRY_PERIOD", default_value = "2s",
-          value_parser = super::parse::positive_duration)]
+    #[arg(long, default_value = "2s", value_parser = super::parse::positive_duration)]
     pub leader_elect_retry_period: Duration,
 
     /// Where pods wait for their image lookups: `inline` (inside admission), `gate` (gated at
     /// creation, released by the gate controller) or `hybrid` (inline when every image is known
     /// within `--hybrid-budget`, else gated).
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_LOOKUP_MODE",
-        value_enum,
-        default_value = "inline"
-    )]
+    #[arg(long, value_enum, default_value = "inline")]
     pub lookup_mode: LookupModeArg,
 
     /// With `--lookup-mode=hybrid`: how long an admission waits for its images (process cache,
     /// shared cache) before gating the pod.
-    #[arg(long, global = true, env = "NOE_HYBRID_BUDGET", default_value = "10ms",
-          value_parser = super::parse::positive_duration)]
+    #[arg(long, default_value = "10ms", value_parser = super::parse::positive_duration)]
     pub hybrid_budget: Duration,
 
     /// Lookups of a gated pod tried (with exponential backoff, 1 s to 5 min) before
     /// `--on-lookup-error` decides its release.
-    #[arg(long, global = true, env = "NOE_GATE_MAX_ATTEMPTS", default_value_t = 5,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub gate_max_attempts: u32,
 
     /// With `--lookup-mode=gate|hybrid` and `--verify-binaries=background`: a gated pod is
     /// held while a verification of one of its images is queued or running (each attempt of
     /// `--gate-max-attempts` waits for it), so it is released already constrained by what the
     /// verification proved.
-    #[arg(long, global = true, env = "NOE_GATE_VERIFY")]
+    #[arg(long)]
     pub gate_verify: bool,
 
     /// With `--lookup-mode=gate|hybrid`: only pods whose labels match this label selector are
     /// gated, the others are decided inline (Kubernetes' selector syntax, as `kubectl -l`:
     /// `team in (shop),!example.com/no-gate`). Empty: every pod.
-    #[arg(long, global = true, env = "NOE_GATE_OBJECT_SELECTOR", default_value = "",
-          value_parser = parse_selector)]
+    #[arg(long, default_value = "", value_parser = parse_selector)]
     pub gate_object_selector: Selector,
 
     /// With `--lookup-mode=gate|hybrid`: only pods of the namespaces whose labels match this
     /// label selector are gated, the others are decided inline (`get namespaces`; a namespace
     /// that cannot be read is not gated). Empty: every namespace.
-    #[arg(long, global = true, env = "NOE_GATE_NAMESPACE_SELECTOR", default_value = "",
-          value_parser = parse_selector)]
+    #[arg(long, default_value = "", value_parser = parse_selector)]
     pub gate_namespace_selector: Selector,
 
     /// Image selection by compatibility artifacts (needs --watch-nodes): pods labelled
@@ -216,25 +187,24 @@ pub struct ControllerArgs {
     /// can run (ocifit-k8s), and in namespaces labelled
     /// `arch.noe.adevinta.com/image-compatibility: enabled` the NFD artifacts attached to the
     /// images constrain the pods to the nodes that fit them.
-    #[arg(long, global = true, env = "NOE_IMAGE_SELECTION")]
+    #[arg(long)]
     pub image_selection: bool,
 
     /// With --image-selection: look for NFD artifacts in every namespace, not only the
     /// labelled ones.
-    #[arg(long, global = true, env = "NOE_IMAGE_COMPATIBILITY_ALL_NAMESPACES")]
+    #[arg(long)]
     pub image_compatibility_all_namespaces: bool,
 
     /// With --image-selection: watch node-feature-discovery's `NodeFeature` objects
     /// (`list/watch nodefeatures.nfd.k8s-sigs.io`), so the node features that never become
     /// labels are evaluated too (else they are unknown, and a set needing them fits no node).
-    #[arg(long, global = true, env = "NOE_WATCH_NODE_FEATURES")]
+    #[arg(long)]
     pub watch_node_features: bool,
 
     /// With --image-selection: how long the absence of an NFD artifact on an image is
     /// remembered (Go duration, at most 1h; 0s: not remembered). Shorter than the 60s an
     /// artifact found is kept, so one attached since is seen sooner.
-    #[arg(long, global = true, env = "NOE_IMAGE_COMPATIBILITY_NEGATIVE_TTL", default_value = "10s",
-          value_parser = super::parse::duration)]
+    #[arg(long, default_value = "10s", value_parser = super::parse::duration)]
     pub image_compatibility_negative_ttl: Duration,
 }
 
@@ -248,7 +218,7 @@ fn parse_selector(text: &str) -> Result<Selector, String> {
 pub struct TaintArgs {
     /// Architectures whose nodes keep the taint `arch.noe.adevinta.com/arch=<arch>:NoSchedule`
     /// (`noe untaint` removes it); pods that may run on them get its toleration. Comma separated.
-    #[arg(long, global = true, env = "NOE_TAINT_ARCHES", value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',')]
     pub taint_arches: Vec<String>,
 }
 

@@ -12,7 +12,7 @@ use crate::config::KubeSettings;
 pub struct KubeArgs {
     /// kubeconfig for out-of-cluster API access; without it, as kubectl: $KUBECONFIG, then
     /// ~/.kube/config, then (in a pod) the in-cluster config.
-    #[arg(long, global = true, env = "NOE_KUBECONFIG", value_parser = super::parse::any_path)]
+    #[arg(long, value_parser = super::parse::any_path)]
     pub kubeconfig: Option<PathBuf>,
 }
 

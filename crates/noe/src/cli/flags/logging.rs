@@ -15,18 +15,11 @@ pub enum LogFormat {
 pub struct LogArgs {
     /// Log output format (default: json; text for `inspect`, `explain` and `untaint` on a
     /// terminal).
-    #[arg(
-        long,
-        env = "NOE_LOG_FORMAT",
-        value_enum,
-        default_value = "json",
-        global = true
-    )]
+    #[arg(long, value_enum, default_value = "json")]
     pub log_format: LogFormat,
 
     /// Log level or tracing filter (`info`, `debug`, `noe_registry=debug,info`); RUST_LOG wins when set.
-    #[arg(long, env = "NOE_LOG_LEVEL", default_value = "info", global = true,
-          value_parser = parse_filter)]
+    #[arg(long, default_value = "info", value_parser = parse_filter)]
     pub log_level: String,
 }
 

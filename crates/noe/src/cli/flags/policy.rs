@@ -15,98 +15,57 @@ use crate::config::{parse_architectures, Decision};
 #[command(next_help_heading = "Decision")]
 pub struct PolicyArgs {
     /// Cluster-wide preferred architecture; empty disables the preference.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_PREFERRED_ARCH",
-        default_value = "amd64"
-    )]
+    #[arg(long, default_value = "amd64")]
     pub preferred_arch: String,
 
     /// Architectures schedulable in the cluster, comma separated; empty means all. `auto`
     /// (with --watch-nodes) takes the architectures of the cluster's nodes, plus the others
     /// listed (pools scaled to zero).
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_CLUSTER_SCHEDULABLE_ARCHS",
-        value_delimiter = ','
-    )]
+    #[arg(long, value_delimiter = ',')]
     pub cluster_schedulable_archs: Vec<String>,
 
     /// OS of pods that do not state one.
-    #[arg(long, global = true, env = "NOE_SYSTEM_OS", default_value = "linux",
+    #[arg(long, default_value = "linux",
           value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub system_os: String,
 
     /// Pod label keys copied into the pod's nodeSelector, comma separated.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_MATCH_NODE_LABELS",
-        value_delimiter = ','
-    )]
+    #[arg(long, value_delimiter = ',')]
     pub match_node_labels: Vec<String>,
 
     /// How the preferred architecture is written.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_PREFERENCE_MODE",
-        value_enum,
-        default_value = "required"
-    )]
+    #[arg(long, value_enum, default_value = "required")]
     pub preference_mode: PreferenceModeFlag,
 
     /// Weight (1-100) of the soft preference in `preferred` mode.
-    #[arg(long, global = true, env = "NOE_PREFERENCE_WEIGHT", default_value_t = 50,
-          value_parser = clap::value_parser!(i64).range(1..=100))]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=100))]
     pub preference_weight: i64,
 
     /// What one failed image lookup does.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_ON_LOOKUP_ERROR",
-        value_enum,
-        default_value = "ignore-image"
-    )]
+    #[arg(long, value_enum, default_value = "ignore-image")]
     pub on_lookup_error: OnLookupErrorFlag,
 
     /// With `--on-lookup-error=fallback`: an image whose platforms cannot be found is taken to
     /// support only this architecture.
-    #[arg(long, global = true, env = "NOE_FALLBACK_ARCH", default_value = "")]
+    #[arg(long, default_value = "")]
     pub fallback_arch: String,
 
     /// `enforce` mutates and denies; `audit` decides the same way but only annotates and warns.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_MODE",
-        value_enum,
-        default_value = "enforce"
-    )]
+    #[arg(long, value_enum, default_value = "enforce")]
     pub mode: ModeFlag,
 
     /// A pod whose own arch constraint its images cannot satisfy (or a debug container that
     /// cannot run on its pod's node): `warn` or `deny`.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_ON_CONTRADICTION",
-        value_enum,
-        default_value = "warn"
-    )]
+    #[arg(long, value_enum, default_value = "warn")]
     pub on_contradiction: OnContradictionFlag,
 
     /// The whole admission answers within this (Go duration); keep it below the webhook's timeoutSeconds.
-    #[arg(long, global = true, env = "NOE_ADMISSION_DEADLINE", default_value = "8s",
-          value_parser = super::parse::positive_duration)]
+    #[arg(long, default_value = "8s", value_parser = super::parse::positive_duration)]
     pub admission_deadline: Duration,
 
     /// YAML map `arch -> {tolerations: [...], nodeLabels: {...}}` (or `arch -> [toleration]`):
     /// what a pod that may run on that arch gets.
-    #[arg(long, global = true, env = "NOE_ARCH_TOLERATIONS_FILE", value_parser = super::parse::any_path)]
+    #[arg(long, value_parser = super::parse::any_path)]
     pub arch_tolerations_file: Option<PathBuf>,
 }
 

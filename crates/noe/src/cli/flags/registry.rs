@@ -16,158 +16,129 @@ use crate::config::RegistrySettings;
 #[command(next_help_heading = "Registries and credentials")]
 pub struct RegistryArgs {
     /// Registry host rewrites `pattern=replacement`, comma separated, glob patterns, applied in order.
-    #[arg(long, global = true, env = "NOE_REGISTRY_PROXIES", value_delimiter = ',', value_parser = parse_proxy)]
+    #[arg(long, value_delimiter = ',', value_parser = parse_proxy)]
     pub registry_proxies: Vec<(String, String)>,
 
     /// Image patterns (kubelet `matchImages` syntax) never tried anonymously, comma separated.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_PRIVATE_REGISTRIES",
-        value_delimiter = ','
-    )]
+    #[arg(long, value_delimiter = ',')]
     pub private_registries: Vec<String>,
 
     /// Directory of kubelet credential provider plugins (needs --image-credential-provider-config).
-    #[arg(long, global = true, env = "NOE_IMAGE_CREDENTIAL_PROVIDER_BIN_DIR", value_parser = super::parse::any_path)]
+    #[arg(long, value_parser = super::parse::any_path)]
     pub image_credential_provider_bin_dir: Option<PathBuf>,
 
     /// kubelet CredentialProviderConfig file (needs --image-credential-provider-bin-dir).
-    #[arg(long, global = true, env = "NOE_IMAGE_CREDENTIAL_PROVIDER_CONFIG", value_parser = super::parse::any_path)]
+    #[arg(long, value_parser = super::parse::any_path)]
     pub image_credential_provider_config: Option<PathBuf>,
 
     /// Clouds whose registries are authenticated with this pod's own workload identity: `ecr`
     /// (IRSA or EKS Pod Identity), `gcp` (GKE workload identity), `acr` (Azure workload
     /// identity); comma separated; empty: none.
-    #[arg(long, global = true, env = "NOE_CLOUD_CREDENTIALS", value_delimiter = ',', value_parser = parse_cloud)]
+    #[arg(long, value_delimiter = ',', value_parser = parse_cloud)]
     pub cloud_credentials: Vec<Option<noe_cloud::Provider>>,
 
     /// Run kubelet credential provider plugins that ask for a service account token
     /// (`tokenAttributes`, KEP-4412) with a token of each pod's own ServiceAccount (needs `get
     /// serviceaccounts` and `create serviceaccounts/token`); off: such plugins are skipped.
-    #[arg(long, global = true, env = "NOE_CREDENTIAL_PROVIDER_SA_TOKENS")]
+    #[arg(long)]
     pub credential_provider_sa_tokens: bool,
 
     /// Docker `config.json` file to read credentials from; repeatable (or comma separated); an
     /// empty value means no file. Default: noe's list (/var/lib/kubelet/config.json, $DOCKER_CONFIG/config.json,
     /// ~/.docker/config.json, /.docker/config.json, then the legacy .dockercfg files).
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_DOCKER_CONFIG_PATH",
-        value_delimiter = ','
-    )]
+    #[arg(long, value_delimiter = ',')]
     pub docker_config_path: Vec<String>,
 
     /// containerd `config.toml` file or directory (incl. `certs.d`); repeatable (or comma
     /// separated); an empty value means none.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_CONTAINERD_CONFIG_PATH",
-        value_delimiter = ',',
-        default_value = "/etc/containerd"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "/etc/containerd")]
     pub containerd_config_path: Vec<String>,
 
     /// `host:port` registries reached over plain HTTP, comma separated.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_INSECURE_REGISTRIES",
-        value_delimiter = ','
-    )]
+    #[arg(long, value_delimiter = ',')]
     pub insecure_registries: Vec<String>,
 
     /// Extra PEM CA bundle trusted for registries.
-    #[arg(long, global = true, env = "NOE_REGISTRY_CA_FILE", value_parser = super::parse::any_path)]
+    #[arg(long, value_parser = super::parse::any_path)]
     pub registry_ca_file: Option<PathBuf>,
 
     /// Timeout of one registry request (Go duration).
-    #[arg(long, global = true, env = "NOE_REGISTRY_TIMEOUT", default_value = "5s", value_parser = super::parse::positive_duration)]
+    #[arg(long, default_value = "5s", value_parser = super::parse::positive_duration)]
     pub registry_timeout: Duration,
 
     /// CIDRs exempted from the metadata-address guard, comma separated.
-    #[arg(long, global = true, env = "NOE_ALLOW_REGISTRY_CIDRS", value_delimiter = ',', value_parser = parse_cidr)]
+    #[arg(long, value_delimiter = ',', value_parser = parse_cidr)]
     pub allow_registry_cidrs: Vec<Option<ipnet::IpNet>>,
 
     /// Platform cache TTL for tags (Go duration).
-    #[arg(long, global = true, env = "NOE_CACHE_TTL", default_value = "1h", value_parser = super::parse::duration)]
+    #[arg(long, default_value = "1h", value_parser = super::parse::duration)]
     pub cache_ttl: Duration,
 
     /// YAML list of `{images: [pattern...], platforms: [os/arch[/variant]... | "*"]}`: images
     /// whose platforms are stated here instead of read from their registry (kubelet `matchImages`
     /// patterns, first match wins); read again when it changes.
-    #[arg(long, global = true, env = "NOE_PLATFORM_OVERRIDES", value_parser = super::parse::any_path)]
+    #[arg(long, value_parser = super::parse::any_path)]
     pub platform_overrides: Option<PathBuf>,
 
     /// Maximum number of entries of the platform cache.
-    #[arg(long, global = true, env = "NOE_CACHE_MAX_ENTRIES", default_value_t = 100_000,
-          value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub cache_max_entries: u64,
 
     /// Requests per second to one registry host (client-side rate limit; 0: unlimited).
-    #[arg(long, global = true, env = "NOE_REGISTRY_QPS", default_value_t = 50.0,
-          value_parser = parse_qps)]
+    #[arg(long, default_value_t = 50.0, value_parser = parse_qps)]
     pub registry_qps: f64,
 
     /// Requests one registry host may get at once before --registry-qps applies.
-    #[arg(long, global = true, env = "NOE_REGISTRY_BURST", default_value_t = 100,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub registry_burst: u32,
 
     /// Distinct uncached images one admission looks up in registries; the others are answered
     /// as lookup errors (the warning says so).
-    #[arg(long, global = true, env = "NOE_MAX_IMAGES_PER_ADMISSION", default_value_t = 256,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_images_per_admission: u32,
 
     /// Registry lookups in flight at once across all admissions (each holds at most a few
     /// connections).
-    #[arg(long, global = true, env = "NOE_MAX_CONCURRENT_LOOKUPS", default_value_t = 256,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_concurrent_lookups: u32,
 
     /// Registry lookups in flight at once for one admission: its share of
     /// --max-concurrent-lookups, so a pod with many images leaves room for other pods.
-    #[arg(long, global = true, env = "NOE_MAX_CONCURRENT_LOOKUPS_PER_ADMISSION", default_value_t = 32,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_concurrent_lookups_per_admission: u32,
 
     /// Shared cache of what replicas learned: `redis://host:6379/0` or `rediss://` (Valkey or
     /// Redis); empty: none. Its password comes from --shared-cache-password-file or
     /// NOE_SHARED_CACHE_PASSWORD, never from the URL.
-    #[arg(long, global = true, env = "NOE_SHARED_CACHE", default_value = "")]
+    #[arg(long, default_value = "")]
     pub shared_cache: String,
 
     /// File holding the shared cache's password (else NOE_SHARED_CACHE_PASSWORD, if set).
-    #[arg(long, global = true, env = "NOE_SHARED_CACHE_PASSWORD_FILE", value_parser = super::parse::any_path)]
+    #[arg(long, value_parser = super::parse::any_path)]
     pub shared_cache_password_file: Option<PathBuf>,
 
     /// File holding the install's secret key (at least 16 bytes) under which shared cache keys
     /// are HMACs (else NOE_SHARED_CACHE_KEY); the same on every replica.
-    #[arg(long, global = true, env = "NOE_SHARED_CACHE_KEY_FILE", value_parser = super::parse::any_path)]
+    #[arg(long, value_parser = super::parse::any_path)]
     pub shared_cache_key_file: Option<PathBuf>,
 
     /// Extra PEM CA bundle trusted for a rediss:// shared cache.
-    #[arg(long, global = true, env = "NOE_SHARED_CACHE_CA_FILE", value_parser = super::parse::any_path)]
+    #[arg(long, value_parser = super::parse::any_path)]
     pub shared_cache_ca_file: Option<PathBuf>,
 
     /// Bound on each shared cache read and write (Go duration); past it the lookup goes on
     /// without the shared cache.
-    #[arg(long, global = true, env = "NOE_SHARED_CACHE_TIMEOUT", default_value = "10ms", value_parser = super::parse::positive_duration)]
+    #[arg(long, default_value = "10ms", value_parser = super::parse::positive_duration)]
     pub shared_cache_timeout: Duration,
 
     /// Compressed layer bytes one platform's verification reads at most (`64Mi`, `128MiB`,
     /// or bytes); past it the platform is `unverifiable: budget`.
-    #[arg(long, global = true, env = "NOE_VERIFY_MAX_BYTES", default_value = "64Mi",
-          value_parser = super::parse::byte_size)]
+    #[arg(long, default_value = "64Mi", value_parser = super::parse::byte_size)]
     pub verify_max_bytes: u64,
 
     /// Platforms verified at once in this process (each holds a thread and up to about 2 MiB
     /// of buffers, plus a zstd layer's window).
-    #[arg(long, global = true, env = "NOE_VERIFY_CONCURRENCY", default_value_t = 2,
-          value_parser = clap::value_parser!(u32).range(1..=256))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub verify_concurrency: u32,
 }
 

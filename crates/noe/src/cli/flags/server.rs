@@ -9,93 +9,79 @@ use clap::Args;
 #[command(next_help_heading = "Server")]
 pub struct ServerArgs {
     /// Directory holding `tls.crt` and `tls.key`; reloaded when they change.
-    #[arg(long, global = true, env = "NOE_CERT_DIR", default_value = "./")]
+    #[arg(long, default_value = "./")]
     pub cert_dir: PathBuf,
 
     /// Serve with a generated self-signed certificate (local trials only).
-    #[arg(long, global = true, env = "NOE_DEV_SELF_SIGNED_CERT")]
+    #[arg(long)]
     pub dev_self_signed_cert: bool,
 
     /// HTTPS admission endpoint (`/mutate`); `:8443` means all interfaces.
-    #[arg(long, global = true, env = "NOE_WEBHOOK_ADDR", default_value = ":8443", value_parser = parse_addr)]
+    #[arg(long, default_value = ":8443", value_parser = parse_addr)]
     pub webhook_addr: SocketAddr,
 
     /// Plain HTTP `/metrics`.
-    #[arg(long, global = true, env = "NOE_METRICS_ADDR", default_value = ":8080", value_parser = parse_addr)]
+    #[arg(long, default_value = ":8080", value_parser = parse_addr)]
     pub metrics_addr: SocketAddr,
 
     /// Plain HTTP `/healthz` and `/readyz`.
-    #[arg(long, global = true, env = "NOE_HEALTH_PROBE_ADDR", default_value = ":8081", value_parser = parse_addr)]
+    #[arg(long, default_value = ":8081", value_parser = parse_addr)]
     pub health_probe_addr: SocketAddr,
 
     /// Read each pod's namespace label `arch.noe.adevinta.com/preferred` (a cached GET of the
     /// Namespace; needs `get namespaces`): the namespace's preferred arch, after the pod's label.
-    #[arg(long, global = true, env = "NOE_NAMESPACE_PREFERENCE")]
+    #[arg(long)]
     pub namespace_preference: bool,
 
     /// Check the images of debug containers added to a running pod (`pods/ephemeralcontainers`)
     /// against its node's platform (a cached GET of the Node; needs `get nodes`).
-    #[arg(long, global = true, env = "NOE_CHECK_EPHEMERAL_CONTAINERS")]
+    #[arg(long)]
     pub check_ephemeral_containers: bool,
 
     /// After SIGTERM: report not ready at once, keep answering for this long (Go duration) while the
     /// endpoint is removed, then drain. SIGINT and SIGHUP drain at once.
-    #[arg(long, global = true, env = "NOE_SHUTDOWN_DELAY", default_value = "5s",
-          value_parser = super::parse::duration)]
+    #[arg(long, default_value = "5s", value_parser = super::parse::duration)]
     pub shutdown_delay: std::time::Duration,
 
     /// Distinct `namespace` label values of the metrics at most; later namespaces are counted as
     /// `_other`.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_METRICS_MAX_NAMESPACES",
-        default_value_t = 1000
-    )]
+    #[arg(long, default_value_t = 1000)]
     pub metrics_max_namespaces: usize,
 
     /// HTTPS lookup endpoint for policy engines (`/gatekeeper/v1/platforms`,
     /// `/kyverno/v1/platforms`), on the webhook's certificate; off when empty. Needs
     /// `--lookup-client-ca` and/or `--lookup-token-audience`.
-    #[arg(long, global = true, env = "NOE_LOOKUP_ADDR", value_parser = parse_addr)]
+    #[arg(long, value_parser = parse_addr)]
     pub lookup_addr: Option<SocketAddr>,
 
     /// PEM CA bundle: lookup callers presenting a client certificate it verifies are admitted
     /// (Gatekeeper presents its webhook certificate: trust its `ca.crt`).
-    #[arg(long, global = true, env = "NOE_LOOKUP_CLIENT_CA")]
+    #[arg(long)]
     pub lookup_client_ca: Option<PathBuf>,
 
     /// Lookup callers presenting a Bearer token the Kubernetes API accepts for this audience
     /// (TokenReview; needs `create tokenreviews`) are admitted (Kyverno ≥1.18:
     /// `kyverno-svc.kyverno.io` unless changed).
-    #[arg(long, global = true, env = "NOE_LOOKUP_TOKEN_AUDIENCE")]
+    #[arg(long)]
     pub lookup_token_audience: Option<String>,
 
     /// TokenReviews of Bearer tokens not seen before, per second at most (bursts of as many);
     /// beyond, such a token gets 503 with `Retry-After: 1`. Tokens accepted before are never
     /// held back, and a token that is not a JWT for `--lookup-token-audience` or has expired is
     /// refused without a review.
-    #[arg(long, global = true, env = "NOE_LOOKUP_TOKEN_REVIEW_QPS", default_value_t = 20,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub lookup_token_review_qps: u32,
 
     /// Longest a lookup request takes (Go duration, at most 2s); keys not answered by then
     /// get a `timeout:` error. A caller's shorter `?timeout=` wins.
-    #[arg(long, global = true, env = "NOE_LOOKUP_DEADLINE", default_value = "2s",
-          value_parser = super::parse::positive_duration)]
+    #[arg(long, default_value = "2s", value_parser = super::parse::positive_duration)]
     pub lookup_deadline: std::time::Duration,
 
     /// `background`: after a cold lookup, verify each platform of the image by its own program
     /// (its ELF header, read from its layers) off the admission path, and treat a platform
     /// whose program is of another machine as absent in later decisions. `off`: trust what
     /// registries claim.
-    #[arg(
-        long,
-        global = true,
-        env = "NOE_VERIFY_BINARIES",
-        value_enum,
-        default_value = "off"
-    )]
+    #[arg(long, value_enum, default_value = "off")]
     pub verify_binaries: VerifyBinaries,
 }
 
