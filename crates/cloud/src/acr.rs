@@ -111,17 +111,9 @@ impl AzureIdentity {
             ]);
             let answer = http::send(PROVIDER, step, request, timeout).await?;
             let sent = [assertion.as_str()];
-            if !answer.status.is_success() {
-                return Err(http::status_error(
-                    PROVIDER,
-                    step,
-                    &answer,
-                    entra_error(&answer.body),
-                    &sent,
-                ));
-            }
-            parse_entra(&answer.body, now)
-                .map_err(|reason| http::malformed(PROVIDER, step, &reason, &sent))
+            http::read((PROVIDER, step), &answer, &sent, entra_error, |body| {
+                parse_entra(body, now)
+            })
         }
         .await;
         metrics.request(PROVIDER, step, result.is_ok());
@@ -150,11 +142,13 @@ impl AzureIdentity {
                 ]);
             let answer = http::send(PROVIDER, step, request, timeout).await?;
             let sent = [access_token];
-            if !answer.status.is_success() {
-                return Err(http::status_error(PROVIDER, step, &answer, None, &sent));
-            }
-            parse_exchange(&answer.body, now)
-                .map_err(|reason| http::malformed(PROVIDER, step, &reason, &sent))
+            http::read(
+                (PROVIDER, step),
+                &answer,
+                &sent,
+                http::unknown_shape,
+                |body| parse_exchange(body, now),
+            )
         }
         .await;
         metrics.request(PROVIDER, step, result.is_ok());

@@ -210,17 +210,9 @@ impl AwsIdentity {
                 let answer = http::send(PROVIDER, step, request, timeout).await;
                 let sent = [token.as_str()];
                 let result = answer.and_then(|answer| {
-                    if !answer.status.is_success() {
-                        return Err(http::status_error(
-                            PROVIDER,
-                            step,
-                            &answer,
-                            sts_error(&answer.body),
-                            &sent,
-                        ));
-                    }
-                    parse_sts(&answer.body, now)
-                        .map_err(|reason| http::malformed(PROVIDER, step, &reason, &sent))
+                    http::read((PROVIDER, step), &answer, &sent, sts_error, |body| {
+                        parse_sts(body, now)
+                    })
                 });
                 metrics.request(PROVIDER, step, result.is_ok());
                 result
@@ -245,11 +237,13 @@ impl AwsIdentity {
                 let answer = http::send(PROVIDER, step, request, timeout).await;
                 let sent: Vec<&str> = authorization.as_deref().into_iter().collect();
                 let result = answer.and_then(|answer: Answer| {
-                    if !answer.status.is_success() {
-                        return Err(http::status_error(PROVIDER, step, &answer, None, &sent));
-                    }
-                    parse_container_credentials(&answer.body, now)
-                        .map_err(|reason| http::malformed(PROVIDER, step, &reason, &sent))
+                    http::read(
+                        (PROVIDER, step),
+                        &answer,
+                        &sent,
+                        http::unknown_shape,
+                        |body| parse_container_credentials(body, now),
+                    )
                 });
                 metrics.request(PROVIDER, step, result.is_ok());
                 result

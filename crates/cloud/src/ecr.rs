@@ -64,17 +64,13 @@ pub(crate) async fn authorization_token(
         let answer = http::send(PROVIDER, STEP, request, timeout).await?;
         // The session token goes in a header of the signed request; the secret key never does.
         let sent: Vec<&str> = credentials.session_token.as_deref().into_iter().collect();
-        if !answer.status.is_success() {
-            return Err(http::status_error(
-                PROVIDER,
-                STEP,
-                &answer,
-                json_error(&answer.body),
-                &sent,
-            ));
-        }
-        parse_authorization(&answer.body)
-            .map_err(|reason| http::malformed(PROVIDER, STEP, &reason, &sent))
+        http::read(
+            (PROVIDER, STEP),
+            &answer,
+            &sent,
+            json_error,
+            parse_authorization,
+        )
     }
     .await;
     metrics.request(PROVIDER, STEP, result.is_ok());

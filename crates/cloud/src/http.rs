@@ -72,6 +72,33 @@ pub(crate) async fn send(
 /// The error for a non-success answer, with a bounded excerpt of `summary` (a service-specific
 /// summary of the body) or of the body, in which each secret of `sent` (what the request carried:
 /// a service may echo it back) is `<redacted>`.
+/// What `answer` holds, read by `parse` when its status is a success; otherwise a status error
+/// with the provider's summary of its body (`summary`, when the body has a known shape). The
+/// secrets the request carried (`sent`) reach neither error.
+pub(crate) fn read<T>(
+    (provider, step): (Provider, Step),
+    answer: &Answer,
+    sent: &[&str],
+    summary: fn(&[u8]) -> Option<String>,
+    parse: impl FnOnce(&[u8]) -> Result<T, String>,
+) -> Result<T, Error> {
+    if !answer.status.is_success() {
+        return Err(status_error(
+            provider,
+            step,
+            answer,
+            summary(&answer.body),
+            sent,
+        ));
+    }
+    parse(&answer.body).map_err(|reason| malformed(provider, step, &reason, sent))
+}
+
+/// For [`read`]: an error body of no known shape, quoted as it is.
+pub(crate) fn unknown_shape(_: &[u8]) -> Option<String> {
+    None
+}
+
 pub(crate) fn status_error(
     provider: Provider,
     step: Step,
