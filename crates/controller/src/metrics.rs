@@ -76,9 +76,7 @@ impl Metrics {
     /// Creates and registers the metrics; `max_namespaces` bounds the `namespace` label.
     pub fn new(registry: &Registry, max_namespaces: usize) -> prometheus::Result<Self> {
         let vec = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
-            let counter = IntCounterVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(counter.clone()))?;
-            Ok(counter)
+            registered(registry, IntCounterVec::new(Opts::new(name, help), labels)?)
         };
         let deletions = vec(
             "noe_pods_deletion_total",
@@ -110,44 +108,53 @@ impl Metrics {
             "List or watch failures of the controllers' reflectors (retried with backoff)",
             &["resource"],
         )?;
-        let leader = IntGauge::new(
-            "noe_controller_leader",
-            "1 while this replica runs the writing controllers",
+        let leader = registered(
+            registry,
+            IntGauge::new(
+                "noe_controller_leader",
+                "1 while this replica runs the writing controllers",
+            )?,
         )?;
-        registry.register(Box::new(leader.clone()))?;
-        let transitions = IntCounter::new(
-            "noe_controller_leader_transitions_total",
-            "Times this replica started leading",
+        let transitions = registered(
+            registry,
+            IntCounter::new(
+                "noe_controller_leader_transitions_total",
+                "Times this replica started leading",
+            )?,
         )?;
-        registry.register(Box::new(transitions.clone()))?;
-        let nodes = IntGauge::new("noe_controller_nodes", "Nodes in the node reflector")?;
-        registry.register(Box::new(nodes.clone()))?;
-        let gated_pods = IntGauge::new(
+        let nodes = registered(
+            registry,
+            IntGauge::new("noe_controller_nodes", "Nodes in the node reflector")?,
+        )?;
+        let gated_pods = registered(registry, IntGauge::new(
             "noe_gated_pods",
             "Pods carrying noe's scheduling gate, counted from the gate controller's watch (on the leader)",
+        )?)?;
+        let gate_oldest = registered(
+            registry,
+            Gauge::new(
+                "noe_gate_oldest_seconds",
+                "Age of the oldest pod carrying noe's scheduling gate (on the leader)",
+            )?,
         )?;
-        registry.register(Box::new(gated_pods.clone()))?;
-        let gate_oldest = Gauge::new(
-            "noe_gate_oldest_seconds",
-            "Age of the oldest pod carrying noe's scheduling gate (on the leader)",
+        let gate_duration = registered(
+            registry,
+            Histogram::with_opts(
+                HistogramOpts::new(
+                    "noe_gate_duration_seconds",
+                    "Time from a gated pod's creation to its release",
+                )
+                .buckets(vec![
+                    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+                ]),
+            )?,
         )?;
-        registry.register(Box::new(gate_oldest.clone()))?;
-        let gate_duration = Histogram::with_opts(
-            HistogramOpts::new(
-                "noe_gate_duration_seconds",
-                "Time from a gated pod's creation to its release",
-            )
-            .buckets(vec![
-                0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
-            ]),
-        )?;
-        registry.register(Box::new(gate_duration.clone()))?;
         let gate_releases = vec(
             "noe_gate_releases_total",
             "Gated pods released, by outcome",
             &["outcome"],
         )?;
-        let gate_stages = HistogramVec::new(
+        let gate_stages = registered(registry, HistogramVec::new(
             HistogramOpts::new(
                 "noe_gate_stage_seconds",
                 "The parts of a gated pod's release attempt: queue (the watch event's arrival to a worker), lookup (the images' platforms and the decision), write (the release's round trip)",
@@ -157,18 +164,15 @@ impl Metrics {
                 10.0, 30.0,
             ]),
             &["stage"],
-        )?;
-        registry.register(Box::new(gate_stages.clone()))?;
-        let gate_queue_full = IntCounter::new(
+        )?)?;
+        let gate_queue_full = registered(registry, IntCounter::new(
             "noe_gate_queue_full_total",
             "Gated pods the gate controller's full work queue did not take: each waits for the next resync (on the leader)",
-        )?;
-        registry.register(Box::new(gate_queue_full.clone()))?;
-        let gate_queued = IntGauge::new(
+        )?)?;
+        let gate_queued = registered(registry, IntGauge::new(
             "noe_gate_queued",
             "Gated pods the gate controller's work queue holds: waiting, in flight or retried later (on the leader)",
-        )?;
-        registry.register(Box::new(gate_queued.clone()))?;
+        )?)?;
         let exec_format_errors = vec(
             "noe_exec_format_errors_total",
             "Exec format errors seen on nodes and acted on (an Event each), by where they were seen",
@@ -184,16 +188,17 @@ impl Metrics {
             "Exec format error signals dropped by a full queue (brought again by the next update)",
             &["queue"],
         )?;
-        let learned_entries = IntGauge::new(
-            "noe_learned_corrections",
-            "Valid entries of the learned store, as this replica reads it",
+        let learned_entries = registered(
+            registry,
+            IntGauge::new(
+                "noe_learned_corrections",
+                "Valid entries of the learned store, as this replica reads it",
+            )?,
         )?;
-        registry.register(Box::new(learned_entries.clone()))?;
-        let learned_invalid = IntGauge::new(
+        let learned_invalid = registered(registry, IntGauge::new(
             "noe_learned_invalid_entries",
             "Entries of the learned store ignored because they cannot be read (edited by hand?)",
-        )?;
-        registry.register(Box::new(learned_invalid.clone()))?;
+        )?)?;
         let learned_writes = vec(
             "noe_learned_writes_total",
             "Server-side applies of the learned store, by result",
@@ -242,4 +247,13 @@ impl Metrics {
         }
         OTHER_NAMESPACE
     }
+}
+
+/// `metric`, registered on `registry`.
+fn registered<M>(registry: &Registry, metric: M) -> prometheus::Result<M>
+where
+    M: prometheus::core::Collector + Clone + 'static,
+{
+    registry.register(Box::new(metric.clone()))?;
+    Ok(metric)
 }

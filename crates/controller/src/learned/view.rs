@@ -90,12 +90,7 @@ impl LearnedView {
 
     /// Whether `digest` is known not to run on `platform`.
     pub fn knows(&self, digest: &str, platform: &Platform) -> bool {
-        let snapshot = self
-            .inner
-            .snapshot
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        snapshot
+        self.snapshot()
             .corrections(digest)
             .is_some_and(|corrections| corrections.iter().any(|c| c.covers(platform)))
     }
@@ -154,12 +149,7 @@ impl LearnedView {
 
 impl Corrections for LearnedView {
     fn for_digest(&self, digest: &str) -> Vec<Correction> {
-        let snapshot = self
-            .inner
-            .snapshot
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        snapshot
+        self.snapshot()
             .corrections(digest)
             .map(<[Correction]>::to_vec)
             .unwrap_or_default()
