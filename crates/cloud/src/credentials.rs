@@ -143,17 +143,10 @@ struct Inner {
 }
 
 /// The enabled cloud providers, their identities and token caches. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
+#[debug("CloudCredentials {{ providers: {:?}, .. }}", self.providers())]
 pub struct CloudCredentials {
     inner: Arc<Inner>,
-}
-
-impl fmt::Debug for CloudCredentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CloudCredentials")
-            .field("providers", &self.providers())
-            .finish_non_exhaustive()
-    }
 }
 
 impl CloudCredentials {

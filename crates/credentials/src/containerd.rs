@@ -36,9 +36,10 @@ pub enum ContainerdError {
 }
 
 /// What one containerd config file says about registries.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, derive_more::Debug)]
 pub struct ContainerdConfig {
     /// `(registry host key, credential)` from `registry.configs."HOST".auth`.
+    #[debug("{:?}", auths.iter().map(|(key, _)| key).collect::<Vec<_>>())]
     pub auths: Vec<(String, Credential)>,
     /// Hosts whose `auth` table is present but unusable.
     pub skipped: Vec<String>,
@@ -48,25 +49,6 @@ pub struct ContainerdConfig {
     pub config_path: Vec<PathBuf>,
     /// Deprecated `registry.mirrors."HOST".endpoint` lists (used when no `config_path` applies).
     pub mirrors: Vec<(String, Vec<String>)>,
-}
-
-impl std::fmt::Debug for ContainerdConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ContainerdConfig")
-            .field(
-                "auths",
-                &self
-                    .auths
-                    .iter()
-                    .map(|(k, _)| k.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .field("skipped", &self.skipped)
-            .field("imports", &self.imports)
-            .field("config_path", &self.config_path)
-            .field("mirrors", &self.mirrors)
-            .finish()
-    }
 }
 
 /// Parse a containerd `config.toml`. An empty file is an empty config.

@@ -93,20 +93,12 @@ pub struct ServiceAccountInfo {
 }
 
 /// A service account token for one audience. `Debug` never prints it.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, derive_more::Debug)]
 pub struct ServiceAccountToken {
+    #[debug("{:?}", "<redacted>")]
     pub token: String,
     /// `status.expirationTimestamp`.
     pub expires: SystemTime,
-}
-
-impl std::fmt::Debug for ServiceAccountToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceAccountToken")
-            .field("token", &"<redacted>")
-            .field("expires", &self.expires)
-            .finish()
-    }
 }
 
 /// Why a service account or its token could not be had. Never carries a token.

@@ -17,30 +17,14 @@ pub enum CacheKeyType {
 }
 
 /// A plugin's answer.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, derive_more::Debug)]
 pub struct ProviderResponse {
     pub cache_key_type: CacheKeyType,
     /// `None`: use the provider's `defaultCacheDuration`.
     pub cache_duration: Option<Duration>,
     /// `(pattern, credential)` in the order the plugin wrote them.
+    #[debug("{:?}", auth.iter().map(|(key, _)| key).collect::<Vec<_>>())]
     pub auth: Vec<(String, Credential)>,
-}
-
-impl std::fmt::Debug for ProviderResponse {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderResponse")
-            .field("cache_key_type", &self.cache_key_type)
-            .field("cache_duration", &self.cache_duration)
-            .field(
-                "auth",
-                &self
-                    .auth
-                    .iter()
-                    .map(|(k, _)| k.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .finish()
-    }
 }
 
 /// Why a plugin's answer is discarded. Never carries its content.

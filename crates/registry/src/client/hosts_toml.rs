@@ -57,9 +57,10 @@ impl Capabilities {
 }
 
 /// One place to fetch from.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash, derive_more::Debug)]
 pub struct Endpoint {
     /// `scheme://host[:port][/path]`, as configured (scheme defaulted to `https`).
+    #[debug("{:?}", url.as_str())]
     pub url: url::Url,
     pub capabilities: Capabilities,
     /// When set, `url`'s path is the API root itself; otherwise `/v2` is appended.
@@ -75,33 +76,10 @@ pub struct Endpoint {
     pub tls_files: Option<SharedTlsFiles>,
     pub skip_verify: bool,
     /// Header values sent as they are, to this host only. May hold secrets: not in `Debug`.
+    #[debug("{:?}", headers.iter().map(|(key, _)| key).collect::<Vec<_>>())]
     pub headers: Vec<(String, Vec<String>)>,
     /// False for the registry's own server, true for a mirror.
     pub mirror: bool,
-}
-
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("url", &self.url.as_str())
-            .field("capabilities", &self.capabilities)
-            .field("override_path", &self.override_path)
-            .field("ca", &self.ca)
-            .field("client", &self.client)
-            .field("dial_timeout", &self.dial_timeout)
-            .field("tls_files", &self.tls_files)
-            .field("skip_verify", &self.skip_verify)
-            .field(
-                "headers",
-                &self
-                    .headers
-                    .iter()
-                    .map(|(k, _)| k.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .field("mirror", &self.mirror)
-            .finish()
-    }
 }
 
 impl Endpoint {

@@ -32,20 +32,12 @@ pub enum KeyFileError {
 }
 
 /// The key read from a file, and the file's permission bits.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
 pub struct KeyFile {
+    #[debug("{:?}", "<redacted>")]
     pub key: Vec<u8>,
     /// Unix permission bits of the file (`None` elsewhere).
     pub mode: Option<u32>,
-}
-
-impl std::fmt::Debug for KeyFile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeyFile")
-            .field("key", &"<redacted>")
-            .field("mode", &self.mode)
-            .finish()
-    }
 }
 
 /// Reads the password file like the key file (blocking, bounded to [`MAX_KEY_FILE_BYTES`],
