@@ -12,3 +12,14 @@ pub mod progress;
 pub mod report;
 pub mod ungate;
 pub mod untaint;
+
+/// The Kubernetes client `settings` configure; else, the reason said on stderr, exit code 2 (no
+/// API access could be configured), which every subcommand that needs the API returns.
+async fn kube_client(
+    settings: &crate::config::KubeSettings,
+) -> Result<kube::Client, std::process::ExitCode> {
+    crate::app::kube_client(settings).await.map_err(|error| {
+        eprintln!("noe: {}", noe_webhook::resolve::one_line(&error));
+        std::process::ExitCode::from(2)
+    })
+}

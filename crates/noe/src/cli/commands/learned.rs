@@ -11,7 +11,6 @@ use noe_controller::learned::{self, Entry, LearnedConfig, Snapshot};
 use noe_webhook::resolve::one_line;
 use serde_json::json;
 
-use crate::app;
 use crate::config::{self, LearnedCommand};
 
 #[derive(Clone, Debug, Args)]
@@ -71,12 +70,9 @@ impl LearnedArgs {
 /// Exit codes: 0 done, 1 the API could not be reached, the store does not exist, or a target
 /// matched no entry (the others are removed), 2 no API access could be configured.
 pub async fn run(config: config::Learned) -> ExitCode {
-    let client = match app::kube_client(&config.kube).await {
+    let client = match super::kube_client(&config.kube).await {
         Ok(client) => client,
-        Err(error) => {
-            eprintln!("noe: {}", one_line(&error));
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let store = LearnedConfig {
         namespace: config

@@ -16,7 +16,7 @@ use noe_controller::{Controllers, Deps, GateConfig, Running};
 use noe_webhook::facts::FactSource;
 use noe_webhook::resolve::one_line;
 
-use crate::app::{self, App};
+use crate::app::App;
 use crate::config;
 use crate::serve::gate::DecisionPlanner;
 use crate::serve::{facts, platforms};
@@ -111,12 +111,9 @@ async fn decision_facts(
 /// Exit codes: 0 no pod left gated, 1 some pod is still gated or the API failed, 2 no API
 /// access could be configured.
 pub async fn run(config: config::Ungate) -> ExitCode {
-    let client = match app::kube_client(&config.kube).await {
+    let client = match super::kube_client(&config.kube).await {
         Ok(client) => client,
-        Err(error) => {
-            eprintln!("noe: {}", one_line(&error));
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     if let Some(name) = &config.delete_webhook_configuration {
         let api: kube::Api<MutatingWebhookConfiguration> = kube::Api::all(client.clone());

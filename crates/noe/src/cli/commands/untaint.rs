@@ -10,7 +10,6 @@ use clap::Args;
 use noe_controller::taints::{TAINT_EFFECT, TAINT_KEY};
 use noe_webhook::resolve::one_line;
 
-use crate::app;
 use crate::config;
 
 /// The field manager of our writes (as the controllers').
@@ -24,12 +23,9 @@ pub struct UntaintArgs {}
 /// a node could not be changed (it is idempotent: run it again), 2 no API access could be
 /// configured.
 pub async fn run(config: config::Untaint) -> ExitCode {
-    let client = match app::kube_client(&config.kube).await {
+    let client = match super::kube_client(&config.kube).await {
         Ok(client) => client,
-        Err(error) => {
-            eprintln!("noe: {}", one_line(&error));
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     match noe_controller::untaint(client, FIELD_MANAGER).await {
         Ok(nodes) => {
