@@ -23,18 +23,15 @@ pub mod metrics;
 pub mod token;
 pub mod wire;
 
-use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
-use tower::Service;
 
-use crate::server::post::{self, PostFuture};
+use crate::server::post::{self, Answerer, Answering};
 use crate::server::router::{Answer, NotFound, Route, Router};
 use crate::server::tls::{provider, Reloadable};
 use crate::server::{BodyLimits, ClientCertificate};
@@ -375,60 +372,41 @@ pub fn caller_timeout(query: Option<&str>) -> Result<Option<Duration>, String> {
 }
 
 /// One policy engine's route: `engine`'s requests answered by the endpoint.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct EngineRoute {
     endpoint: Arc<PolicyEndpoint>,
     engine: Engine,
 }
 
-impl Clone for EngineRoute {
-    fn clone(&self) -> Self {
-        Self {
-            endpoint: self.endpoint.clone(),
-            engine: self.engine,
-        }
-    }
-}
-
-impl<B> Service<Request<B>> for EngineRoute
-where
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = PostFuture;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let endpoint = self.endpoint.clone();
-        let engine = self.engine;
-        Box::pin(async move { Ok(endpoint.answer(engine, request).await) })
+impl Answerer for EngineRoute {
+    async fn answer<B>(&self, request: Request<B>) -> Answer
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.endpoint.answer(self.engine, request).await
     }
 }
 
 /// The policy endpoint's router: one route per engine.
-pub type Routes = Router<Route<EngineRoute, Route<EngineRoute, NotFound>>>;
+pub type Routes = Router<Route<Answering<EngineRoute>, Route<Answering<EngineRoute>, NotFound>>>;
 
 /// The two routes over one endpoint; anything else is 404.
 pub fn routes(endpoint: Arc<PolicyEndpoint>) -> Routes {
     Router::new()
         .route(
             GATEKEEPER_PATH,
-            EngineRoute {
+            Answering(EngineRoute {
                 endpoint: endpoint.clone(),
                 engine: Engine::Gatekeeper,
-            },
+            }),
         )
         .route(
             KYVERNO_PATH,
-            EngineRoute {
+            Answering(EngineRoute {
                 endpoint,
                 engine: Engine::Kyverno,
-            },
+            }),
         )
 }
 

@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 pub use https::{ClientCertificate, Limits, Routes};
-pub use post::{BodyLimits, Handler, Post, MAX_BODY_BYTES};
+pub use post::{Answerer, Answering, BodyLimits, Handler, Post, MAX_BODY_BYTES};
 pub use router::Router;
 pub use slots::{ConnectionMetrics, Listener};
 
@@ -36,8 +36,8 @@ pub const MUTATE_PATH: &str = "/mutate";
 pub fn admission_routes<H: Handler>(
     handler: Arc<H>,
     limits: BodyLimits,
-) -> Router<router::Route<Post<H>, router::NotFound>> {
-    Router::new().route(MUTATE_PATH, Post::new(handler, limits))
+) -> Router<router::Route<Answering<Post<H>>, router::NotFound>> {
+    Router::new().route(MUTATE_PATH, Answering(Post::new(handler, limits)))
 }
 
 use health::Readiness;

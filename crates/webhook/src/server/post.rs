@@ -56,7 +56,40 @@ impl Default for BodyLimits {
 /// (whose type an `async fn` in a trait cannot name).
 pub type PostFuture = Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>>;
 
-/// A route answering POSTed JSON bodies with `H`. Cheap to clone.
+/// What answers the requests of one route, whatever their body; [`Answering`] makes it the
+/// route's tower `Service`. [`Post`] is one, the policy engines' lookup routes are others.
+pub trait Answerer: Clone + Send + Sync + 'static {
+    fn answer<B>(&self, request: Request<B>) -> impl Future<Output = Answer> + Send
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>;
+}
+
+/// The route of an [`Answerer`]: every request gets its answer (the service never fails).
+#[derive(Clone, Debug)]
+pub struct Answering<A>(pub A);
+
+impl<A, B> Service<Request<B>> for Answering<A>
+where
+    A: Answerer,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = PostFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let answerer = self.0.clone();
+        Box::pin(async move { Ok(answerer.answer(request).await) })
+    }
+}
+
+/// Answers POSTed JSON bodies with `H`. Cheap to clone.
 #[derive(Debug)]
 pub struct Post<H> {
     handler: Arc<H>,
@@ -78,24 +111,13 @@ impl<H: Handler> Post<H> {
     }
 }
 
-impl<H, B> Service<Request<B>> for Post<H>
-where
-    H: Handler,
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = PostFuture;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let handler = self.handler.clone();
-        let limits = self.limits;
-        Box::pin(async move { Ok(answer(request, &*handler, limits).await) })
+impl<H: Handler> Answerer for Post<H> {
+    async fn answer<B>(&self, request: Request<B>) -> Answer
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        answer(request, &*self.handler, self.limits).await
     }
 }
 
@@ -254,7 +276,7 @@ mod tests {
             max_bytes: 16,
             ..BodyLimits::default()
         };
-        let router = Router::new().route(MUTATE_PATH, Post::new(Arc::new(Echo), limits));
+        let router = Router::new().route(MUTATE_PATH, Answering(Post::new(Arc::new(Echo), limits)));
         router.oneshot(request).await.unwrap()
     }
 
@@ -299,7 +321,7 @@ mod tests {
         let body = http_body_util::StreamBody::new(never);
         let request = Request::post(MUTATE_PATH).body(body).unwrap();
         let started = tokio::time::Instant::now();
-        let answered = Post::new(Arc::new(Echo), BodyLimits::default())
+        let answered = Answering(Post::new(Arc::new(Echo), BodyLimits::default()))
             .oneshot(request)
             .await
             .unwrap();
