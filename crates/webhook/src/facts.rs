@@ -19,6 +19,7 @@ use futures::future::BoxFuture;
 pub use namespace_preference::NamespacePreferences;
 pub use nodes::{NodeGets, NodeLookup};
 use noe_core::decide::Facts;
+pub use object_gets::{FactGets, ObjectKind};
 
 /// Why a namespace or node could not be read: logged, counted in `noe_hook_fact_errors_total`
 /// (the `reason` label), and the fact is then unknown.

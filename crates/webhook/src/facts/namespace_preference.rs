@@ -9,25 +9,29 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use super::object_gets::ObjectGets;
+use super::object_gets::{FactGets, ObjectGets, ObjectKind};
 use crate::metrics::fact;
 use noe_core::decide::PREFERRED_LABEL;
 
 /// How long a namespace's label is reused.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
-/// How long a failure to read a namespace is reused.
-pub const DEFAULT_FAILURE_TTL: Duration = Duration::from_secs(5);
-/// Bound on one GET.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Most namespaces remembered (each entry is a name and at most a short label value).
-pub use super::object_gets::MAX_ENTRIES;
+/// How long a failure is reused, the bound on one GET, and the most namespaces remembered
+/// (each entry is a name and at most a short label value).
+pub use super::object_gets::{DEFAULT_FAILURE_TTL, DEFAULT_TIMEOUT, MAX_ENTRIES};
+
+/// Namespaces, read for their preferred architecture.
+#[derive(Clone, Copy, Debug)]
+pub enum Namespaces {}
+
+impl ObjectKind for Namespaces {
+    /// The namespace's label (`None`: no label, or no such namespace).
+    type Value = Option<Arc<str>>;
+    const FACT: &'static str = fact::NAMESPACE;
+    const TTL: Duration = DEFAULT_TTL;
+}
 
 /// Reads namespaces' preferred architecture through the Kubernetes API. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct NamespacePreferences {
-    /// Namespace → its label (`None`: no label, or no such namespace).
-    gets: ObjectGets<Option<Arc<str>>>,
-}
+pub type NamespacePreferences = FactGets<Namespaces>;
 
 /// Cached GETs of Namespaces with the default lifetimes and timeout, each answer turned into a
 /// `V`: the preferred architecture's, and image selection's opt-in (`crate::selection::opt_in`).
@@ -42,35 +46,6 @@ pub(crate) fn gets<V: Clone + Send + Sync + 'static>(client: kube::Client) -> Ob
 }
 
 impl NamespacePreferences {
-    /// With the default lifetimes and timeout.
-    pub fn new(client: kube::Client) -> Self {
-        Self { gets: gets(client) }
-    }
-
-    pub fn with_limits(
-        client: kube::Client,
-        ttl: Duration,
-        failure_ttl: Duration,
-        timeout: Duration,
-    ) -> Self {
-        Self {
-            gets: ObjectGets::new(client, fact::NAMESPACE, ttl, failure_ttl, timeout),
-        }
-    }
-
-    /// Counts failed reads in `errors` (`noe_hook_fact_errors_total`), once per failure
-    /// remembered (not once per admission answered from it).
-    pub fn with_error_counter(mut self, errors: prometheus::IntCounterVec) -> Self {
-        self.gets = self.gets.with_error_counter(errors);
-        self
-    }
-
-    /// Lifetimes measured on `clock` (tests move a manual one).
-    pub fn with_clock(mut self, clock: noe_core::clock::Clock) -> Self {
-        self.gets = self.gets.with_clock(clock);
-        self
-    }
-
     /// The label `arch.noe.adevinta.com/preferred` of `namespace`; `None` when it has none, does
     /// not exist, is not a valid namespace name, carries a value that is not a plausible
     /// architecture, or cannot be read now. Concurrent misses of one namespace make one GET.

@@ -12,19 +12,15 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 
-use super::object_gets::ObjectGets;
+use super::object_gets::{FactGets, ObjectKind};
 use crate::metrics::fact;
 use noe_core::decide::{NodeFacts, ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 
 /// How long a node's platform is reused (node labels of the platform do not change while the
 /// node lives; a replaced node of the same name is seen within this).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
-/// How long a failure to read a node is reused.
-pub const DEFAULT_FAILURE_TTL: Duration = Duration::from_secs(5);
-/// Bound on one GET.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Most nodes remembered.
-pub use super::object_gets::MAX_ENTRIES;
+/// How long a failure is reused, the bound on one GET, and the most nodes remembered.
+pub use super::object_gets::{DEFAULT_FAILURE_TTL, DEFAULT_TIMEOUT, MAX_ENTRIES};
 
 /// Finds the platform of a node by name. An unknown node (absent, unreadable, not yet seen) is
 /// `None`: the debug containers of its pods are then allowed unchecked.
@@ -60,43 +56,19 @@ pub fn node_facts_json(node: &serde_json::Value) -> NodeFacts {
     }
 }
 
+/// Nodes, read for their platform.
+#[derive(Clone, Copy, Debug)]
+pub enum Nodes {}
+
+impl ObjectKind for Nodes {
+    /// The node's platform (`None`: no such node).
+    type Value = Option<Arc<NodeFacts>>;
+    const FACT: &'static str = fact::NODE;
+    const TTL: Duration = DEFAULT_TTL;
+}
+
 /// Nodes read with one GET each, cached. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct NodeGets {
-    /// Node → its platform (`None`: no such node).
-    gets: ObjectGets<Option<Arc<NodeFacts>>>,
-}
-
-impl NodeGets {
-    /// With the default lifetimes and timeout.
-    pub fn new(client: kube::Client) -> Self {
-        Self::with_limits(client, DEFAULT_TTL, DEFAULT_FAILURE_TTL, DEFAULT_TIMEOUT)
-    }
-
-    pub fn with_limits(
-        client: kube::Client,
-        ttl: Duration,
-        failure_ttl: Duration,
-        timeout: Duration,
-    ) -> Self {
-        Self {
-            gets: ObjectGets::new(client, fact::NODE, ttl, failure_ttl, timeout),
-        }
-    }
-
-    /// Counts failed reads in `errors` (`noe_hook_fact_errors_total`), once per failure
-    /// remembered (not once per admission answered from it).
-    pub fn with_error_counter(mut self, errors: prometheus::IntCounterVec) -> Self {
-        self.gets = self.gets.with_error_counter(errors);
-        self
-    }
-
-    /// Lifetimes measured on `clock` (tests move a manual one).
-    pub fn with_clock(mut self, clock: noe_core::clock::Clock) -> Self {
-        self.gets = self.gets.with_clock(clock);
-        self
-    }
-}
+pub type NodeGets = FactGets<Nodes>;
 
 impl NodeLookup for NodeGets {
     fn node<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Option<NodeFacts>> {
