@@ -94,18 +94,7 @@ impl Renewal {
 
 impl PartialEq for CredentialCandidate {
     fn eq(&self, other: &Self) -> bool {
-        let Self {
-            source,
-            credential,
-            mirror,
-            scoped,
-            expires: _,
-            renewal: _,
-        } = self;
-        *source == other.source
-            && *credential == other.credential
-            && *mirror == other.mirror
-            && *scoped == other.scoped
+        self.identity() == other.identity()
     }
 }
 
@@ -113,6 +102,13 @@ impl Eq for CredentialCandidate {}
 
 impl Hash for CredentialCandidate {
     fn hash<H: Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
+}
+
+impl CredentialCandidate {
+    /// What equality and hashing compare: everything but when it expires and how it renews.
+    fn identity(&self) -> (&str, &Credential, Option<&str>, bool) {
         let Self {
             source,
             credential,
@@ -121,14 +117,9 @@ impl Hash for CredentialCandidate {
             expires: _,
             renewal: _,
         } = self;
-        source.hash(state);
-        credential.hash(state);
-        mirror.hash(state);
-        scoped.hash(state);
+        (source, credential, mirror.as_deref(), *scoped)
     }
-}
 
-impl CredentialCandidate {
     pub fn new(source: impl Into<String>, credential: Credential) -> Self {
         Self {
             source: source.into(),
