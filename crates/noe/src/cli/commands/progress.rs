@@ -19,25 +19,24 @@ pub struct Progress {
 impl Progress {
     /// A progress line for `total` items of `what` (`images`, `documents`).
     pub fn new(total: usize, what: &'static str) -> Self {
-        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
         // One item needs no progress line.
-        if !terminal || total < 2 {
-            return Self {
-                bar: None,
-                ticker: None,
-            };
+        if !on_terminal() || total < 2 {
+            return Self::hidden();
         }
-        let bar = ProgressBar::with_draw_target(
-            Some(u64::try_from(total).unwrap_or(u64::MAX)),
-            ProgressDrawTarget::stderr(),
+        let bar = bar(
+            total,
+            &format!("{{pos}}/{{len}} {what} resolved {{wide_msg}}"),
         );
-        let template = format!("{{pos}}/{{len}} {what} resolved {{wide_msg}}");
-        if let Ok(style) = ProgressStyle::with_template(&template) {
-            bar.set_style(style);
-        }
-        bar.enable_steady_tick(std::time::Duration::from_millis(200));
         Self {
             bar: Some(bar),
+            ticker: None,
+        }
+    }
+
+    /// No progress line (stderr is not a terminal).
+    fn hidden() -> Self {
+        Self {
+            bar: None,
             ticker: None,
         }
     }
@@ -45,21 +44,10 @@ impl Progress {
     /// A progress line for `total` images being verified, with the layer bytes `read` so far
     /// (shown for one image too: a verification may read tens of MiB).
     pub fn verifying(total: usize, read: Arc<AtomicU64>) -> Self {
-        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
-        if !terminal {
-            return Self {
-                bar: None,
-                ticker: None,
-            };
+        if !on_terminal() {
+            return Self::hidden();
         }
-        let bar = ProgressBar::with_draw_target(
-            Some(u64::try_from(total).unwrap_or(u64::MAX)),
-            ProgressDrawTarget::stderr(),
-        );
-        if let Ok(style) = ProgressStyle::with_template("{pos}/{len} images verified, {wide_msg}") {
-            bar.set_style(style);
-        }
-        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        let bar = bar(total, "{pos}/{len} images verified, {wide_msg}");
         let shown = bar.clone();
         let ticker = tokio::spawn(async move {
             loop {
@@ -96,4 +84,21 @@ impl Drop for Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+fn on_terminal() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+}
+
+/// A bar of `total` items drawn on stderr with `template`, ticking on its own.
+fn bar(total: usize, template: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(
+        Some(u64::try_from(total).unwrap_or(u64::MAX)),
+        ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
 }
