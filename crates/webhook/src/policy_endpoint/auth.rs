@@ -394,8 +394,12 @@ mod tests {
     const KYVERNO: &str = "system:serviceaccount:kyverno:kyverno";
 
     /// The token of `name` for `aud`, valid for an hour.
+    /// The same token for `name` throughout the test process: its `exp` is fixed once (a token
+    /// made again a wall-clock second later would be another token, and the reviewer below
+    /// tells tokens apart by comparing them with `jwt`).
     fn jwt(name: &str) -> String {
-        service_account_token(name, &["aud"], unix_now() + 3600)
+        static EXP: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+        service_account_token(name, &["aud"], *EXP.get_or_init(|| unix_now() + 3600))
     }
 
     /// `jwt("good")` is valid for `aud`; `jwt("down")` cannot be checked; anything else is
