@@ -61,6 +61,29 @@ pub async fn read(client: kube::Client, config: &LearnedConfig) -> Result<Option
     }))
 }
 
+/// The store read once into a view for one run (`noe explain`, `noe report`: no watch), its
+/// garbage entries logged and skipped: `None` when its ConfigMap does not exist.
+pub async fn read_view(
+    client: kube::Client,
+    config: &LearnedConfig,
+) -> Result<Option<LearnedView>, Error> {
+    let api: Api<ConfigMap> = Api::namespaced(client, &config.namespace);
+    let object = api.get_opt(&config.name).await.map_err(|source| {
+        Error::kube(
+            format!(
+                "reading the learned store {}/{}",
+                config.namespace, config.name
+            ),
+            source,
+        )
+    })?;
+    Ok(object.map(|object| {
+        let view = LearnedView::new(config.clone(), None);
+        view.install(Some(&object));
+        view
+    }))
+}
+
 /// Removes from the store every key `chosen` picks (it sees each key, and its entry when the
 /// value is valid); returns the keys removed, with their entries. A JSON merge patch conditional on the
 /// `resourceVersion` read, retried on the fresh object after a `409`: whoever owns a key (noe,

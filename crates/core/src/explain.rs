@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use crate::decide::{Constraint, Decision, Signal, Verdict, AUDIT_ANNOTATION};
 use crate::patch::{with_prefix, Op};
+use crate::truth::Correction;
 use crate::workload::PodOf;
 
 /// What the webhook would do to one object.
@@ -31,6 +32,9 @@ pub struct Explanation {
     /// Each image whose platforms could not be found, with its whole error (the admission
     /// warnings cut it to the API server's limit).
     pub lookup_errors: Vec<LookupError>,
+    /// The corrections applied that the cluster's learned store holds, with their image, in
+    /// the pod's order (set by the caller that read the store): shown as "learned".
+    pub learned: Vec<(String, Correction)>,
 }
 
 /// An image whose platforms could not be found.
@@ -108,6 +112,7 @@ impl Explanation {
             outcome: Outcome::Skipped(reason),
             notes: Vec::new(),
             lookup_errors: Vec::new(),
+            learned: Vec::new(),
         }
     }
 
@@ -137,6 +142,7 @@ impl Explanation {
                 note,
             },
             notes: Vec::new(),
+            learned: Vec::new(),
         }
     }
 
@@ -179,8 +185,8 @@ impl Explanation {
         }
     }
 
-    /// `{"kind","name","allowed","message","warnings","patch"}` (`"notes"`, `"lookupErrors"`
-    /// and `"corrections"` when there are any), or `{"kind","name","skipped"}`.
+    /// `{"kind","name","allowed","message","warnings","patch"}` (`"notes"`, `"lookupErrors"`,
+    /// `"corrections"` and `"learned"` when there are any), or `{"kind","name","skipped"}`.
     pub fn json(&self) -> Value {
         let mut json = match &self.outcome {
             Outcome::Skipped(reason) => {
@@ -200,9 +206,20 @@ impl Explanation {
         if !self.notes.is_empty() {
             json["notes"] = json!(self.notes);
         }
-        let corrections = self.corrections();
+        let corrections: Vec<Value> = self
+            .applied()
+            .into_iter()
+            .map(|(image, c)| correction_json(image, c))
+            .collect();
         if !corrections.is_empty() {
             json["corrections"] = Value::Array(corrections);
+        }
+        if !self.learned.is_empty() {
+            json["learned"] = self
+                .learned
+                .iter()
+                .map(|(image, c)| correction_json(image, c))
+                .collect();
         }
         if !self.lookup_errors.is_empty() {
             json["lookupErrors"] = self
@@ -214,9 +231,9 @@ impl Explanation {
         json
     }
 
-    /// Each platform correction the decision applied (`{"image","digest","platform","source",
-    /// "evidence"}`), images in the pod's order.
-    fn corrections(&self) -> Vec<Value> {
+    /// Each platform correction the decision applied, with its image, images in the pod's
+    /// order.
+    pub fn applied(&self) -> Vec<(&str, &Correction)> {
         let Some(decision) = self.decision() else {
             return Vec::new();
         };
@@ -224,13 +241,7 @@ impl Explanation {
             .summary
             .images
             .iter()
-            .flat_map(|entry| {
-                entry.corrections.iter().map(|c| {
-                    json!({"image": entry.image, "digest": c.digest,
-                           "platform": c.platform.to_string(), "source": c.source.as_str(),
-                           "evidence": c.evidence})
-                })
-            })
+            .flat_map(|entry| entry.corrections.iter().map(|c| (entry.image.as_str(), c)))
             .collect()
     }
 
@@ -266,6 +277,12 @@ impl Explanation {
         for LookupError { image, error } in &self.lookup_errors {
             out.push_str(&format!("  lookup failed: {image}: {error}\n"));
         }
+        for (image, c) in &self.learned {
+            out.push_str(&format!(
+                "  learned: {image} does not run on {} ({}: {})\n",
+                c.platform, c.source, c.evidence
+            ));
+        }
         for note in &self.notes {
             out.push_str(&format!("  note: {note}\n"));
         }
@@ -275,6 +292,12 @@ impl Explanation {
         }
         out
     }
+}
+
+/// `{"image","digest","platform","source","evidence"}`.
+fn correction_json(image: &str, c: &Correction) -> Value {
+    json!({"image": image, "digest": c.digest, "platform": c.platform.to_string(),
+           "source": c.source.as_str(), "evidence": c.evidence})
 }
 
 /// What a patch does, in words, from the decision's summary: audit mode (nothing else is

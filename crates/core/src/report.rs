@@ -71,6 +71,9 @@ pub struct ImageEntry {
     /// "Verification"), and those the server's sources of platform truth know for its digest;
     /// already left out of `answer`.
     pub corrections: Vec<crate::truth::Correction>,
+    /// Those of `corrections` the cluster's learned store holds (exec format errors seen on its
+    /// nodes, verification mismatches it keeps).
+    pub learned: Vec<crate::truth::Correction>,
 }
 
 /// What one image says about one architecture.
@@ -141,6 +144,7 @@ impl Item {
                 kind,
                 answer,
                 corrections: Vec::new(),
+                learned: Vec::new(),
             })
             .collect();
         let supports: Vec<Option<Support>> = images.iter().map(ImageEntry::support).collect();

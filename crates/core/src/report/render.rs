@@ -3,6 +3,7 @@
 //! Markdown and one self-contained HTML page ([`html`]). Strings from a cluster, a file or a registry are hostile: each rendering escapes
 //! them its own way ([`escape`]).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{Item, Report, Tally};
@@ -188,6 +189,31 @@ impl Report {
         out
     }
 
+    /// Each learned correction applied, with its image and the number of workloads whose
+    /// image it is, in image order.
+    fn learned(&self) -> Vec<Learned<'_>> {
+        let mut seen: BTreeMap<(&str, &str, String), Learned<'_>> = BTreeMap::new();
+        for item in &self.items {
+            for entry in &item.images {
+                for correction in &entry.learned {
+                    let key = (
+                        entry.image.as_str(),
+                        correction.digest.as_str(),
+                        correction.platform.to_string(),
+                    );
+                    seen.entry(key)
+                        .or_insert(Learned {
+                            image: &entry.image,
+                            correction,
+                            workloads: 0,
+                        })
+                        .workloads += 1;
+                }
+            }
+        }
+        seen.into_values().collect()
+    }
+
     /// The summary per architecture and the errors, one line each (`bullet` before each
     /// top-level line), every string from the cluster or a registry through `escape`.
     fn summary_text(&self, bullet: &str, escape: fn(&str) -> String) -> String {
@@ -228,6 +254,22 @@ impl Report {
                 );
             }
         }
+        let learned = self.learned();
+        if !learned.is_empty() {
+            let _ = writeln!(
+                out,
+                "{bullet}{} platforms left out as learned on the cluster's nodes (the learned store):",
+                learned.len()
+            );
+            for line in &learned {
+                let _ = writeln!(
+                    out,
+                    "{indent}{} ({} workloads)",
+                    escape(&line.correction.warning(line.image)),
+                    line.workloads
+                );
+            }
+        }
         if !self.image_errors.is_empty() {
             let _ = writeln!(
                 out,
@@ -262,6 +304,13 @@ impl Report {
         }
         out
     }
+}
+
+/// A learned correction of the report, for its summary.
+struct Learned<'a> {
+    image: &'a str,
+    correction: &'a crate::truth::Correction,
+    workloads: usize,
 }
 
 fn push_csv_row(out: &mut String, cells: &[String]) {

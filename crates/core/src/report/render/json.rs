@@ -127,7 +127,8 @@ struct ImageJson<'a>(&'a ImageEntry);
 impl Serialize for ImageJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let entry = self.0;
-        let fields = if entry.corrections.is_empty() { 3 } else { 4 };
+        let fields =
+            3 + usize::from(!entry.corrections.is_empty()) + usize::from(!entry.learned.is_empty());
         let mut map = serializer.serialize_map(Some(fields))?;
         match &entry.answer {
             Ok(platforms) => {
@@ -146,6 +147,9 @@ impl Serialize for ImageJson<'_> {
                 map.serialize_entry("image", &entry.image)?;
                 map.serialize_entry("platforms", &())?;
             }
+        }
+        if !entry.learned.is_empty() {
+            map.serialize_entry("learned", &Seq(entry.learned.iter().map(CorrectionJson)))?;
         }
         if !entry.corrections.is_empty() {
             map.serialize_entry(
