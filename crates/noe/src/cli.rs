@@ -250,6 +250,9 @@ impl Args {
                 decision: self.decision()?,
                 registry: self.registry.settings()?,
                 kube: self.kube.settings(),
+                learned: explain
+                    .learned
+                    .source(&self.controller.learned_store, false),
             }),
             Some(Command::Untaint(_)) => Run::Untaint(config::Untaint {
                 kube: self.kube.settings(),
@@ -284,6 +287,9 @@ impl Args {
                 settings: report.settings()?,
                 kube: self.kube.settings(),
                 registry: self.registry.settings()?,
+                learned: report
+                    .learned
+                    .source(&self.controller.learned_store, report.file.is_empty()),
             }),
         })
     }
@@ -402,7 +408,7 @@ fn groups_of(name: &str) -> &'static [&'static str] {
 fn also_accepted(name: &str) -> &'static [&'static str] {
     match name {
         "ungate" => &["namespace_preference"],
-        "learned" => &["learned_store"],
+        "learned" | "explain" | "report" => &["learned_store"],
         _ => &[],
     }
 }

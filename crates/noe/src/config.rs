@@ -165,6 +165,15 @@ pub struct Learned {
     pub command: LearnedCommand,
 }
 
+/// Where `noe explain` and `noe report` read the learned store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LearnedSource {
+    /// `--learned-store`.
+    pub store: String,
+    /// `--learned-namespace`; `None`: the kubeconfig context's namespace.
+    pub namespace: Option<String>,
+}
+
 /// What `noe learned` does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LearnedCommand {
@@ -243,17 +252,21 @@ pub struct Explain {
     pub decision: Decision,
     pub registry: RegistrySettings,
     /// The API reached with `--credential-provider-sa-tokens`, for the pods' ServiceAccounts
-    /// (and their pull secrets).
+    /// (and their pull secrets), and for the learned store.
     pub kube: KubeSettings,
+    /// With `--learned-namespace`: the learned store's corrections count.
+    pub learned: Option<LearnedSource>,
 }
 
 /// `noe report`.
 #[derive(Clone, Debug)]
 pub struct Report {
     pub settings: ReportSettings,
-    /// The cluster's API, when no file is given.
+    /// The cluster's API, when no file is given (or `--learned-namespace` is).
     pub kube: KubeSettings,
     pub registry: RegistrySettings,
+    /// The learned store, read from the cluster (by default when no file is given).
+    pub learned: Option<LearnedSource>,
 }
 
 /// Which namespaces `noe report` reads.

@@ -392,3 +392,163 @@ async fn a_learned_exec_format_error_steers_the_next_admission_until_the_image_i
     }
     assert!(trusted, "still corrected after forget\n{}", noe_log());
 }
+
+/// The registry flags of `noe explain` and `noe report` against the fixture registry.
+fn registry_flags(h: &Harness) -> Vec<String> {
+    let absent = h.cert_dir.path().join("absent");
+    vec![
+        format!("--insecure-registries={}", h.registry.host()),
+        format!(
+            "--allow-registry-cidrs={}",
+            noe_test_support::LOOPBACK_CIDRS
+        ),
+        format!("--docker-config-path={}", absent.display()),
+        format!("--containerd-config-path={}", absent.display()),
+    ]
+}
+
+/// `noe explain` and `noe report` with the learned store read (`--learned-namespace`, and by
+/// default for `report` from a cluster): the learned platform is left out as in the server and
+/// shown under "learned" with its evidence, in JSON and in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_and_report_leave_out_and_show_what_was_learned() {
+    let h = Harness::start().await;
+    let list = &h.fixtures.docker_list;
+    let image = list.reference();
+    let api = KubeApi::start().await.unwrap();
+    let learned = noe_controller::learned::Entry::new(
+        &image,
+        &list.digest,
+        &noe_core::Platform::new("linux", "arm64", None),
+        noe_core::truth::Source::ExecFormatError,
+        noe_controller::learned::Evidence {
+            namespace: "shop".into(),
+            pod: "web-1".into(),
+            container: "app".into(),
+            node: "arm-1".into(),
+            message: "exec /app: exec format error".into(),
+            time: "2026-11-28T09:00:00Z".into(),
+        },
+    );
+    let data = json!({learned.key(): serde_json::to_string(&learned).unwrap()});
+    store(&api, data.clone());
+    // The kubeconfig context's namespace holds one too (`noe report` reads it by default).
+    api.put(
+        Resource::ConfigMaps,
+        "default",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": STORE, "namespace": "default"}, "data": data}),
+    );
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": 2, "template": {"spec": {
+            "containers": [{"name": "app", "image": image}]}}}});
+    api.put(Resource::Deployments, "shop", deployment.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(&api, dir.path());
+    let file = dir.path().join("web.json");
+    std::fs::write(&file, deployment.to_string()).unwrap();
+    let cli = |args: &[&str], learned: bool| {
+        let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        all.extend(registry_flags(&h));
+        all.push(format!("--kubeconfig={}", kubeconfig.display()));
+        if learned {
+            all.push(format!("--learned-namespace={NAMESPACE}"));
+        }
+        all
+    };
+    let evidence = "pod shop/web-1 container app on node arm-1 at 2026-11-28T09:00:00Z: exec /app: exec format error";
+    let file_arg = format!("-f={}", file.display());
+
+    // explain: only with --learned-namespace.
+    let (code, stdout, stderr) = run_noe(&cli(&["explain", &file_arg, "-o", "json"], true)).await;
+    assert_eq!(code, 0, "{stderr}");
+    let explained: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let shown = &explained["learned"][0];
+    assert_eq!(shown["image"], image.as_str(), "{explained}");
+    assert_eq!(shown["digest"], list.digest.as_str());
+    assert_eq!(shown["platform"], "linux/arm64");
+    assert_eq!(shown["source"], "exec-format-error");
+    assert_eq!(shown["evidence"], evidence);
+    assert!(
+        explained["patch"]
+            .to_string()
+            .contains(r#""arch.noe.adevinta.com/platforms":"amd64""#),
+        "{explained}"
+    );
+    let (code, stdout, stderr) = run_noe(&cli(&["explain", &file_arg], true)).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "  learned: {image} does not run on linux/arm64 (exec-format-error: {evidence})"
+        )),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = run_noe(&cli(&["explain", &file_arg, "-o", "json"], false)).await;
+    assert_eq!(code, 0, "{stderr}");
+    let explained: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(explained.get("learned").is_none(), "{explained}");
+    assert!(
+        explained["patch"]
+            .to_string()
+            .contains(r#""arch.noe.adevinta.com/platforms":"amd64,arm64""#),
+        "{explained}"
+    );
+    // A store named but absent: the run cannot be trusted, exit 2.
+    let mut absent = cli(&["explain", &file_arg], false);
+    absent.push("--learned-namespace=elsewhere".into());
+    let (code, _, stderr) = run_noe(&absent).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("elsewhere/noe-learned-platforms does not exist"),
+        "{stderr}"
+    );
+
+    // report from a file with --learned-namespace, and from the cluster by default.
+    for args in [
+        &[
+            "report",
+            &file_arg,
+            "-o",
+            "json",
+            "--upgrades=false",
+            &format!("--learned-namespace={NAMESPACE}"),
+        ][..],
+        &["report", "-n", "shop", "-o", "json", "--upgrades=false"][..],
+    ] {
+        let (code, stdout, stderr) = run_noe(&cli(args, false)).await;
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let item = &report["items"][0];
+        assert_eq!(item["verdicts"]["arm64"], "blocked", "{args:?}: {item}");
+        let entry = &item["images"][0];
+        assert_eq!(entry["platforms"], json!(["linux/amd64"]), "{entry}");
+        assert_eq!(
+            entry["learned"],
+            json!([{"evidence": evidence, "platform": "linux/arm64", "source": "exec-format-error"}]),
+            "{entry}"
+        );
+    }
+    let (code, stdout, stderr) =
+        run_noe(&cli(&["report", "-n", "shop", "--upgrades=false"], false)).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "1 platforms left out as learned on the cluster's nodes (the learned store):\n  image {image}: linux/arm64 is not used: exec-format-error: {evidence} (1 workloads)"
+        )),
+        "{stdout}"
+    );
+    // From a file without the flag, nothing is read from the cluster.
+    let (code, stdout, stderr) = run_noe(&cli(
+        &["report", &file_arg, "-o", "json", "--upgrades=false"],
+        false,
+    ))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        report["items"][0]["images"][0].get("learned").is_none(),
+        "{report}"
+    );
+    assert_eq!(report["items"][0]["verdicts"]["arm64"], "ready");
+}

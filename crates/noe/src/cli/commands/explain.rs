@@ -64,6 +64,9 @@ pub struct ExplainArgs {
     /// pod).
     #[arg(long)]
     pub nodes: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub learned: super::learned::LearnedSourceArgs,
 }
 
 /// `noe explain`'s exit codes, one per cause; the first that applies wins.
@@ -150,6 +153,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, ExplainError> {
         },
         registry,
         kube,
+        learned,
     } = config;
     let nodes = nodes.map(|path| read_nodes(&path)).transpose()?;
     let name = file.display().to_string();
@@ -198,9 +202,27 @@ async fn explain_file(config: config::Explain) -> Result<Exit, ExplainError> {
     } else {
         None
     };
-    let app = App::build(registry)
+    let mut app = App::build(registry)
         .await
         .map_err(|error| ExplainError::Setup(one_line(&error)))?;
+    // With `--learned-namespace`, what the cluster's nodes taught counts as in the server.
+    let learned = match learned {
+        Some(source) => {
+            let client = crate::app::kube_client(&kube).await.map_err(|error| {
+                ExplainError::Setup(format!(
+                    "--learned-namespace needs the Kubernetes API: {}",
+                    one_line(&error)
+                ))
+            })?;
+            super::learned::read_for_run(client, &source)
+                .await
+                .map_err(ExplainError::Setup)?
+        }
+        None => None,
+    };
+    if let Some(view) = &learned {
+        app = app.with_corrections(std::sync::Arc::new(view.clone()));
+    }
     let facts = FileFacts::of(&objects);
     // The same decider as the server, with node-level credentials only (the pods' own
     // with `--credential-provider-sa-tokens`), and the file's Namespaces and Nodes as the
@@ -231,6 +253,7 @@ async fn explain_file(config: config::Explain) -> Result<Exit, ExplainError> {
         hosts: &hosts,
         deadline: admission_deadline,
         pod_identity,
+        learned: learned.as_ref(),
     };
     let mut tally = Tally::default();
     let progress = Progress::new(objects.len(), "documents");
@@ -328,6 +351,9 @@ pub struct Context<'a> {
     /// `--credential-provider-sa-tokens`: a pod running as a ServiceAccount is looked up as it,
     /// by the admission itself.
     pub pod_identity: bool,
+    /// The learned store read (`--learned-namespace`): the corrections it holds are shown as
+    /// "learned".
+    pub learned: Option<&'a noe_controller::LearnedView>,
 }
 
 /// Decides for a Pod or the pod template of a workload, as the webhook would for its pods
@@ -379,6 +405,14 @@ pub async fn explain(context: &Context<'_>, object: &Value) -> Explanation {
         Explanation::decided(&pod_of, decision)
     };
     explanation.notes = notes;
+    if let Some(view) = context.learned {
+        explanation.learned = explanation
+            .applied()
+            .into_iter()
+            .filter(|(_, c)| view.knows(&c.digest, &c.platform))
+            .map(|(image, c)| (image.to_owned(), c.clone()))
+            .collect();
+    }
     for failure in &mut explanation.lookup_errors {
         failure.error = with_plain_http_hint(&failure.image, &failure.error);
     }

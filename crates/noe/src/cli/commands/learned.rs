@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use noe_controller::learned::{self, Entry, LearnedConfig, Snapshot};
+use noe_controller::LearnedView;
 use noe_webhook::resolve::one_line;
 use serde_json::json;
 
@@ -22,6 +23,67 @@ pub struct LearnedArgs {
     /// (in a pod: its own).
     #[arg(long, short = 'n', global = true)]
     pub namespace: Option<String>,
+}
+
+/// Where `noe explain` and `noe report` read the learned store.
+#[derive(Clone, Debug, Default, Args)]
+pub struct LearnedSourceArgs {
+    /// noe's namespace, where its learned store (`--learned-store`) is: the platforms it learned
+    /// are left out as the server leaves them out, and listed as "learned". `noe report` from a
+    /// cluster reads it without this flag, from the kubeconfig context's namespace.
+    #[arg(long, env = "NOE_LEARNED_NAMESPACE", value_name = "NAMESPACE")]
+    pub learned_namespace: Option<String>,
+}
+
+impl LearnedSourceArgs {
+    /// Where to read the store: `None` unless `--learned-namespace` is given or `by_default`.
+    pub fn source(&self, store: &str, by_default: bool) -> Option<config::LearnedSource> {
+        let namespace = self
+            .learned_namespace
+            .as_deref()
+            .map(str::trim)
+            .filter(|ns| !ns.is_empty())
+            .map(str::to_owned);
+        (namespace.is_some() || by_default).then(|| config::LearnedSource {
+            store: store.trim().to_owned(),
+            namespace,
+        })
+    }
+}
+
+/// The learned store read once for a run of `noe explain` or `noe report`. Named by
+/// `--learned-namespace`, a store that cannot be read fails the run (`Err`, one line); read by
+/// default (the context's namespace), a missing one means nothing learned and any other failure
+/// is logged and the run goes on without it.
+pub async fn read_for_run(
+    client: kube::Client,
+    source: &config::LearnedSource,
+) -> Result<Option<LearnedView>, String> {
+    let store = LearnedConfig {
+        namespace: source
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned()),
+        name: source.store.clone(),
+        max_entries: learned::MAX_ENTRIES,
+    };
+    let named = source.namespace.is_some();
+    match learned::read_view(client, &store).await {
+        Ok(Some(view)) => Ok(Some(view)),
+        Ok(None) if named => Err(format!(
+            "the learned store {}/{} does not exist (is --detect-exec-format-errors on? --learned-namespace names noe's namespace)",
+            store.namespace, store.name
+        )),
+        Ok(None) => {
+            tracing::debug!(store = %format!("{}/{}", store.namespace, store.name), "No learned store: nothing learned is used");
+            Ok(None)
+        }
+        Err(error) if named => Err(one_line(&error)),
+        Err(error) => {
+            tracing::warn!(error = %one_line(&error), "The learned store was not read: learned corrections are not used (--learned-namespace names noe's namespace)");
+            Ok(None)
+        }
+    }
 }
 
 #[derive(Clone, Debug, Subcommand)]

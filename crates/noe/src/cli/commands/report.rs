@@ -104,6 +104,9 @@ pub struct ReportArgs {
           require_equals = true, default_value = "true", default_missing_value = "true",
           value_parser = clap::builder::BoolishValueParser::new())]
     pub upgrades: bool,
+
+    #[command(flatten)]
+    pub learned: super::learned::LearnedSourceArgs,
 }
 
 /// A verdict that fails the run.
@@ -222,17 +225,32 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         settings,
         kube,
         registry,
+        learned,
     } = config;
-    let app = App::build(registry)
+    let mut app = App::build(registry)
         .await
         .map_err(|error| one_line(&error))?;
-    let collected = if settings.files.is_empty() {
-        let client = crate::app::kube_client(&kube)
-            .await
-            .map_err(|error| one_line(&error))?;
-        source::from_cluster(&client, &settings).await?
+    let client = if settings.files.is_empty() || learned.is_some() {
+        Some(
+            crate::app::kube_client(&kube)
+                .await
+                .map_err(|error| one_line(&error))?,
+        )
     } else {
-        source::from_files(&settings)?
+        None
+    };
+    // What the cluster's nodes taught (the learned store) counts as in the server, and is
+    // listed as "learned".
+    if let (Some(client), Some(source)) = (&client, &learned) {
+        if let Some(view) = super::learned::read_for_run(client.clone(), source).await? {
+            app = app.with_corrections(std::sync::Arc::new(view));
+        }
+    }
+    let collected = match &client {
+        Some(client) if settings.files.is_empty() => {
+            source::from_cluster(client, &settings).await?
+        }
+        _ => source::from_files(&settings)?,
     };
     let source::Collected {
         workloads,
@@ -271,10 +289,11 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         .into_iter()
         .zip(looked)
         .map(|(workload, looked)| {
-            let (answers, corrections): (Vec<_>, Vec<_>) = looked.into_iter().unzip();
+            let (answers, proven): (Vec<_>, Vec<_>) = looked.into_iter().unzip();
             let mut item = Item::new(workload, answers, &settings.targets);
-            for (entry, applied) in item.images.iter_mut().zip(corrections) {
-                entry.corrections = applied;
+            for (entry, proven) in item.images.iter_mut().zip(proven) {
+                entry.corrections = proven.corrections;
+                entry.learned = proven.learned;
             }
             item
         })

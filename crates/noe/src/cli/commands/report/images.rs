@@ -41,9 +41,17 @@ pub fn secrets_of(secrets: &Secrets, workload: &Workload) -> Option<Arc<PodPullS
 pub type Answered<'a> =
     dyn Fn(&str, Option<Scope>, Option<&Arc<PodPullSecrets>>, &Answer) + Sync + 'a;
 
-/// An image's answer and, with `--verify`, the platforms its own programs prove false (left
-/// out of the answer).
-pub type Looked = (Answer, Vec<Correction>);
+/// An image's answer and the platforms proven false, left out of it.
+pub type Looked = (Answer, Proven);
+
+/// The platforms of an image proven false, left out of its answer.
+#[derive(Clone, Debug, Default)]
+pub struct Proven {
+    /// Every correction applied (`--verify`'s and the learned store's).
+    pub corrections: Vec<Correction>,
+    /// Those the cluster's learned store holds.
+    pub learned: Vec<Correction>,
+}
 
 /// The answers for every workload's images, in the workloads' and images' order; with
 /// `verify`, each image's platforms proven by its own programs too.
@@ -116,7 +124,7 @@ pub async fn resolve_all(
                             kind: "internal".into(),
                             message: "no lookup result".into(),
                         }));
-                        (missing, Vec::new())
+                        (missing, Proven::default())
                     })
                 })
                 .collect()
@@ -194,7 +202,7 @@ async fn resolve(
             kind: kind.to_owned(),
             message,
         }));
-        (failed, Vec::new())
+        (failed, Proven::default())
     };
     let host = app
         .resolver
@@ -236,17 +244,27 @@ async fn resolve(
     };
     match answer {
         Ok(Ok((resolution, mut corrections))) => {
-            // What the server's decider knows proven false for this digest counts as well.
-            if let Some(sources) = app.corrections() {
-                for known in sources.for_digest(resolution.digest.as_str()) {
-                    if !corrections.contains(&known) {
-                        corrections.push(known);
-                    }
+            // What the learned store knows proven false for this digest counts as well.
+            let learned = app
+                .corrections()
+                .map(|c| c.for_digest(resolution.digest.as_str()))
+                .unwrap_or_default();
+            for known in &learned {
+                if !corrections.contains(known) {
+                    corrections.push(known.clone());
                 }
             }
             let corrected = noe_core::truth::correct(&resolution.platforms, &corrections);
             let applied: Vec<Correction> = corrected.applied.into_iter().cloned().collect();
-            (Ok(corrected.kept.into()), applied)
+            let proven = Proven {
+                learned: applied
+                    .iter()
+                    .filter(|c| learned.contains(c))
+                    .cloned()
+                    .collect(),
+                corrections: applied,
+            };
+            (Ok(corrected.kept.into()), proven)
         }
         Ok(Err(error)) => {
             let mut message = one_line(&error);
