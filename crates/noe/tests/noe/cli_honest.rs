@@ -11,19 +11,6 @@ use harness::{pod, run_noe as noe, Harness};
 use noe_test_support::{Behavior, FakeRegistry, KubeApi};
 use serde_json::Value;
 
-fn registry_flags(h: &Harness) -> Vec<String> {
-    let absent = h.cert_dir.path().join("absent");
-    vec![
-        format!("--insecure-registries={}", h.registry.host()),
-        format!(
-            "--allow-registry-cidrs={}",
-            noe_test_support::LOOPBACK_CIDRS
-        ),
-        format!("--docker-config-path={}", absent.display()),
-        format!("--containerd-config-path={}", absent.display()),
-    ]
-}
-
 fn json_lines(stdout: &str) -> Vec<Value> {
     stdout
         .lines()
@@ -69,7 +56,7 @@ async fn explain_fails_a_ci_gate_when_a_lookup_failed() {
         "-o".to_owned(),
         "json".to_owned(),
     ];
-    args.extend(registry_flags(&h));
+    args.extend(h.registry_flags());
     let (code, stdout, stderr) = noe(&args).await;
     assert_eq!(code, 3, "a failed lookup has its own exit code: {stderr}");
     let record = &json_lines(&stdout)[0];
@@ -134,7 +121,7 @@ async fn explain_refuses_what_the_api_server_would_refuse() {
 async fn inspect_gives_every_image_a_record_and_names_plain_http() {
     let h = Harness::start().await;
     let mut args = vec!["inspect".to_owned(), "-o".to_owned(), "json".to_owned()];
-    args.extend(registry_flags(&h));
+    args.extend(h.registry_flags());
     args.push(h.missing_image());
     args.push(h.fixtures.oci_single.reference());
     args.push("Not/A:Reference:".to_owned());

@@ -6,25 +6,12 @@ use super::harness;
 use harness::{patch_of, pod, run_noe as noe, Harness};
 use serde_json::{json, Value};
 
-fn registry_flags(h: &Harness) -> Vec<String> {
-    let absent = h.cert_dir.path().join("absent");
-    vec![
-        format!("--insecure-registries={}", h.registry.host()),
-        format!(
-            "--allow-registry-cidrs={}",
-            noe_test_support::LOOPBACK_CIDRS
-        ),
-        format!("--docker-config-path={}", absent.display()),
-        format!("--containerd-config-path={}", absent.display()),
-    ]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_prints_every_fixture() {
     let h = Harness::start().await;
     let fixtures = h.fixtures.all();
     let mut args = vec!["inspect".to_owned(), "--output=json".to_owned()];
-    args.extend(registry_flags(&h));
+    args.extend(h.registry_flags());
     args.extend(fixtures.iter().map(|f| f.reference()));
     let (code, stdout, stderr) = noe(&args).await;
     assert_eq!(code, 0, "{stderr}");
@@ -80,7 +67,7 @@ async fn inspect_prints_every_fixture() {
     // A missing image: exit 1 and one line naming it on stderr; the good one still printed, and
     // the missing one has its record with the error.
     let mut args = vec!["inspect".to_owned(), "-o".to_owned(), "json".to_owned()];
-    args.extend(registry_flags(&h));
+    args.extend(h.registry_flags());
     args.push(h.fixtures.oci_single.reference());
     args.push(h.missing_image());
     let (code, stdout, stderr) = noe(&args).await;
@@ -118,7 +105,7 @@ async fn explain_prints_the_servers_patch() {
             file.display().to_string(),
             "--output=json".to_owned(),
         ];
-        args.extend(registry_flags(&h));
+        args.extend(h.registry_flags());
         let (code, stdout, stderr) = noe(&args).await;
         assert_eq!(code, 0, "{stderr}");
         let explained: Value = serde_json::from_str(stdout.trim()).unwrap();
@@ -182,7 +169,7 @@ async fn explain_prints_the_servers_patch() {
         "-o".to_owned(),
         "json".to_owned(),
     ];
-    args.extend(registry_flags(&h));
+    args.extend(h.registry_flags());
     let (code, stdout, stderr) = noe(&args).await;
     assert_eq!(code, 0, "{stderr}");
     let lines: Vec<Value> = stdout
@@ -207,7 +194,7 @@ async fn explain_prints_the_servers_patch() {
         "-f".to_owned(),
         file.display().to_string(),
     ];
-    args.extend(registry_flags(&h));
+    args.extend(h.registry_flags());
     let (code, stdout, _) = noe(&args).await;
     assert_eq!(code, 1, "a denial fails the command, for CI pipelines");
     assert!(stdout.contains("denied (403)"), "{stdout}");

@@ -393,20 +393,6 @@ async fn a_learned_exec_format_error_steers_the_next_admission_until_the_image_i
     assert!(trusted, "still corrected after forget\n{}", noe_log());
 }
 
-/// The registry flags of `noe explain` and `noe report` against the fixture registry.
-fn registry_flags(h: &Harness) -> Vec<String> {
-    let absent = h.cert_dir.path().join("absent");
-    vec![
-        format!("--insecure-registries={}", h.registry.host()),
-        format!(
-            "--allow-registry-cidrs={}",
-            noe_test_support::LOOPBACK_CIDRS
-        ),
-        format!("--docker-config-path={}", absent.display()),
-        format!("--containerd-config-path={}", absent.display()),
-    ]
-}
-
 /// `noe explain` and `noe report` with the learned store read (`--learned-namespace`, and by
 /// default for `report` from a cluster): the learned platform is left out as in the server and
 /// shown under "learned" with its evidence, in JSON and in words.
@@ -450,7 +436,7 @@ async fn explain_and_report_leave_out_and_show_what_was_learned() {
     std::fs::write(&file, deployment.to_string()).unwrap();
     let cli = |args: &[&str], learned: bool| {
         let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        all.extend(registry_flags(&h));
+        all.extend(h.registry_flags());
         all.push(format!("--kubeconfig={}", kubeconfig.display()));
         if learned {
             all.push(format!("--learned-namespace={NAMESPACE}"));

@@ -47,13 +47,23 @@ impl Harness {
     /// The flags every test server gets: loopback ports, the test certificate, the fixture
     /// registry over plain HTTP, no host credential files.
     pub fn base_flags(&self) -> Vec<String> {
-        let none = self.cert_dir.path().join("absent");
-        vec![
+        let mut flags = vec![
             "noe".into(),
             format!("--cert-dir={}", self.cert_dir.path().display()),
             "--webhook-addr=127.0.0.1:0".into(),
             "--metrics-addr=127.0.0.1:0".into(),
             "--health-probe-addr=127.0.0.1:0".into(),
+        ];
+        flags.extend(self.registry_flags());
+        flags.push("--kubeconfig=".into());
+        flags
+    }
+
+    /// The registry flags of every command (`inspect`, `explain`, `report`, the server): the
+    /// fixture registry over plain HTTP, no host credential files.
+    pub fn registry_flags(&self) -> Vec<String> {
+        let none = self.cert_dir.path().join("absent");
+        vec![
             format!("--insecure-registries={}", self.registry.host()),
             // The registries here run on loopback, which noe refuses unless told.
             format!(
@@ -62,7 +72,6 @@ impl Harness {
             ),
             format!("--docker-config-path={}", none.display()),
             format!("--containerd-config-path={}", none.display()),
-            "--kubeconfig=".into(),
         ]
     }
 
