@@ -126,6 +126,16 @@ fn log_file(dir: &Path, name: &str) -> anyhow::Result<(PathBuf, std::fs::File)> 
 
 /// Starts `noe` serving on loopback with `tls`, waits for `/readyz` to answer 200.
 pub async fn start_noe(bin: &Path, tls: &Tls, extra: &[String]) -> anyhow::Result<Process> {
+    start_noe_env(bin, tls, extra, &[]).await
+}
+
+/// [`start_noe`] with these environment variables too (`POD_NAMESPACE`, as the chart sets).
+pub async fn start_noe_env(
+    bin: &Path,
+    tls: &Tls,
+    extra: &[String],
+    env: &[(&str, &str)],
+) -> anyhow::Result<Process> {
     let webhook = free_addr()?;
     let metrics = free_addr()?;
     let health = free_addr()?;
@@ -153,6 +163,7 @@ pub async fn start_noe(bin: &Path, tls: &Tls, extra: &[String]) -> anyhow::Resul
             noe_test_support::LOOPBACK_CIDRS
         ))
         .args(extra)
+        .envs(env.iter().copied())
         .env("KUBECONFIG", "/nonexistent")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .stdin(Stdio::null())

@@ -12,10 +12,19 @@
 //!   above the same binary idle, and wrong-arch pod to Event through the webhook's resolver.
 //! - `nodefeatures`: the real `noe` binary with `--watch-nodes --image-selection`, with and
 //!   without `--watch-node-features`, over N nodes in G groups of nfd-worker `NodeFeature`s.
+//! - `detect`: the real `noe` binary with `--detect-exec-format-errors` over N pods of which C
+//!   crash-loop: RSS above idle and previous-log reads per container restart.
+//! - `learned`: RSS of the real `noe` binary reading a learned store of N entries, beside one
+//!   reading an empty store.
+//! - `learn-latency`: time from a crash's status update to its learned entry, the API server
+//!   behind a fixed round trip.
 //!
 //! Not a test: it measures and prints markdown, it asserts nothing about timing.
 
+mod detect;
 mod latency;
+mod learn_latency;
+mod learned;
 mod nodefeatures;
 mod nodeview;
 mod process;
@@ -48,6 +57,12 @@ enum Command {
     Process(process::Options),
     /// The real `noe` process: RSS of `--watch-node-features` over N nodes in G node groups.
     Nodefeatures(nodefeatures::Options),
+    /// The real `noe` process: detection's RSS and log reads per restart over N pods, C crashing.
+    Detect(detect::Options),
+    /// The real `noe` process: RSS added by a learned store of N entries.
+    Learned(learned::Options),
+    /// Time from a crash's status update to its learned entry, at a fixed API round trip.
+    LearnLatency(learn_latency::Options),
     /// (internal) The measured process of `memory`.
     Child(reflector_memory::ChildOptions),
 }
@@ -69,6 +84,9 @@ fn main() -> ExitCode {
             Command::Child(options) => reflector_memory::child(&options).await,
             Command::Process(options) => process::run(&options).await,
             Command::Nodefeatures(options) => nodefeatures::run(&options).await,
+            Command::Detect(options) => detect::run(&options).await,
+            Command::Learned(options) => learned::run(&options).await,
+            Command::LearnLatency(options) => learn_latency::run(&options).await,
             Command::Nodeview(options) => {
                 nodeview::run(&options);
                 Ok(())

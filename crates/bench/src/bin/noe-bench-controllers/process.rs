@@ -3,7 +3,7 @@
 //! registry (through the webhook's resolver and cache) and the cluster served by the scripted
 //! API server through a kubeconfig.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -47,6 +47,14 @@ async fn counter_sum(process: &Process, name: &str) -> anyhow::Result<f64> {
         .sum())
 }
 
+/// RSS (KiB) of the same binary without controllers, idle for 3 s.
+pub async fn idle_rss(noe: &Path, tls: &Tls, insecure: &str) -> anyhow::Result<u64> {
+    let idle = start_noe(noe, tls, &[insecure.to_owned()]).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (rss, _) = idle.rss_kib()?;
+    Ok(rss)
+}
+
 pub async fn run(options: &Options) -> anyhow::Result<()> {
     let registry = Registry::start().await?;
     let fixtures = push_standard_fixtures(&registry).await?;
@@ -69,11 +77,7 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     std::fs::write(&kubeconfig, api.kubeconfig_yaml())?;
     let insecure = format!("--insecure-registries={}", registry.host());
 
-    // The same binary without controllers, idle.
-    let idle = start_noe(&options.noe, &tls, std::slice::from_ref(&insecure)).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (idle_rss, _) = idle.rss_kib()?;
-    drop(idle);
+    let idle_rss = idle_rss(&options.noe, &tls, &insecure).await?;
 
     let started = Instant::now();
     let noe = start_noe(
