@@ -13,7 +13,8 @@ use noe_registry::hosts::ContainerdHosts;
 
 /// Bound on a whole test step: only reached if a read blocks without its timeout.
 const HANG_GUARD: Duration = Duration::from_secs(30);
-const READ_TIMEOUT: Duration = Duration::from_millis(100);
+/// The read timeout: long enough that a regular file is read within it on a loaded machine.
+const READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 fn fifo(dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(name);
