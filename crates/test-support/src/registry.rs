@@ -469,7 +469,18 @@ impl Registry {
     /// Freezes the registry (SIGSTOP): connections are still accepted by the kernel but nothing
     /// is answered, like a blackholed host. [`Registry::resume`] undoes it; drop works either way.
     pub fn pause(&self) -> anyhow::Result<()> {
-        signal(self.pid, "STOP")
+        signal(self.pid, "STOP")?;
+        // `kill` returns once the signal is sent; a thread of the registry may still run (and
+        // answer) until every thread has stopped. Wait for that, so a paused registry answers
+        // nothing from the moment this returns.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !all_threads_stopped(self.pid) {
+            if std::time::Instant::now() > deadline {
+                bail!("registry {} did not stop within 10 s of SIGSTOP", self.pid);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
     }
 
     /// Resumes a paused registry (SIGCONT).
@@ -512,6 +523,21 @@ impl Drop for Registry {
 }
 
 /// Sends `kill -SIGNAL pid`.
+/// Whether every thread of `pid` is stopped (state `T` or `t` in `/proc/PID/task/*/stat`).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            // The state follows the command name, which is in parentheses.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+                .is_some_and(|state| state == 'T' || state == 't')
+        })
+    })
+}
+
 fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
     let status = Command::new("kill")
         .arg(format!("-{signal}"))
