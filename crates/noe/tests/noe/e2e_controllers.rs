@@ -12,14 +12,14 @@
 //!
 //! Waits are bounded polls for a condition; nothing asserts on time.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use noe_test_support::{node_json, KubeApi, PodFixture, RecordedRequest, Resource};
 use serde_json::{json, Value};
 
-use super::harness::{self, patch_of, pod, run_noe, Harness};
+use super::harness::{self, free_port, patch_of, pod, run_noe, write_kubeconfig, Harness};
 
 const TAINT_KEY: &str = "arch.noe.adevinta.com/arch";
 
@@ -32,20 +32,6 @@ async fn eventually(what: &str, context: impl Fn() -> String, mut condition: imp
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("timed out waiting for {what}\n{}", context());
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn write_kubeconfig(api: &KubeApi, dir: &Path) -> PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(&path, api.kubeconfig_yaml()).unwrap();
-    path
 }
 
 fn writes_to(api: &KubeApi, path: &str) -> Vec<RecordedRequest> {

@@ -8,7 +8,6 @@
 //!
 //! Waits are bounded polls for a condition; nothing asserts on time.
 
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -18,26 +17,12 @@ use noe_test_support::{
 use serde_json::{json, Value};
 
 use super::e2e_policy_endpoint::client as tls13_client;
-use super::harness::{self, pod, review_at, run_noe, Harness};
+use super::harness::{self, free_port, pod, review_at, run_noe, write_kubeconfig, Harness};
 
 const NAMESPACE: &str = "noe-system";
 const STORE: &str = "noe-learned-platforms";
 const DIGEST: &str = "sha256:bbbb2222bbbb2222bbbb2222bbbb2222bbbb2222bbbb2222bbbb2222bbbb2222";
 const IMAGE: &str = "registry.example/app:1";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn write_kubeconfig(api: &KubeApi, dir: &Path) -> PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(&path, api.kubeconfig_yaml()).unwrap();
-    path
-}
 
 /// The store's ConfigMap as the chart creates it (no data).
 fn store(api: &KubeApi, data: Value) {

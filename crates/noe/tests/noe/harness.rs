@@ -163,6 +163,25 @@ fn rand_suffix() -> u64 {
     NEXT.fetch_add(1, Ordering::SeqCst)
 }
 
+/// A TCP port on 127.0.0.1 free right now (for a process started next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `api`'s kubeconfig written into `dir`.
+pub fn write_kubeconfig(
+    api: &noe_test_support::KubeApi,
+    dir: &std::path::Path,
+) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, api.kubeconfig_yaml()).unwrap();
+    path
+}
+
 pub fn admission_review(pod: &Value, version: &str, operation: &str, uid: &str) -> Value {
     noe_test_support::admission_review(version, operation, "team-a", uid, pod)
 }

@@ -3,13 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use super::harness::free_port;
 
 #[tokio::test]
 async fn serves_with_a_self_signed_cert_and_exits_on_sigterm() {
