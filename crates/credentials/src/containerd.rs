@@ -13,6 +13,7 @@ use super::generation::Generation;
 use super::matching::{config_key_matches, image_host, normalize_config_key};
 use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
 use crate::files::FileReader;
+use crate::source::FileSource;
 use crate::{Credential, CredentialCandidate};
 
 /// The CRI plugin sections that carry `registry` settings: containerd 1.x config version 2,
@@ -367,40 +368,9 @@ impl ContainerdSource {
         self.loaded().await;
     }
 
-    /// Credentials whose registry host matches `image`'s, named `containerd:FILE`.
-    pub async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
-        let loaded = self.loaded().await;
-        let mut out: Vec<CredentialCandidate> = Vec::new();
-        for (source, host, credential) in &loaded.auths {
-            // CRI `configs` keys are registry hosts: compare hosts, never paths.
-            if config_key_matches(host, image_host(image))
-                && !out.iter().any(|c| &c.credential == credential)
-            {
-                out.push(CredentialCandidate::new(source, credential.clone()));
-            }
-        }
-        out
-    }
-
     /// The `certs.d`-style directories in use.
     pub async fn host_roots(&self) -> Vec<PathBuf> {
         self.loaded().await.host_roots.clone()
-    }
-
-    /// The registry hosts this configuration names: CRI `auth` keys, deprecated mirror hosts, and
-    /// the `certs.d` directories (`host` or `host_port`) present at the last load.
-    pub async fn configured_hosts(&self) -> Vec<String> {
-        let loaded = self.loaded().await;
-        let mut hosts: Vec<String> = loaded
-            .auths
-            .iter()
-            .map(|(_, host, _)| image_host(&normalize_config_key(host)).to_owned())
-            .chain(loaded.mirrors.keys().cloned())
-            .chain(loaded.host_dirs.iter().cloned())
-            .collect();
-        hosts.sort();
-        hosts.dedup();
-        hosts
     }
 
     /// Where the host configuration of `registry` (`docker.io`, `127.0.0.1:5000`) comes from,
@@ -433,20 +403,35 @@ impl ContainerdSource {
     }
 }
 
-impl crate::Source for ContainerdSource {
-    fn kind(&self) -> &'static str {
-        "containerd"
+impl FileSource for ContainerdSource {
+    const KIND: &'static str = "containerd";
+
+    /// The registry hosts this configuration names: CRI `auth` keys, deprecated mirror hosts, and
+    /// the `certs.d` directories (`host` or `host_port`) present at the last load.
+    async fn configured_hosts(&self) -> Vec<String> {
+        let loaded = self.loaded().await;
+        loaded
+            .auths
+            .iter()
+            .map(|(_, host, _)| image_host(&normalize_config_key(host)).to_owned())
+            .chain(loaded.mirrors.keys().cloned())
+            .chain(loaded.host_dirs.iter().cloned())
+            .collect()
     }
 
-    fn configured_hosts(&self) -> futures::future::BoxFuture<'_, Vec<String>> {
-        Box::pin(ContainerdSource::configured_hosts(self))
-    }
-
-    fn credentials<'a>(
-        &'a self,
-        request: crate::source::Request<'a>,
-    ) -> futures::future::BoxFuture<'a, Vec<CredentialCandidate>> {
-        Box::pin(self.candidates(request.image))
+    /// Credentials whose registry host matches `image`'s, named `containerd:FILE`.
+    async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
+        let loaded = self.loaded().await;
+        let mut out: Vec<CredentialCandidate> = Vec::new();
+        for (source, host, credential) in &loaded.auths {
+            // CRI `configs` keys are registry hosts: compare hosts, never paths.
+            if config_key_matches(host, image_host(image))
+                && !out.iter().any(|c| &c.credential == credential)
+            {
+                out.push(CredentialCandidate::new(source, credential.clone()));
+            }
+        }
+        out
     }
 }
 

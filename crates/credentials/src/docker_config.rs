@@ -21,6 +21,7 @@ use super::matching::{
 use super::reload::{Reloading, DEFAULT_RELOAD_INTERVAL};
 use crate::files::FileReader;
 use crate::matching::DOCKER_HUB;
+use crate::source::FileSource;
 use crate::{Credential, CredentialCandidate};
 
 /// Largest docker config file we read.
@@ -441,26 +442,6 @@ impl DockerConfigSource {
         &self.paths
     }
 
-    /// The candidates for `image` from every file, in file order. Within a file: the matching
-    /// `credHelpers` helper, then matching `auths` entries (most specific first), then `credsStore`.
-    /// Unreadable or malformed files are skipped with a warning.
-    pub async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
-        let files = self.loaded().await;
-        let mut out = Vec::new();
-        for (path, config) in files.iter() {
-            let source = format!("docker-config:{}", path.display());
-            for candidate in self.config_candidates(config, image, &source).await {
-                if !out
-                    .iter()
-                    .any(|c: &CredentialCandidate| c.credential == candidate.credential)
-                {
-                    out.push(candidate);
-                }
-            }
-        }
-        out
-    }
-
     /// The parsed files, in order (the last good contents).
     async fn loaded(&self) -> Arc<Vec<(PathBuf, DockerConfig)>> {
         let paths = Arc::clone(&self.paths);
@@ -480,21 +461,6 @@ impl DockerConfigSource {
     /// loaded.
     pub async fn warm(&self) {
         self.loaded().await;
-    }
-
-    /// The registry hosts the files name: `auths` and `credHelpers` keys (normalized, without
-    /// path). `credsStore` names no host.
-    pub async fn configured_hosts(&self) -> Vec<String> {
-        let loaded = self.loaded().await;
-        let mut hosts: Vec<String> = loaded
-            .iter()
-            .flat_map(|(_, config)| config.keys())
-            .map(|key| image_host(&normalize_config_key(key)).to_owned())
-            .filter(|host| !host.is_empty())
-            .collect();
-        hosts.sort();
-        hosts.dedup();
-        hosts
     }
 
     /// The candidates of one parsed config (helpers included). As with docker, a host that has a
@@ -537,20 +503,39 @@ impl DockerConfigSource {
     }
 }
 
-impl crate::Source for DockerConfigSource {
-    fn kind(&self) -> &'static str {
-        "docker-config"
+impl FileSource for DockerConfigSource {
+    const KIND: &'static str = "docker-config";
+
+    /// The registry hosts the files name: `auths` and `credHelpers` keys (normalized, without
+    /// path). `credsStore` names no host.
+    async fn configured_hosts(&self) -> Vec<String> {
+        let loaded = self.loaded().await;
+        loaded
+            .iter()
+            .flat_map(|(_, config)| config.keys())
+            .map(|key| image_host(&normalize_config_key(key)).to_owned())
+            .filter(|host| !host.is_empty())
+            .collect()
     }
 
-    fn configured_hosts(&self) -> futures::future::BoxFuture<'_, Vec<String>> {
-        Box::pin(DockerConfigSource::configured_hosts(self))
-    }
-
-    fn credentials<'a>(
-        &'a self,
-        request: crate::source::Request<'a>,
-    ) -> futures::future::BoxFuture<'a, Vec<CredentialCandidate>> {
-        Box::pin(self.candidates(request.image))
+    /// The candidates for `image` from every file, in file order. Within a file: the matching
+    /// `credHelpers` helper, then matching `auths` entries (most specific first), then `credsStore`.
+    /// Unreadable or malformed files are skipped with a warning.
+    async fn candidates(&self, image: &str) -> Vec<CredentialCandidate> {
+        let files = self.loaded().await;
+        let mut out = Vec::new();
+        for (path, config) in files.iter() {
+            let source = format!("docker-config:{}", path.display());
+            for candidate in self.config_candidates(config, image, &source).await {
+                if !out
+                    .iter()
+                    .any(|c: &CredentialCandidate| c.credential == candidate.credential)
+                {
+                    out.push(candidate);
+                }
+            }
+        }
+        out
     }
 }
 

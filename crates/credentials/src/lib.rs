@@ -30,7 +30,7 @@ pub use reload::DEFAULT_RELOAD_INTERVAL;
 
 pub use credential::{Credential, CredentialCandidate, Renew, Renewal};
 pub use source::{
-    PodIdentity, Request, ServiceAccountError, ServiceAccountInfo, ServiceAccountToken,
+    FileSource, PodIdentity, Request, ServiceAccountError, ServiceAccountInfo, ServiceAccountToken,
     ServiceAccounts, Source,
 };
 

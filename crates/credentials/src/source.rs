@@ -9,6 +9,7 @@
 //! [`CredentialCandidate::mirror`]).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -71,6 +72,39 @@ pub trait Source: Send + Sync + std::fmt::Debug {
     /// has none. Failures are logged by the source and give no credential: the other sources
     /// still count.
     fn credentials<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Vec<CredentialCandidate>>;
+}
+
+/// A source whose credentials are files on the node (docker config, containerd): its kind, the
+/// hosts its files name, and the credentials they hold for an image; its [`Source`] follows.
+pub trait FileSource: Send + Sync + std::fmt::Debug {
+    /// [`Source::kind`].
+    const KIND: &'static str;
+
+    /// [`Source::configured_hosts`], from the last good load, in any order (its [`Source`]
+    /// sorts them and drops repeats).
+    fn configured_hosts(&self) -> impl Future<Output = Vec<String>> + Send;
+
+    /// The credentials for `image`, in the order to try them (a pod's identity is not used).
+    fn candidates(&self, image: &str) -> impl Future<Output = Vec<CredentialCandidate>> + Send;
+}
+
+impl<T: FileSource> Source for T {
+    fn kind(&self) -> &'static str {
+        T::KIND
+    }
+
+    fn configured_hosts(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(async {
+            let mut hosts = FileSource::configured_hosts(self).await;
+            hosts.sort();
+            hosts.dedup();
+            hosts
+        })
+    }
+
+    fn credentials<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Vec<CredentialCandidate>> {
+        Box::pin(self.candidates(request.image))
+    }
 }
 
 /// The identity of the pod an image is resolved for (KEP-4412): its namespace and service

@@ -121,7 +121,7 @@ impl HostsProvider for ContainerdHosts {
     }
 
     fn configured_hosts(&self) -> BoxFuture<'_, Vec<String>> {
-        Box::pin(self.source.configured_hosts())
+        <ContainerdSource as noe_credentials::Source>::configured_hosts(&self.source)
     }
 }
 

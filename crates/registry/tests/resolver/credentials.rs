@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use noe_credentials::exec::ExecLimits;
-use noe_credentials::{Sources, SourcesConfig};
+use noe_credentials::{FileSource as _, Sources, SourcesConfig};
 use noe_registry::{Config, Resolver};
 use noe_test_support::{push_standard_fixtures, Registry, TokenServer};
 
