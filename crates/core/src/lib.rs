@@ -6,6 +6,7 @@
 //! - [`platform`]: one platform model (`os/architecture[/variant]`), as registries and overrides
 //!   state it.
 //! - [`images`]: the one reading of a pod's container lists.
+//! - [`names`]: Kubernetes' rules for label values and object names.
 //! - [`decide`]: the pod view and the pure decision.
 //! - [`patch`]: the RFC 6902 patch the decision writes.
 //! - [`workload`]: the pod a workload object stands for (its template, as its controller creates
@@ -25,6 +26,7 @@ pub mod clock;
 pub mod decide;
 pub mod explain;
 pub mod images;
+pub mod names;
 pub mod patch;
 pub mod platform;
 pub mod report;

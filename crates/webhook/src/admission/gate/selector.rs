@@ -5,6 +5,8 @@
 //! without the key, and the empty selector matches everything. The chart writes its
 //! `matchLabels`/`matchExpressions` values in this form.
 
+use noe_core::names::is_qualified_name;
+
 /// The longest selector accepted.
 pub const MAX_CHARS: usize = 4096;
 /// Requirements in one selector at most.
@@ -166,38 +168,25 @@ fn requirement(part: &str) -> Result<Requirement, SelectorError> {
 
 fn value_of(text: &str) -> Result<String, SelectorError> {
     let value = text.trim();
-    if value.is_empty() || is_name(value, 63) {
+    if value.is_empty() || is_qualified_name(value, 63) {
         Ok(value.to_owned())
     } else {
         Err(SelectorError::Value(value.to_owned()))
     }
 }
 
-/// A qualified name: at most `max` of `[A-Za-z0-9._-]`, alphanumeric at both ends.
-fn is_name(text: &str, max: usize) -> bool {
-    let bytes = text.as_bytes();
-    let edge = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
-    !text.is_empty()
-        && text.len() <= max
-        && edge(bytes.first())
-        && edge(bytes.last())
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
 /// `[prefix/]name`: a DNS subdomain prefix (at most 253) and a name (at most 63).
 fn is_label_key(key: &str) -> bool {
     match key.split_once('/') {
         Some((prefix, name)) => {
-            is_name(name, 63)
+            is_qualified_name(name, 63)
                 && prefix.len() <= 253
                 && prefix.split('.').all(|label| {
-                    is_name(label, 63)
+                    is_qualified_name(label, 63)
                         && !label.bytes().any(|b| b == b'_' || b.is_ascii_uppercase())
                 })
         }
-        None => is_name(key, 63),
+        None => is_qualified_name(key, 63),
     }
 }
 
