@@ -336,10 +336,10 @@ impl Args {
             match run {
                 Run::Serve(config) => crate::serve::run(config).await,
                 Run::Inspect(config) => inspect::run(config).await,
-                Run::Explain(config) => explain::run(config).await,
+                Run::Explain(config) => commands::exit(explain::run(config).await),
                 Run::Untaint(config) => untaint::run(config).await,
                 Run::Ungate(config) => ungate::run(config).await,
-                Run::Report(config) => report::run(config).await,
+                Run::Report(config) => commands::exit(report::run(config).await),
                 Run::Learned(config) => learned::run(config).await,
             }
         });
@@ -370,6 +370,17 @@ fn cert_dir_usable(cert: &config::CertSource) -> Result<(), ConfigError> {
     )))
 }
 
+/// Every flag group, the server's own first.
+const EVERY_GROUP: &[&str] = &[
+    "ServerArgs",
+    "KubeArgs",
+    "PolicyArgs",
+    "ControllerArgs",
+    "TaintArgs",
+    "RegistryArgs",
+    "LogArgs",
+];
+
 /// The flag groups the subcommand `name` accepts (every group for the server).
 fn groups_of(name: &str) -> &'static [&'static str] {
     match name {
@@ -383,23 +394,9 @@ fn groups_of(name: &str) -> &'static [&'static str] {
         ],
         "untaint" | "learned" => &["KubeArgs", "LogArgs"],
         "report" => &["KubeArgs", "RegistryArgs", "LogArgs"],
-        "ungate" => &[
-            "KubeArgs",
-            "PolicyArgs",
-            "ControllerArgs",
-            "TaintArgs",
-            "RegistryArgs",
-            "LogArgs",
-        ],
-        _ => &[
-            "ServerArgs",
-            "KubeArgs",
-            "PolicyArgs",
-            "ControllerArgs",
-            "TaintArgs",
-            "RegistryArgs",
-            "LogArgs",
-        ],
+        // Releases as the server's gate controller does: every group but serving's.
+        "ungate" => &EVERY_GROUP[1..],
+        _ => EVERY_GROUP,
     }
 }
 

@@ -16,7 +16,6 @@ pub mod validate;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::Args;
 use futures::StreamExt;
@@ -31,6 +30,7 @@ use serde_json::Value;
 
 use super::hosts::Hosts;
 use super::progress::Progress;
+use super::Exit;
 use crate::app::App;
 use crate::config::{self, Output};
 use file_facts::FileFacts;
@@ -69,25 +69,6 @@ pub struct ExplainArgs {
     pub learned: super::learned::LearnedSourceArgs,
 }
 
-/// `noe explain`'s exit codes, one per cause; the first that applies wins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    /// Every pod would be admitted, every lookup answered.
-    Admitted = 0,
-    /// A pod would be denied.
-    Denied = 1,
-    /// The file or the flags cannot be used (including a document the API server would refuse).
-    Unusable = 2,
-    /// An image's platforms could not be found (and `--allow-lookup-errors` was not given).
-    LookupFailed = 3,
-}
-
-impl From<Exit> for ExitCode {
-    fn from(exit: Exit) -> Self {
-        ExitCode::from(exit as u8)
-    }
-}
-
 /// Why a file cannot be explained at all.
 #[derive(Debug, thiserror::Error)]
 enum ExplainError {
@@ -111,16 +92,6 @@ enum ExplainError {
     Setup(String),
 }
 
-pub async fn run(config: config::Explain) -> ExitCode {
-    match explain_file(config).await {
-        Ok(exit) => exit.into(),
-        Err(error) => {
-            eprintln!("noe: {error}");
-            Exit::Unusable.into()
-        }
-    }
-}
-
 /// What the explained documents add up to.
 #[derive(Debug, Default)]
 struct Tally {
@@ -131,17 +102,17 @@ struct Tally {
 impl Tally {
     fn exit(&self, allow_lookup_errors: bool) -> Exit {
         if self.denied {
-            Exit::Denied
+            Exit::Failed
         } else if self.lookup_failed && !allow_lookup_errors {
-            Exit::LookupFailed
+            Exit::Incomplete
         } else {
-            Exit::Admitted
+            Exit::Passed
         }
     }
 }
 
-/// Explains every document.
-async fn explain_file(config: config::Explain) -> Result<Exit, ExplainError> {
+/// Explains every document (`Err`: the file cannot be explained at all).
+pub(crate) async fn run(config: config::Explain) -> Result<Exit, impl std::fmt::Display> {
     let config::Explain {
         file,
         output,

@@ -188,7 +188,7 @@ pub async fn run(config: config::Inspect) -> ExitCode {
         Ok(app) => app,
         Err(error) => {
             eprintln!("noe: {}", one_line(&error));
-            return ExitCode::from(2);
+            return super::Exit::Unusable.into();
         }
     };
     let credentials = match &service_account {
@@ -197,7 +197,7 @@ pub async fn run(config: config::Inspect) -> ExitCode {
             Ok(credentials) => credentials,
             Err(reason) => {
                 eprintln!("noe: --service-account {namespace}/{name}: {reason}");
-                return ExitCode::from(2);
+                return super::Exit::Unusable.into();
             }
         },
     };

@@ -59,14 +59,7 @@ pub async fn read_for_run(
     client: kube::Client,
     source: &config::LearnedSource,
 ) -> Result<Option<LearnedView>, String> {
-    let store = LearnedConfig {
-        namespace: source
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned()),
-        name: source.store.clone(),
-        max_entries: learned::MAX_ENTRIES,
-    };
+    let store = store(&client, source.namespace.as_deref(), &source.store);
     let named = source.namespace.is_some();
     match learned::read_view(client, &store).await {
         Ok(Some(view)) => Ok(Some(view)),
@@ -129,6 +122,15 @@ impl LearnedArgs {
     }
 }
 
+/// The learned store `name` in `namespace` (else the client's default namespace).
+fn store(client: &kube::Client, namespace: Option<&str>, name: &str) -> LearnedConfig {
+    LearnedConfig {
+        namespace: namespace.map_or_else(|| client.default_namespace().to_owned(), str::to_owned),
+        name: name.to_owned(),
+        max_entries: learned::MAX_ENTRIES,
+    }
+}
+
 /// Exit codes: 0 done, 1 the API could not be reached, the store does not exist, or a target
 /// matched no entry (the others are removed), 2 no API access could be configured.
 pub async fn run(config: config::Learned) -> ExitCode {
@@ -136,14 +138,7 @@ pub async fn run(config: config::Learned) -> ExitCode {
         Ok(client) => client,
         Err(code) => return code,
     };
-    let store = LearnedConfig {
-        namespace: config
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned()),
-        name: config.store.clone(),
-        max_entries: learned::MAX_ENTRIES,
-    };
+    let store = store(&client, config.namespace.as_deref(), &config.store);
     let missing = || {
         eprintln!(
             "noe: the learned store {}/{} does not exist (is --detect-exec-format-errors on? -n names noe's namespace)",

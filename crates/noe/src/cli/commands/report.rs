@@ -18,13 +18,13 @@ mod upgrades;
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::Args;
 use noe_core::report::{Item, Report, Verdict};
 use noe_webhook::admission::gate::selector::Selector;
 use noe_webhook::resolve::one_line;
 
+use super::Exit;
 use crate::app::App;
 use crate::config::{self, ReportFormat};
 use meta::html_meta;
@@ -158,16 +158,7 @@ impl ReportArgs {
             )));
         }
         if let Some(namespace) = &self.namespace {
-            let valid = !namespace.is_empty()
-                && namespace.len() <= 63
-                && namespace
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-            if !valid {
-                return Err(contradiction(format!(
-                    "--namespace {namespace:?} is not a namespace name"
-                )));
-            }
+            crate::cli::flags::parse::namespace(namespace)?;
         }
         let scope = match (&self.namespace, self.all_namespaces) {
             (Some(namespace), _) => config::ReportScope::Namespace(namespace.clone()),
@@ -190,37 +181,8 @@ impl ReportArgs {
     }
 }
 
-/// `noe report`'s exit codes, one per cause; the first that applies wins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    /// The report is complete; no workload has a `--fail-on` verdict.
-    Done = 0,
-    /// Some workload has a `--fail-on` verdict for a target architecture.
-    FailOn = 1,
-    /// The command cannot run: flags, unreadable files, no Kubernetes API access.
-    Unusable = 2,
-    /// Part of the source could not be read: the report is partial.
-    Incomplete = 3,
-}
-
-impl From<Exit> for ExitCode {
-    fn from(exit: Exit) -> Self {
-        ExitCode::from(exit as u8)
-    }
-}
-
-pub async fn run(config: config::Report) -> ExitCode {
-    match report(config).await {
-        Ok(exit) => exit.into(),
-        Err(message) => {
-            eprintln!("noe: {message}");
-            Exit::Unusable.into()
-        }
-    }
-}
-
 /// Lists, resolves, renders; `Err` with a one-line reason when it cannot run at all.
-async fn report(config: config::Report) -> Result<Exit, String> {
+pub(crate) async fn run(config: config::Report) -> Result<Exit, String> {
     let config::Report {
         settings,
         kube,
@@ -319,11 +281,11 @@ async fn report(config: config::Report) -> Result<Exit, String> {
         .and_then(|()| out.flush())
         .map_err(|error| format!("cannot write the report: {error}"))?;
     Ok(if report.any(&settings.fail_on) {
-        Exit::FailOn
+        Exit::Failed
     } else if !report.source_errors.is_empty() {
         Exit::Incomplete
     } else {
-        Exit::Done
+        Exit::Passed
     })
 }
 

@@ -52,17 +52,7 @@ impl UngateArgs {
         let Some(namespace) = self.namespace.as_deref().map(str::trim) else {
             return Ok(None);
         };
-        let valid = !namespace.is_empty()
-            && namespace.len() <= 63
-            && namespace
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if !valid {
-            return Err(crate::cli::flags::parse::ConfigError::Contradiction(
-                format!("--namespace {namespace:?} is not a namespace name"),
-            ));
-        }
-        Ok(Some(namespace.to_owned()))
+        crate::cli::flags::parse::namespace(namespace).map(|name| Some(name.to_owned()))
     }
 }
 
@@ -133,7 +123,7 @@ pub async fn run(config: config::Ungate) -> ExitCode {
         Ok(app) => app,
         Err(error) => {
             eprintln!("noe: {error:#}");
-            return ExitCode::from(2);
+            return super::Exit::Unusable.into();
         }
     };
     let (nodes, facts) = match decision_facts(config.facts, config.watch_nodes, &client).await {

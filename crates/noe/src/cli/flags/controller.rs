@@ -11,6 +11,7 @@ use noe_controller::{
     Config, DetectConfig, GateConfig, LearnedConfig, LeaseConfig, Remediate, KUBE_SYSTEM,
 };
 use noe_core::decide::Policy;
+use noe_core::names::is_object_name;
 use noe_webhook::admission::gate::selector::Selector;
 use noe_webhook::admission::gate::LookupMode;
 
@@ -225,29 +226,7 @@ pub struct TaintArgs {
 /// A Kubernetes label value: at most 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both
 /// ends (node arch labels are label values).
 fn is_label_value(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let edge = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
-    !text.is_empty()
-        && text.len() <= 63
-        && edge(bytes.first())
-        && edge(bytes.last())
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// A DNS-1123 subdomain (object names): at most 253 characters of `[a-z0-9.-]`, alphanumeric
-/// at both ends.
-fn is_object_name(text: &str, max: usize) -> bool {
-    let bytes = text.as_bytes();
-    let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    !text.is_empty()
-        && text.len() <= max
-        && edge(bytes.first())
-        && edge(bytes.last())
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
+    noe_core::names::is_qualified_name(text, 63)
 }
 
 impl TaintArgs {

@@ -27,6 +27,23 @@ pub enum ConfigError {
     Contradiction(String),
 }
 
+/// `--namespace NAME` when NAME is a namespace name (at most 63 lowercase letters, digits and
+/// `-`), else the reason.
+pub fn namespace(namespace: &str) -> Result<&str, ConfigError> {
+    let valid = !namespace.is_empty()
+        && namespace.len() <= 63
+        && namespace
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if valid {
+        Ok(namespace)
+    } else {
+        Err(ConfigError::Contradiction(format!(
+            "--namespace {namespace:?} is not a namespace name"
+        )))
+    }
+}
+
 /// A path flag; an empty value (Go's `--flag=`) is accepted and means "unset".
 pub fn any_path(text: &str) -> Result<PathBuf, std::convert::Infallible> {
     Ok(PathBuf::from(text))
@@ -35,6 +52,23 @@ pub fn any_path(text: &str) -> Result<PathBuf, std::convert::Infallible> {
 /// `path` unless it is empty (Go's `--flag=`).
 pub fn non_empty_path(path: &Option<PathBuf>) -> Option<&PathBuf> {
     path.as_ref().filter(|p| !p.as_os_str().is_empty())
+}
+
+/// The bytes of the file a path flag names (`None` when it is unset or empty), or why they
+/// cannot be read.
+pub fn read_file(
+    flag: &'static str,
+    path: &Option<PathBuf>,
+) -> Result<Option<Vec<u8>>, ConfigError> {
+    non_empty_path(path)
+        .map(|path| {
+            std::fs::read(path).map_err(|source| ConfigError::Read {
+                flag,
+                path: path.clone(),
+                source,
+            })
+        })
+        .transpose()
 }
 
 /// Non-empty, trimmed items of a comma list.

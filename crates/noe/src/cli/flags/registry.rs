@@ -9,7 +9,7 @@ use noe_credentials::{SourcesConfig, DEFAULT_RELOAD_INTERVAL};
 use noe_registry::overrides::{OverridesError, PlatformOverrides};
 use noe_registry::shared::SharedConfig;
 
-use super::parse::{non_empty, non_empty_path, ConfigError};
+use super::parse::{non_empty, non_empty_path, read_file, ConfigError};
 use crate::config::RegistrySettings;
 
 #[derive(Clone, Debug, Args)]
@@ -260,14 +260,7 @@ impl RegistryArgs {
             }
             _ => {}
         }
-        let extra_ca_pem = match non_empty_path(&self.registry_ca_file) {
-            Some(path) => Some(std::fs::read(path).map_err(|source| ConfigError::Read {
-                flag: "registry-ca-file",
-                path: path.clone(),
-                source,
-            })?),
-            None => None,
-        };
+        let extra_ca_pem = read_file("registry-ca-file", &self.registry_ca_file)?;
         let platform_overrides = match non_empty_path(&self.platform_overrides) {
             Some(path) => Some(std::sync::Arc::new(
                 PlatformOverrides::load(path, DEFAULT_RELOAD_INTERVAL).map_err(|error| {
@@ -375,14 +368,7 @@ impl RegistryArgs {
                 noe_registry::shared::MIN_KEY_BYTES
             )));
         }
-        let ca_pem = match non_empty_path(&self.shared_cache_ca_file) {
-            Some(path) => Some(std::fs::read(path).map_err(|source| ConfigError::Read {
-                flag: "shared-cache-ca-file",
-                path: path.clone(),
-                source,
-            })?),
-            None => None,
-        };
+        let ca_pem = read_file("shared-cache-ca-file", &self.shared_cache_ca_file)?;
         Ok(Some(SharedConfig {
             url: url.to_owned(),
             password,

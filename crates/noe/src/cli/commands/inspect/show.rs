@@ -240,37 +240,25 @@ fn write_config(out: &mut impl Write, config: &ImageConfig) -> std::io::Result<(
     let mut field = |name: &str, value: &str| -> std::io::Result<()> {
         writeln!(out, "  {:<14}{}", format!("{name}:"), printable(value))
     };
-    field("os", &config.os)?;
-    field("architecture", &config.architecture)?;
-    if let Some(variant) = &config.variant {
-        field("variant", variant)?;
-    }
-    if let Some(version) = &config.os_version {
-        field("os.version", version)?;
-    }
-    if !config.os_features.is_empty() {
-        field("os.features", &config.os_features.join(" "))?;
-    }
-    if let Some(created) = &config.created {
-        field("created", created)?;
-    }
-    if let Some(entrypoint) = &config.entrypoint {
-        field("entrypoint", &list(entrypoint))?;
-    }
-    if let Some(cmd) = &config.cmd {
-        field("cmd", &list(cmd))?;
-    }
-    if let Some(user) = &config.user {
-        field("user", user)?;
-    }
-    if let Some(dir) = &config.working_dir {
-        field("workingDir", dir)?;
-    }
-    if !config.exposed_ports.is_empty() {
-        field("exposedPorts", &config.exposed_ports.join(" "))?;
-    }
-    if let Some(signal) = &config.stop_signal {
-        field("stopSignal", signal)?;
+    let joined = |items: &[String]| (!items.is_empty()).then(|| items.join(" "));
+    let fields = [
+        ("os", Some(config.os.clone())),
+        ("architecture", Some(config.architecture.clone())),
+        ("variant", config.variant.clone()),
+        ("os.version", config.os_version.clone()),
+        ("os.features", joined(&config.os_features)),
+        ("created", config.created.clone()),
+        ("entrypoint", config.entrypoint.as_deref().map(list)),
+        ("cmd", config.cmd.as_deref().map(list)),
+        ("user", config.user.clone()),
+        ("workingDir", config.working_dir.clone()),
+        ("exposedPorts", joined(&config.exposed_ports)),
+        ("stopSignal", config.stop_signal.clone()),
+    ];
+    for (name, value) in fields {
+        if let Some(value) = value {
+            field(name, &value)?;
+        }
     }
     for (key, value) in &config.labels {
         field("label", &format!("{key}={value}"))?;
