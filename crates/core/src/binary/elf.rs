@@ -37,17 +37,29 @@ pub struct Machine {
     pub endian: Endian,
 }
 
-const EM_386: u16 = 3;
-const EM_MIPS: u16 = 8;
-const EM_PPC: u16 = 20;
-const EM_PPC64: u16 = 21;
-const EM_S390: u16 = 22;
-const EM_ARM: u16 = 40;
-const EM_SPARCV9: u16 = 43;
-const EM_X86_64: u16 = 62;
-const EM_AARCH64: u16 = 183;
-const EM_RISCV: u16 = 243;
-const EM_LOONGARCH: u16 = 258;
+/// Declares each `e_machine` value of the tables below as its `EM_` constant, and `EM_NAMES`
+/// pairing each value with its constant's name (each name written once).
+macro_rules! machines {
+    ($($name:ident = $code:literal,)*) => {
+        $(const $name: u16 = $code;)*
+        /// `(e_machine, the name of its EM_ constant)`.
+        const EM_NAMES: &[(u16, &str)] = &[$(($name, stringify!($name))),*];
+    };
+}
+
+machines! {
+    EM_386 = 3,
+    EM_MIPS = 8,
+    EM_PPC = 20,
+    EM_PPC64 = 21,
+    EM_S390 = 22,
+    EM_ARM = 40,
+    EM_SPARCV9 = 43,
+    EM_X86_64 = 62,
+    EM_AARCH64 = 183,
+    EM_RISCV = 243,
+    EM_LOONGARCH = 258,
+}
 
 impl Machine {
     /// The identification of `head` (a file's first bytes), `None` when it is not an ELF file
@@ -150,21 +162,13 @@ impl Machine {
 
     /// The `EM_` constant of `e_machine` (`EM_X86_64`), or `e_machine N`.
     pub fn constant(&self) -> String {
-        let name = match self.code {
-            EM_386 => "EM_386",
-            EM_MIPS => "EM_MIPS",
-            EM_PPC => "EM_PPC",
-            EM_PPC64 => "EM_PPC64",
-            EM_S390 => "EM_S390",
-            EM_ARM => "EM_ARM",
-            EM_SPARCV9 => "EM_SPARCV9",
-            EM_X86_64 => "EM_X86_64",
-            EM_AARCH64 => "EM_AARCH64",
-            EM_RISCV => "EM_RISCV",
-            EM_LOONGARCH => "EM_LOONGARCH",
-            other => return format!("e_machine {other}"),
-        };
-        name.to_owned()
+        EM_NAMES
+            .iter()
+            .find(|(code, _)| *code == self.code)
+            .map_or_else(
+                || format!("e_machine {}", self.code),
+                |(_, name)| (*name).to_owned(),
+            )
     }
 
     /// Packs into 20 bits (the verification's index keeps it in a word).

@@ -487,27 +487,10 @@ impl<'de> Deserialize<'de> for Value {
     }
 }
 
-/// A map key, borrowed when it can be.
-struct Key<'de>(std::borrow::Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Owned(s.to_owned())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
+/// A map key, borrowed when it can be (serde's borrowed `Cow`).
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct Key<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
 
 /// What the elements of one feature are.
 #[derive(Clone, Copy, PartialEq, Eq)]

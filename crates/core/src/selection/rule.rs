@@ -39,6 +39,24 @@ impl Tri {
             Self::False
         }
     }
+
+    /// `rules` joined on `node` by the connective that `decides` settles (`False` for AND,
+    /// `True` for OR): `decides` at the first rule that is it, else `Unknown` when a rule is,
+    /// else the other answer. Rules after the deciding one are not evaluated.
+    fn combine(rules: &[Rule], node: &NodeFacts, decides: Tri) -> Tri {
+        let mut out = match decides {
+            Self::False => Self::True,
+            _ => Self::False,
+        };
+        for rule in rules {
+            match rule.eval(node) {
+                Self::Unknown => out = Self::Unknown,
+                answer if answer == decides => return decides,
+                _ => {}
+            }
+        }
+        out
+    }
 }
 
 /// A rule.
@@ -574,28 +592,8 @@ impl Rule {
     /// Whether the rule holds on `node`.
     pub fn eval(&self, node: &NodeFacts) -> Tri {
         match self {
-            Self::All(rules) => {
-                let mut out = Tri::True;
-                for rule in rules {
-                    match rule.eval(node) {
-                        Tri::False => return Tri::False,
-                        Tri::Unknown => out = Tri::Unknown,
-                        Tri::True => {}
-                    }
-                }
-                out
-            }
-            Self::Any(rules) => {
-                let mut out = Tri::False;
-                for rule in rules {
-                    match rule.eval(node) {
-                        Tri::True => return Tri::True,
-                        Tri::Unknown => out = Tri::Unknown,
-                        Tri::False => {}
-                    }
-                }
-                out
-            }
+            Self::All(rules) => Tri::combine(rules, node, Tri::False),
+            Self::Any(rules) => Tri::combine(rules, node, Tri::True),
             Self::Label(req) => Tri::from_bool(req.holds(&node.labels)),
             Self::Feature(term) => {
                 let features = node

@@ -35,6 +35,23 @@ pub struct CompatSet {
     pub rule: Rule,
 }
 
+impl CompatSet {
+    /// A set as read from a spec: its texts bounded, its rules ANDed.
+    fn read(
+        tag: String,
+        description: String,
+        weight: i64,
+        rules: Vec<Rule>,
+    ) -> Result<Self, SelectionError> {
+        Ok(Self {
+            tag: bounded(tag, "tag", limits::TEXT_CHARS)?,
+            description: bounded(description, "description", limits::TEXT_CHARS)?,
+            weight,
+            rule: Rule::All(rules),
+        })
+    }
+}
+
 /// A compatibility spec.
 #[derive(Clone, Debug)]
 pub struct Spec {
@@ -248,18 +265,11 @@ impl Spec {
     /// `kubernetes.io/arch` ANDed into its rule).
     pub fn on_platform(self, os: &str, arch: &str) -> Result<Self, SelectionError> {
         let mut none = Patterns::default();
-        let os = LabelReq::new(
-            "kubernetes.io/os",
-            LabelOp::In,
-            vec![os.to_owned()],
-            &mut none,
-        )?;
-        let arch = LabelReq::new(
-            "kubernetes.io/arch",
-            LabelOp::In,
-            vec![arch.to_owned()],
-            &mut none,
-        )?;
+        let mut is = |key: &str, value: &str| {
+            LabelReq::new(key, LabelOp::In, vec![value.to_owned()], &mut none)
+        };
+        let os = is("kubernetes.io/os", os)?;
+        let arch = is("kubernetes.io/arch", arch)?;
         let sets = self
             .sets
             .into_iter()
@@ -336,12 +346,7 @@ impl Spec {
                     }
                 }
             }
-            sets.push(CompatSet {
-                tag: bounded(set.tag, "tag", limits::TEXT_CHARS)?,
-                description: bounded(set.description, "description", limits::TEXT_CHARS)?,
-                weight: set.weight,
-                rule: Rule::All(all),
-            });
+            sets.push(CompatSet::read(set.tag, set.description, set.weight, all)?);
         }
         Ok(Self {
             format: Format::Ocifit,
@@ -372,12 +377,12 @@ impl Spec {
                 .into_iter()
                 .map(|rule| group_rule(rule, &mut patterns))
                 .collect::<Result<_, _>>()?;
-            sets.push(CompatSet {
-                tag: bounded(set.tag, "tag", limits::TEXT_CHARS)?,
-                description: bounded(set.description, "description", limits::TEXT_CHARS)?,
-                weight: set.weight,
-                rule: Rule::All(rules),
-            });
+            sets.push(CompatSet::read(
+                set.tag,
+                set.description,
+                set.weight,
+                rules,
+            )?);
         }
         Ok(Self {
             format: Format::Nfd,

@@ -154,35 +154,11 @@ impl<'de> Visitor<'de> for Level {
     }
 }
 
-/// A member's name, borrowed from the body unless it holds escapes: the name of a member left
-/// out is never copied.
-struct Name<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Name<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Names;
-        impl<'de> Visitor<'de> for Names {
-            type Value = Name<'de>;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a member name")
-            }
-
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Name<'de>, E> {
-                Ok(Name(Cow::Borrowed(v)))
-            }
-
-            fn visit_str<E>(self, v: &str) -> Result<Name<'de>, E> {
-                Ok(Name(Cow::Owned(v.to_owned())))
-            }
-
-            fn visit_string<E>(self, v: String) -> Result<Name<'de>, E> {
-                Ok(Name(Cow::Owned(v)))
-            }
-        }
-        deserializer.deserialize_str(Names)
-    }
-}
+/// A member's name, borrowed from the body unless it holds escapes (serde's borrowed `Cow`):
+/// the name of a member left out is never copied.
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct Name<'a>(#[serde(borrow)] Cow<'a, str>);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
