@@ -20,10 +20,7 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub use super::object_gets::{DEFAULT_FAILURE_TTL, DEFAULT_TIMEOUT, MAX_ENTRIES};
 
 /// Namespaces, read for their preferred architecture.
-#[derive(Clone, Copy, Debug)]
-pub enum Namespaces {}
-
-impl ObjectKind for Namespaces {
+impl ObjectKind for Namespace {
     /// The namespace's label (`None`: no label, or no such namespace).
     type Value = Option<Arc<str>>;
     const FACT: &'static str = fact::NAMESPACE;
@@ -31,7 +28,7 @@ impl ObjectKind for Namespaces {
 }
 
 /// Reads namespaces' preferred architecture through the Kubernetes API. Cheap to clone.
-pub type NamespacePreferences = FactGets<Namespaces>;
+pub type NamespacePreferences = FactGets<Namespace>;
 
 /// Cached GETs of Namespaces with the default lifetimes and timeout, each answer turned into a
 /// `V`: the preferred architecture's, and image selection's opt-in (`crate::selection::opt_in`).

@@ -57,10 +57,7 @@ pub fn node_facts_json(node: &serde_json::Value) -> NodeFacts {
 }
 
 /// Nodes, read for their platform.
-#[derive(Clone, Copy, Debug)]
-pub enum Nodes {}
-
-impl ObjectKind for Nodes {
+impl ObjectKind for Node {
     /// The node's platform (`None`: no such node).
     type Value = Option<Arc<NodeFacts>>;
     const FACT: &'static str = fact::NODE;
@@ -68,7 +65,7 @@ impl ObjectKind for Nodes {
 }
 
 /// Nodes read with one GET each, cached. Cheap to clone.
-pub type NodeGets = FactGets<Nodes>;
+pub type NodeGets = FactGets<Node>;
 
 impl NodeLookup for NodeGets {
     fn node<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Option<NodeFacts>> {

@@ -16,8 +16,9 @@ pub const DEFAULT_FAILURE_TTL: Duration = Duration::from_secs(5);
 /// Bound on one GET.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A kind of cluster-scoped object read for a fact: the `fact` label value of its failures,
-/// what an answer keeps of the object, and the default lifetimes of answers and failures.
+/// A kind of cluster-scoped object (implemented on its k8s-openapi type) read for a fact: the
+/// `fact` label value of its failures, what an answer keeps of the object, and the default
+/// lifetimes of answers and failures.
 pub trait ObjectKind: Send + Sync + 'static {
     /// What an answer keeps (of the object, or of its absence).
     type Value: Clone + Send + Sync + 'static;

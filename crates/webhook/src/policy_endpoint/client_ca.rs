@@ -19,7 +19,7 @@ use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
 use super::PolicyEndpointError;
-use crate::server::tls::{provider, Reloads};
+use crate::server::tls::{poll_every, provider, Reloads};
 
 /// The client CA file and the verifier built from its current contents.
 pub struct ClientCa {
@@ -113,30 +113,21 @@ impl ClientCa {
 
     /// Polls every `interval` until the task is dropped.
     pub async fn watch(self: Arc<Self>, interval: Duration) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticker.tick().await;
-        let mut last_error: Option<String> = None;
-        loop {
-            ticker.tick().await;
-            match self.poll() {
-                Ok(false) => {}
-                Ok(true) => {
-                    last_error = None;
-                    tracing::info!(ca = %self.path.display(), "Reloaded the lookup client CA");
-                }
-                Err(error) => {
-                    self.reloads
-                        .send_modify(|r| r.rejected = r.rejected.saturating_add(1));
-                    // Log a persistent problem once, not at every poll.
-                    let text = error.to_string();
-                    if last_error.as_deref() != Some(text.as_str()) {
-                        tracing::warn!(error = %text, "Keeping the current lookup client CA: the new one is not usable");
-                        last_error = Some(text);
-                    }
-                }
+        let poll = || -> Result<bool, PolicyEndpointError> {
+            let changed = self.poll()?;
+            if changed {
+                tracing::info!(ca = %self.path.display(), "Reloaded the lookup client CA");
             }
-        }
+            Ok(changed)
+        };
+        let rejected = |text: &str, new: bool| {
+            self.reloads
+                .send_modify(|r| r.rejected = r.rejected.saturating_add(1));
+            if new {
+                tracing::warn!(error = %text, "Keeping the current lookup client CA: the new one is not usable");
+            }
+        };
+        poll_every(interval, poll, rejected).await;
     }
 }
 

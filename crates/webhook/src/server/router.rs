@@ -20,13 +20,19 @@ use tower::Service;
 pub type Answer = Response<Full<Bytes>>;
 
 /// Routes requests by exact path; what no route claims is answered 404.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Router<R = NotFound>(R);
 
 impl Router {
     /// No route yet: everything is a 404.
     pub fn new() -> Self {
-        Self(NotFound)
+        Self(get(not_found))
+    }
+}
+
+impl Default for Router {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -92,22 +98,7 @@ where
 }
 
 /// The end of every route list: 404.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NotFound;
-
-impl<B> Service<Request<B>> for NotFound {
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Ready<Result<Answer, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _request: Request<B>) -> Self::Future {
-        ready(Ok(not_found()))
-    }
-}
+pub type NotFound = Get<fn() -> Answer>;
 
 /// A GET-style route answering from `answer` alone (a probe, `/metrics`): no body is read.
 pub fn get<F>(answer: F) -> Get<F>

@@ -231,27 +231,48 @@ impl CertDir {
 
     /// Polls every `interval` and swaps `target`'s key on change, until the task is dropped.
     pub async fn watch(mut self, target: Arc<Reloadable>, interval: Duration) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let poll = || -> Result<bool, TlsError> {
+            let Some(key) = self.poll()? else {
+                return Ok(false);
+            };
+            target.swap(key);
+            tracing::info!(cert = %self.cert.display(), "Reloaded the serving certificate");
+            Ok(true)
+        };
+        let rejected = |text: &str, new: bool| {
+            target.rejected();
+            if new {
+                tracing::warn!(error = %text, "Keeping the current certificate: the new one is not usable");
+            }
+        };
+        poll_every(interval, poll, rejected).await;
+    }
+}
+
+/// Calls `poll` every `interval` (the first time one interval from now) until the task is
+/// dropped; `poll` says whether it loaded something new. Each failure goes to `rejected` with
+/// whether it is news: a persistent problem is logged once, not at every poll, until a load
+/// succeeds.
+pub(crate) async fn poll_every<E: fmt::Display>(
+    interval: Duration,
+    mut poll: impl FnMut() -> Result<bool, E>,
+    mut rejected: impl FnMut(&str, bool),
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    let mut last_error: Option<String> = None;
+    loop {
         ticker.tick().await;
-        let mut last_error: Option<String> = None;
-        loop {
-            ticker.tick().await;
-            match self.poll() {
-                Ok(None) => {}
-                Ok(Some(key)) => {
-                    target.swap(key);
-                    last_error = None;
-                    tracing::info!(cert = %self.cert.display(), "Reloaded the serving certificate");
-                }
-                Err(error) => {
-                    target.rejected();
-                    // Log a persistent problem once, not at every poll.
-                    let text = error.to_string();
-                    if last_error.as_deref() != Some(text.as_str()) {
-                        tracing::warn!(error = %text, "Keeping the current certificate: the new one is not usable");
-                        last_error = Some(text);
-                    }
+        match poll() {
+            Ok(false) => {}
+            Ok(true) => last_error = None,
+            Err(error) => {
+                let text = error.to_string();
+                let new = last_error.as_deref() != Some(text.as_str());
+                rejected(&text, new);
+                if new {
+                    last_error = Some(text);
                 }
             }
         }
