@@ -117,15 +117,15 @@ pub trait GatePlanner: Send + Sync + 'static {
 }
 
 /// The controller's state across releases.
-struct State {
-    client: kube::Client,
-    recorder: Recorder,
-    leadership: Leadership,
-    metrics: Metrics,
-    config: GateConfig,
-    planner: Arc<dyn GatePlanner>,
+pub(crate) struct State {
+    pub(crate) client: kube::Client,
+    pub(crate) recorder: Recorder,
+    pub(crate) leadership: Leadership,
+    pub(crate) metrics: Metrics,
+    pub(crate) config: GateConfig,
+    pub(crate) planner: Arc<dyn GatePlanner>,
     /// UID → failed attempts and when the next may run.
-    attempts: Mutex<HashMap<String, (u32, Instant)>>,
+    pub(crate) attempts: Mutex<HashMap<String, (u32, Instant)>>,
 }
 
 /// The delay before attempt `failures + 1`: `min * 2^failures` capped at `max`, its last
@@ -185,25 +185,9 @@ fn age(pod: &Pod) -> f64 {
 }
 
 /// Runs the gate controller whenever this replica leads, until `stop` fires.
-pub(crate) async fn run_leading(
-    client: kube::Client,
-    recorder: Recorder,
-    leadership: Leadership,
-    metrics: Metrics,
-    config: GateConfig,
-    planner: Arc<dyn GatePlanner>,
-    mut shutdown: crate::shutdown::Shutdown,
-) {
-    let state = Arc::new(State {
-        client,
-        recorder,
-        leadership: leadership.clone(),
-        metrics,
-        config,
-        planner,
-        attempts: Mutex::default(),
-    });
-    let mut leading = leadership;
+pub(crate) async fn run_leading(state: State, mut shutdown: crate::shutdown::Shutdown) {
+    let mut leading = state.leadership.clone();
+    let state = Arc::new(state);
     loop {
         tokio::select! {
             () = leading.leading() => {}

@@ -137,70 +137,65 @@ impl Controllers {
             tasks.spawn(write);
             (view, writer)
         });
-        if !config.needs_nodes() {
-            return Ok(Running {
-                nodes: None,
-                leadership,
-                stop,
-                tasks,
-                gate,
-                features,
-                learned,
-            });
-        }
-        let (nodes, reflect) = nodes::reflector(client.clone(), metrics.clone(), shutdown.clone());
-        tasks.spawn(reflect);
-        let ctx = Context {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            config: Arc::new(config.clone()),
-            leadership: leadership.clone(),
-            nodes: nodes.clone(),
-            metrics,
-            evictions: Arc::new(Mutex::new(TokenBucket::new(
-                f64::from(config.remediate_rate_per_minute.max(1)) / 60.0,
-                config.remediate_rate_per_minute,
-                tokio::time::Instant::now().into_std(),
-            ))),
+        let nodes = if config.needs_nodes() {
+            let (nodes, reflect) =
+                nodes::reflector(client.clone(), metrics.clone(), shutdown.clone());
+            tasks.spawn(reflect);
+            let ctx = Context {
+                recorder: Recorder::new(client.clone(), reporter),
+                client,
+                config: Arc::new(config.clone()),
+                leadership: leadership.clone(),
+                nodes: nodes.clone(),
+                metrics,
+                evictions: Arc::new(Mutex::new(TokenBucket::new(
+                    f64::from(config.remediate_rate_per_minute.max(1)) / 60.0,
+                    config.remediate_rate_per_minute,
+                    tokio::time::Instant::now().into_std(),
+                ))),
+            };
+            if config.watches_pods() {
+                let remediation = match config.remediate {
+                    Remediate::Off => None,
+                    Remediate::Report | Remediate::Evict => {
+                        let platforms = deps.platforms.clone().ok_or_else(|| {
+                            Error::Config("pod remediation needs the image platform lookup".into())
+                        })?;
+                        Some(remediate::Remediation::new(platforms, &config))
+                    }
+                };
+                let detection = match (config.detect, &learned) {
+                    (Some(detect), Some((_, writer))) => Some(detect::Detection::new(
+                        detect,
+                        writer.clone(),
+                        deps.platforms.clone(),
+                    )),
+                    (Some(_), None) => {
+                        return Err(Error::Config(
+                            "exec-format-error detection needs the learned store".into(),
+                        ))
+                    }
+                    (None, _) => None,
+                };
+                spawn_leading(
+                    &mut tasks,
+                    &ctx,
+                    &shutdown,
+                    pods::Pods {
+                        remediation,
+                        detection,
+                    },
+                );
+            }
+            if !config.taint_arches.is_empty() {
+                spawn_leading(&mut tasks, &ctx, &shutdown, taints::Taints);
+            }
+            Some(nodes)
+        } else {
+            None
         };
-        if config.watches_pods() {
-            let remediation = match config.remediate {
-                Remediate::Off => None,
-                Remediate::Report | Remediate::Evict => {
-                    let platforms = deps.platforms.clone().ok_or_else(|| {
-                        Error::Config("pod remediation needs the image platform lookup".into())
-                    })?;
-                    Some(remediate::Remediation::new(platforms, &config))
-                }
-            };
-            let detection = match (config.detect, &learned) {
-                (Some(detect), Some((_, writer))) => Some(detect::Detection::new(
-                    detect,
-                    writer.clone(),
-                    deps.platforms.clone(),
-                )),
-                (Some(_), None) => {
-                    return Err(Error::Config(
-                        "exec-format-error detection needs the learned store".into(),
-                    ))
-                }
-                (None, _) => None,
-            };
-            spawn_leading(
-                &mut tasks,
-                &ctx,
-                &shutdown,
-                pods::Pods {
-                    remediation,
-                    detection,
-                },
-            );
-        }
-        if !config.taint_arches.is_empty() {
-            spawn_leading(&mut tasks, &ctx, &shutdown, taints::Taints);
-        }
         Ok(Running {
-            nodes: Some(nodes),
+            nodes,
             leadership,
             stop,
             tasks,
@@ -272,17 +267,17 @@ impl Running {
         else {
             return;
         };
-        let recorder = Recorder::new(client.clone(), reporter);
-        let shutdown = Shutdown(self.stop.subscribe());
-        self.tasks.spawn(crate::gate::run_leading(
+        let state = crate::gate::State {
+            recorder: Recorder::new(client.clone(), reporter),
             client,
-            recorder,
-            self.leadership.clone(),
+            leadership: self.leadership.clone(),
             metrics,
             config,
             planner,
-            shutdown,
-        ));
+            attempts: Mutex::default(),
+        };
+        let shutdown = Shutdown(self.stop.subscribe());
+        self.tasks.spawn(crate::gate::run_leading(state, shutdown));
     }
 
     /// The learned store's read side (`Config::learned`): every replica's view of the
