@@ -142,6 +142,14 @@ struct Inner {
     acr: Option<Acr>,
 }
 
+impl Inner {
+    /// What every request to an identity service is sent with: the client, the timeout, the
+    /// metrics.
+    fn http(&self) -> (&reqwest::Client, Duration, &Metrics) {
+        (&self.client, self.timeout, &self.metrics)
+    }
+}
+
 /// The enabled cloud providers, their identities and token caches. Cheap to clone.
 #[derive(Clone, derive_more::Debug)]
 #[debug("CloudCredentials {{ providers: {:?}, .. }}", self.providers())]
@@ -281,12 +289,7 @@ impl CloudCredentials {
         endpoint: crate::hosts::EcrEndpoint,
         refused: Option<&str>,
     ) -> Result<CloudCredential, Error> {
-        let Inner {
-            client,
-            timeout,
-            metrics,
-            ..
-        } = &*self.inner;
+        let (client, timeout, metrics) = self.inner.http();
         let url = ecr
             .endpoint
             .clone()
@@ -302,12 +305,12 @@ impl CloudCredentials {
                         .aws
                         .get_or_fetch(&aws_key, || {
                             ecr.identity
-                                .fetch(client, *timeout, metrics, ecr.aws.now(), region)
+                                .fetch(client, timeout, metrics, ecr.aws.now(), region)
                         })
                         .await?;
                     let token = ecr::authorization_token(
                         client,
-                        *timeout,
+                        timeout,
                         metrics,
                         &url,
                         region,
@@ -330,18 +333,13 @@ impl CloudCredentials {
     }
 
     async fn gcp(&self, gcp: &Gcp, refused: Option<&str>) -> Result<CloudCredential, Error> {
-        let Inner {
-            client,
-            timeout,
-            metrics,
-            ..
-        } = &*self.inner;
+        let (client, timeout, metrics) = self.inner.http();
         let (token, refresh_at) = gcp
             .tokens
             .get_or_renew(
                 "metadata",
                 |token| Some(token.as_str()) == refused,
-                || gcp::access_token(client, *timeout, metrics, &gcp.url, gcp.tokens.now()),
+                || gcp::access_token(client, timeout, metrics, &gcp.url, gcp.tokens.now()),
             )
             .await?;
         Ok(CloudCredential {
@@ -360,12 +358,7 @@ impl CloudCredentials {
         scope: &str,
         refused: Option<&str>,
     ) -> Result<CloudCredential, Error> {
-        let Inner {
-            client,
-            timeout,
-            metrics,
-            ..
-        } = &*self.inner;
+        let (client, timeout, metrics) = self.inner.http();
         let (refresh_token, refresh_at) = acr
             .tokens
             .get_or_renew(
@@ -377,7 +370,7 @@ impl CloudCredentials {
                         .get_or_fetch(scope, || {
                             acr.identity.entra_token(
                                 client,
-                                *timeout,
+                                timeout,
                                 metrics,
                                 scope,
                                 acr.entra.now(),
@@ -387,7 +380,7 @@ impl CloudCredentials {
                     acr.identity
                         .exchange(
                             client,
-                            *timeout,
+                            timeout,
                             metrics,
                             host,
                             &access_token,

@@ -104,14 +104,7 @@ impl Fetcher<'_> {
 
     /// GETs a blob by digest (redirects followed by the client) and verifies it.
     pub async fn blob(&self, digest: &str) -> Result<Bytes, Error> {
-        crate::reference::validate_digest(digest)
-            .map_err(|reason| self.invalid("manifest", reason))?;
-        let url = self.url("blobs", digest)?;
-        let response = self
-            .auth
-            .get(self.http, self.session, url, None, Kind::Blob)
-            .await?;
-        let response = self.check_status(response)?;
+        let response = self.get_blob(digest, "manifest", Kind::Blob).await?;
         self.verify(digest, &response.body)?;
         Ok(response.body)
     }
@@ -120,12 +113,21 @@ impl Fetcher<'_> {
     /// are followed by the client (`Authorization` dropped when one leaves the registry), the
     /// caller reads the body within its own budget and checks the digest when it read it whole.
     pub async fn layer(&self, digest: &str) -> Result<Response, Error> {
-        crate::reference::validate_digest(digest)
-            .map_err(|reason| self.invalid("layer", reason))?;
+        self.get_blob(digest, "layer", Kind::Layer).await
+    }
+
+    /// GETs the blob `digest` (refused unless it is a digest, named as `what`) as `kind`.
+    async fn get_blob(
+        &self,
+        digest: &str,
+        what: &'static str,
+        kind: Kind,
+    ) -> Result<Response, Error> {
+        crate::reference::validate_digest(digest).map_err(|reason| self.invalid(what, reason))?;
         let url = self.url("blobs", digest)?;
         let response = self
             .auth
-            .get(self.http, self.session, url, None, Kind::Layer)
+            .get(self.http, self.session, url, None, kind)
             .await?;
         self.check_status(response)
     }
