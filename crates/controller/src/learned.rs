@@ -54,7 +54,7 @@ pub async fn read(client: kube::Client, config: &LearnedConfig) -> Result<Option
         .map_err(|source| Error::kube(action(), source))?;
     Ok(object.map(|object| {
         Snapshot::read(
-            Some(&object.data.unwrap_or_default()),
+            Some(object.data.unwrap_or_default()),
             object.metadata.resource_version,
             config.max_entries,
         )
@@ -79,7 +79,7 @@ pub async fn read_view(
     })?;
     Ok(object.map(|object| {
         let view = LearnedView::new(config.clone(), None);
-        view.install(Some(&object));
+        view.install(Some(object));
         view
     }))
 }

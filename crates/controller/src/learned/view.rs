@@ -53,7 +53,7 @@ impl std::fmt::Debug for LearnedView {
                 "store",
                 &format!("{}/{}", self.inner.config.namespace, self.inner.config.name),
             )
-            .field("entries", &snapshot.entries.len())
+            .field("entries", &snapshot.len())
             .field("generation", &self.generation())
             .finish()
     }
@@ -92,7 +92,8 @@ impl LearnedView {
     pub fn knows(&self, digest: &str, platform: &Platform) -> bool {
         self.snapshot()
             .corrections(digest)
-            .is_some_and(|corrections| corrections.iter().any(|c| c.covers(platform)))
+            .iter()
+            .any(|c| c.covers(platform))
     }
 
     /// A receiver that changes whenever a snapshot was installed.
@@ -101,16 +102,18 @@ impl LearnedView {
     }
 
     /// Installs what the ConfigMap holds now (`None`: it does not exist): the generation moves
-    /// when the corrections changed, garbage keys not reported before are logged.
-    pub fn install(&self, object: Option<&ConfigMap>) {
+    /// when the corrections changed, garbage keys not reported before are logged. The object is
+    /// consumed: its entries are kept compactly, nothing else of it.
+    pub fn install(&self, object: Option<ConfigMap>) {
         let config = &self.inner.config;
-        let next = Snapshot::read(
-            object
-                .map(|cm| cm.data.clone().unwrap_or_default())
-                .as_ref(),
-            object.and_then(|cm| cm.metadata.resource_version.clone()),
-            config.max_entries,
-        );
+        let next = match object {
+            Some(object) => Snapshot::read(
+                Some(object.data.unwrap_or_default()),
+                object.metadata.resource_version,
+                config.max_entries,
+            ),
+            None => Snapshot::read(None, None, config.max_entries),
+        };
         let mut current = self
             .inner
             .snapshot
@@ -136,7 +139,7 @@ impl LearnedView {
         if let Some(metrics) = &self.inner.metrics {
             metrics
                 .learned_entries
-                .set(i64::try_from(next.entries.len()).unwrap_or(i64::MAX));
+                .set(i64::try_from(next.len()).unwrap_or(i64::MAX));
             metrics
                 .learned_invalid
                 .set(i64::try_from(next.garbage_count).unwrap_or(i64::MAX));
@@ -149,10 +152,7 @@ impl LearnedView {
 
 impl Corrections for LearnedView {
     fn for_digest(&self, digest: &str) -> Vec<Correction> {
-        self.snapshot()
-            .corrections(digest)
-            .map(<[Correction]>::to_vec)
-            .unwrap_or_default()
+        self.snapshot().corrections(digest)
     }
 
     fn generation(&self) -> u64 {
@@ -184,8 +184,8 @@ pub(crate) async fn watch(
         match event {
             Some(Ok(watcher::Event::Init)) => listed = None,
             Some(Ok(watcher::Event::InitApply(object))) => listed = Some(object),
-            Some(Ok(watcher::Event::InitDone)) => view.install(listed.take().as_ref()),
-            Some(Ok(watcher::Event::Apply(object))) => view.install(Some(&object)),
+            Some(Ok(watcher::Event::InitDone)) => view.install(listed.take()),
+            Some(Ok(watcher::Event::Apply(object))) => view.install(Some(object)),
             Some(Ok(watcher::Event::Delete(_))) => view.install(None),
             Some(Err(error)) => {
                 metrics

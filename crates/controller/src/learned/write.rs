@@ -5,8 +5,6 @@
 //! fresh object. Keys omitted from an apply that only noe owned are removed by the apiserver:
 //! that is how the oldest evidence is evicted.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
@@ -58,7 +56,7 @@ impl LearnedWriter {
     /// Writes `entry` unless a correction for its digest and platform is known already.
     /// `Err(NotLeader)` when this replica does not hold the Lease.
     pub async fn learn(&self, entry: Entry) -> Result<Learned, Error> {
-        if self.view.snapshot().entries.contains_key(&entry.key()) {
+        if self.view.snapshot().contains_key(&entry.key()) {
             return Ok(Learned::Known);
         }
         let (reply, answer) = oneshot::channel();
@@ -162,12 +160,7 @@ async fn apply(
     for _ in 0..ATTEMPTS {
         let snapshot = view.snapshot();
         let (data, added) = snapshot.with(entries, config.max_entries);
-        let current: BTreeMap<String, String> = snapshot
-            .entries
-            .iter()
-            .map(|(key, entry)| (key.clone(), entry.to_json()))
-            .collect();
-        if added.is_empty() && data == current {
+        if added.is_empty() && data == snapshot.data() {
             return Ok(added);
         }
         if !leadership.is_leader() {
@@ -187,14 +180,14 @@ async fn apply(
         match api.patch(&config.name, &params, &Patch::Apply(&body)).await {
             Ok(written) => {
                 writes("applied");
-                view.install(Some(&written));
+                view.install(Some(written));
                 return Ok(added);
             }
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 writes("conflict");
                 // Read the fresh object and compute the data again.
                 match api.get_opt(&config.name).await {
-                    Ok(fresh) => view.install(fresh.as_ref()),
+                    Ok(fresh) => view.install(fresh),
                     Err(source) => {
                         writes("error");
                         return Err(Error::kube(action(), source));

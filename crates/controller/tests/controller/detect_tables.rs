@@ -571,14 +571,23 @@ fn a_snapshot_uses_valid_entries_reports_garbage_and_bounds_writes() {
         (key(DIGEST, "linux/s390x"), "\u{0}".to_owned()),
     ]
     .into();
-    let snapshot = Snapshot::read(Some(&data), Some("7".into()), 1000);
+    let snapshot = Snapshot::read(Some(data.clone()), Some("7".into()), 1000);
     assert!(snapshot.exists);
-    assert_eq!(snapshot.entries.len(), 2);
+    assert_eq!(snapshot.len(), 2);
     assert_eq!(snapshot.garbage_count, 2);
-    assert_eq!(snapshot.corrections(DIGEST).unwrap().len(), 1);
+    assert_eq!(snapshot.corrections(DIGEST).len(), 1);
+    assert!(snapshot.contains_key(&old.key()));
+    assert_eq!(
+        snapshot.entries(),
+        vec![(old.key(), old.clone()), (new.key(), new.clone())]
+    );
+    assert_eq!(
+        snapshot.data(),
+        [(old.key(), old.to_json()), (new.key(), new.to_json())].into()
+    );
     // Bounded to one: the newest evidence stays.
-    let one = Snapshot::read(Some(&data), None, 1);
-    assert_eq!(one.entries.keys().collect::<Vec<_>>(), vec![&new.key()]);
+    let one = Snapshot::read(Some(data.clone()), None, 1);
+    assert_eq!(one.keys().collect::<Vec<_>>(), vec![new.key()]);
     // A write adds, keeps one per key, and evicts the oldest evidence first.
     let third = entry(&DIGEST.replace('1', "3"), "arm64", "2026-11-03T09:00:00Z");
     let (written, added) = snapshot.with(&[third.clone(), new.clone()], 2);
@@ -613,12 +622,12 @@ fn a_snapshot_uses_valid_entries_reports_garbage_and_bounds_writes() {
         data: Some(data),
         ..Default::default()
     };
-    view.install(Some(&object));
+    view.install(Some(object.clone()));
     assert_eq!(view.for_digest(DIGEST).len(), 1);
     assert!(view.for_digest(&digest2.replace('2', "9")).is_empty());
     assert!(view.knows(DIGEST, &Platform::new("linux", "arm64", None)));
     assert!(view.generation() > before);
     let same = view.generation();
-    view.install(Some(&object));
+    view.install(Some(object));
     assert_eq!(view.generation(), same, "nothing changed");
 }

@@ -132,12 +132,10 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     }
     // The last entry reaches the view through its watch.
     let settled = Instant::now();
-    while view.snapshot().entries.len() < options.samples
-        && settled.elapsed() < Duration::from_secs(5)
-    {
+    while view.snapshot().len() < options.samples && settled.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let entries = view.snapshot().entries.len();
+    let entries = view.snapshot().len();
     running.shutdown().await;
     drop(proxy);
     to_log.sort();

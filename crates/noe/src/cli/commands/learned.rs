@@ -228,7 +228,7 @@ fn display(image: &str) -> &str {
 }
 
 fn print_list(store: &LearnedConfig, snapshot: &Snapshot, json: bool) -> ExitCode {
-    let mut entries: Vec<(&String, &Entry)> = snapshot.entries.iter().collect();
+    let mut entries: Vec<(String, Entry)> = snapshot.entries();
     // Newest evidence first.
     entries.sort_by_key(|(_, entry)| std::cmp::Reverse(entry.time()));
     let text = if json {
