@@ -3,8 +3,6 @@
 //! store and judges them; exec-format-error detection looks at each pod the watch delivers,
 //! keeping nothing of a healthy one. Either may run without the other.
 
-use std::time::Duration;
-
 use futures::future::BoxFuture;
 use futures::{FutureExt as _, StreamExt as _, TryStreamExt as _};
 use kube::runtime::{watcher, WatchStreamExt as _};
@@ -14,10 +12,6 @@ use crate::context::{Context, Controller, Stop};
 use crate::detect::Detection;
 use crate::objects::{Accounts, PodRecord};
 use crate::remediate::{PodEvents, Remediation};
-
-/// Once stopped, how long the watch and detection's loops may take to end before they are
-/// dropped (kube-runtime's applier may wait on a list in flight).
-const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// The pod watch and what reads it.
 pub(crate) struct Pods {
@@ -94,18 +88,12 @@ impl Controller for Pods {
                 }
             };
             // The watch ends on `stop` and drops the observer: detection's loops then end.
-            let work = futures::future::join(watching, async {
+            futures::future::join(watching, async {
                 if let Some(detecting) = detecting {
                     detecting.await;
                 }
-            });
-            tokio::select! {
-                _ = work => {}
-                () = async {
-                    stop.clone().await;
-                    tokio::time::sleep(STOP_GRACE).await;
-                } => tracing::debug!("pod watch dropped {STOP_GRACE:?} after its stop"),
-            }
+            })
+            .await;
         })
     }
 }

@@ -22,6 +22,7 @@ use kube::runtime::{watcher, WatchStreamExt as _};
 
 use crate::context::{Context, Stop};
 use crate::objects::PodRecord;
+use crate::shutdown::dropped_on_stop;
 use crate::{Config, Error, PodImages, PodPlatforms, Remediate};
 use memo::Memo;
 
@@ -79,8 +80,11 @@ impl Remediation {
         let rechecks = recheck::stream(reader.clone(), state.ctx.config.timings.recheck)
             .map(|pod| Ok(ReconcileRequest::from(pod)));
         // kube-runtime's `applier` (what its `Controller` runs) fed by the pod watch and the
-        // spread recheck; the queue ends on `stop`.
-        let queue = futures::stream::select(trigger_self(pods, ()), rechecks).take_until(stop);
+        // spread recheck; the queue, and the store's writer with it, is dropped on `stop`.
+        let queue = dropped_on_stop(
+            futures::stream::select(trigger_self(pods, ()), rechecks),
+            stop,
+        );
         let config = controller::Config::default().concurrency(CONCURRENCY);
         applier(
             |pod, state| Box::pin(reconcile(pod, state)),

@@ -17,3 +17,29 @@ impl Shutdown {
         }
     }
 }
+
+/// `stream` until `stop` resolves, then dropped at once with everything it owns. `take_until`
+/// only stops polling its stream: a reflector's writer inside it would keep its store's
+/// readiness pending forever, and kube-runtime's applier holds its runner until the store is
+/// ready, so a stop before the first list completes would never end the applier. Dropped, the
+/// writer resolves readiness (as "writer dropped") and the applier ends.
+pub(crate) fn dropped_on_stop<S>(
+    stream: S,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> impl futures::Stream<Item = S::Item> + Send + 'static
+where
+    S: futures::Stream + Send + 'static,
+    S::Item: Send,
+{
+    use futures::StreamExt as _;
+    let state = Some((stream.boxed(), Box::pin(stop)));
+    futures::stream::unfold(state, |state| async move {
+        let (mut stream, mut stop) = state?;
+        // Returning `None` drops `stream` here.
+        tokio::select! {
+            biased;
+            () = &mut stop => None,
+            item = stream.next() => Some((item?, Some((stream, stop)))),
+        }
+    })
+}

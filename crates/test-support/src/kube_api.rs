@@ -34,7 +34,8 @@
 //!   `application/apply-patch+yaml`, JSON or YAML: `fieldManager`, `force`, conflicts between
 //!   managers, omitted fields removed, `metadata.managedFields` kept; see `kube_api/apply.rs`);
 //! - `POST authentication.k8s.io/v1 tokenreviews` for the tokens of [`KubeApi::accept_token`];
-//! - scripted [`Fault`]s for any method and path; every request recorded ([`KubeApi::requests`]).
+//! - scripted [`Fault`]s for any method and path; requests held back until released
+//!   ([`KubeApi::hold`]); every request recorded ([`KubeApi::requests`]).
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -48,6 +49,7 @@
 mod apply;
 mod fault;
 mod handler;
+mod hold;
 mod in_memory;
 mod logs;
 mod objects;
@@ -66,6 +68,7 @@ use serde_json::Value;
 use crate::serve::{Handler, Server};
 use crate::TestCa;
 pub use fault::{Fault, RecordedRequest};
+pub use hold::Held;
 pub use objects::{
     crash_loop, gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
     service_account_json, Crash, PodFixture, NFD_NAMESPACE, NOE_GATE, NOE_GATE_LABEL,
@@ -249,6 +252,16 @@ impl KubeApi {
             ),
             log,
         );
+    }
+
+    /// Holds back every request of `method` whose path contains `path_contains` (`GET`: gets
+    /// and lists; `WATCH`: watches) until the returned [`Held`] is released or dropped: a list
+    /// still in flight, for as long as a test needs.
+    #[must_use = "dropping it releases the requests at once"]
+    pub fn hold(&self, method: &str, path_contains: &str) -> Held {
+        let (hold, held) = hold::Hold::new(method, path_contains);
+        lock(&self.state).holds.push(hold);
+        held
     }
 
     /// Scripts a fault.

@@ -123,8 +123,8 @@ pub use image::{
 pub use jwt::{fresh_token, service_account_token};
 pub use kube_api::{
     crash_loop, gated_pod_json, lease_json, namespace_json, node_feature_json, node_json, pod_json,
-    service_account_json, Crash, Fault, KubeApi, PodFixture, PodLog, RecordedRequest, Resource,
-    APPLY_PATCH, NFD_NAMESPACE, NOE_GATE, NOE_GATE_LABEL,
+    service_account_json, Crash, Fault, Held, KubeApi, PodFixture, PodLog, RecordedRequest,
+    Resource, APPLY_PATCH, NFD_NAMESPACE, NOE_GATE, NOE_GATE_LABEL,
 };
 pub use layers::{
     elf_program, gzip, push_mislabelled_index, script, tar_archive, Compression, LayerBlob,

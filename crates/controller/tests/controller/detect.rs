@@ -617,3 +617,25 @@ async fn a_verification_mismatch_is_learned_by_the_leader_only() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// A stop while the pod watch's first list is still in flight ends the controllers: the
+/// remediation applier (held until its store is ready) and detection alike. Bounded generously:
+/// what is asserted is that shutdown completes at all.
+#[tokio::test]
+async fn a_stop_while_the_first_pod_list_is_held_back_ends_the_pod_watch() {
+    for mode in [Remediate::Evict, Remediate::Off] {
+        let api = cluster().await;
+        crashing(&api, "web", "arm-1", 1, Some(runc_log()));
+        let held = api.hold("GET", "/api/v1/pods");
+        let (running, _registry) = start(&api, config(mode));
+        eventually("the first pod list held back", || held.waiting() > 0).await;
+        tokio::time::timeout(Duration::from_secs(30), running.shutdown())
+            .await
+            .unwrap_or_else(|_| panic!("{mode:?}: shutdown did not end"));
+        assert!(
+            requests(&api, |r| r.path == "/api/v1/pods").is_empty(),
+            "{mode:?}: the held list was never answered"
+        );
+        held.release();
+    }
+}

@@ -185,6 +185,15 @@ pub(crate) async fn handle(
         status: 0,
         received: std::time::Instant::now(),
     };
+    let watching = record.method == "GET" && Query::parse(&record.query).flag("watch");
+    let held = lock(&state)
+        .holds
+        .iter()
+        .find(|hold| hold.matches(&record.method, &record.path, watching))
+        .map(super::hold::Hold::wait);
+    if let Some(held) = held {
+        held.await;
+    }
     let response = answer(&state, &record);
     record.status = response.status().as_u16();
     lock(&state).record(record);

@@ -188,6 +188,8 @@ pub(crate) struct Inner {
     pub(crate) tokens: BTreeMap<String, super::token_review::ScriptedToken>,
     /// Container logs by `(namespace, pod, container, previous)` ([`crate::KubeApi::set_log`]).
     pub(crate) logs: BTreeMap<(String, String, String, bool), PodLog>,
+    /// Requests held back until released ([`crate::KubeApi::hold`]).
+    pub(crate) holds: Vec<super::hold::Hold>,
 }
 
 impl Inner {
@@ -207,6 +209,7 @@ impl Inner {
             watch_lifetime: None,
             tokens: BTreeMap::new(),
             logs: BTreeMap::new(),
+            holds: Vec::new(),
         }
     }
 
