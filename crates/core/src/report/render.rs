@@ -38,6 +38,9 @@ impl Report {
             columns.push(("UPGRADE".into(), "upgrade".into()));
         }
         columns.push(("UNKNOWN".into(), "unknown".into()));
+        if self.has_learned() {
+            columns.push(("LEARNED".into(), "learned".into()));
+        }
         if self.include_pods {
             columns.push(("RUNNING ON".into(), "running_on".into()));
         }
@@ -86,6 +89,14 @@ impl Report {
             })
             .collect();
         cells.push(unknown.join(" "));
+        if self.has_learned() {
+            let learned: Vec<String> = item
+                .images
+                .iter()
+                .flat_map(|entry| entry.learned.iter().map(|c| learned_words(&entry.image, c)))
+                .collect();
+            cells.push(learned.join("; "));
+        }
         if self.include_pods {
             let running: Vec<String> = item
                 .running_on
@@ -189,9 +200,17 @@ impl Report {
         out
     }
 
-    /// Each learned correction applied, with its image and the number of workloads whose
-    /// image it is, in image order.
-    fn learned(&self) -> Vec<Learned<'_>> {
+    /// Whether a learned correction left a platform out of some image (the renderings then
+    /// show them: a `learned` column, a summary list, an HTML section).
+    pub(crate) fn has_learned(&self) -> bool {
+        self.items
+            .iter()
+            .any(|item| item.images.iter().any(|entry| !entry.learned.is_empty()))
+    }
+
+    /// Each learned correction applied, with its image and the workloads whose image it is
+    /// (in the report's order), in image order.
+    pub(crate) fn learned(&self) -> Vec<Learned<'_>> {
         let mut seen: BTreeMap<(&str, &str, String), Learned<'_>> = BTreeMap::new();
         for item in &self.items {
             for entry in &item.images {
@@ -201,13 +220,19 @@ impl Report {
                         correction.digest.as_str(),
                         correction.platform.to_string(),
                     );
-                    seen.entry(key)
-                        .or_insert(Learned {
-                            image: &entry.image,
-                            correction,
-                            workloads: 0,
-                        })
-                        .workloads += 1;
+                    let learned = seen.entry(key).or_insert(Learned {
+                        image: &entry.image,
+                        correction,
+                        workloads: Vec::new(),
+                    });
+                    // An image twice in one workload counts it once.
+                    if !learned
+                        .workloads
+                        .last()
+                        .is_some_and(|last| std::ptr::eq(*last, item))
+                    {
+                        learned.workloads.push(item);
+                    }
                 }
             }
         }
@@ -266,7 +291,7 @@ impl Report {
                     out,
                     "{indent}{} ({} workloads)",
                     escape(&line.correction.warning(line.image)),
-                    line.workloads
+                    line.workloads.len()
                 );
             }
         }
@@ -306,11 +331,21 @@ impl Report {
     }
 }
 
-/// A learned correction of the report, for its summary.
-struct Learned<'a> {
-    image: &'a str,
-    correction: &'a crate::truth::Correction,
-    workloads: usize,
+/// A learned correction of the report, for its summary and its HTML section.
+pub(crate) struct Learned<'a> {
+    pub(crate) image: &'a str,
+    pub(crate) correction: &'a crate::truth::Correction,
+    /// The workloads with that image, each once.
+    pub(crate) workloads: Vec<&'a Item>,
+}
+
+/// A learned correction of `image` in a cell: `app:1: linux/arm64 (exec-format-error: pod
+/// shop/web-1 container app on node arm-1 at ...: exec /app: exec format error)`.
+fn learned_words(image: &str, correction: &crate::truth::Correction) -> String {
+    format!(
+        "{image}: {} ({}: {})",
+        correction.platform, correction.source, correction.evidence
+    )
 }
 
 fn push_csv_row(out: &mut String, cells: &[String]) {

@@ -678,3 +678,100 @@ fn the_html_page_carries_the_json_figures_and_escapes_every_string() {
     assert!(figures.contains(&("arm64.requests.ready.cpu".into(), "3".into())));
     assert!(figures.contains(&("amd64.replicas.ready".into(), "5".into())));
 }
+
+/// A learned correction is shown by every rendering: a `learned` column (CSV, table,
+/// Markdown), a summary line, and an HTML section naming its evidence and the workloads it
+/// concerns; its evidence (from a pod status) is text everywhere.
+#[test]
+fn learned_corrections_are_shown_in_csv_markdown_and_html() {
+    let evidence = "pod shop/<img src=x onerror=alert(1)> on node arm-1 at 2026-11-28T09:00:00Z: exec /app: exec format error | =cmd";
+    let correction = crate::truth::Correction::new(
+        "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+        Platform::new("linux", "arm64", None),
+        crate::truth::Source::ExecFormatError,
+        evidence,
+    );
+    let items: Vec<Item> = ["web", "api", "plain"]
+        .iter()
+        .map(|name| {
+            let image = if *name == "plain" { "other:1" } else { "app:1" };
+            let object = deployment(name, 1, json!([{"image": image}]), json!([]));
+            let mut item = Item::new(
+                workload(object),
+                vec![platforms(&["linux/amd64"])],
+                &arm64(),
+            );
+            if *name != "plain" {
+                item.images[0].corrections = vec![correction.clone()];
+                item.images[0].learned = vec![correction.clone()];
+            }
+            item
+        })
+        .collect();
+    let report = Report::new(arm64(), items, None, Vec::new());
+
+    let csv = report.csv();
+    let rows = csv_fields(&csv);
+    let at = rows[0]
+        .iter()
+        .position(|c| c == "learned")
+        .expect("a learned column");
+    assert_eq!(at, rows[0].len() - 1, "after unknown: {:?}", rows[0]);
+    let cells: Vec<&str> = rows[1..].iter().map(|row| row[at].as_str()).collect();
+    let words = format!("app:1: linux/arm64 (exec-format-error: {evidence})");
+    assert_eq!(cells.iter().filter(|c| **c == words).count(), 2, "{csv}");
+    assert!(cells.contains(&""), "the workload without one: {csv}");
+
+    let markdown = report.markdown();
+    assert!(!markdown.contains("<img"), "{markdown}");
+    assert!(markdown.contains("| LEARNED |"), "{markdown}");
+    assert!(
+        markdown.contains(
+            "- 1 platforms left out as learned on the cluster's nodes (the learned store):"
+        ),
+        "{markdown}"
+    );
+    assert!(markdown.contains("(2 workloads)"), "{markdown}");
+    let columns = report.columns().len();
+    for line in markdown.lines().take_while(|l| l.starts_with('|')) {
+        let unescaped = line.replace("\\\\", "").replace("\\|", "");
+        assert_eq!(unescaped.matches('|').count(), columns + 1, "{line}");
+    }
+
+    let html = report.html_string(&render::html::Meta::default());
+    assert!(!html.contains("<img"), "the evidence is text");
+    let section = html
+        .split("<section id=\"learned\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</section>").next())
+        .expect("a learned section");
+    assert!(section.contains("1 platform is left out"), "{section}");
+    assert!(section.contains("<code>app:1</code>"), "{section}");
+    assert!(
+        section.contains("<td>linux/arm64</td><td>exec-format-error</td>"),
+        "{section}"
+    );
+    assert!(
+        section.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{section}"
+    );
+    assert!(section.contains("team/web"), "{section}");
+    assert!(section.contains("team/api"), "{section}");
+    assert!(!section.contains("team/plain"), "{section}");
+
+    // Nothing learned: no column, no section.
+    let plain = Report::new(
+        arm64(),
+        vec![Item::new(
+            workload(deployment("plain", 1, json!([{"image": "a:1"}]), json!([]))),
+            vec![platforms(&["linux/arm64"])],
+            &arm64(),
+        )],
+        None,
+        Vec::new(),
+    );
+    assert!(!plain.csv().contains("learned"));
+    assert!(!plain
+        .html_string(&render::html::Meta::default())
+        .contains("id=\"learned\""));
+}

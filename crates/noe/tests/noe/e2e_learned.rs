@@ -509,6 +509,56 @@ async fn explain_and_report_leave_out_and_show_what_was_learned() {
         )),
         "{stdout}"
     );
+    // CSV and Markdown: a `learned` column; HTML: a section with the evidence and the workload,
+    // as a browser shows it.
+    let words = format!("{image}: linux/arm64 (exec-format-error: {evidence})");
+    let (code, csv, stderr) = run_noe(&cli(
+        &["report", "-n", "shop", "-o", "csv", "--upgrades=false"],
+        false,
+    ))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().ends_with(",unknown,learned"), "{csv}");
+    assert!(
+        lines.next().unwrap().ends_with(&format!(",{words}")),
+        "{csv}"
+    );
+    let (code, markdown, stderr) = run_noe(&cli(
+        &["report", "-n", "shop", "-o", "markdown", "--upgrades=false"],
+        false,
+    ))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(markdown.contains("| LEARNED |"), "{markdown}");
+    let escaped = noe_core::report::render::escape::markdown(&words);
+    assert!(markdown.contains(&format!("| {escaped} |")), "{markdown}");
+    let (code, html, stderr) = run_noe(&cli(
+        &["report", "-n", "shop", "-o", "html", "--upgrades=false"],
+        false,
+    ))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    if let Some(mut browser) = super::report_html::browser() {
+        let page = dir.path().join("report.html");
+        std::fs::write(&page, &html).unwrap();
+        browser.open(&format!("file://{}", page.display())).unwrap();
+        let rows = browser
+            .eval("[...document.querySelectorAll('#learned tbody tr')].map(tr => [...tr.cells].map(c => c.innerText))")
+            .unwrap();
+        assert_eq!(
+            rows,
+            json!([[
+                image,
+                "linux/arm64",
+                "exec-format-error",
+                evidence,
+                "shop/web Deployment"
+            ]]),
+            "{html}"
+        );
+    }
+
     // From a file without the flag, nothing is read from the cluster.
     let (code, stdout, stderr) = run_noe(&cli(
         &["report", &file_arg, "-o", "json", "--upgrades=false"],

@@ -40,7 +40,7 @@ fn deployment(name: &str, namespace: &str, images: &[String], replicas: u64, cpu
 }
 
 /// The browser, or `None` when none can be installed here (said on stderr).
-fn browser() -> Option<Browser> {
+pub(super) fn browser() -> Option<Browser> {
     let Some(binary) = Browser::find() else {
         if std::env::var_os("NOE_TEST_NO_BROWSER").is_some() {
             eprintln!("SKIPPED: no chromium here and none could be installed (NOE_TEST_NO_BROWSER): the HTML report was not checked in a browser");

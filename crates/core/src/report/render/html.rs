@@ -7,7 +7,8 @@
 //! Per target architecture: the headline (workloads, replicas, CPU and memory requests:
 //! ready, blocked, unknown) as figures with a stacked bar; the readiness of each namespace as
 //! a chart, and as a table; the blocking images ranked by what they hold back, with their
-//! upgrade paths. Then every workload in a table the script makes sortable (column buttons)
+//! upgrade paths. The platforms the cluster's learned store left out, with their evidence and
+//! the workloads they concern. Then every workload in a table the script makes sortable (column buttons)
 //! and filterable (text, verdict), its state kept in the address's `#fragment`. Every figure
 //! is a `<data>` element whose `value` is the JSON report's (`data-figure` names it), so the
 //! page and `-o json` can be compared. Every string from the cluster, a file or a registry
@@ -31,6 +32,8 @@ const CSS_SHA256: &str = "sha256-UeQDU0XEBmQn0RnIq7LGH2pqaEHbsYXr+Qdw5VoJQTw=";
 const SCRIPT_SHA256: &str = "sha256-BB2N4p875vA9Sx22oWYjNt0y79I0effCyG7vllOMHCE=";
 /// Bytes buffered before they are written out.
 const CHUNK: usize = 64 * 1024;
+/// Workloads named per learned correction (the others are counted).
+const MAX_LEARNED_WORKLOADS: usize = 20;
 
 /// What the page says about how it was made.
 #[derive(Clone, Debug, Default)]
@@ -246,6 +249,7 @@ impl Report {
             self.arch_section(&mut out.buf, arch, summary);
             out.flush_if_full()?;
         }
+        self.learned_section(&mut out.buf);
         self.workloads_section(&mut out)?;
         self.errors_section(&mut out.buf);
         out.buf.push_str(
@@ -299,6 +303,9 @@ impl Report {
                 let _ = write!(out, "<a href=\"#arch-{}\">", html_text(arch));
                 push_html(out, arch);
                 out.push_str("</a>");
+            }
+            if self.has_learned() {
+                out.push_str("<a href=\"#learned\">Learned</a>");
             }
             out.push_str("<a href=\"#all-workloads\">Workloads</a></nav>");
         }
@@ -465,6 +472,55 @@ impl Report {
             out.push_str("</tbody></table></div>");
         }
         out.push_str("</section>");
+    }
+
+    /// The platforms the cluster's learned store left out, with their evidence and the
+    /// workloads whose image they concern (nothing when none).
+    fn learned_section(&self, out: &mut String) {
+        let learned = self.learned();
+        if learned.is_empty() {
+            return;
+        }
+        let _ = write!(
+            out,
+            "<section id=\"learned\" aria-labelledby=\"h-learned\"><h2 id=\"h-learned\">Learned on the cluster's nodes</h2><p class=\"lead\">{} left out of every verdict above: the learned store holds them proven false for the digest each image resolves to (an <code>exec format error</code> seen on a node of that platform, or the image's own programs). A rebuilt image (a new digest) is trusted again; <code>noe learned forget</code> removes an entry.</p>",
+            counted(count(learned.len()), "platform is", "platforms are")
+        );
+        out.push_str("<div class=\"scroll\"><table class=\"learned\"><caption>Learned corrections, by image</caption><thead><tr><th scope=\"col\">Image</th><th scope=\"col\">Platform left out</th><th scope=\"col\">Source</th><th scope=\"col\">Evidence</th><th scope=\"col\">Workloads</th></tr></thead><tbody>");
+        for line in &learned {
+            out.push_str("<tr><th scope=\"row\" class=\"img\"><code>");
+            push_html(out, line.image);
+            out.push_str("</code></th><td>");
+            push_html(out, &line.correction.platform.to_string());
+            out.push_str("</td><td>");
+            push_html(out, line.correction.source.as_str());
+            out.push_str("</td><td>");
+            push_html(out, &line.correction.evidence);
+            out.push_str("</td><td>");
+            for (at, item) in line
+                .workloads
+                .iter()
+                .take(MAX_LEARNED_WORKLOADS)
+                .enumerate()
+            {
+                if at > 0 {
+                    out.push_str("<br>");
+                }
+                let w = &item.workload;
+                push_html(out, &w.namespace);
+                out.push('/');
+                push_html(out, &w.name);
+                out.push_str(" <span class=\"note\">");
+                push_html(out, &w.kind);
+                out.push_str("</span>");
+            }
+            let more = line.workloads.len().saturating_sub(MAX_LEARNED_WORKLOADS);
+            if more > 0 {
+                let _ = write!(out, "<br><span class=\"note\">and {more} more</span>");
+            }
+            out.push_str("</td></tr>");
+        }
+        out.push_str("</tbody></table></div></section>");
     }
 
     fn workloads_section<W: Write>(&self, out: &mut Out<W>) -> std::io::Result<()> {
