@@ -2,6 +2,7 @@
 //! timeouts, a streamed body cap, one retry on 429/5xx honouring `Retry-After`, and redirects
 //! followed by hand so `Authorization` never leaves the origin it was meant for.
 
+pub(crate) mod blob;
 pub(crate) mod host_tls;
 pub(crate) mod hosts_toml;
 pub(crate) mod pool;
@@ -123,11 +124,12 @@ impl Proxied {
 }
 
 /// One TLS configuration's clients: one that keeps idle connections, one that keeps none (for
-/// hosts beyond [`pool::MAX_POOLED_HOSTS`]).
+/// hosts beyond [`pool::MAX_POOLED_HOSTS`]), and the layers' connections (bounded buffers).
 #[derive(Clone, Debug)]
 struct Clients {
     pooled: reqwest::Client,
     unpooled: reqwest::Client,
+    blobs: blob::Blobs,
 }
 
 impl Clients {
@@ -138,7 +140,8 @@ impl Clients {
     ) -> Result<Self, Error> {
         Ok(Self {
             pooled: build_client(tls.clone(), guard, connect_timeout, POOL_MAX_IDLE_PER_HOST)?,
-            unpooled: build_client(tls, guard, connect_timeout, 0)?,
+            unpooled: build_client(tls.clone(), guard, connect_timeout, 0)?,
+            blobs: blob::Blobs::new(tls, guard, connect_timeout),
         })
     }
 }
@@ -446,15 +449,31 @@ impl Http {
         metrics.requests.inc();
         let head = kind == Kind::ManifestHead;
         let streamed = kind == Kind::Layer;
-        let client = self.client_for(&authority);
-        let mut builder = match form {
-            Some(form) => client.request(Method::POST, url.clone()).form(form),
-            None if head => client.request(Method::HEAD, url.clone()),
-            None => client.request(Method::GET, url.clone()),
-        };
-        builder = builder.headers(headers.clone()).timeout(timeout);
+        // A layer's body is read over a connection whose read buffer is bounded (client::blob),
+        // unless a proxy carries it.
+        let blobs = (streamed && form.is_none() && !self.shared.proxied.applies(url))
+            .then_some(&self.client.blobs);
+        let deadline = tokio::time::Instant::now() + timeout;
         let result = tokio::time::timeout(timeout, async {
-            let response = builder.send().await?;
+            let response = match blobs {
+                Some(blobs) => blobs
+                    .get(url, headers, deadline)
+                    .await
+                    .map_err(ReadError::Blob)?,
+                None => {
+                    let client = self.client_for(&authority);
+                    let builder = match form {
+                        Some(form) => client.request(Method::POST, url.clone()).form(form),
+                        None if head => client.request(Method::HEAD, url.clone()),
+                        None => client.request(Method::GET, url.clone()),
+                    };
+                    builder
+                        .headers(headers.clone())
+                        .timeout(timeout)
+                        .send()
+                        .await?
+                }
+            };
             let status = response.status();
             let headers = response.headers().clone();
             if streamed && status.is_success() {
@@ -492,7 +511,27 @@ impl Http {
                 })
             }
             Ok(Err(ReadError::Http(error))) => {
-                return Err(self.transport_error(ctx, url, error).await)
+                let failed = Failed {
+                    connect: error.is_connect(),
+                    timeout: error.is_timeout(),
+                    cause: Arc::new(error),
+                };
+                return Err(self.transport_error(ctx, url, failed).await);
+            }
+            Ok(Err(ReadError::Blob(failure))) => {
+                let failed = match failure {
+                    blob::Failure::Connect(cause) => Failed {
+                        connect: true,
+                        timeout: false,
+                        cause: Arc::from(cause),
+                    },
+                    blob::Failure::Exchange(cause) => Failed {
+                        connect: false,
+                        timeout: false,
+                        cause: Arc::from(cause),
+                    },
+                };
+                return Err(self.transport_error(ctx, url, failed).await);
             }
             Ok(Ok(response)) => response,
         };
@@ -548,9 +587,14 @@ impl Http {
     /// fixed words, `unreachable` for any failure to connect (refused, timed out, no route, no
     /// such name alike: which one goes to the debug log only, or the error would be a port
     /// probe), a timeout once connected.
-    async fn transport_error(&self, ctx: &Context, url: &Url, error: reqwest::Error) -> Error {
+    async fn transport_error(&self, ctx: &Context, url: &Url, failed: Failed) -> Error {
         let host = url.host_str().unwrap_or_default();
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        let Failed {
+            cause: error,
+            connect,
+            timeout,
+        } = failed;
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&*error);
         while let Some(current) = source {
             if let Some(blocked) = current.downcast_ref::<BlockedAddress>() {
                 return Error::Blocked {
@@ -560,21 +604,21 @@ impl Http {
             }
             source = current.source();
         }
-        let tls = crate::error::transport_detail(&error);
-        if tls.is_empty() && error.is_connect() {
+        let tls = crate::error::transport_detail(&*error);
+        if tls.is_empty() && connect {
             tracing::debug!(
                 registry = %ctx.registry,
-                error = %crate::error::chain(&error),
+                error = %crate::error::chain(&*error),
                 "cannot connect to the registry"
             );
             return Error::Transport {
                 reference: ctx.reference.clone(),
                 registry: ctx.registry.clone(),
                 detail: crate::error::UNREACHABLE,
-                cause: std::sync::Arc::new(error),
+                cause: error,
             };
         }
-        if error.is_timeout() {
+        if timeout {
             return self.timeout_error(ctx);
         }
         let mut detail = tls;
@@ -591,14 +635,14 @@ impl Http {
         }
         tracing::debug!(
             registry = %ctx.registry,
-            error = %crate::error::chain(&error),
+            error = %crate::error::chain(&*error),
             "registry connection failed"
         );
         Error::Transport {
             reference: ctx.reference.clone(),
             registry: ctx.registry.clone(),
             detail,
-            cause: std::sync::Arc::new(error),
+            cause: error,
         }
     }
 
@@ -641,7 +685,15 @@ impl Http {
 
 enum ReadError {
     Http(reqwest::Error),
+    Blob(blob::Failure),
     TooLarge,
+}
+
+/// A failed exchange: its cause, and whether it failed to connect or ran out of time.
+struct Failed {
+    cause: Arc<dyn std::error::Error + Send + Sync>,
+    connect: bool,
+    timeout: bool,
 }
 
 impl From<reqwest::Error> for ReadError {

@@ -94,7 +94,7 @@ pub enum Error {
         /// What the failure was when known (`: unreachable`, `: TLS: ...`), else empty; fixed
         /// phrases only.
         detail: &'static str,
-        cause: Arc<reqwest::Error>,
+        cause: Arc<dyn std::error::Error + Send + Sync>,
     },
 
     /// The body is larger than the cap.
@@ -276,7 +276,7 @@ pub(crate) const CLIENT_CERT_REFUSED: &str = ": TLS: the registry refused our cl
 
 /// What a transport failure was, when the cause says it plainly (`: TLS: ...`); empty otherwise.
 /// Bounded: fixed phrases only, never the peer's text.
-pub(crate) fn transport_detail(source: &reqwest::Error) -> &'static str {
+pub(crate) fn transport_detail(source: &(dyn std::error::Error + 'static)) -> &'static str {
     use rustls::AlertDescription as Alert;
     let alert_detail = |alert: Alert| match alert {
         Alert::CertificateRequired | Alert::HandshakeFailure => Some(CLIENT_CERT_REQUIRED),

@@ -8,6 +8,7 @@ mod verify {
     pub mod background;
     pub mod bounds;
     pub mod cached;
+    pub mod connection;
     pub mod shapes;
     pub mod support;
 }

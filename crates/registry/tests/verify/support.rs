@@ -6,7 +6,7 @@ use noe_registry::verify::{ImageReport, Options, PlatformReport, VerifyConfig};
 use noe_registry::{Config, Resolver};
 use noe_test_support::{
     build_index, elf_program, Compression, Flavor, IndexEntry, LayerBlob, LayerEntry, Pusher,
-    Registry, RunnableImage,
+    Registry, RunnableImage, TestCa,
 };
 use serde_json::Value;
 
@@ -25,12 +25,28 @@ impl Setup {
     }
 
     pub async fn with(verification: VerifyConfig) -> Self {
-        let registry = Registry::start().await.unwrap();
+        Self::of(Registry::start().await.unwrap(), verification)
+    }
+
+    /// A registry serving HTTPS with a certificate of a test CA the resolver trusts.
+    pub async fn tls() -> Self {
+        let ca = TestCa::new().unwrap();
+        let registry = Registry::builder().tls(&ca).start().await.unwrap();
+        Self::of(registry, VerifyConfig::default())
+    }
+
+    fn of(registry: Registry, verification: VerifyConfig) -> Self {
         let pusher = registry.pusher().unwrap();
         let metrics = prometheus::Registry::new();
+        let insecure = if registry.is_tls() {
+            Vec::new()
+        } else {
+            vec![registry.host()]
+        };
         let resolver = Resolver::new(
             Config {
-                insecure_registries: vec![registry.host()],
+                insecure_registries: insecure,
+                extra_ca_pem: registry.ca_pem().map(String::into_bytes),
                 request_timeout: Duration::from_secs(5),
                 verification,
                 allow_cidrs: noe_test_support::loopback_cidrs(),
