@@ -32,6 +32,7 @@ use noe_core::Platform;
 pub use cache::Verdicts;
 pub use queue::{Queue, MAX_SEEN, QUEUE_CAPACITY};
 pub(crate) use worker::Worker;
+pub use worker::MAX_POOL_THREADS;
 
 /// Compressed bytes read per platform by default (`--verify-max-bytes`).
 pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;

@@ -308,7 +308,7 @@ impl Resolver {
                 return Report::unverifiable(
                     Reason::Budget,
                     None,
-                    format!("no thread for the verification ({error})"),
+                    format!("the verification threads did not start ({error})"),
                 )
             }
         };

@@ -1,10 +1,12 @@
 //! The reading of one platform's layers: the network side (async, on the runtime) takes each
 //! layer's body chunk by chunk, counting the bytes against the budget, and hands the chunks
-//! through a channel of [`CHANNEL_CHUNKS`] to a thread of the verification's own, which hashes
-//! them, decompresses them (gzip, zstd or none, told apart by their first bytes) into the tar
-//! reader and feeds each entry to the [`Verification`]. No layer is buffered whole, nothing is
-//! written to disk, and the CPU work never runs on the runtime's workers (in the server, the
-//! thread is of the idle scheduling class: admissions first).
+//! (copied, in pieces of at most [`PIECE`] bytes) through a channel of [`CHANNEL_CHUNKS`] to the
+//! verification's task on a small pool of threads of its own ([`Pool`]), which hashes them,
+//! decompresses them (gzip, zstd or none, told apart by their first bytes) into the tar reader
+//! and feeds each entry to the [`Verification`]. No layer is buffered whole, nothing is written
+//! to disk, and the CPU work never runs on the runtime's workers: however many verifications
+//! run at once, they share the pool's few threads (in the server, of the idle scheduling
+//! class: admissions first).
 
 use std::io::{self, Write};
 use std::ops::ControlFlow;
@@ -19,12 +21,54 @@ use tokio::sync::mpsc;
 
 use super::{MAX_RATIO, RATIO_SLACK, ZSTD_WINDOW_LOG_MAX};
 
-/// Chunks in flight between the network and the thread (hyper's chunks are at most a few
-/// tens of KiB).
+/// Pieces in flight between the network and the verification's task.
 pub(crate) const CHANNEL_CHUNKS: usize = 2;
-/// Stack of the verification thread (the tar reader and the decoders keep their buffers on
-/// the heap).
+/// The most bytes one piece holds: what a layer's connection reads at once
+/// ([`crate::client::blob::READ_BUFFER`]), so a chunk of it is one piece.
+pub(crate) const PIECE: usize = crate::client::blob::READ_BUFFER;
+/// Stack of a pool thread (the tar reader and the decoders keep their buffers on the heap).
 const STACK: usize = 256 * 1024;
+/// The most threads a pool has (fewer on a machine with fewer cores).
+pub const MAX_POOL_THREADS: usize = 4;
+
+/// The threads verifications decompress on, shared by every verification of the process: one
+/// pool whose threads are of the idle scheduling class (the server's background
+/// verifications), one of the normal class (`noe inspect --verify`).
+struct Pool {
+    idle: std::sync::OnceLock<io::Result<tokio::runtime::Runtime>>,
+    normal: std::sync::OnceLock<io::Result<tokio::runtime::Runtime>>,
+}
+
+static POOL: Pool = Pool {
+    idle: std::sync::OnceLock::new(),
+    normal: std::sync::OnceLock::new(),
+};
+
+impl Pool {
+    /// The pool's runtime (started on first use; kept for the process's life).
+    fn handle(&'static self, idle: bool) -> io::Result<tokio::runtime::Handle> {
+        let cell = if idle { &self.idle } else { &self.normal };
+        match cell.get_or_init(|| start_pool(idle)) {
+            Ok(runtime) => Ok(runtime.handle().clone()),
+            Err(error) => Err(io::Error::new(error.kind(), error.to_string())),
+        }
+    }
+}
+
+fn start_pool(idle: bool) -> io::Result<tokio::runtime::Runtime> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, MAX_POOL_THREADS);
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder
+        .worker_threads(threads)
+        .thread_name("noe-verify")
+        .thread_stack_size(STACK);
+    if idle {
+        builder.on_thread_start(lower_priority);
+    }
+    builder.build()
+}
 
 enum ToWorker {
     /// A layer begins; its digest is checked if it is read to its end.
@@ -66,7 +110,7 @@ pub(crate) enum Stop {
     Body(String),
 }
 
-/// The handle of a verification's thread.
+/// The handle of a verification's task.
 pub(crate) struct Worker {
     tx: mpsc::Sender<ToWorker>,
     rx: mpsc::UnboundedReceiver<FromWorker>,
@@ -74,19 +118,14 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// Starts the thread for `verification`; `idle`: in the idle scheduling class.
+    /// Starts the task of `verification` on the pool; `idle`: the pool of the idle scheduling
+    /// class.
     pub fn spawn(verification: Verification, idle: bool) -> io::Result<Self> {
         let (tx, to_worker) = mpsc::channel(CHANNEL_CHUNKS);
         let (from_worker, rx) = mpsc::unbounded_channel();
-        std::thread::Builder::new()
-            .name("noe-verify".into())
-            .stack_size(STACK)
-            .spawn(move || {
-                if idle {
-                    lower_priority();
-                }
-                run(verification, to_worker, &from_worker);
-            })?;
+        POOL.handle(idle)?.spawn(async move {
+            run(verification, to_worker, &from_worker).await;
+        });
         Ok(Self {
             tx,
             rx,
@@ -94,7 +133,7 @@ impl Worker {
         })
     }
 
-    /// Streams one layer's `body` to the thread, within `budget` compressed bytes left
+    /// Streams one layer's `body` to the task, within `budget` compressed bytes left
     /// (counted into `read` and `progress`) and at most `size` bytes when its descriptor
     /// states one.
     pub async fn layer(
@@ -141,8 +180,14 @@ impl Worker {
             if *read > budget {
                 return Err(Stop::Budget);
             }
-            if self.tx.send(ToWorker::Chunk(chunk)).await.is_err() {
-                return Ok(Read::Decided(self.gone()));
+            // A chunk is a slice of the connection's read buffer: held in the channel, it would
+            // keep that buffer alive and make the connection allocate another for its next
+            // read. What waits is a copy, in pieces, and the chunk is dropped before the next.
+            for piece in chunk.chunks(PIECE) {
+                let piece = Bytes::copy_from_slice(piece);
+                if self.tx.send(ToWorker::Chunk(piece)).await.is_err() {
+                    return Ok(Read::Decided(self.gone()));
+                }
             }
         }
         if self.tx.send(ToWorker::End { whole: true }).await.is_err() {
@@ -166,7 +211,7 @@ impl Worker {
             .await
             .is_ok()
         {
-            // The thread answers at once unless the machine is busy (an idle-class thread
+            // The task answers at once unless the machine is busy (the idle-class pool
             // runs last): its report names the program looked for; else this one.
             let wait = std::time::Duration::from_secs(1);
             loop {
@@ -197,7 +242,7 @@ impl Worker {
     }
 
     fn gone(&mut self) -> Report {
-        let report = Report::unverifiable(Reason::Budget, None, "the verification thread ended");
+        let report = Report::unverifiable(Reason::Budget, None, "the verification's task ended");
         self.decided = Some(report.clone());
         report
     }
@@ -218,21 +263,21 @@ fn lower_priority() {
     }
 }
 
-/// The thread: layers one after the other until a report, then it drains what is still sent.
-fn run(
+/// The task: layers one after the other until a report, then it drains what is still sent.
+async fn run(
     mut verification: Verification,
     mut rx: mpsc::Receiver<ToWorker>,
     tx: &mpsc::UnboundedSender<FromWorker>,
 ) {
     let mut totals = Totals::default();
     let mut decided = false;
-    while let Some(message) = rx.blocking_recv() {
+    while let Some(message) = rx.recv().await {
         if decided {
             continue;
         }
         let reply = match message {
             ToWorker::Begin { digest } => {
-                match read_layer(&mut verification, &mut rx, &digest, &mut totals) {
+                match read_layer(&mut verification, &mut rx, &digest, &mut totals).await {
                     Some(reply) => reply,
                     None => return,
                 }
@@ -407,7 +452,7 @@ impl Hasher {
 
 /// Reads one layer's chunks until its end (or a decision, or a failure): the reply, or `None`
 /// when the network side has gone.
-fn read_layer(
+async fn read_layer(
     verification: &mut Verification,
     rx: &mut mpsc::Receiver<ToWorker>,
     digest: &str,
@@ -425,7 +470,7 @@ fn read_layer(
     let mut first: Vec<u8> = Vec::with_capacity(MAGIC_LEN);
     let mut decoder: Option<Decoder<'_>> = None;
     loop {
-        let (chunk, whole) = match rx.blocking_recv()? {
+        let (chunk, whole) = match rx.recv().await? {
             ToWorker::Chunk(chunk) => (chunk, None),
             ToWorker::End { whole } => (Bytes::new(), Some(whole)),
             ToWorker::Fail { reason, evidence } => {

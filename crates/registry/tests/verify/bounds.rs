@@ -318,6 +318,32 @@ async fn a_redirect_to_blob_storage_carries_no_registry_credentials() {
     assert!(!storage[0].has_authorization(), "blob storage does not");
 }
 
+/// Scripts `config` and an OCI manifest of it and `layer` as `repository:tag`: the manifest's
+/// digest, body and the config's digest.
+fn script_one_layer(
+    fake: &FakeRegistry,
+    repository: &str,
+    tag: &str,
+    config: &str,
+    layer: &LayerBlob,
+) -> (String, String, String) {
+    let config_digest = fake.script_blob(repository, config.as_bytes());
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": media_types::OCI_MANIFEST,
+        "config": {"mediaType": media_types::OCI_CONFIG, "digest": config_digest, "size": config.len()},
+        "layers": [{"mediaType": media_types::OCI_LAYER, "digest": layer.digest, "size": layer.bytes.len()}],
+    })
+    .to_string();
+    let digest = fake.script_manifest(
+        repository,
+        tag,
+        media_types::OCI_MANIFEST,
+        manifest.as_bytes(),
+    );
+    (digest, manifest, config_digest)
+}
+
 #[tokio::test]
 async fn verifications_at_once_are_bounded_per_process() {
     let fake = FakeRegistry::start().await.unwrap();
@@ -334,20 +360,8 @@ async fn verifications_at_once_are_bounded_per_process() {
         let config =
             json!({"architecture": arch, "os": "linux", "config": {"Entrypoint": ["/app"]}})
                 .to_string();
-        let config_digest = fake.script_blob(repository, config.as_bytes());
-        let manifest = json!({
-            "schemaVersion": 2,
-            "mediaType": media_types::OCI_MANIFEST,
-            "config": {"mediaType": media_types::OCI_CONFIG, "digest": config_digest, "size": config.len()},
-            "layers": [{"mediaType": media_types::OCI_LAYER, "digest": layer.digest, "size": layer.bytes.len()}],
-        })
-        .to_string();
-        let digest = fake.script_manifest(
-            repository,
-            arch,
-            media_types::OCI_MANIFEST,
-            manifest.as_bytes(),
-        );
+        let (digest, manifest, config_digest) =
+            script_one_layer(&fake, repository, arch, &config, &layer);
         entries.push(IndexEntry::new(
             &noe_test_support::Descriptor {
                 media_type: media_types::OCI_MANIFEST.into(),
@@ -388,4 +402,76 @@ async fn verifications_at_once_are_bounded_per_process() {
             assert!(at_once > 1, "{at_once}");
         }
     }
+}
+
+/// Threads of the verification pools in this process now.
+fn pool_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "noe-verify")
+        .count()
+}
+
+#[tokio::test]
+async fn verifications_at_once_share_a_few_threads() {
+    const IMAGES: usize = 16;
+    let fake = FakeRegistry::start().await.unwrap();
+    let repository = "wide/app";
+    // Sixteen images (each its own config) of one layer that takes 300 ms to answer.
+    let layer = LayerBlob::new(&[E::program("app", elf("amd64"))], Compression::Gzip).unwrap();
+    fake.route(
+        &format!("/v2/{repository}/blobs/{}", layer.digest),
+        Behavior::body(200, "application/octet-stream", layer.bytes.clone())
+            .delayed(Duration::from_millis(300)),
+    );
+    for i in 0..IMAGES {
+        let config = json!({"architecture": "amd64", "os": "linux",
+            "config": {"Entrypoint": ["/app"], "Env": [format!("N={i}")]}})
+        .to_string();
+        script_one_layer(&fake, repository, &i.to_string(), &config, &layer);
+    }
+    let resolver = fake_resolver(
+        &fake,
+        VerifyConfig {
+            concurrency: IMAGES,
+            ..VerifyConfig::default()
+        },
+    );
+    let verifications = (0..IMAGES).map(|i| {
+        let (resolver, fake) = (&resolver, &fake);
+        async move {
+            let image = format!("{}/{repository}:{i}", fake.host());
+            let routed = resolver.routed(&image).await.unwrap();
+            resolver
+                .verify(&routed, &[], &Options::default())
+                .await
+                .unwrap()
+        }
+    });
+    let all = futures::future::join_all(verifications);
+    tokio::pin!(all);
+    let mut most_threads = 0;
+    let reports = loop {
+        tokio::select! {
+            reports = &mut all => break reports,
+            () = tokio::time::sleep(Duration::from_millis(5)) => {
+                most_threads = most_threads.max(pool_threads());
+            }
+        }
+    };
+    for report in &reports {
+        assert!(
+            report.platforms.iter().all(|p| summary(p) == "verified"),
+            "{report:?}"
+        );
+    }
+    // Both pools (the idle one for tests verifying in the background beside this one).
+    let bound = 2 * noe_registry::verify::MAX_POOL_THREADS;
+    let at_once = fake.max_in_flight();
+    assert!(at_once > bound, "{at_once} verifications at once");
+    assert!(
+        (1..=bound).contains(&most_threads),
+        "{most_threads} verification threads"
+    );
 }
