@@ -23,8 +23,6 @@ const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-be
 
 /// The lifetime assumed when a refresh token's expiry cannot be read (ACR's last 3 hours).
 const DEFAULT_REFRESH_LIFETIME: Duration = Duration::from_secs(3600);
-/// The longest lifetime believed from `expires_in`.
-const MAX_EXPIRES_IN: u64 = 24 * 3600;
 
 /// The pod's Azure workload identity (the variables Azure's workload identity webhook injects).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,20 +154,8 @@ impl AzureIdentity {
     }
 }
 
-#[derive(Deserialize)]
-struct EntraAnswer {
-    access_token: String,
-    expires_in: Option<u64>,
-}
-
 pub(crate) fn parse_entra(body: &[u8], now: SystemTime) -> Result<(String, SystemTime), String> {
-    let answer: EntraAnswer =
-        serde_json::from_slice(body).map_err(|e| format!("not the token JSON: {e}"))?;
-    if answer.access_token.is_empty() || answer.access_token.len() > 32 * 1024 {
-        return Err("access_token empty or too long".into());
-    }
-    let lifetime = answer.expires_in.unwrap_or(300).min(MAX_EXPIRES_IN);
-    Ok((answer.access_token, now + Duration::from_secs(lifetime)))
+    http::access_token(body, now, 32 * 1024)
 }
 
 /// `error: error_description` of an OAuth2 error answer.

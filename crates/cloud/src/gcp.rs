@@ -3,8 +3,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde::Deserialize;
-
 use crate::http;
 use crate::metrics::Metrics;
 use crate::{Env, Error, Provider, Step};
@@ -18,9 +16,6 @@ pub const DEFAULT_METADATA_HOST: &str = "metadata.google.internal";
 pub const TOKEN_PATH: &str = "/computeMetadata/v1/instance/service-accounts/default/token";
 /// The username that goes with an access token.
 pub const USERNAME: &str = "oauth2accesstoken";
-
-/// The longest lifetime believed from `expires_in` (Google's tokens last an hour).
-const MAX_EXPIRES_IN: u64 = 24 * 3600;
 
 /// The metadata server's token URL, from `GCE_METADATA_HOST` (`host` or `host:port`).
 pub fn token_url(env: &Env) -> Result<String, Error> {
@@ -38,12 +33,6 @@ pub fn token_url(env: &Env) -> Result<String, Error> {
         });
     }
     Ok(format!("http://{host}{TOKEN_PATH}"))
-}
-
-#[derive(Deserialize)]
-struct TokenAnswer {
-    access_token: String,
-    expires_in: Option<u64>,
 }
 
 /// The access token from `url` and when it expires.
@@ -81,13 +70,7 @@ pub(crate) async fn access_token(
 }
 
 pub(crate) fn parse_token(body: &[u8], now: SystemTime) -> Result<(String, SystemTime), String> {
-    let answer: TokenAnswer =
-        serde_json::from_slice(body).map_err(|e| format!("not the token JSON: {e}"))?;
-    if answer.access_token.is_empty() || answer.access_token.len() > 16 * 1024 {
-        return Err("access_token empty or too long".into());
-    }
-    let lifetime = answer.expires_in.unwrap_or(300).min(MAX_EXPIRES_IN);
-    Ok((answer.access_token, now + Duration::from_secs(lifetime)))
+    http::access_token(body, now, 16 * 1024)
 }
 
 #[cfg(test)]
@@ -128,7 +111,7 @@ mod tests {
         );
         assert_eq!(
             huge.map(|(_, at)| at),
-            Ok(now + Duration::from_secs(MAX_EXPIRES_IN))
+            Ok(now + Duration::from_secs(http::MAX_EXPIRES_IN))
         );
         assert!(parse_token(br#"{"access_token":""}"#, now).is_err());
         assert!(parse_token(b"not json", now).is_err());

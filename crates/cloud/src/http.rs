@@ -2,7 +2,7 @@
 //! bound, and bounded, printable excerpts of error bodies.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::io::AsyncReadExt as _;
 
@@ -19,6 +19,33 @@ const TOKEN_FILE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How much of an error body an error message carries.
 const EXCERPT_CHARS: usize = 200;
+
+/// The longest lifetime believed from an access token's `expires_in` (the providers' tokens
+/// last an hour).
+pub(crate) const MAX_EXPIRES_IN: u64 = 24 * 3600;
+
+/// An OAuth2 access-token answer (Entra's, the GCP metadata server's).
+#[derive(serde::Deserialize)]
+struct AccessTokenAnswer {
+    access_token: String,
+    expires_in: Option<u64>,
+}
+
+/// The token of an OAuth2 access-token answer and when it expires (`expires_in`, 300 s when
+/// absent, at most [`MAX_EXPIRES_IN`]); refused when it is empty or longer than `max_bytes`.
+pub(crate) fn access_token(
+    body: &[u8],
+    now: SystemTime,
+    max_bytes: usize,
+) -> Result<(String, SystemTime), String> {
+    let answer: AccessTokenAnswer =
+        serde_json::from_slice(body).map_err(|e| format!("not the token JSON: {e}"))?;
+    if answer.access_token.is_empty() || answer.access_token.len() > max_bytes {
+        return Err("access_token empty or too long".into());
+    }
+    let lifetime = answer.expires_in.unwrap_or(300).min(MAX_EXPIRES_IN);
+    Ok((answer.access_token, now + Duration::from_secs(lifetime)))
+}
 
 /// An answer: status and body (bounded).
 pub(crate) struct Answer {
