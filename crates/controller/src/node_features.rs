@@ -204,9 +204,8 @@ pub(crate) fn reflector(
         let mut listing: Option<State> = None;
         let mut warned_missing = false;
         loop {
-            let event = tokio::select! {
-                () = shutdown.wait() => break,
-                event = events.next() => event,
+            let Some(event) = shutdown.or(events.next()).await else {
+                break;
             };
             match event {
                 Some(Ok(watcher::Event::Init)) => listing = Some(State::default()),

@@ -128,9 +128,8 @@ pub(crate) fn reflector(
         let mut shutdown = shutdown;
         let mut listed = false;
         loop {
-            let event = tokio::select! {
-                () = shutdown.wait() => break,
-                event = events.next() => event,
+            let Some(event) = shutdown.or(events.next()).await else {
+                break;
             };
             match event {
                 Some(Ok(event)) => {

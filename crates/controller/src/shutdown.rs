@@ -16,6 +16,14 @@ impl Shutdown {
             }
         }
     }
+
+    /// `work`'s output, or `None` when shutdown is asked first (`work` is then dropped).
+    pub(crate) async fn or<F: std::future::Future>(&mut self, work: F) -> Option<F::Output> {
+        tokio::select! {
+            () = self.wait() => None,
+            output = work => Some(output),
+        }
+    }
 }
 
 /// `stream` until `stop` resolves, then dropped at once with everything it owns. `take_until`
