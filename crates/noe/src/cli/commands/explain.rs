@@ -436,18 +436,12 @@ async fn override_notes(app: &App, pod: &Value) -> Vec<String> {
     let mut notes = Vec::new();
     for image in noe_core::images::named(pod) {
         if let Ok(Some(found)) = app.platform_override(image).await {
-            let platforms: Vec<String> = found
-                .matched
-                .platforms
-                .iter()
-                .map(ToString::to_string)
-                .collect();
             notes.push(format!(
                 "platforms of {image} from --platform-overrides {} entry {} (pattern {}): {}",
                 found.file.display(),
                 found.matched.entry,
                 found.matched.pattern,
-                platforms.join(" ")
+                found.matched.platforms_text()
             ));
         }
     }

@@ -561,12 +561,6 @@ impl Overridden {
     }
 
     fn write_text(&self, out: &mut impl Write) -> std::io::Result<()> {
-        let platforms: Vec<String> = self
-            .matched
-            .platforms
-            .iter()
-            .map(ToString::to_string)
-            .collect();
         writeln!(
             out,
             "image:       {}",
@@ -579,7 +573,7 @@ impl Overridden {
             self.matched.entry,
             printable(&self.matched.pattern)
         )?;
-        writeln!(out, "platforms:   {}", platforms.join(" "))?;
+        writeln!(out, "platforms:   {}", self.matched.platforms_text())?;
         writeln!(out)
     }
 }
