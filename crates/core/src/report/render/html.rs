@@ -162,6 +162,30 @@ impl Figure<'_> {
 }
 
 /// `n` and the noun for it: `1 image`, `2 images`.
+/// One list of what could not be read, nothing when `entries` is empty: its `heading` (what,
+/// how many) and `note` (HTML, as written), then each entry as `item` writes it.
+fn error_list<T>(
+    out: &mut String,
+    entries: &[T],
+    heading: &str,
+    note: &str,
+    item: impl Fn(&mut String, &T),
+) {
+    if entries.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<h3>{heading}</h3><p class=\"note\">{note}</p><ul class=\"errors\">"
+    );
+    for entry in entries {
+        out.push_str("<li>");
+        item(out, entry);
+        out.push_str("</li>");
+    }
+    out.push_str("</ul>");
+}
+
 fn counted(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
@@ -651,14 +675,16 @@ impl Report {
             return;
         }
         out.push_str("<section id=\"errors\" aria-labelledby=\"h-errors\"><h2 id=\"h-errors\">What could not be read</h2>");
-        if !self.image_errors.is_empty() {
-            let _ = write!(
-                out,
-                "<h3>{} could not be resolved</h3><p class=\"note\">Their workloads are <strong>unknown</strong> unless another image blocks them.</p><ul class=\"errors\">",
+        error_list(
+            out,
+            &self.image_errors,
+            &format!(
+                "{} could not be resolved",
                 counted(count(self.image_errors.len()), "image", "images")
-            );
-            for error in &self.image_errors {
-                out.push_str("<li><code>");
+            ),
+            "Their workloads are <strong>unknown</strong> unless another image blocks them.",
+            |out, error| {
+                out.push_str("<code>");
                 push_html(out, &error.image);
                 out.push_str("</code> — ");
                 push_html(out, &error.failure.kind);
@@ -666,27 +692,25 @@ impl Report {
                 push_html(out, &error.failure.message);
                 let _ = write!(
                     out,
-                    " ({})</li>",
+                    " ({})",
                     counted(error.workloads, "workload", "workloads")
                 );
-            }
-            out.push_str("</ul>");
-        }
-        if !self.source_errors.is_empty() {
-            let _ = write!(
-                out,
-                "<h3>{} could not be read</h3><p class=\"note\">The report is partial.</p><ul class=\"errors\">",
+            },
+        );
+        error_list(
+            out,
+            &self.source_errors,
+            &format!(
+                "{} could not be read",
                 counted(count(self.source_errors.len()), "source", "sources")
-            );
-            for error in &self.source_errors {
-                out.push_str("<li>");
+            ),
+            "The report is partial.",
+            |out, error| {
                 push_html(out, &error.source);
                 out.push_str(": ");
                 push_html(out, &error.message);
-                out.push_str("</li>");
-            }
-            out.push_str("</ul>");
-        }
+            },
+        );
         out.push_str("</section>");
     }
 
