@@ -1,8 +1,10 @@
 //! The review's object read as raw JSON without what no step of the decision reads, and no patch
-//! writes into: the pod's `status`, its `metadata.managedFields`, and every member of a container
-//! (`containers`, `initContainers`, `ephemeralContainers`) but its `name` and `image`. A pod as
-//! the apiserver sends it carries most of its bytes there (field-manager entries, env, probes,
-//! resources, mounts): they are skipped while parsing, never built into maps and strings (the
+//! writes into: the pod's `status`, its `metadata.managedFields`, every member of a container
+//! (`containers`, `initContainers`, `ephemeralContainers`) but its `name` and `image`, and every
+//! member of a volume (`spec.volumes`) but its `name` and `image` (an image volume's reference).
+//! A pod as the apiserver sends it carries most of its bytes there (field-manager entries, env,
+//! probes, resources, mounts, the projected token volume): they are skipped while parsing, never
+//! built into maps and strings (the
 //! admission bench has the cost of each, docs/benchmarks.md). Everything else is kept as sent,
 //! members newer than our k8s-openapi included; what is not the expected shape is kept whole, so
 //! [`super::review`] still refuses it.
@@ -21,6 +23,8 @@ const SKIPPED_METADATA: &[&str] = &["managedFields"];
 const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];
 /// The members of a container the decision reads.
 const CONTAINER_KEPT: &[&str] = &["name", "image"];
+/// The members of a volume the decision reads (`image`: an image volume's reference).
+const VOLUME_KEPT: &[&str] = &["name", "image"];
 
 /// An object read with the members above left out.
 #[derive(Debug)]
@@ -45,6 +49,10 @@ enum Level {
     Containers,
     /// One container.
     Container,
+    /// `spec.volumes`.
+    Volumes,
+    /// One volume.
+    Volume,
 }
 
 impl Level {
@@ -54,6 +62,7 @@ impl Level {
             (Self::Object, "metadata") => Some(Self::Metadata),
             (Self::Object, "spec") => Some(Self::Spec),
             (Self::Spec, key) if CONTAINER_LISTS.contains(&key) => Some(Self::Containers),
+            (Self::Spec, "volumes") => Some(Self::Volumes),
             _ => None,
         }
     }
@@ -64,7 +73,8 @@ impl Level {
             Self::Object => SKIPPED_TOP.contains(&key),
             Self::Metadata => SKIPPED_METADATA.contains(&key),
             Self::Container => !CONTAINER_KEPT.contains(&key),
-            Self::Spec | Self::Containers => false,
+            Self::Volume => !VOLUME_KEPT.contains(&key),
+            Self::Spec | Self::Containers | Self::Volumes => false,
         }
     }
 }
@@ -102,9 +112,14 @@ impl<'de> Visitor<'de> for Level {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-        match self {
-            Self::Containers => {
-                while let Some(item) = seq.next_element_seed(Self::Container)? {
+        let entries = match self {
+            Self::Containers => Some(Self::Container),
+            Self::Volumes => Some(Self::Volume),
+            _ => None,
+        };
+        match entries {
+            Some(entry) => {
+                while let Some(item) = seq.next_element_seed(entry)? {
                     out.push(item);
                 }
             }
@@ -185,7 +200,8 @@ mod tests {
                                 "resources": {"limits": {"cpu": "1"}}, "livenessProbe": {"exec": {}}}],
                 "initContainers": [{"name": "init", "image": "busybox", "command": ["true"]}],
                 "ephemeralContainers": [{"name": "debug", "image": "alpine", "stdin": true}],
-                "volumes": [{"name": "v", "image": {"reference": "data:1", "pullPolicy": "Always"}}],
+                "volumes": [{"name": "v", "image": {"reference": "data:1", "pullPolicy": "Always"}},
+                            {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}],
                 "nodeSelector": {"disk": "ssd"},
                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
                     {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]}]}}},
@@ -204,6 +220,10 @@ mod tests {
         want["spec"]["containers"] = json!([{"name": "app", "image": "nginx"}]);
         want["spec"]["initContainers"] = json!([{"name": "init", "image": "busybox"}]);
         want["spec"]["ephemeralContainers"] = json!([{"name": "debug", "image": "alpine"}]);
+        want["spec"]["volumes"] = json!([
+            {"name": "v", "image": {"reference": "data:1", "pullPolicy": "Always"}},
+            {"name": "token"}
+        ]);
         assert_eq!(pruned(&pod), want);
     }
 
@@ -250,6 +270,7 @@ mod tests {
             json!({"metadata": "x", "spec": 3}),
             json!({"spec": {"containers": null, "initContainers": {"a": 1}}}),
             json!({"spec": {"containers": [null, "nginx", {"image": 7}]}}),
+            json!({"spec": {"volumes": [null, "v", {"image": 7}]}}),
         ] {
             assert_eq!(pruned(&value), value, "{value}");
         }

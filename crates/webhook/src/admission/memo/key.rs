@@ -6,9 +6,10 @@
 //! `creationTimestamp`, field-manager entries whose `time` is the second it was created, and
 //! (the service account admission plugin) a token volume named `kube-api-access-` and five random
 //! characters, mounted in each container. No step of the decision reads any of them
-//! (`admission/prune.rs` leaves out the status, the field-manager entries and every member of a
-//! container but its name and image; the decision reads no name, uid, creation time or volume
-//! name), and the patch is written from what it reads. So the key is taken over a text derived
+//! (`admission/prune.rs` leaves out the status, the field-manager entries, every member of a
+//! container but its name and image and every member of a volume but its name and image; the
+//! decision reads no name, uid, creation time or volume name), and the patch is written from
+//! what it reads. So the key is taken over a text derived
 //! from the object's bytes as sent: the members [`super::super::prune`] leaves out are cut out
 //! of it, and the string values of `metadata.name` (when the apiserver generated it from
 //! `generateName`), `metadata.uid`, `metadata.creationTimestamp` and `spec.volumes[].name` are
@@ -137,6 +138,8 @@ fn member(level: Level, key: &[u8]) -> Member {
         (Level::Container, b"name" | b"image") => Member::Kept,
         (Level::Container, _) => Member::Cut,
         (Level::Volume, b"name") => Member::Blank,
+        (Level::Volume, b"image") => Member::Kept,
+        (Level::Volume, _) => Member::Cut,
         _ => Member::Kept,
     }
 }
