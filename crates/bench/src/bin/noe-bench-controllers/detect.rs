@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use noe_bench::cluster::{arm_node, populate_with};
-use noe_bench::noe::{start_noe_env, Tls};
-use noe_test_support::{
-    crash_loop, push_standard_fixtures, Crash, KubeApi, PodFixture, PodLog, Registry,
-};
+use noe_bench::noe::start_noe_env;
+use noe_test_support::{crash_loop, Crash, KubeApi, PodFixture, PodLog};
 
 use crate::learned::{put_store, NAMESPACE, POD_ENV};
+use crate::process::Cluster;
 
 /// `detect` options.
 #[derive(Clone, Debug, clap::Args)]
@@ -71,19 +70,12 @@ async fn wait_reads(api: &KubeApi, want: usize, limit: Duration) -> anyhow::Resu
 }
 
 pub async fn run(options: &Options) -> anyhow::Result<()> {
-    let registry = Registry::start().await?;
-    let fixtures = push_standard_fixtures(&registry).await?;
-    let tls = Tls::new()?;
-    let api = KubeApi::start().await?;
-    let pool = [
-        fixtures.oci_index.reference(),
-        fixtures.docker_list.reference(),
-        fixtures.nested_index.reference(),
-    ];
+    let cluster = Cluster::start().await?;
+    let (tls, api) = (&cluster.tls, &cluster.api);
     let crashing = options.crashlooping.min(options.pods);
     let started = Instant::now();
-    populate_with(&api, options.nodes, options.pods - crashing, &pool);
-    let image = fixtures.docker_list.reference();
+    populate_with(api, options.nodes, options.pods - crashing, &cluster.pool);
+    let image = cluster.fixtures.docker_list.reference();
     for i in 0..crashing {
         let text: &[u8] = if i.is_multiple_of(10) {
             b"exec /app: exec format error\n"
@@ -99,22 +91,20 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
         );
         api.put_pod(crashed(i, options.nodes, 1, &image));
     }
-    put_store(&api, NAMESPACE, &[]);
+    put_store(api, NAMESPACE, &[]);
     eprintln!(
         "populated {} nodes and {} pods ({crashing} crash-looping) in {:.1} s",
         options.nodes,
         options.pods,
         started.elapsed().as_secs_f64()
     );
-    let kubeconfig = tls.dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, api.kubeconfig_yaml())?;
-    let insecure = format!("--insecure-registries={}", registry.host());
+    let (kubeconfig, insecure) = cluster.noe_args()?;
 
-    let idle_rss = crate::process::idle_rss(&options.noe, &tls, &insecure).await?;
+    let idle_rss = crate::process::idle_rss(&options.noe, tls, &insecure).await?;
 
     let noe = start_noe_env(
         &options.noe,
-        &tls,
+        tls,
         &[
             insecure,
             format!("--kubeconfig={}", kubeconfig.display()),
@@ -125,17 +115,17 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     )
     .await?;
     let limit = Duration::from_secs(900);
-    let first = wait_reads(&api, crashing, limit).await?;
+    let first = wait_reads(api, crashing, limit).await?;
     // Every crash-looping container restarts once more.
     for i in 0..crashing {
         api.put_pod(crashed(i, options.nodes, 2, &image));
     }
     // The learned ones were reported: their Event is written, their log not read again.
     let learned = crashing.div_ceil(10);
-    let second = wait_reads(&api, 2 * crashing - learned, limit).await?;
+    let second = wait_reads(api, 2 * crashing - learned, limit).await?;
     // Anything more would be a second read of one restart.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let reads = log_reads(&api);
+    let reads = log_reads(api);
     let (rss, peak) = noe.rss_kib()?;
     let entries = noe.metric("noe_learned_corrections").await?;
     drop(noe);

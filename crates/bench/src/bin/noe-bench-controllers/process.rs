@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use noe_bench::cluster::{node_name, populate_with};
 use noe_bench::noe::{start_noe, Process, Tls};
-use noe_test_support::{push_standard_fixtures, KubeApi, PodFixture, Registry};
+use noe_test_support::{push_standard_fixtures, Fixtures, KubeApi, PodFixture, Registry};
 
 use crate::latency::percentile;
 
@@ -55,34 +55,68 @@ pub async fn idle_rss(noe: &Path, tls: &Tls, insecure: &str) -> anyhow::Result<u
     Ok(rss)
 }
 
+/// What the benches of a real `noe` process over a scripted cluster start from: the real
+/// registry with the standard fixtures, `noe`'s TLS, the scripted API server and the images
+/// pods are drawn from.
+pub struct Cluster {
+    pub registry: Registry,
+    pub fixtures: Fixtures,
+    pub tls: Tls,
+    pub api: KubeApi,
+    pub pool: [String; 3],
+}
+
+impl Cluster {
+    pub async fn start() -> anyhow::Result<Self> {
+        let registry = Registry::start().await?;
+        let fixtures = push_standard_fixtures(&registry).await?;
+        let tls = Tls::new()?;
+        let api = KubeApi::start().await?;
+        let pool = [
+            fixtures.oci_index.reference(),
+            fixtures.docker_list.reference(),
+            fixtures.nested_index.reference(),
+        ];
+        Ok(Self {
+            registry,
+            fixtures,
+            tls,
+            api,
+            pool,
+        })
+    }
+
+    /// Writes the scripted API's kubeconfig beside `noe`'s certificates; returns its path and
+    /// the flag that lets `noe` reach the test registry over plain HTTP.
+    pub fn noe_args(&self) -> anyhow::Result<(PathBuf, String)> {
+        let kubeconfig = self.tls.dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, self.api.kubeconfig_yaml())?;
+        Ok((
+            kubeconfig,
+            format!("--insecure-registries={}", self.registry.host()),
+        ))
+    }
+}
+
 pub async fn run(options: &Options) -> anyhow::Result<()> {
-    let registry = Registry::start().await?;
-    let fixtures = push_standard_fixtures(&registry).await?;
-    let tls = Tls::new()?;
-    let api = KubeApi::start().await?;
-    let pool = [
-        fixtures.oci_index.reference(),
-        fixtures.docker_list.reference(),
-        fixtures.nested_index.reference(),
-    ];
+    let cluster = Cluster::start().await?;
+    let (tls, api) = (&cluster.tls, &cluster.api);
     let started = Instant::now();
-    populate_with(&api, options.nodes, options.pods, &pool);
+    populate_with(api, options.nodes, options.pods, &cluster.pool);
     eprintln!(
         "populated {} nodes and {} pods in {:.1} s",
         options.nodes,
         options.pods,
         started.elapsed().as_secs_f64()
     );
-    let kubeconfig = tls.dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, api.kubeconfig_yaml())?;
-    let insecure = format!("--insecure-registries={}", registry.host());
+    let (kubeconfig, insecure) = cluster.noe_args()?;
 
-    let idle_rss = idle_rss(&options.noe, &tls, &insecure).await?;
+    let idle_rss = idle_rss(&options.noe, tls, &insecure).await?;
 
     let started = Instant::now();
     let noe = start_noe(
         &options.noe,
-        &tls,
+        tls,
         &[
             insecure,
             format!("--kubeconfig={}", kubeconfig.display()),
@@ -104,7 +138,7 @@ pub async fn run(options: &Options) -> anyhow::Result<()> {
     let (synced_rss, peak) = noe.rss_kib()?;
 
     // oci_single is linux/arm64 only: on an amd64 node (even index) it is misplaced.
-    let wrong = fixtures.oci_single.reference();
+    let wrong = cluster.fixtures.oci_single.reference();
     let mut requests = api.subscribe_requests();
     let mut to_event = Vec::with_capacity(options.samples);
     for i in 0..options.samples {
