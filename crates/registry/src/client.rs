@@ -166,6 +166,8 @@ struct Shared {
 
 /// Idle registry connections are closed after this long.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The `User-Agent` of every registry request, the layer connections' included.
+pub(crate) const NOE_USER_AGENT: &str = concat!("noe-rs/", env!("CARGO_PKG_VERSION"));
 /// Idle connections kept per registry host. A burst of lookups (a pod with 100 uncached images)
 /// opens one connection each; keeping them all would hold their buffers (tens of KiB each) long
 /// after the burst (docs/benchmarks.md, Memory). At most [`pool::MAX_POOLED_HOSTS`] hosts keep
@@ -192,7 +194,7 @@ fn build_client(
         .connect_timeout(connect_timeout)
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .pool_max_idle_per_host(max_idle_per_host)
-        .user_agent(concat!("noe-rs/", env!("CARGO_PKG_VERSION")))
+        .user_agent(NOE_USER_AGENT)
         .build()
         .map_err(|e| Error::Config {
             reason: format!("cannot build the HTTP client: {e}"),

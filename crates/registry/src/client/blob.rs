@@ -172,10 +172,9 @@ where
     let host = HeaderValue::from_str(&url[Position::BeforeHost..Position::AfterPort])
         .map_err(|error| Failure::Exchange(Box::new(error)))?;
     request.headers_mut().insert(HOST, host);
-    request.headers_mut().insert(
-        USER_AGENT,
-        HeaderValue::from_static(concat!("noe-rs/", env!("CARGO_PKG_VERSION"))),
-    );
+    request
+        .headers_mut()
+        .insert(USER_AGENT, HeaderValue::from_static(super::NOE_USER_AGENT));
     let answer = sender.send_request(request).await.map_err(failed)?;
     let (parts, body) = answer.into_parts();
     let chunks = futures::stream::unfold(Some((body, body_alive)), move |state| async move {
